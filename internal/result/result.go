@@ -1,0 +1,280 @@
+// Package result holds perfgate's benchmark result format: a superset of the
+// JSON that `vllm bench serve --save-result` writes. Every vLLM key keeps its
+// name and unit (per-request ttfts and itls in seconds, aggregates in ms);
+// perfgate's own data sits under the "perfgate" key, so a vLLM file is a
+// valid result with that section empty.
+package result
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"regexp"
+	"sort"
+	"strconv"
+)
+
+// SchemaVersion is the version of the "perfgate" section this code writes.
+const SchemaVersion = 1
+
+// Result is one benchmark run.
+type Result struct {
+	// Keys as vLLM writes them.
+	Date                 string      `json:"date,omitempty"`
+	Backend              string      `json:"backend,omitempty"`
+	ModelID              string      `json:"model_id,omitempty"`
+	TokenizerID          string      `json:"tokenizer_id,omitempty"`
+	NumPrompts           int         `json:"num_prompts,omitempty"`
+	RequestRate          Rate        `json:"request_rate"`
+	Burstiness           float64     `json:"burstiness,omitempty"`
+	MaxConcurrency       *int        `json:"max_concurrency"`
+	Duration             float64     `json:"duration"`
+	Completed            int         `json:"completed"`
+	Failed               int         `json:"failed"`
+	TotalInputTokens     int         `json:"total_input_tokens"`
+	TotalOutputTokens    int         `json:"total_output_tokens"`
+	RequestThroughput    float64     `json:"request_throughput"`
+	RequestGoodput       *float64    `json:"request_goodput"`
+	OutputThroughput     float64     `json:"output_throughput"`
+	TotalTokenThroughput float64     `json:"total_token_throughput"`
+	MaxOutputTokensPerS  float64     `json:"max_output_tokens_per_s,omitempty"`
+	MaxConcurrentReqs    float64     `json:"max_concurrent_requests,omitempty"`
+	InputLens            []int       `json:"input_lens"`
+	OutputLens           []int       `json:"output_lens"`
+	TTFTs                []float64   `json:"ttfts"` // seconds, per request
+	ITLs                 [][]float64 `json:"itls"`  // seconds, per request, per gap
+	GeneratedTexts       []string    `json:"generated_texts,omitempty"`
+	Errors               []string    `json:"errors"` // per request, "" when it succeeded
+
+	// Metrics holds the flat aggregate keys vLLM writes, e.g. "mean_ttft_ms",
+	// "median_tpot_ms", "std_itl_ms", "p99_e2el_ms", "p99.9_ttft_ms".
+	Metrics map[string]float64 `json:"-"`
+
+	// Extra keeps top-level keys this code does not know (vLLM writes the
+	// --metadata pairs there), so a round trip loses nothing.
+	Extra map[string]json.RawMessage `json:"-"`
+
+	// Perfgate is perfgate's own section; nil in a plain vLLM file.
+	Perfgate *Section `json:"perfgate,omitempty"`
+}
+
+// Section is what perfgate records beyond vLLM's keys.
+type Section struct {
+	SchemaVersion int               `json:"schema_version"`
+	Tool          string            `json:"tool"` // "perfgate bench vX"
+	StartedAt     string            `json:"started_at,omitempty"`
+	Environment   Environment       `json:"environment"`
+	Load          Load              `json:"load"`
+	DatasetHash   string            `json:"dataset_hash,omitempty"` // sha256 of the prompts sent
+	Metadata      map[string]string `json:"metadata,omitempty"`
+	// OutputTokensFrom says where output token counts came from:
+	// "usage" (the server's usage block) or "chunks" (counted content chunks).
+	OutputTokensFrom string `json:"output_tokens_from,omitempty"`
+	// Per-request latencies in ms, aligned with the vLLM arrays; TPOT is 0
+	// for requests with fewer than two output tokens.
+	E2ELs []float64 `json:"e2els_ms,omitempty"`
+	TPOTs []float64 `json:"tpots_ms,omitempty"`
+	// ErrorCounts maps each distinct error message to its count.
+	ErrorCounts map[string]int `json:"error_counts,omitempty"`
+	ErrorRate   float64        `json:"error_rate"`
+	Warmup      int            `json:"warmup_requests,omitempty"`
+	GPU         *GPUSummary    `json:"gpu,omitempty"`
+}
+
+// Environment is where a run ran. Two runs are comparable only when the
+// fields that matter agree; see the gate.
+type Environment struct {
+	Hostname      string  `json:"hostname,omitempty"`
+	GPUName       string  `json:"gpu_name,omitempty"`
+	GPUUUID       string  `json:"gpu_uuid,omitempty"`
+	GPUSerial     string  `json:"gpu_serial,omitempty"`
+	GPUCount      int     `json:"gpu_count,omitempty"`
+	Driver        string  `json:"driver_version,omitempty"`
+	CUDA          string  `json:"cuda_version,omitempty"`
+	PowerLimitW   float64 `json:"power_limit_w,omitempty"`
+	SMClockMHz    int     `json:"sm_clock_mhz,omitempty"`
+	MemClockMHz   int     `json:"mem_clock_mhz,omitempty"`
+	ECCMode       string  `json:"ecc_mode,omitempty"`
+	MIGMode       string  `json:"mig_mode,omitempty"`
+	Persistence   string  `json:"persistence_mode,omitempty"`
+	EngineImage   string  `json:"engine_image,omitempty"` // image@sha256:… or command
+	EngineVersion string  `json:"engine_version,omitempty"`
+	Commit        string  `json:"commit,omitempty"`
+	Sim           bool    `json:"sim,omitempty"` // the built-in simulated engine
+}
+
+// Load is the offered load: what must match for two runs to compare.
+type Load struct {
+	Endpoint       string  `json:"endpoint"`
+	Model          string  `json:"model"`
+	Dataset        string  `json:"dataset"`
+	NumPrompts     int     `json:"num_prompts"`
+	InputLen       int     `json:"input_len,omitempty"`
+	OutputLen      int     `json:"output_len,omitempty"`
+	RequestRate    Rate    `json:"request_rate"`
+	Burstiness     float64 `json:"burstiness"`
+	MaxConcurrency int     `json:"max_concurrency,omitempty"`
+	Seed           int64   `json:"seed"`
+	Temperature    float64 `json:"temperature"`
+}
+
+// GPUSummary is the NVML telemetry of one measured run.
+type GPUSummary struct {
+	Available  bool                 `json:"available"`
+	Reason     string               `json:"reason,omitempty"` // why not available
+	Samples    int                  `json:"samples"`
+	IntervalMS int                  `json:"interval_ms"`
+	Series     map[string]Aggregate `json:"series,omitempty"` // "util_pct", "mem_used_mib", "power_w", "sm_clock_mhz", "mem_clock_mhz", "temp_c"
+	Valid      bool                 `json:"valid"`
+	Invalid    []string             `json:"invalid,omitempty"`  // reasons the run is not trustworthy
+	Warnings   []string             `json:"warnings,omitempty"` // noted, not disqualifying
+	EnergyJ    float64              `json:"energy_j,omitempty"`
+}
+
+// Aggregate summarises one telemetry series.
+type Aggregate struct {
+	Mean float64 `json:"mean"`
+	Max  float64 `json:"max"`
+	P95  float64 `json:"p95"`
+}
+
+// Rate is a request rate in requests/s where +Inf ("inf" in vLLM's JSON)
+// means all requests at once.
+type Rate float64
+
+// metricKey matches vLLM's flat aggregate keys.
+var metricKey = regexp.MustCompile(`^(mean|median|std|p[0-9]+(\.[0-9]+)?)_(ttft|tpot|itl|e2el)_ms$`)
+
+// Metric returns a flat aggregate such as "p99_tpot_ms" and whether it exists.
+func (r *Result) Metric(key string) (float64, bool) {
+	v, ok := r.Metrics[key]
+	return v, ok
+}
+
+type plain Result // no methods: avoids recursion in (Un)MarshalJSON
+
+// MarshalJSON writes the struct fields, the flat metric keys and Extra.
+func (r Result) MarshalJSON() ([]byte, error) {
+	base, err := json.Marshal(plain(r))
+	if err != nil {
+		return nil, err
+	}
+	if len(r.Metrics) == 0 && len(r.Extra) == 0 {
+		return base, nil
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(base, &m); err != nil {
+		return nil, err
+	}
+	for k, v := range r.Extra {
+		if _, taken := m[k]; !taken {
+			m[k] = v
+		}
+	}
+	for k, v := range r.Metrics {
+		m[k] = json.RawMessage(strconv.FormatFloat(v, 'g', -1, 64))
+	}
+	return marshalSorted(m)
+}
+
+// UnmarshalJSON reads vLLM's and perfgate's keys alike.
+func (r *Result) UnmarshalJSON(data []byte) error {
+	var p plain
+	if err := json.Unmarshal(data, &p); err != nil {
+		return err
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(data, &m); err != nil {
+		return err
+	}
+	known := knownKeys()
+	p.Metrics = map[string]float64{}
+	for k, raw := range m {
+		switch {
+		case metricKey.MatchString(k):
+			var v *float64
+			if err := json.Unmarshal(raw, &v); err != nil {
+				return fmt.Errorf("key %q: %w", k, err)
+			}
+			if v != nil {
+				p.Metrics[k] = *v
+			}
+		case !known[k]:
+			if p.Extra == nil {
+				p.Extra = map[string]json.RawMessage{}
+			}
+			p.Extra[k] = raw
+		}
+	}
+	*r = Result(p)
+	return nil
+}
+
+// Load reads a result file written by perfgate or by vLLM.
+func LoadFile(path string) (*Result, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read result: %w", err)
+	}
+	r, err := Parse(data)
+	if err != nil {
+		return nil, fmt.Errorf("parse result %s: %w", path, err)
+	}
+	return r, nil
+}
+
+// Parse decodes a result and checks it is one: it must have at least the
+// keys every vLLM result has.
+func Parse(data []byte) (*Result, error) {
+	var r Result
+	if err := json.Unmarshal(data, &r); err != nil {
+		return nil, err
+	}
+	if r.Completed == 0 && len(r.Metrics) == 0 && r.Perfgate == nil {
+		return nil, fmt.Errorf("not a benchmark result: no \"completed\" count and no metric keys such as \"median_ttft_ms\"")
+	}
+	return &r, nil
+}
+
+// WriteFile writes r as indented JSON.
+func (r *Result) WriteFile(path string) error {
+	data, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode result: %w", err)
+	}
+	if err := os.WriteFile(path, append(data, '\n'), 0o644); err != nil {
+		return fmt.Errorf("write result: %w", err)
+	}
+	return nil
+}
+
+func knownKeys() map[string]bool {
+	keys := map[string]bool{}
+	var probe map[string]json.RawMessage
+	b, _ := json.Marshal(plain{Perfgate: &Section{}, Date: "x", Backend: "x", ModelID: "x", TokenizerID: "x",
+		NumPrompts: 1, Burstiness: 1, MaxOutputTokensPerS: 1, MaxConcurrentReqs: 1, GeneratedTexts: []string{""}})
+	_ = json.Unmarshal(b, &probe)
+	for k := range probe {
+		keys[k] = true
+	}
+	return keys
+}
+
+func marshalSorted(m map[string]json.RawMessage) ([]byte, error) {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	buf := []byte{'{'}
+	for i, k := range keys {
+		if i > 0 {
+			buf = append(buf, ',')
+		}
+		kb, _ := json.Marshal(k)
+		buf = append(buf, kb...)
+		buf = append(buf, ':')
+		buf = append(buf, m[k]...)
+	}
+	return append(buf, '}'), nil
+}
