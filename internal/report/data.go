@@ -1,0 +1,164 @@
+package report
+
+import (
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// summaryData is what check_summary.md.tmpl sees.
+type summaryData struct {
+	View
+	Icon, Headline, Lead, Escalation, SecondaryNote string
+	TableRows, SecondaryRows                        []tableRow
+	NextSteps                                       []string
+}
+
+type tableRow struct{ Cells []string }
+
+// commentData is what comment.md.tmpl sees.
+type commentData struct {
+	View
+	Icon, ShortSHA, Deadline, EscalateAfterText string
+	Escalated                                   bool
+	TableRows               []tableRow
+}
+
+func summaryDataOf(v View) summaryData {
+	d := summaryData{View: v, SecondaryNote: "shown, never blocking on their own"}
+	d.TableRows = table(v.Rows)
+	d.SecondaryRows = table(v.Secondary)
+	short := shortSHA(v.SHA)
+	switch v.Verdict {
+	case Pass:
+		d.Icon, d.Headline = "✅", fmt.Sprintf("perfgate / %s: no performance regression", v.Tier)
+		d.Lead = fmt.Sprintf("Every gated metric of %s is within its threshold of the baseline.", short)
+	case Warning:
+		d.Icon, d.Headline = "⚠️", fmt.Sprintf("perfgate / %s: performance regression (warning)", v.Tier)
+		d.Lead = fmt.Sprintf("%s is slower than the baseline beyond the threshold, the noise band and the statistical test.", short)
+		if !v.Deadline.IsZero() {
+			d.Escalation = fmt.Sprintf("This check is **neutral** until **%s**; unresolved by then, it turns into a blocking failure.", formatTime(v.Deadline))
+		}
+	case Escalated:
+		d.Icon, d.Headline = "❌", fmt.Sprintf("perfgate / %s: performance regression (blocking)", v.Tier)
+		d.Lead = fmt.Sprintf("%s is slower than the baseline, and the regression was not resolved within %s.", short, formatDuration(v.EscalateAfter))
+	case Accepted:
+		d.Icon, d.Headline = "🟦", fmt.Sprintf("perfgate / %s: regression accepted on appeal", v.Tier)
+		d.Lead = fmt.Sprintf("A maintainer accepted the regression of %s; it is recorded in the audit log. The baseline does not move without its own review.", short)
+	case Inconclusive:
+		d.Icon, d.Headline = "❔", fmt.Sprintf("perfgate / %s: inconclusive", v.Tier)
+		d.Lead = fmt.Sprintf("The runs of %s could not settle whether it regressed. This does not block the PR.", short)
+	case Skipped:
+		d.Icon, d.Headline = "⏭️", fmt.Sprintf("perfgate / %s: skipped", v.Tier)
+		d.Lead = "This PR changes no files that match the repository's perfgate paths, so nothing was measured."
+	case Broken:
+		d.Icon, d.Headline = "🛑", fmt.Sprintf("perfgate / %s: could not run", v.Tier)
+		d.Lead = "perfgate could not measure this commit:\n\n" + quoteLines(v.Problems)
+	}
+	switch v.Verdict {
+	case Warning, Escalated:
+		d.NextSteps = []string{
+			"Push a fix: the new commit is measured again and the clock restarts.",
+			"Comment `/perf retest` to measure this commit again on the same runner; the new runs are added to the evidence.",
+			"Comment `/perf appeal <reason>` to explain why the regression is acceptable; a maintainer answers `/perf appeal accept` or `/perf appeal reject`.",
+		}
+	case Inconclusive:
+		d.NextSteps = []string{"Comment `/perf retest` to add runs; more runs narrow the interval."}
+	case Broken:
+		d.NextSteps = []string{"Fix the problem above and push, or comment `/perf retest` if it was the runner's fault."}
+	}
+	return d
+}
+
+func commentDataOf(v View) commentData {
+	icon := "⚠️"
+	if v.Verdict == Escalated {
+		icon = "❌"
+	}
+	return commentData{
+		View: v, Icon: icon, ShortSHA: shortSHA(v.SHA), Deadline: formatTime(v.Deadline),
+		EscalateAfterText: formatDuration(v.EscalateAfter),
+		Escalated:         v.Verdict == Escalated, TableRows: table(v.Rows),
+	}
+}
+
+// table pads every cell so the raw markdown lines up as well as the
+// rendered table; numeric columns are right-aligned.
+func table(rows []Row) []tableRow {
+	if len(rows) == 0 {
+		return nil
+	}
+	header := []string{"metric", "baseline", "candidate", "Δ", "threshold", "verdict"}
+	right := []bool{false, true, true, true, true, false}
+	cells := [][]string{header}
+	for _, r := range rows {
+		cells = append(cells, []string{r.Metric, r.Baseline, r.Candidate, r.Delta, r.Threshold, r.Verdict})
+	}
+	width := make([]int, len(header))
+	for _, row := range cells {
+		for i, c := range row {
+			width[i] = max(width[i], utf8.RuneCountInString(c), 3)
+		}
+	}
+	out := make([]tableRow, 0, len(cells)+1)
+	for n, row := range cells {
+		padded := make([]string, len(row))
+		for i, c := range row {
+			padded[i] = pad(c, width[i], right[i])
+		}
+		out = append(out, tableRow{Cells: padded})
+		if n == 0 {
+			sep := make([]string, len(header))
+			for i := range header {
+				if right[i] {
+					sep[i] = strings.Repeat("-", width[i]-1) + ":"
+				} else {
+					sep[i] = ":" + strings.Repeat("-", width[i]-1)
+				}
+			}
+			out = append(out, tableRow{Cells: sep})
+		}
+	}
+	return out
+}
+
+func pad(s string, w int, right bool) string {
+	gap := strings.Repeat(" ", w-utf8.RuneCountInString(s))
+	if right {
+		return gap + s
+	}
+	return s + gap
+}
+
+func quoteLines(lines []string) string {
+	var b strings.Builder
+	for _, l := range lines {
+		b.WriteString("> " + l + "\n")
+	}
+	return strings.TrimRight(b.String(), "\n")
+}
+
+func shortSHA(sha string) string {
+	if len(sha) > 7 {
+		return "`" + sha[:7] + "`"
+	}
+	if sha == "" {
+		return "this commit"
+	}
+	return "`" + sha + "`"
+}
+
+func formatTime(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format("2006-01-02 15:04 UTC")
+}
+
+func formatDuration(d time.Duration) string {
+	if d > 0 && d%time.Hour == 0 {
+		return fmt.Sprintf("%d hours", int(d/time.Hour))
+	}
+	return d.String()
+}

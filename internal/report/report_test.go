@@ -1,0 +1,152 @@
+package report
+
+import (
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata/report")
+
+var deadline = time.Date(2026, 12, 4, 9, 30, 0, 0, time.UTC)
+
+func regressionRows() []Row {
+	return []Row{
+		{"TTFT p99", FormatValue(182.4, "ms"), FormatValue(186.1, "ms"), FormatDelta(0.0203), FormatThreshold(0.08, true), "~"},
+		{"TPOT p99", FormatValue(11.52, "ms"), FormatValue(12.49, "ms"), FormatDelta(0.0842), FormatThreshold(0.05, true), "❌ regression"},
+		{"ITL p99", FormatValue(13.1, "ms"), FormatValue(14.2, "ms"), FormatDelta(0.0840), FormatThreshold(0.05, true), "❌ regression"},
+		{"output throughput", FormatValue(4210.7, "tok/s"), FormatValue(3890.2, "tok/s"), FormatDelta(-0.0761), FormatThreshold(0.05, false), "❌ regression"},
+		{"error rate", FormatValue(0, "%"), FormatValue(0, "%"), FormatDelta(0), "+1%", "✅ pass"},
+	}
+}
+
+func env() []KV {
+	return []KV{{"GPU", "NVIDIA A100-SXM4-80GB (GPU-5f2c…)"}, {"driver / CUDA", "550.54.15 / 12.4"}, {"engine", "vllm/vllm-openai@sha256:3c1f…"}, {"dataset", "sharegpt · 1000 prompts · sha256:9ab0…"}}
+}
+
+func TestGolden(t *testing.T) {
+	tests := []struct {
+		name string
+		view View
+	}{
+		{"pass", View{Tier: "merge", Verdict: Pass, SHA: "4f1c9e2ab7", BaselineRuns: 5, CandidateRuns: 5, NoiseBand: "±1.9%", Confidence: "99.5%",
+			Rows: []Row{
+				{"TPOT p99", FormatValue(11.52, "ms"), FormatValue(11.50, "ms"), FormatDelta(-0.0017), "+5%", "~"},
+				{"output throughput", FormatValue(4210.7, "tok/s"), FormatValue(4390.0, "tok/s"), FormatDelta(0.0426), "−5%", "🚀 improvement"},
+			},
+			Secondary:   []Row{{"GPU memory", FormatValue(71234, "MiB"), FormatValue(71301, "MiB"), FormatDelta(0.0009), "+10%", "~"}},
+			Environment: env()}},
+		{"warning", View{Tier: "merge", Verdict: Warning, SHA: "4f1c9e2ab7", Author: "octocat", Deadline: deadline, EscalateAfter: 48 * time.Hour,
+			BaselineRuns: 5, CandidateRuns: 5, NoiseBand: "±1.9%", Confidence: "99.5%", Rows: regressionRows(), Environment: env(),
+			Excluded: []string{"run 3: GPU thermal slowdown in 4% of samples"}, RunDetail: "| run | TPOT p99 |\n|--:|--:|\n| 1 | 12.41 ms |"}},
+		{"escalated", View{Tier: "merge", Verdict: Escalated, SHA: "4f1c9e2ab7", Author: "octocat", EscalateAfter: 48 * time.Hour,
+			BaselineRuns: 5, CandidateRuns: 10, NoiseBand: "±1.9%", Confidence: "99.5%", Rows: regressionRows()}},
+		{"inconclusive_env", View{Tier: "quick", Verdict: Inconclusive, SHA: "4f1c9e2ab7", BaselineRuns: 3, CandidateRuns: 3, NoiseBand: "±2.4%", Confidence: "99.5%",
+			Mismatches: []Mismatch{{"gpu_name", "NVIDIA A100-SXM4-80GB", "NVIDIA H100 80GB HBM3"}, {"driver_version", "550.54.15", "555.42.02"}}}},
+		{"skipped", View{Tier: "quick", Verdict: Skipped, SHA: "4f1c9e2ab7"}},
+		{"broken", View{Tier: "quick", Verdict: Broken, SHA: "4f1c9e2ab7",
+			Problems: []string{".github/perfgate.yml:7:5: tiers.merge.metrics.tpot_p98: unknown metric (did you mean tpot_p99?)"}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := RenderCheck(tt.view)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := "# " + c.Title + "\n\n" + c.Summary + "\n\n---- text ----\n" + c.Text
+			if tt.view.Verdict == Warning || tt.view.Verdict == Escalated {
+				comment, err := RenderComment(tt.view)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got += "\n---- comment ----\n" + comment
+			}
+			golden(t, filepath.Join("..", "..", "testdata", "report", tt.name+".md"), got)
+		})
+	}
+}
+
+func golden(t *testing.T, path, got string) {
+	t.Helper()
+	if *update {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("read golden file (run `go test ./internal/report -update` to create it): %v", err)
+	}
+	if string(want) != got {
+		t.Errorf("%s differs from the rendering; diff it or run with -update after checking.\n--- got ---\n%s", path, got)
+	}
+}
+
+func TestTableIsAligned(t *testing.T) {
+	rows := table(regressionRows())
+	var lines []string
+	for _, r := range rows {
+		lines = append(lines, "| "+strings.Join(r.Cells, " | ")+" |")
+	}
+	w := utf8.RuneCountInString(lines[0])
+	for _, l := range lines {
+		if utf8.RuneCountInString(l) != w {
+			t.Errorf("line %q has width %d, header %d", l, utf8.RuneCountInString(l), w)
+		}
+	}
+	if !strings.HasSuffix(rows[1].Cells[1], ":") || !strings.HasPrefix(rows[1].Cells[0], ":") {
+		t.Errorf("numbers right-aligned, names left-aligned: %v", rows[1].Cells)
+	}
+}
+
+func TestHugeOutputStaysUnderGitHubLimitsAndKeepsTheTable(t *testing.T) {
+	v := View{Tier: "nightly", Verdict: Warning, SHA: "abc1234", Rows: regressionRows(), Deadline: deadline}
+	for i := 0; i < 5000; i++ {
+		v.Notes = append(v.Notes, strings.Repeat("note ", 10))
+		v.Environment = append(v.Environment, KV{"k", strings.Repeat("v", 40)})
+		v.Excluded = append(v.Excluded, strings.Repeat("excluded run ", 5))
+	}
+	v.Log = strings.Repeat("log line of the runner\n", 10000)
+	v.RunDetail = strings.Repeat("| 1 | 2 |\n", 10000)
+	c, err := RenderCheck(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := utf8.RuneCountInString(c.Summary); n > MaxCheckField {
+		t.Errorf("summary has %d characters, limit %d", n, MaxCheckField)
+	}
+	if n := utf8.RuneCountInString(c.Text); n > MaxCheckField {
+		t.Errorf("text has %d characters, limit %d", n, MaxCheckField)
+	}
+	if !strings.Contains(c.Summary, "| TPOT p99") {
+		t.Errorf("the regression table was dropped from the summary")
+	}
+	if strings.Contains(c.Summary, "note note") {
+		t.Errorf("notes should go before the table does")
+	}
+}
+
+func TestFormat(t *testing.T) {
+	tests := []struct{ got, want string }{
+		{FormatValue(12.345, "ms"), "12.35 ms"},
+		{FormatValue(4210.75, "tok/s"), "4,210.8 tok/s"},
+		{FormatValue(1234567.0, ""), "1,234,567.0"},
+		{FormatValue(150.04, "W"), "150.0 W"},
+		{FormatDelta(0.0842), "+8.4%"},
+		{FormatDelta(-0.0761), "−7.6%"},
+		{FormatDelta(0.0001), "0.0%"},
+		{FormatThreshold(0.05, true), "+5%"},
+		{FormatThreshold(0.05, false), "−5%"},
+		{FormatThreshold(0.125, true), "+12.5%"},
+	}
+	for _, tt := range tests {
+		if tt.got != tt.want {
+			t.Errorf("got %q, want %q", tt.got, tt.want)
+		}
+	}
+}
