@@ -22,7 +22,7 @@ type commentData struct {
 	View
 	Icon, ShortSHA, Deadline, EscalateAfterText string
 	Escalated                                   bool
-	TableRows               []tableRow
+	TableRows                                   []tableRow
 }
 
 func summaryDataOf(v View) summaryData {
