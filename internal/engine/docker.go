@@ -1,0 +1,86 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os/exec"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/rs/zerolog"
+)
+
+// stopContainer stops the job's container by name: `docker stop` gives the
+// engine StopGrace to exit, `docker rm -f` makes sure it is gone (with
+// --rm it usually is already). The `docker run` client then exits; if it
+// does not, its process group is killed.
+func (s *Server) stopContainer(ctx context.Context) error {
+	name := ContainerName(s.spec.JobID)
+	grace := int(s.spec.StopGrace.Round(time.Second) / time.Second)
+	var errs []error
+	if out, err := s.docker(ctx, s.spec.StopGrace+15*time.Second, "stop", "--time", strconv.Itoa(grace), name); err != nil && !noSuchContainer(out) {
+		errs = append(errs, fmt.Errorf("docker stop %s: %w: %s", name, err, trimOutput(out)))
+	}
+	if out, err := s.docker(ctx, 30*time.Second, "rm", "-f", name); err != nil && !noSuchContainer(out) {
+		errs = append(errs, fmt.Errorf("docker rm -f %s: %w: %s", name, err, trimOutput(out)))
+	}
+	select {
+	case <-s.exited:
+	case <-time.After(10 * time.Second):
+		signalGroup(s.cmd.Process.Pid, true)
+		<-s.exited
+	}
+	// The container is what holds the GPU; the client's fate matters only
+	// if the container could not be removed.
+	return errors.Join(errs...)
+}
+
+// containerPID is the host PID of the container's init process, so the GPU
+// sampler can tell the engine's processes from foreign ones.
+func (s *Server) containerPID(ctx context.Context) int {
+	out, err := s.docker(ctx, 10*time.Second, "inspect", "--format", "{{.State.Pid}}", ContainerName(s.spec.JobID))
+	pid, perr := strconv.Atoi(strings.TrimSpace(string(out)))
+	if err != nil || perr != nil || pid <= 0 {
+		s.log.Warn().Err(err).Str("output", trimOutput(out)).Msg("docker inspect: container PID unknown; its GPU processes will count as foreign")
+		return 0
+	}
+	return pid
+}
+
+func (s *Server) docker(ctx context.Context, timeout time.Duration, args ...string) ([]byte, error) {
+	return runDocker(ctx, s.spec.DockerBinary, timeout, args...)
+}
+
+// RemoveLeftovers removes every container labelled as a perfgate engine:
+// after an agent crash they may still hold a GPU. Call it when the agent
+// starts, before the first job. It returns how many it removed.
+func RemoveLeftovers(ctx context.Context, dockerBinary string, log zerolog.Logger) (int, error) {
+	if dockerBinary == "" {
+		dockerBinary = "docker"
+	}
+	out, err := runDocker(ctx, dockerBinary, 30*time.Second, "ps", "-aq", "--filter", "label="+JobLabel)
+	if err != nil {
+		return 0, fmt.Errorf("list leftover engine containers: %w: %s", err, trimOutput(out))
+	}
+	ids := strings.Fields(string(out))
+	if len(ids) == 0 {
+		return 0, nil
+	}
+	log.Warn().Strs("containers", ids).Msg("removing engine containers left by an earlier agent")
+	if out, err := runDocker(ctx, dockerBinary, 60*time.Second, append([]string{"rm", "-f"}, ids...)...); err != nil {
+		return 0, fmt.Errorf("remove leftover engine containers: %w: %s", err, trimOutput(out))
+	}
+	return len(ids), nil
+}
+
+func runDocker(ctx context.Context, bin string, timeout time.Duration, args ...string) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	return exec.CommandContext(ctx, bin, args...).CombinedOutput()
+}
+
+func noSuchContainer(out []byte) bool {
+	return strings.Contains(strings.ToLower(string(out)), "no such container")
+}

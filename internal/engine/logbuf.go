@@ -1,0 +1,74 @@
+package engine
+
+import (
+	"bytes"
+	"sync"
+)
+
+// ringBuffer keeps the last limit bytes written to it. An engine can log
+// for hours; the tail is what explains a failure.
+type ringBuffer struct {
+	mu    sync.Mutex
+	buf   []byte
+	limit int
+	start int // index of the oldest byte once the buffer is full
+	total int64
+}
+
+func newRingBuffer(limit int) *ringBuffer {
+	return &ringBuffer{limit: limit}
+}
+
+func (r *ringBuffer) Write(p []byte) (int, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := len(p)
+	r.total += int64(n)
+	if len(p) >= r.limit {
+		r.buf = append(r.buf[:0], p[len(p)-r.limit:]...)
+		r.start = 0
+		return n, nil
+	}
+	if room := r.limit - len(r.buf); room > 0 {
+		take := min(room, len(p))
+		r.buf = append(r.buf, p[:take]...)
+		p = p[take:]
+	}
+	for len(p) > 0 { // full: overwrite the oldest bytes
+		c := copy(r.buf[r.start:], p)
+		p = p[c:]
+		r.start = (r.start + c) % r.limit
+	}
+	return n, nil
+}
+
+// Bytes is a copy of what the buffer holds, oldest first.
+func (r *ringBuffer) Bytes() []byte {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]byte, 0, len(r.buf))
+	out = append(out, r.buf[r.start:]...)
+	return append(out, r.buf[:r.start]...)
+}
+
+// Total is how many bytes were ever written.
+func (r *ringBuffer) Total() int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.total
+}
+
+// Tail is the last n lines, for error messages.
+func (r *ringBuffer) Tail(n int) string {
+	b := bytes.TrimRight(r.Bytes(), "\n")
+	i := len(b)
+	for ; n > 0 && i > 0; n-- {
+		j := bytes.LastIndexByte(b[:i], '\n')
+		if j < 0 {
+			i = 0
+			break
+		}
+		i = j
+	}
+	return string(bytes.TrimLeft(b[i:], "\n"))
+}
