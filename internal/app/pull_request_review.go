@@ -1,0 +1,56 @@
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/google/go-github/v62/github"
+	"github.com/palantir/go-githubapp/githubapp"
+)
+
+// pullRequestReviewHandler runs the merge tier on an approving review.
+type pullRequestReviewHandler struct{ *base }
+
+func (h *pullRequestReviewHandler) Handles() []string { return []string{"pull_request_review"} }
+
+func (h *pullRequestReviewHandler) Handle(ctx context.Context, eventType, deliveryID string, payload []byte) error {
+	var ev github.PullRequestReviewEvent
+	if err := json.Unmarshal(payload, &ev); err != nil {
+		return fmt.Errorf("parse pull_request_review event: %w", err)
+	}
+	if ev.GetAction() != "submitted" || !strings.EqualFold(ev.GetReview().GetState(), "approved") {
+		return nil
+	}
+	installationID := githubapp.GetInstallationIDFromEvent(&ev)
+	ctx, log := githubapp.PreparePRContext(ctx, installationID, ev.GetRepo(), ev.GetPullRequest().GetNumber())
+	client, err := h.clients.NewInstallationClient(installationID)
+	if err != nil {
+		return fmt.Errorf("installation client %d: %w", installationID, err)
+	}
+	t := targetOf(installationID, ev.GetRepo(), ev.GetPullRequest())
+	// Anyone may leave an approving review on a public repo; only a
+	// writer's approval spends merge-tier runner time.
+	reviewer := ev.GetReview().GetUser().GetLogin()
+	a, err := h.collaboratorAccess(ctx, client, t.owner, t.repo, reviewer)
+	if err != nil {
+		return err
+	}
+	if a < accessWrite {
+		log.Info().Str("reviewer", reviewer).Msg("approval by a non-writer; merge tier not run")
+		return nil
+	}
+	cfg, ok, err := h.loadConfig(ctx, client, t, TierMerge, t.baseRef)
+	if !ok {
+		return err
+	}
+	if !cfg.MergeOnApproval {
+		return nil
+	}
+	// A review may approve an older commit; the gate runs on what it saw.
+	if sha := ev.GetReview().GetCommitID(); sha != "" {
+		t.headSHA = sha
+	}
+	return h.queueRun(ctx, client, h.runRequest(t, TierMerge, "pull_request_review.approved", reviewer, deliveryID))
+}

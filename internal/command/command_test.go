@@ -1,0 +1,130 @@
+package command
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestParseAccepted(t *testing.T) {
+	long := strings.Repeat("x", MaxReasonLen)
+	tests := []struct {
+		name string
+		body string
+		want Command
+	}{
+		{"retest default tier", "/perf retest", Command{Kind: Retest, Tier: TierQuick, Permission: Write}},
+		{"retest quick", "/perf retest quick", Command{Kind: Retest, Tier: TierQuick, Permission: Write}},
+		{"retest merge", "/perf retest merge", Command{Kind: Retest, Tier: TierMerge, Permission: Write}},
+		{"extra spaces and CRLF", "  /perf   retest   merge  \r\n", Command{Kind: Retest, Tier: TierMerge, Permission: Write}},
+		{"tab separated", "/perf\tretest", Command{Kind: Retest, Tier: TierQuick, Permission: Write}},
+		{"after prose", "Looks noisy.\r\n/perf retest merge\r\nthanks", Command{Kind: Retest, Tier: TierMerge, Permission: Write}},
+		{"first command wins", "/perf help\n/perf retest", Command{Kind: Help, Permission: Anyone}},
+		{"after quoted command", "> /perf appeal accept\n/perf retest", Command{Kind: Retest, Tier: TierQuick, Permission: Write}},
+		{"after fenced block", "```\n/perf appeal accept\n```\n/perf retest", Command{Kind: Retest, Tier: TierQuick, Permission: Write}},
+		{"appeal reason", "/perf appeal  the slowdown is warm-up ", Command{Kind: Appeal, Reason: "the slowdown is warm-up", Permission: AuthorOrWrite}},
+		{"appeal reason keeps inner spacing", "/perf appeal a  b", Command{Kind: Appeal, Reason: "a  b", Permission: AuthorOrWrite}},
+		{"appeal reason starting like accept", "/perf appeal accepted risk", Command{Kind: Appeal, Reason: "accepted risk", Permission: AuthorOrWrite}},
+		{"appeal reason at cap", "/perf appeal " + long, Command{Kind: Appeal, Reason: long, Permission: AuthorOrWrite}},
+		{"appeal accept", "/perf appeal accept", Command{Kind: AppealAccept, Permission: Maintain}},
+		{"appeal reject bare", "/perf appeal reject", Command{Kind: AppealReject, Permission: Maintain}},
+		{"appeal reject reason", "/perf appeal reject warm-up is in the SLO", Command{Kind: AppealReject, Reason: "warm-up is in the SLO", Permission: Maintain}},
+		{"help", "/perf help", Command{Kind: Help, Permission: Anyone}},
+		{"indented up to three", "   /perf help", Command{Kind: Help, Permission: Anyone}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := Parse(tt.body)
+			if got.Action != Run {
+				t.Fatalf("Parse(%q).Action = %v, reply %q; want Run", tt.body, got.Action, got.Reply)
+			}
+			if got.Command != tt.want {
+				t.Errorf("Parse(%q).Command = %+v, want %+v", tt.body, got.Command, tt.want)
+			}
+		})
+	}
+}
+
+func TestParseReplies(t *testing.T) {
+	tests := []struct {
+		name    string
+		body    string
+		mention string // the reply must say what was wrong
+	}{
+		{"bare prefix", "/perf", "needs a command"},
+		{"unknown subcommand", "/perf benchmark everything", "Unknown command `/perf benchmark`"},
+		{"case matters", "/perf Retest", "Unknown command"},
+		{"unknown tier", "/perf retest nightly", `unknown tier "nightly"`},
+		{"too many retest words", "/perf retest quick merge", "at most one tier"},
+		{"appeal without reason", "/perf appeal", "reason is required"},
+		{"appeal with blank reason", "/perf appeal   ", "reason is required"},
+		{"appeal reason too long", "/perf appeal " + strings.Repeat("y", MaxReasonLen+1), "keep it under 500"},
+		{"reject reason too long", "/perf appeal reject " + strings.Repeat("y", MaxReasonLen+1), "keep it under 500"},
+		{"accept with words", "/perf appeal accept because", "takes no arguments"},
+		{"help with words", "/perf help me", "takes no arguments"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := Parse(tt.body)
+			if got.Action != Reply {
+				t.Fatalf("Parse(%q).Action = %v, want Reply", tt.body, got.Action)
+			}
+			if !strings.Contains(got.Reply, tt.mention) {
+				t.Errorf("reply %q does not mention %q", got.Reply, tt.mention)
+			}
+			// Every reply teaches the valid commands.
+			if !strings.Contains(got.Reply, HelpText()) {
+				t.Errorf("reply lacks the help text: %q", got.Reply)
+			}
+		})
+	}
+}
+
+func TestParseIgnored(t *testing.T) {
+	tests := []struct {
+		name string
+		body string
+	}{
+		{"empty", ""},
+		{"prose", "LGTM, nice speedup"},
+		{"mid-line mention", "please run /perf retest"},
+		{"prefix glued to word", "/perfretest"},
+		{"other bot", "/benchmark retest"},
+		{"quoted", "> /perf retest"},
+		{"quoted indented", "  > /perf retest"},
+		{"fenced backticks", "```\n/perf retest\n```"},
+		{"fenced tildes", "~~~sh\n/perf retest\n~~~"},
+		{"unterminated fence", "```\n/perf retest"},
+		{"indented code", "    /perf retest"},
+		{"tab-indented code", "\t/perf retest"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := Parse(tt.body); got.Action != Ignore {
+				t.Errorf("Parse(%q) = %+v, want Ignore", tt.body, got)
+			}
+		})
+	}
+}
+
+// TestHelpTextFromTable guards that help is generated from the same table
+// that parsing uses: every row's usage appears and parses (with a sample
+// argument where one is required).
+func TestHelpTextFromTable(t *testing.T) {
+	help := HelpText()
+	for _, s := range table {
+		if !strings.Contains(help, "`"+s.usage+"`") {
+			t.Errorf("help text lacks %q", s.usage)
+		}
+		body := strings.NewReplacer("<reason>", "sample reason", "[quick|merge]", "quick", " [reason]", "").Replace(s.usage)
+		got := Parse(body)
+		if got.Action != Run || got.Command.Kind != s.kind {
+			t.Errorf("usage %q parses to %+v, want kind %q", body, got, s.kind)
+		}
+		if PermissionFor(s.kind) != s.permission {
+			t.Errorf("PermissionFor(%q) = %q, want %q", s.kind, PermissionFor(s.kind), s.permission)
+		}
+	}
+	if got := Parse("/perf help"); got.Command.Permission != Anyone {
+		t.Errorf("help permission = %q", got.Command.Permission)
+	}
+}
