@@ -1,0 +1,147 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/perfgate/perfgate/internal/config"
+	"github.com/perfgate/perfgate/internal/gate"
+	"github.com/perfgate/perfgate/internal/result"
+)
+
+func init() {
+	register("compare", command{summary: "judge candidate runs against a baseline (exit 0 pass, 1 regression, 2 inconclusive)", run: runCompare})
+}
+
+func runCompare(ctx context.Context, env *cliEnv, args []string) int {
+	fs := flag.NewFlagSet("compare", flag.ContinueOnError)
+	fs.SetOutput(env.stderr)
+	tierName := fs.String("tier", "merge", "tier whose thresholds apply")
+	cfgPath := fs.String("config", "", "perfgate config (default "+config.DefaultPath+" when it exists, else the defaults)")
+	asJSON := fs.Bool("json", false, "print the report as JSON")
+	var cands, bases, hist []string
+	fs.Func("candidate", "candidate result file(s); several may follow one flag", func(s string) error { cands = append(cands, s); return nil })
+	fs.Func("baseline", "baseline file(s): results, a JSON array of results, or a baseline export", func(s string) error { bases = append(bases, s); return nil })
+	fs.Func("history", "earlier A/A run set of the baseline (repeatable): the noise prior", func(s string) error { hist = append(hist, s); return nil })
+	fs.Usage = func() {
+		fmt.Fprintf(env.stderr, "usage: perfgate compare --candidate R1.json [R2.json …] --baseline B.json [B2.json …] [--tier merge] [--config FILE] [--json]\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(expandMultiValueFlags(args, "candidate", "baseline")); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 3
+	}
+	if fs.NArg() > 0 || len(cands) == 0 || len(bases) == 0 {
+		fmt.Fprintf(env.stderr, "perfgate compare: need --candidate and --baseline files\n")
+		fs.Usage()
+		return 3
+	}
+	cfg, err := loadConfigOrDefault(*cfgPath)
+	if err != nil {
+		fmt.Fprintf(env.stderr, "perfgate compare: %v\n", err)
+		return 3
+	}
+	tier, err := cfg.Tier(*tierName)
+	if err != nil {
+		fmt.Fprintf(env.stderr, "perfgate compare: %v\n", err)
+		return 3
+	}
+	candidate, err := loadAllRuns(cands)
+	if err != nil {
+		fmt.Fprintf(env.stderr, "perfgate compare: candidate: %v\n", err)
+		return 3
+	}
+	baseline, err := loadAllRuns(bases)
+	if err != nil {
+		fmt.Fprintf(env.stderr, "perfgate compare: baseline: %v\n", err)
+		return 3
+	}
+	var opt gate.Options
+	for _, h := range hist {
+		set, err := gate.LoadRuns(h)
+		if err != nil {
+			fmt.Fprintf(env.stderr, "perfgate compare: history: %v\n", err)
+			return 3
+		}
+		opt.History = append(opt.History, set)
+	}
+	rep, err := gate.Compare(baseline, candidate, tier, opt)
+	if err != nil {
+		fmt.Fprintf(env.stderr, "perfgate compare: %v\n", err)
+		return 3
+	}
+	env.log.Info().Str("tier", tier.Name).Str("verdict", string(rep.Verdict)).
+		Int("baseline_runs", rep.BaselineRuns).Int("candidate_runs", rep.CandidateRuns).Msg("compared")
+	if *asJSON {
+		enc := json.NewEncoder(env.stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(rep); err != nil {
+			fmt.Fprintf(env.stderr, "perfgate compare: %v\n", err)
+			return 3
+		}
+	} else if err := rep.WriteText(env.stdout); err != nil {
+		fmt.Fprintf(env.stderr, "perfgate compare: %v\n", err)
+		return 3
+	}
+	return rep.Verdict.ExitCode()
+}
+
+// expandMultiValueFlags rewrites "--candidate a b --baseline c" into
+// "--candidate a --candidate b --baseline c" so the flag package can read
+// several files after one flag.
+func expandMultiValueFlags(args []string, names ...string) []string {
+	multi := map[string]bool{}
+	for _, n := range names {
+		multi["-"+n], multi["--"+n] = true, true
+	}
+	var out []string
+	current := ""
+	for _, a := range args {
+		switch {
+		case a == "--":
+			current = ""
+			out = append(out, a)
+		case multi[a]:
+			current = a
+		case strings.HasPrefix(a, "-") && a != "-":
+			current = ""
+			out = append(out, a)
+		case current != "":
+			out = append(out, current, a)
+		default:
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+func loadAllRuns(paths []string) ([]*result.Result, error) {
+	var out []*result.Result
+	for _, p := range paths {
+		rs, err := gate.LoadRuns(p)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, rs...)
+	}
+	return out, nil
+}
+
+// loadConfigOrDefault reads the named config, or the repository's when it
+// exists, or returns the defaults.
+func loadConfigOrDefault(path string) (*config.Config, error) {
+	if path == "" {
+		if _, err := os.Stat(config.DefaultPath); err != nil {
+			return config.Default(), nil
+		}
+		path = config.DefaultPath
+	}
+	return config.Load(path)
+}

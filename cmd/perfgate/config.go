@@ -1,0 +1,83 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/perfgate/perfgate/internal/config"
+)
+
+func init() {
+	register("config", command{summary: "check a perfgate.yml: perfgate config validate FILE", run: runConfigCmd})
+}
+
+func runConfigCmd(ctx context.Context, env *cliEnv, args []string) int {
+	fs := flag.NewFlagSet("config", flag.ContinueOnError)
+	fs.SetOutput(env.stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(env.stderr, "usage: perfgate config validate [FILE]   (default %s)\n", config.DefaultPath)
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 3
+	}
+	rest := fs.Args()
+	if len(rest) == 0 || rest[0] != "validate" || len(rest) > 2 {
+		fs.Usage()
+		return 3
+	}
+	path := config.DefaultPath
+	if len(rest) == 2 {
+		path = rest[1]
+	}
+	c, err := config.Load(path)
+	if err != nil {
+		var ve *config.ValidationError
+		if errors.As(err, &ve) {
+			fmt.Fprintln(env.stdout, ve.Error())
+			fmt.Fprintf(env.stdout, "%s: %d error(s)\n", path, len(ve.Errors))
+			return 1
+		}
+		fmt.Fprintf(env.stderr, "perfgate config: %v\n", err)
+		return 3
+	}
+	fmt.Fprintf(env.stdout, "%s: ok\n", path)
+	writeConfigSummary(env.stdout, c)
+	return 0
+}
+
+// writeConfigSummary prints the resolved config: what the defaults filled in.
+func writeConfigSummary(w io.Writer, c *config.Config) {
+	fmt.Fprintf(w, "paths: %s\n", strings.Join(c.Paths, ", "))
+	if c.Server.Image != "" {
+		fmt.Fprintf(w, "server: image %s, model %s\n", c.Server.Image, c.Server.Model)
+	} else {
+		fmt.Fprintf(w, "server: %s, model %s\n", strings.Join(append(append([]string{}, c.Server.Command...), c.Server.Args...), " "), c.Server.Model)
+	}
+	wl := c.Workload
+	fmt.Fprintf(w, "workload: %s, input %d, output %d tokens, rate %s req/s, max concurrency %d\n", wl.Dataset, wl.InputLen, wl.OutputLen, wl.RequestRate, wl.MaxConcurrency)
+	for _, name := range []string{"quick", "merge", "nightly"} {
+		t, err := c.Tier(name)
+		if err != nil {
+			continue
+		}
+		var gated []string
+		for _, m := range t.GatedMetrics() {
+			th := t.Metrics[m]
+			gated = append(gated, fmt.Sprintf("%s %+.3g%%", m, 100*th.Direction.Sign()*th.Limit))
+		}
+		fmt.Fprintf(w, "tier %s: %d prompts × %d runs, warmup %d, threshold %s, confidence %g; gated: %s\n",
+			name, t.Prompts, t.Repeats, t.Warmup, t.Threshold, t.Confidence, strings.Join(gated, ", "))
+	}
+	fmt.Fprintf(w, "runner: labels %s", strings.Join(c.Runner.Labels, ", "))
+	if c.Runner.GPUUUID != "" {
+		fmt.Fprintf(w, ", gpu %s", c.Runner.GPUUUID)
+	}
+	fmt.Fprintf(w, "; escalate after %s\n", c.EscalateAfter)
+}

@@ -1,0 +1,266 @@
+// Package config holds a repository's perfgate settings, read from
+// .github/perfgate.yml. The struct is plain; Default sets every default in one
+// place, Parse decodes onto it (so an empty file is the defaults) and validate
+// checks it in one place, naming the file, line and field of every error.
+package config
+
+import (
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/perfgate/perfgate/internal/result"
+)
+
+// DefaultPath is where perfgate looks for a repository's config.
+const DefaultPath = ".github/perfgate.yml"
+
+// Config is one repository's perfgate configuration.
+type Config struct {
+	// Paths are globs ("**" spans directories); a PR is eligible when a
+	// changed file matches one.
+	Paths         []string        `yaml:"paths"`
+	Server        Server          `yaml:"server"`
+	Workload      Workload        `yaml:"workload"`
+	Tiers         map[string]Tier `yaml:"tiers"`
+	EscalateAfter Duration        `yaml:"escalate_after"`
+	Runner        Runner          `yaml:"runner"`
+	Triggers      Triggers        `yaml:"triggers"`
+}
+
+// Server is how the runner starts the inference engine: a container image
+// pinned by digest, or a command template.
+type Server struct {
+	// Image is name@sha256:<64 hex>; a tag alone is rejected because a tag
+	// can move under a stored baseline.
+	Image string `yaml:"image"`
+	// Command is an argv template with {{.Port}}, {{.Model}} and {{.GPU}}.
+	Command      []string `yaml:"command"`
+	Model        string   `yaml:"model"`
+	Args         []string `yaml:"args"`
+	ReadinessURL string   `yaml:"readiness_url"`
+	StartTimeout Duration `yaml:"start_timeout"`
+	Port         int      `yaml:"port"`
+}
+
+// Workload is the offered load.
+type Workload struct {
+	Dataset        string      `yaml:"dataset"`      // random | sharegpt | jsonl
+	DatasetPath    string      `yaml:"dataset_path"` // relative to the repository root
+	InputLen       int         `yaml:"input_len"`
+	OutputLen      int         `yaml:"output_len"`
+	RequestRate    result.Rate `yaml:"request_rate"` // requests/s, "inf" = all at once
+	MaxConcurrency int         `yaml:"max_concurrency"`
+	Endpoint       string      `yaml:"endpoint"`
+}
+
+// Tier is one gate level: how much to run and how strictly to judge it.
+type Tier struct {
+	Name    string `yaml:"-"`
+	Prompts int    `yaml:"prompts"`
+	Repeats int    `yaml:"repeats"`
+	Warmup  int    `yaml:"warmup"`
+	// Threshold is the tier's default limit, used for metrics listed with
+	// only a direction.
+	Threshold Percent `yaml:"threshold"`
+	// Metrics are gated: any one regressing blocks. Secondary metrics are
+	// judged and shown but never change the verdict.
+	Metrics   map[string]Threshold `yaml:"metrics"`
+	Secondary map[string]Threshold `yaml:"secondary"`
+	// Confidence is the one-sided family-wise confidence of the regression
+	// test (Holm across Metrics).
+	Confidence float64 `yaml:"confidence"`
+	// NoiseSigmas is the width of the noise band in run-to-run standard
+	// deviations of the compared run means.
+	NoiseSigmas float64       `yaml:"noise_sigmas"`
+	Matrix      []MatrixEntry `yaml:"matrix"`
+}
+
+// MatrixEntry overrides the workload for one cell of the nightly matrix;
+// zero fields keep the workload's value.
+type MatrixEntry struct {
+	MaxConcurrency int         `yaml:"max_concurrency"`
+	RequestRate    result.Rate `yaml:"request_rate"`
+	InputLen       int         `yaml:"input_len"`
+	OutputLen      int         `yaml:"output_len"`
+}
+
+// Threshold is one metric's limit.
+type Threshold struct {
+	Limit     float64   `yaml:"limit"` // fraction, 0.05 = 5%; absolute for error_rate
+	Direction Direction `yaml:"direction"`
+}
+
+// Direction says which way a metric gets worse.
+type Direction string
+
+// Directions.
+const (
+	HigherIsWorse Direction = "higher_is_worse" // latencies, memory, errors
+	LowerIsWorse  Direction = "lower_is_worse"  // throughputs
+)
+
+// Sign is +1 when higher is worse, -1 when lower is worse.
+func (d Direction) Sign() float64 {
+	if d == LowerIsWorse {
+		return -1
+	}
+	return 1
+}
+
+// Runner picks the machine.
+type Runner struct {
+	Labels  []string `yaml:"labels"`
+	GPUUUID string   `yaml:"gpu_uuid"`
+}
+
+// Triggers say when the gate runs.
+type Triggers struct {
+	MergeLabel string `yaml:"merge_label"`
+	OnApproval bool   `yaml:"on_approval"`
+	// Forks: "maintainer" (a maintainer's /perf retest starts a fork's run),
+	// "always", or "never".
+	Forks string `yaml:"forks"`
+	// Drafts: "skip" or "run".
+	Drafts string `yaml:"drafts"`
+	// SkipCheckWhenNoMatch posts no check at all for PRs outside Paths
+	// instead of a neutral "skipped" one.
+	SkipCheckWhenNoMatch bool `yaml:"skip_check_when_no_match"`
+}
+
+// Default is the configuration an empty file gets.
+func Default() *Config {
+	return &Config{
+		Paths: []string{"model/**", "inference_engine/**"},
+		Server: Server{
+			Command:      []string{"vllm", "serve", "{{.Model}}", "--port", "{{.Port}}"},
+			Model:        "facebook/opt-125m",
+			ReadinessURL: "/health",
+			StartTimeout: Duration(10 * time.Minute),
+			Port:         8000,
+		},
+		Workload: Workload{
+			Dataset:     "random",
+			InputLen:    1024,
+			OutputLen:   128,
+			RequestRate: result.Inf,
+			Endpoint:    "/v1/completions",
+		},
+		Tiers: map[string]Tier{
+			"quick":   defaultTier("quick"),
+			"merge":   defaultTier("merge"),
+			"nightly": defaultTier("nightly"),
+		},
+		EscalateAfter: Duration(48 * time.Hour),
+		Runner:        Runner{Labels: []string{"gpu"}},
+		Triggers: Triggers{
+			MergeLabel: "perf/merge-gate",
+			OnApproval: true,
+			Forks:      "maintainer",
+			Drafts:     "skip",
+		},
+	}
+}
+
+// defaultTier is the defaults of a named tier. A tier name perfgate does
+// not know starts from the merge tier without its matrix.
+func defaultTier(name string) Tier {
+	secondary := map[string]Threshold{
+		"gpu_mem_used": {Limit: 0.10, Direction: HigherIsWorse},
+		"gpu_power":    {Limit: 0.15, Direction: HigherIsWorse},
+	}
+	switch name {
+	case "quick":
+		// 100 prompts: a p99 is one request, so the screen gates medians
+		// and p90s only.
+		return Tier{Name: name, Prompts: 100, Repeats: 3, Warmup: 50, Threshold: 0.15,
+			Confidence: 0.99, NoiseSigmas: 3, Secondary: secondary,
+			Metrics: map[string]Threshold{
+				"ttft_median":       {0.15, HigherIsWorse},
+				"tpot_median":       {0.15, HigherIsWorse},
+				"itl_median":        {0.15, HigherIsWorse},
+				"e2el_median":       {0.15, HigherIsWorse},
+				"ttft_p90":          {0.15, HigherIsWorse},
+				"tpot_p90":          {0.15, HigherIsWorse},
+				"output_throughput": {0.15, LowerIsWorse},
+			}}
+	default:
+		t := Tier{Name: name, Prompts: 1000, Repeats: 5, Warmup: 500, Threshold: 0.05,
+			Confidence: 0.995, NoiseSigmas: 3, Secondary: secondary,
+			Metrics: map[string]Threshold{
+				"tpot_p99":           {0.05, HigherIsWorse},
+				"ttft_p99":           {0.08, HigherIsWorse},
+				"itl_p99":            {0.05, HigherIsWorse},
+				"e2el_p99":           {0.05, HigherIsWorse},
+				"tpot_median":        {0.05, HigherIsWorse},
+				"ttft_median":        {0.05, HigherIsWorse},
+				"output_throughput":  {0.05, LowerIsWorse},
+				"request_throughput": {0.05, LowerIsWorse},
+				// Absolute: one percentage point more failed requests.
+				"error_rate": {0.01, HigherIsWorse},
+			}}
+		if name == "nightly" {
+			t.Matrix = []MatrixEntry{
+				{MaxConcurrency: 1},
+				{MaxConcurrency: 16},
+				{MaxConcurrency: 64},
+				{RequestRate: result.Inf, InputLen: 128, OutputLen: 1024},
+			}
+		}
+		return t
+	}
+}
+
+// Load reads and validates a config file.
+func Load(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read config: %w", err)
+	}
+	return Parse(path, data)
+}
+
+// Tier returns the named tier with its name set.
+func (c *Config) Tier(name string) (Tier, error) {
+	t, ok := c.Tiers[name]
+	if !ok {
+		names := make([]string, 0, len(c.Tiers))
+		for n := range c.Tiers {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		return Tier{}, fmt.Errorf("no tier %q in the config; tiers: %s", name, strings.Join(names, ", "))
+	}
+	t.Name = name
+	return t, nil
+}
+
+// Matches reports whether any changed file matches Paths. For a rename the
+// caller passes both the old and the new name.
+func (c *Config) Matches(changedFiles []string) bool {
+	for _, f := range changedFiles {
+		for _, p := range c.Paths {
+			if MatchGlob(p, f) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// GatedMetrics returns the tier's metric names in a stable order.
+func (t Tier) GatedMetrics() []string { return sortedKeys(t.Metrics) }
+
+// SecondaryMetrics returns the tier's secondary metric names in a stable order.
+func (t Tier) SecondaryMetrics() []string { return sortedKeys(t.Secondary) }
+
+func sortedKeys(m map[string]Threshold) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

@@ -1,0 +1,217 @@
+package config
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"testing"
+	"time"
+)
+
+// TestInvalidConfigs pins the exact error of each invalid fixture: file,
+// line, column, field, message and hint.
+func TestInvalidConfigs(t *testing.T) {
+	cases := []struct{ file, want string }{
+		{"unknown-top-key.yml", `unknown-top-key.yml:2:1: teirs: unknown key "teirs" (did you mean "tiers"?)`},
+		{"unknown-tier-key.yml", `unknown-tier-key.yml:3:5: tiers.merge.repeat: unknown key "repeat" (did you mean "repeats"?)`},
+		{"unknown-metric.yml", `unknown-metric.yml:4:18: tiers.merge.metrics.tpot_p999: unknown metric "tpot_p999" (did you mean "tpot_p99"?)`},
+		{"percent-sign.yml", `percent-sign.yml:3:16: tiers.merge.threshold: want a percentage, got "0.05" (write it with a percent sign, e.g. 5% or -5%)`},
+		{"throughput-sign.yml", `throughput-sign.yml:4:26: tiers.merge.metrics.output_throughput: sign says higher is worse but output_throughput is lower is worse (write it like -5%, or set direction: explicitly)`},
+		{"bad-direction.yml", `bad-direction.yml:4:40: tiers.merge.metrics.ttft_p99.direction: unknown direction "up" (higher_is_worse or lower_is_worse)`},
+		{"unpinned-image.yml", `unpinned-image.yml:2:10: server.image: image "vllm/vllm-openai:v0.6.3" is not pinned by digest (a tag can move under a stored baseline: write name@sha256:<64 hex digits>; docker buildx imagetools inspect prints the digest)`},
+		{"image-and-command.yml", `image-and-command.yml:2:10: server.image: both image and command are set (keep one: the image, pinned by digest, or the command)`},
+		{"bad-placeholder.yml", `bad-placeholder.yml:2:54: server.command[4]: unknown placeholder {{.Prot}} (did you mean {{.Port}}?)`},
+		{"bad-duration.yml", `bad-duration.yml:1:17: escalate_after: invalid duration "two days" (write it like 48h, 90m or 2d)`},
+		{"too-few-repeats.yml", `too-few-repeats.yml:3:14: tiers.quick.repeats: repeats 2 is too few (the median of runs and the run-to-run spread need at least 3 runs)`},
+		{"p99-quick.yml", `p99-quick.yml:5:17: tiers.quick.metrics.ttft_p99: p99 of 100 requests rests on 1 request (gate a median or p90 here, or raise prompts to at least 1000)`},
+		{"bad-dataset.yml", `bad-dataset.yml:2:12: workload.dataset: unknown value "sharegtp" (did you mean "sharegpt"?)`},
+		{"jsonl-no-path.yml", `jsonl-no-path.yml:2:3: workload.dataset_path: dataset jsonl needs dataset_path (the prompts file, relative to the repository root)`},
+		{"dataset-outside.yml", `dataset-outside.yml:3:17: workload.dataset_path: "../secrets/prompts.jsonl" is outside the repository (give a path relative to the repository root)`},
+		{"tier-removed.yml", `tier-removed.yml:2:12: tiers.nightly: tier "nightly" is required (remove the "off" or define the tier)`},
+		{"bad-gpu-uuid.yml", `bad-gpu-uuid.yml:3:13: runner.gpu_uuid: "0" is not a GPU UUID (nvidia-smi -L prints them: GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx)`},
+		{"bad-forks.yml", `bad-forks.yml:2:10: triggers.forks: unknown value "maintainers" (did you mean "maintainer"?)`},
+		{"wrong-type.yml", `wrong-type.yml:3:14: tiers.merge.prompts: want a whole number, got "lots"`},
+		{"yaml-syntax.yml", `yaml-syntax.yml:2:1: YAML syntax: did not find expected key (check the indentation and quoting on this line)`},
+	}
+	files, _ := filepath.Glob("../../testdata/config/invalid/*.yml")
+	if len(files) != len(cases) {
+		t.Errorf("%d invalid fixtures but %d cases: every fixture needs its expected error", len(files), len(cases))
+	}
+	for _, tc := range cases {
+		t.Run(tc.file, func(t *testing.T) {
+			data, err := os.ReadFile(filepath.Join("../../testdata/config/invalid", tc.file))
+			if err != nil {
+				t.Fatal(err)
+			}
+			c, err := Parse(tc.file, data)
+			var ve *ValidationError
+			if !errors.As(err, &ve) {
+				t.Fatalf("Parse = %v, %v; want a *ValidationError", c, err)
+			}
+			if got := ve.Error(); got != tc.want {
+				t.Errorf("error:\n got %s\nwant %s", got, tc.want)
+			}
+		})
+	}
+}
+
+// The documented example must describe the defaults: the README copies it.
+func TestExampleIsTheDefaults(t *testing.T) {
+	got, err := Load("../../testdata/config/perfgate.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Default()
+	for name, tier := range want.Tiers {
+		tier.Name = name
+		want.Tiers[name] = tier
+	}
+	want.Server.Args = []string{"--max-model-len", "4096"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("example differs from Default():\n got %+v\nwant %+v", got, want)
+	}
+}
+
+func TestEmptyFileIsDefault(t *testing.T) {
+	for _, data := range []string{"", "# only a comment\n", "---\n"} {
+		c, err := Parse("perfgate.yml", []byte(data))
+		if err != nil {
+			t.Fatalf("Parse(%q): %v", data, err)
+		}
+		if !reflect.DeepEqual(c, Default()) {
+			t.Errorf("Parse(%q) is not Default()", data)
+		}
+	}
+}
+
+func TestDefaults(t *testing.T) {
+	c := Default()
+	quick, _ := c.Tier("quick")
+	merge, _ := c.Tier("merge")
+	if quick.Prompts != 100 || quick.Repeats != 3 || quick.Threshold != 0.15 || quick.Warmup >= merge.Warmup {
+		t.Errorf("quick = %+v", quick)
+	}
+	if merge.Prompts != 1000 || merge.Repeats != 5 || merge.Threshold != 0.05 || merge.Warmup != 500 {
+		t.Errorf("merge = %+v", merge)
+	}
+	for name := range quick.Metrics {
+		if m, _ := LookupMetric(name); m.Percentile > 90 {
+			t.Errorf("quick gates %s: a tail percentile of 100 requests is a handful of requests", name)
+		}
+	}
+	if merge.Metrics["output_throughput"].Direction != LowerIsWorse || merge.Metrics["tpot_p99"].Direction != HigherIsWorse {
+		t.Errorf("directions: %+v", merge.Metrics)
+	}
+	if c.EscalateAfter.D() != 48*time.Hour || c.Runner.Labels[0] != "gpu" || c.Triggers.MergeLabel != "perf/merge-gate" {
+		t.Errorf("defaults: %+v", c)
+	}
+	if _, err := c.Tier("weekly"); err == nil {
+		t.Error("unknown tier: want an error")
+	}
+}
+
+// Listed metrics override or add to the defaults; "off" removes one; an
+// image replaces the default command; custom tiers start from merge.
+func TestOverrides(t *testing.T) {
+	src := `
+server:
+  image: vllm/vllm-openai@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef
+tiers:
+  merge:
+    metrics:
+      tpot_p99: 3%
+      ttft_median: off
+      request_throughput: {direction: lower_is_worse}
+      itl_p95: {limit: 7%}
+  soak:
+    prompts: 5000
+escalate_after: 2d
+`
+	c, err := Parse("x.yml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := c.Tiers["merge"].Metrics
+	if m["tpot_p99"].Limit != 0.03 || m["ttft_p99"].Limit != 0.08 {
+		t.Errorf("override: %+v", m)
+	}
+	if _, ok := m["ttft_median"]; ok {
+		t.Error("off did not remove ttft_median")
+	}
+	if m["request_throughput"] != (Threshold{0.05, LowerIsWorse}) {
+		t.Errorf("direction-only threshold takes the tier's limit: %+v", m["request_throughput"])
+	}
+	if m["itl_p95"] != (Threshold{0.07, HigherIsWorse}) {
+		t.Errorf("limit-only threshold takes the metric's direction: %+v", m["itl_p95"])
+	}
+	if len(c.Server.Command) != 0 {
+		t.Errorf("image set: default command should go, got %v", c.Server.Command)
+	}
+	if s := c.Tiers["soak"]; s.Prompts != 5000 || s.Repeats != 5 || s.Name != "soak" {
+		t.Errorf("custom tier: %+v", s)
+	}
+	if Default().Tiers["merge"].Metrics["tpot_p99"].Limit != 0.05 {
+		t.Error("decoding changed the defaults")
+	}
+	if c.EscalateAfter.D() != 48*time.Hour {
+		t.Errorf("2d = %v", c.EscalateAfter)
+	}
+}
+
+func TestAllErrorsReported(t *testing.T) {
+	_, err := Parse("x.yml", []byte("paths: []\nrunner:\n  labels: []\ntriggers:\n  drafts: maybe\n"))
+	var ve *ValidationError
+	if !errors.As(err, &ve) || len(ve.Errors) != 3 {
+		t.Fatalf("want 3 errors, got %v", err)
+	}
+}
+
+func TestLookupMetric(t *testing.T) {
+	cases := []struct {
+		name, key string
+		dir       Direction
+		ok        bool
+	}{
+		{"ttft_p99", "p99_ttft_ms", HigherIsWorse, true},
+		{"tpot_median", "median_tpot_ms", HigherIsWorse, true},
+		{"itl_p99.9", "p99.9_itl_ms", HigherIsWorse, true},
+		{"e2el_mean", "mean_e2el_ms", HigherIsWorse, true},
+		{"output_throughput", "output_throughput", LowerIsWorse, true},
+		{"gpu_mem_used", "gpu_mem_used_mib", HigherIsWorse, true},
+		{"gpu_power", "gpu_power_w", HigherIsWorse, true},
+		{"ttft_p100", "", "", false},
+		{"latency", "", "", false},
+	}
+	for _, tc := range cases {
+		m, ok := LookupMetric(tc.name)
+		if ok != tc.ok || m.Key != tc.key || m.Natural != tc.dir {
+			t.Errorf("LookupMetric(%q) = %+v, %v", tc.name, m, ok)
+		}
+	}
+}
+
+func TestMatches(t *testing.T) {
+	c := Default()
+	c.Paths = []string{"model/**", "inference_engine/**", "docs/*.md", "**/kernels/*.cu"}
+	cases := []struct {
+		files []string
+		want  bool
+	}{
+		{[]string{"model/llama.py"}, true},
+		{[]string{"model/a/b/c.py"}, true},
+		{[]string{"inference_engine/sched.py"}, true},
+		{[]string{"modelx/a.py"}, false},
+		{[]string{"README.md", "docs/x.md"}, true},
+		{[]string{"docs/sub/x.md"}, false},
+		{[]string{"a/b/kernels/gemm.cu"}, true},
+		{[]string{"kernels/gemm.cu"}, true},
+		{[]string{"src/model/a.py"}, false},
+		{nil, false},
+	}
+	for _, tc := range cases {
+		if got := c.Matches(tc.files); got != tc.want {
+			t.Errorf("Matches(%v) = %v", tc.files, got)
+		}
+	}
+}
