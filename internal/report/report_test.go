@@ -8,6 +8,10 @@ import (
 	"testing"
 	"time"
 	"unicode/utf8"
+
+	"github.com/perfgate/perfgate/internal/config"
+	"github.com/perfgate/perfgate/internal/gate"
+	"github.com/perfgate/perfgate/internal/result"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/report")
@@ -149,4 +153,36 @@ func TestFormat(t *testing.T) {
 			t.Errorf("got %q, want %q", tt.got, tt.want)
 		}
 	}
+}
+
+func TestGoldenFromGate(t *testing.T) {
+	base, err := gate.LoadRuns(filepath.Join("..", "..", "testdata", "gate", "vllm-baseline.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cand []*result.Result
+	for _, n := range []string{"1", "2", "3"} {
+		r, err := result.LoadFile(filepath.Join("..", "..", "testdata", "gate", "vllm-candidate-"+n+".json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cand = append(cand, r)
+	}
+	tier, err := config.Default().Tier("quick")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := gate.Compare(base, cand, tier, gate.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := FromGate(View{Verdict: VerdictOf(rep.Verdict), SHA: "4f1c9e2ab7"}, rep, &result.Environment{GPUName: "NVIDIA A100-SXM4-80GB", Driver: "550.54.15", CUDA: "12.4"})
+	if len(v.Rows) != len(tier.GatedMetrics()) {
+		t.Errorf("table has %d rows, the tier gates %d metrics", len(v.Rows), len(tier.GatedMetrics()))
+	}
+	c, err := RenderCheck(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	golden(t, filepath.Join("..", "..", "testdata", "report", "from_gate.md"), "verdict: "+string(rep.Verdict)+"\n\n"+c.Summary)
 }

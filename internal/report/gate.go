@@ -1,0 +1,151 @@
+package report
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+
+	"github.com/perfgate/perfgate/internal/config"
+	"github.com/perfgate/perfgate/internal/gate"
+	"github.com/perfgate/perfgate/internal/result"
+)
+
+// FromGate fills a View's table, run counts, noise band, mismatches and
+// notes from the gate's report. The caller sets Verdict (a regression is a
+// Warning or Escalated depending on its deadline), SHA, Author and times.
+func FromGate(v View, rep *gate.Report, env *result.Environment) View {
+	v.Tier = rep.Tier
+	v.BaselineRuns, v.CandidateRuns = rep.BaselineRuns, rep.CandidateRuns
+	v.Confidence = strconv.FormatFloat(rep.Confidence*100, 'f', -1, 64) + "%"
+	v.Excluded = append(v.Excluded, rep.ExcludedRuns...)
+	v.Notes = append(v.Notes, rep.Notes...)
+	widest := 0.0
+	for _, m := range rep.Metrics {
+		row := rowOf(m)
+		if m.Secondary {
+			v.Secondary = append(v.Secondary, row)
+			continue
+		}
+		v.Rows = append(v.Rows, row)
+		if !isAbsolute(m) {
+			widest = math.Max(widest, m.NoiseBand)
+		}
+	}
+	v.NoiseBand = "±" + strings.TrimPrefix(FormatDelta(widest), "+")
+	for _, mm := range rep.Mismatches {
+		v.Mismatches = append(v.Mismatches, Mismatch{Field: mm.Field, Baseline: orDash(mm.Baseline), Candidate: orDash(mm.Candidate)})
+	}
+	if env != nil {
+		v.Environment = environment(*env)
+	}
+	return v
+}
+
+func rowOf(m gate.MetricResult) Row {
+	higherWorse := m.Direction != config.LowerIsWorse
+	r := Row{Metric: displayName(m.Metric), Verdict: verdictCell(m.Verdict)}
+	if isAbsolute(m) {
+		// error_rate: a fraction compared as a difference in points.
+		r.Baseline = FormatValue(100*m.Baseline, "%")
+		r.Candidate = FormatValue(100*m.Candidate, "%")
+		r.Delta = signedPoints(100 * (m.Candidate - m.Baseline))
+		r.Threshold = "+" + strconv.FormatFloat(100*m.Threshold, 'f', -1, 64) + " pt"
+		return r
+	}
+	r.Baseline = FormatValue(m.Baseline, m.Unit)
+	r.Candidate = FormatValue(m.Candidate, m.Unit)
+	r.Delta = FormatDelta(m.Delta)
+	r.Threshold = FormatThreshold(m.Threshold, higherWorse)
+	return r
+}
+
+func isAbsolute(m gate.MetricResult) bool {
+	cm, ok := config.LookupMetric(m.Metric)
+	return ok && cm.Absolute
+}
+
+func signedPoints(p float64) string {
+	switch {
+	case p >= 0.005:
+		return fmt.Sprintf("+%.2f pt", p)
+	case p <= -0.005:
+		return fmt.Sprintf("−%.2f pt", -p)
+	}
+	return "0.00 pt"
+}
+
+func verdictCell(v string) string {
+	switch v {
+	case gate.MetricRegression:
+		return "❌ regression"
+	case gate.MetricImprovement:
+		return "🚀 improvement"
+	case gate.MetricPass:
+		return "✅ pass"
+	case gate.MetricSame:
+		return "~"
+	case gate.MetricInconclusive:
+		return "❔ inconclusive"
+	}
+	return v
+}
+
+// displayName turns "tpot_p99" into "TPOT p99" and "output_throughput"
+// into "output throughput".
+func displayName(name string) string {
+	series, stat, ok := strings.Cut(name, "_")
+	switch series {
+	case "ttft", "tpot", "itl", "e2el":
+		if ok {
+			return strings.ToUpper(series) + " " + stat
+		}
+	case "gpu":
+		return "GPU " + strings.ReplaceAll(stat, "_", " ")
+	}
+	return strings.ReplaceAll(name, "_", " ")
+}
+
+func environment(e result.Environment) []KV {
+	var kv []KV
+	add := func(k, v string) {
+		if v != "" {
+			kv = append(kv, KV{k, v})
+		}
+	}
+	gpu := e.GPUName
+	if e.GPUUUID != "" {
+		gpu = strings.TrimSpace(gpu + " (" + e.GPUUUID + ")")
+	}
+	if e.Sim {
+		gpu = "none: the built-in simulated engine"
+	}
+	add("GPU", gpu)
+	if e.Driver != "" || e.CUDA != "" {
+		add("driver / CUDA", orDash(e.Driver)+" / "+orDash(e.CUDA))
+	}
+	add("engine", e.EngineImage)
+	add("engine version", e.EngineVersion)
+	add("commit", e.Commit)
+	add("host", e.Hostname)
+	return kv
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "—"
+	}
+	return s
+}
+
+// VerdictOf maps the gate's verdict to the check's before any deadline is
+// considered: a fresh regression is a Warning.
+func VerdictOf(v gate.Verdict) Verdict {
+	switch v {
+	case gate.Pass:
+		return Pass
+	case gate.Regression:
+		return Warning
+	}
+	return Inconclusive
+}
