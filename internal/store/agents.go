@@ -1,0 +1,79 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+)
+
+const agentCols = `id, name, labels, gpu_uuids, token_hash, created_at, last_seen_at`
+
+func scanAgent(sc scanner) (Agent, error) {
+	var (
+		a             Agent
+		labels, gpus  string
+		created, seen sql.NullInt64
+	)
+	if err := sc.Scan(&a.ID, &a.Name, &labels, &gpus, &a.TokenHash, &created, &seen); err != nil {
+		return Agent{}, err
+	}
+	var err error
+	if a.Labels, err = parseList(labels); err != nil {
+		return Agent{}, fmt.Errorf("agent %d labels: %w", a.ID, err)
+	}
+	if a.GPUUUIDs, err = parseList(gpus); err != nil {
+		return Agent{}, fmt.Errorf("agent %d gpus: %w", a.ID, err)
+	}
+	a.CreatedAt = fromMicros(created)
+	a.LastSeenAt = fromMicros(seen)
+	return a, nil
+}
+
+// RegisterAgent creates the agent, or — when the name is already
+// registered — replaces its labels, GPUs and token hash, so a re-registered
+// agent keeps its ID and its old token stops working.
+func (s *sqlStore) RegisterAgent(ctx context.Context, reg AgentRegistration) (Agent, error) {
+	if reg.Name == "" || reg.TokenHash == "" {
+		return Agent{}, fmt.Errorf("register agent: name and token hash are required")
+	}
+	now := s.nowMicros()
+	a, err := scanAgent(s.w.QueryRowContext(ctx, s.q(`INSERT INTO agents (name, labels, gpu_uuids, token_hash, created_at, last_seen_at)
+		VALUES (?, ?, ?, ?, ?, ?)
+		ON CONFLICT (name) DO UPDATE SET labels = excluded.labels, gpu_uuids = excluded.gpu_uuids,
+			token_hash = excluded.token_hash, last_seen_at = excluded.last_seen_at
+		RETURNING `+agentCols),
+		reg.Name, jsonList(reg.Labels), jsonList(reg.GPUUUIDs), reg.TokenHash, now, now))
+	if err != nil {
+		return Agent{}, fmt.Errorf("register agent %q: %w", reg.Name, err)
+	}
+	return a, nil
+}
+
+// AgentByTokenHash authenticates an agent: ErrNotFound for an unknown token.
+func (s *sqlStore) AgentByTokenHash(ctx context.Context, tokenHash string) (Agent, error) {
+	a, err := scanAgent(s.r.QueryRowContext(ctx, s.q(`SELECT `+agentCols+` FROM agents WHERE token_hash = ?`), tokenHash))
+	if err != nil {
+		return Agent{}, fmt.Errorf("agent by token: %w", notFound(err))
+	}
+	return a, nil
+}
+
+func (s *sqlStore) ListAgents(ctx context.Context) ([]Agent, error) {
+	rows, err := s.r.QueryContext(ctx, `SELECT `+agentCols+` FROM agents ORDER BY name`)
+	if err != nil {
+		return nil, fmt.Errorf("list agents: %w", err)
+	}
+	defer rows.Close()
+	var out []Agent
+	for rows.Next() {
+		a, err := scanAgent(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list agents: %w", err)
+		}
+		out = append(out, a)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list agents: %w", err)
+	}
+	return out, nil
+}

@@ -1,0 +1,403 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+const jobCols = `id, tier, kind, repo, installation_id, pr_number, head_sha, base_sha, config,
+	required_labels, gpu_uuid, check_run_id, status, attempts, max_attempts, failure_reason,
+	lease_id, lease_expires_at, agent_id, cancel_requested, created_at, started_at, finished_at`
+
+func scanJob(sc scanner) (Job, error) {
+	var (
+		j                               Job
+		labels                          string
+		status                          string
+		leaseExp, agent, created, start sql.NullInt64
+		finish                          sql.NullInt64
+	)
+	err := sc.Scan(&j.ID, &j.Tier, &j.Kind, &j.Repo, &j.InstallationID, &j.PRNumber, &j.HeadSHA, &j.BaseSHA,
+		&j.Config, &labels, &j.GPUUUID, &j.CheckRunID, &status, &j.Attempts, &j.MaxAttempts, &j.FailureReason,
+		&j.LeaseID, &leaseExp, &agent, &j.CancelRequested, &created, &start, &finish)
+	if err != nil {
+		return Job{}, err
+	}
+	if j.Labels, err = parseList(labels); err != nil {
+		return Job{}, fmt.Errorf("job %d: %w", j.ID, err)
+	}
+	j.Status = Status(status)
+	j.LeaseExpiresAt = fromMicros(leaseExp)
+	j.AgentID = agent.Int64
+	j.CreatedAt = fromMicros(created)
+	j.StartedAt = fromMicros(start)
+	j.FinishedAt = fromMicros(finish)
+	return j, nil
+}
+
+func collectJobs(rows *sql.Rows) ([]Job, error) {
+	defer rows.Close()
+	var out []Job
+	for rows.Next() {
+		j, err := scanJob(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, j)
+	}
+	return out, rows.Err()
+}
+
+// Enqueue adds a queued job and wakes this process's long-polling claimers.
+func (s *sqlStore) Enqueue(ctx context.Context, spec JobSpec) (Job, error) {
+	if spec.Repo == "" || spec.Tier == "" {
+		return Job{}, fmt.Errorf("enqueue: repo and tier are required")
+	}
+	if spec.MaxAttempts <= 0 {
+		spec.MaxAttempts = DefaultMaxAttempts
+	}
+	row := s.w.QueryRowContext(ctx, s.q(`INSERT INTO jobs
+		(tier, kind, repo, installation_id, pr_number, head_sha, base_sha, config, required_labels,
+		 gpu_uuid, check_run_id, status, max_attempts, created_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		RETURNING `+jobCols),
+		spec.Tier, spec.Kind, spec.Repo, spec.InstallationID, spec.PRNumber, spec.HeadSHA, spec.BaseSHA,
+		blob(spec.Config), jsonList(spec.Labels), spec.GPUUUID, spec.CheckRunID, string(StatusQueued),
+		spec.MaxAttempts, s.nowMicros())
+	j, err := scanJob(row)
+	if err != nil {
+		return Job{}, fmt.Errorf("enqueue %s %s@%s: %w", spec.Tier, spec.Repo, spec.HeadSHA, err)
+	}
+	s.wake.broadcast()
+	return j, nil
+}
+
+// Claim hands the oldest matching queued job to the agent under a fresh
+// lease and records that the agent was seen (job or not). On PostgreSQL it
+// is one autocommit statement — the agent touch rides in a data-modifying
+// CTE — and SKIP LOCKED lets concurrent claimers and replicas pass over a
+// row another is taking. SQLite runs the same UPDATE inside BEGIN
+// IMMEDIATE (SQLite has no DML in CTEs), which already makes claims serial.
+func (s *sqlStore) Claim(ctx context.Context, req ClaimRequest) (Job, error) {
+	if req.Lease <= 0 {
+		return Job{}, fmt.Errorf("claim for agent %d: lease must be positive", req.AgentID)
+	}
+	lease, err := newLeaseID()
+	if err != nil {
+		return Job{}, err
+	}
+	now := s.now()
+	var agent any
+	if req.AgentID != 0 {
+		agent = req.AgentID
+	}
+	claim := `UPDATE jobs SET
+			status = 'running', attempts = attempts + 1, lease_id = ?, lease_expires_at = ?,
+			agent_id = ?, started_at = ?, cancel_requested = FALSE, log_bytes = 0
+		WHERE status = 'queued' AND id = (SELECT j.id FROM jobs j
+			WHERE j.status = 'queued' AND ` + s.d.claimMatch + `
+			ORDER BY j.id LIMIT 1` + s.d.skipLocked + `)
+		RETURNING ` + jobCols
+	args := []any{lease, now.Add(req.Lease).UnixMicro(), agent, now.UnixMicro(),
+		jsonList(req.Labels), jsonList(req.GPUUUIDs)}
+
+	var j Job
+	if s.d.dollar {
+		touch := []any{now.UnixMicro(), req.AgentID}
+		j, err = scanJob(s.w.QueryRowContext(ctx,
+			s.q(`WITH seen AS (UPDATE agents SET last_seen_at = ? WHERE id = ?) `+claim), append(touch, args...)...))
+	} else {
+		err = s.tx(ctx, func(tx *sql.Tx) error {
+			if req.AgentID != 0 {
+				if _, err := tx.ExecContext(ctx, `UPDATE agents SET last_seen_at = ? WHERE id = ?`,
+					now.UnixMicro(), req.AgentID); err != nil {
+					return fmt.Errorf("touch agent: %w", err)
+				}
+			}
+			var err error
+			j, err = scanJob(tx.QueryRowContext(ctx, claim, args...))
+			if errors.Is(err, sql.ErrNoRows) {
+				return errNoRowsCommit // commit anyway: the agent was seen
+			}
+			return err
+		})
+		if errors.Is(err, errNoRowsCommit) {
+			err = sql.ErrNoRows
+		}
+	}
+	if errors.Is(err, sql.ErrNoRows) {
+		return Job{}, ErrNoJob
+	}
+	if err != nil {
+		return Job{}, fmt.Errorf("claim for agent %d: %w", req.AgentID, err)
+	}
+	return j, nil
+}
+
+// Heartbeat extends the lease to now+extend and reports whether the job was
+// asked to stop (superseded or cancelled).
+func (s *sqlStore) Heartbeat(ctx context.Context, jobID int64, leaseID string, extend time.Duration) (bool, error) {
+	if leaseID == "" {
+		return false, ErrLeaseLost
+	}
+	var cancel bool
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		now := s.now()
+		var agent sql.NullInt64
+		err := tx.QueryRowContext(ctx, s.q(`UPDATE jobs SET lease_expires_at = ?
+			WHERE id = ? AND lease_id = ? AND status = 'running'
+			RETURNING cancel_requested, agent_id`),
+			now.Add(extend).UnixMicro(), jobID, leaseID).Scan(&cancel, &agent)
+		if errors.Is(err, sql.ErrNoRows) {
+			return ErrLeaseLost
+		}
+		if err != nil {
+			return err
+		}
+		if agent.Valid {
+			if _, err := tx.ExecContext(ctx, s.q(`UPDATE agents SET last_seen_at = ? WHERE id = ?`),
+				now.UnixMicro(), agent.Int64); err != nil {
+				return fmt.Errorf("touch agent: %w", err)
+			}
+		}
+		return nil
+	})
+	if errors.Is(err, ErrLeaseLost) {
+		return false, ErrLeaseLost
+	}
+	if err != nil {
+		return false, fmt.Errorf("heartbeat job %d: %w", jobID, err)
+	}
+	return cancel, nil
+}
+
+// Finish ends the job under its lease. Repeating the same Finish (a retry
+// after a lost response) returns the finished job instead of an error.
+func (s *sqlStore) Finish(ctx context.Context, jobID int64, leaseID string, status Status, reason string) (Job, error) {
+	switch status {
+	case StatusSucceeded, StatusFailed, StatusCancelled:
+	default:
+		return Job{}, fmt.Errorf("finish job %d: status %q is not final", jobID, status)
+	}
+	if leaseID == "" {
+		return Job{}, ErrLeaseLost
+	}
+	row := s.w.QueryRowContext(ctx, s.q(`UPDATE jobs SET
+			status = ?, failure_reason = ?, finished_at = ?, lease_expires_at = NULL
+		WHERE id = ? AND lease_id = ? AND status = 'running'
+		RETURNING `+jobCols),
+		string(status), reason, s.nowMicros(), jobID, leaseID)
+	j, err := scanJob(row)
+	if err == nil {
+		return j, nil
+	}
+	if !errors.Is(err, sql.ErrNoRows) {
+		return Job{}, fmt.Errorf("finish job %d: %w", jobID, err)
+	}
+	cur, err := s.GetJob(ctx, jobID)
+	if err != nil {
+		return Job{}, fmt.Errorf("finish job %d: %w", jobID, err)
+	}
+	if cur.LeaseID == leaseID && cur.Status == status {
+		return cur, nil
+	}
+	return Job{}, ErrLeaseLost
+}
+
+// ReapExpired takes back every running job whose lease lapsed: it is
+// queued again (its attempt count kept) or, once it has used all its
+// attempts, failed; a job already asked to stop is cancelled instead. Each
+// decision is written to the audit log in the same transaction. It returns
+// the jobs it changed, as they now are.
+func (s *sqlStore) ReapExpired(ctx context.Context) ([]Job, error) {
+	var out []Job
+	requeued := false
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		now := s.nowMicros()
+		rows, err := tx.QueryContext(ctx, s.q(`SELECT `+jobCols+` FROM jobs
+			WHERE status = 'running' AND lease_expires_at < ?
+			ORDER BY id`+s.d.skipLocked), now)
+		if err != nil {
+			return fmt.Errorf("select expired: %w", err)
+		}
+		expired, err := collectJobs(rows)
+		if err != nil {
+			return fmt.Errorf("select expired: %w", err)
+		}
+		for _, j := range expired {
+			var (
+				status Status
+				reason string
+				action string
+			)
+			switch {
+			case j.CancelRequested:
+				status, reason, action = StatusCancelled, "cancelled; agent lost before it stopped", "job.cancelled"
+			case j.Attempts >= j.MaxAttempts:
+				status, reason, action = StatusFailed, fmt.Sprintf("agent lost: lease expired %d times", j.Attempts), "job.failed"
+			default:
+				status, reason, action = StatusQueued, "", "job.requeued"
+			}
+			var finished any
+			if status != StatusQueued {
+				finished = now
+			} else {
+				requeued = true
+			}
+			// lease_id is cleared so the lost agent's late calls are refused.
+			row := tx.QueryRowContext(ctx, s.q(`UPDATE jobs SET
+					status = ?, failure_reason = ?, finished_at = ?, lease_id = '',
+					lease_expires_at = NULL, agent_id = NULL
+				WHERE id = ? RETURNING `+jobCols),
+				string(status), reason, finished, j.ID)
+			nj, err := scanJob(row)
+			if err != nil {
+				return fmt.Errorf("reap job %d: %w", j.ID, err)
+			}
+			detail, _ := json.Marshal(map[string]any{
+				"job_id": j.ID, "attempt": j.Attempts, "max_attempts": j.MaxAttempts,
+				"agent_id": j.AgentID, "reason": "lease expired",
+			})
+			if err := insertAudit(ctx, s, tx, AuditEntry{Actor: "perfgate", Action: action,
+				Repo: j.Repo, PRNumber: j.PRNumber, Detail: detail}, now); err != nil {
+				return err
+			}
+			out = append(out, nj)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reap expired leases: %w", err)
+	}
+	if requeued {
+		s.wake.broadcast()
+	}
+	return out, nil
+}
+
+// CancelSuperseded handles a push to a PR: its queued jobs for other head
+// SHAs are cancelled, its running ones are asked to stop through their next
+// heartbeat.
+func (s *sqlStore) CancelSuperseded(ctx context.Context, repo string, pr int, newHeadSHA string) (Superseded, error) {
+	var out Superseded
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		now := s.nowMicros()
+		reason := "superseded by " + shortSHA(newHeadSHA)
+		rows, err := tx.QueryContext(ctx, s.q(`UPDATE jobs SET status = 'cancelled', failure_reason = ?, finished_at = ?
+			WHERE repo = ? AND pr_number = ? AND head_sha <> ? AND status = 'queued'
+			RETURNING `+jobCols), reason, now, repo, pr, newHeadSHA)
+		if err != nil {
+			return fmt.Errorf("cancel queued: %w", err)
+		}
+		if out.Cancelled, err = collectJobs(rows); err != nil {
+			return fmt.Errorf("cancel queued: %w", err)
+		}
+		rows, err = tx.QueryContext(ctx, s.q(`UPDATE jobs SET cancel_requested = TRUE
+			WHERE repo = ? AND pr_number = ? AND head_sha <> ? AND status = 'running' AND NOT cancel_requested
+			RETURNING `+jobCols), repo, pr, newHeadSHA)
+		if err != nil {
+			return fmt.Errorf("signal running: %w", err)
+		}
+		if out.Signalled, err = collectJobs(rows); err != nil {
+			return fmt.Errorf("signal running: %w", err)
+		}
+		if len(out.Cancelled)+len(out.Signalled) == 0 {
+			return nil
+		}
+		detail, _ := json.Marshal(map[string]any{
+			"head_sha": newHeadSHA, "cancelled": jobIDs(out.Cancelled), "signalled": jobIDs(out.Signalled),
+		})
+		return insertAudit(ctx, s, tx, AuditEntry{Actor: "perfgate", Action: "jobs.superseded",
+			Repo: repo, PRNumber: pr, Detail: detail}, now)
+	})
+	if err != nil {
+		return Superseded{}, fmt.Errorf("cancel superseded jobs of %s#%d: %w", repo, pr, err)
+	}
+	return out, nil
+}
+
+// CancelJob cancels a queued job outright and asks a running one to stop.
+// A finished job is returned unchanged.
+func (s *sqlStore) CancelJob(ctx context.Context, jobID int64, reason string) (Job, error) {
+	var j Job
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		row := tx.QueryRowContext(ctx, s.q(`UPDATE jobs SET
+				status = CASE WHEN status = 'queued' THEN 'cancelled' ELSE status END,
+				failure_reason = CASE WHEN status = 'queued' THEN ? ELSE failure_reason END,
+				finished_at = CASE WHEN status = 'queued' THEN ? ELSE finished_at END,
+				cancel_requested = CASE WHEN status = 'running' THEN TRUE ELSE cancel_requested END
+			WHERE id = ? RETURNING `+jobCols), reason, s.nowMicros(), jobID)
+		var err error
+		j, err = scanJob(row)
+		return notFound(err)
+	})
+	if err != nil {
+		return Job{}, fmt.Errorf("cancel job %d: %w", jobID, err)
+	}
+	return j, nil
+}
+
+func (s *sqlStore) GetJob(ctx context.Context, jobID int64) (Job, error) {
+	j, err := scanJob(s.r.QueryRowContext(ctx, s.q(`SELECT `+jobCols+` FROM jobs WHERE id = ?`), jobID))
+	if err != nil {
+		return Job{}, fmt.Errorf("get job %d: %w", jobID, notFound(err))
+	}
+	return j, nil
+}
+
+// ListJobs returns matching jobs oldest first.
+func (s *sqlStore) ListJobs(ctx context.Context, f JobFilter) ([]Job, error) {
+	var (
+		where []string
+		args  []any
+	)
+	if f.Repo != "" {
+		where, args = append(where, "repo = ?"), append(args, f.Repo)
+	}
+	if f.PRNumber != 0 {
+		where, args = append(where, "pr_number = ?"), append(args, f.PRNumber)
+	}
+	if f.HeadSHA != "" {
+		where, args = append(where, "head_sha = ?"), append(args, f.HeadSHA)
+	}
+	if f.Status != "" {
+		where, args = append(where, "status = ?"), append(args, string(f.Status))
+	}
+	query := `SELECT ` + jobCols + ` FROM jobs`
+	if len(where) > 0 {
+		query += ` WHERE ` + strings.Join(where, " AND ")
+	}
+	query += ` ORDER BY id`
+	if f.Limit > 0 {
+		query += fmt.Sprintf(` LIMIT %d`, f.Limit)
+	}
+	rows, err := s.r.QueryContext(ctx, s.q(query), args...)
+	if err != nil {
+		return nil, fmt.Errorf("list jobs: %w", err)
+	}
+	jobs, err := collectJobs(rows)
+	if err != nil {
+		return nil, fmt.Errorf("list jobs: %w", err)
+	}
+	return jobs, nil
+}
+
+func jobIDs(js []Job) []int64 {
+	ids := make([]int64, 0, len(js))
+	for _, j := range js {
+		ids = append(ids, j.ID)
+	}
+	return ids
+}
+
+func shortSHA(sha string) string {
+	if len(sha) > 12 {
+		return sha[:12]
+	}
+	return sha
+}

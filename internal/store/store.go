@@ -1,0 +1,396 @@
+// Package store is perfgate's database: the durable job queue the runner
+// agents claim from, and everything the GitHub app and the gate remember —
+// agents, results and logs, baselines, check runs, appeals, webhook
+// deliveries, the audit log and the nightly trend.
+//
+// One Store interface has two backends behind Open: embedded SQLite (the
+// default: a file path, "sqlite://path" or "file:…") and PostgreSQL
+// ("postgres://…" or "postgresql://…", for several server replicas). Both run
+// their versioned schema migrations on Open.
+//
+// Fencing: every Claim hands out a fresh random lease ID. Heartbeat, Finish,
+// PutResult and AppendLog must present the job's current lease ID and are
+// refused with ErrLeaseLost otherwise, so an agent that lost its job (lease
+// reaped, job re-claimed elsewhere, job cancelled) cannot write into it. A
+// lease stays current until ReapExpired revokes it; the server runs the
+// reaper on a timer (every lease/4 is a sound period).
+//
+// Time comes from the clock given by WithClock, never from the database, so
+// tests can move it by 48 hours.
+package store
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Store is the whole database. Consumers declare their own smaller
+// interfaces with the methods they use.
+type Store interface {
+	// Agents.
+	RegisterAgent(ctx context.Context, reg AgentRegistration) (Agent, error)
+	AgentByTokenHash(ctx context.Context, tokenHash string) (Agent, error)
+	ListAgents(ctx context.Context) ([]Agent, error)
+
+	// Queue.
+	Enqueue(ctx context.Context, spec JobSpec) (Job, error)
+	Claim(ctx context.Context, req ClaimRequest) (Job, error)
+	Heartbeat(ctx context.Context, jobID int64, leaseID string, extend time.Duration) (cancelRequested bool, err error)
+	Finish(ctx context.Context, jobID int64, leaseID string, status Status, reason string) (Job, error)
+	ReapExpired(ctx context.Context) ([]Job, error)
+	CancelSuperseded(ctx context.Context, repo string, pr int, newHeadSHA string) (Superseded, error)
+	CancelJob(ctx context.Context, jobID int64, reason string) (Job, error)
+	GetJob(ctx context.Context, jobID int64) (Job, error)
+	ListJobs(ctx context.Context, f JobFilter) ([]Job, error)
+	Notify() <-chan struct{}
+
+	// Results and logs.
+	PutResult(ctx context.Context, up ResultUpload) (res Result, created bool, err error)
+	ListResults(ctx context.Context, jobID int64) ([]Result, error)
+	AppendLog(ctx context.Context, jobID int64, leaseID string, offset int64, chunk []byte) (length int64, err error)
+	ReadLog(ctx context.Context, jobID int64, attempt int) ([]byte, error)
+
+	// Baselines.
+	PutBaseline(ctx context.Context, b Baseline) (Baseline, error)
+	GetBaseline(ctx context.Context, id int64) (Baseline, error)
+	LatestBaseline(ctx context.Context, repo, key string) (Baseline, error)
+	ListBaselines(ctx context.Context, repo string) ([]Baseline, error)
+	BaselineHistory(ctx context.Context, repo, key string) ([]Baseline, error)
+
+	// Check runs.
+	PutCheckRun(ctx context.Context, c CheckRun) (CheckRun, error)
+	GetCheckRun(ctx context.Context, repo, headSHA, tier string) (CheckRun, error)
+	CheckRunByGitHubID(ctx context.Context, githubID int64) (CheckRun, error)
+	ListCheckRuns(ctx context.Context, repo string, pr int) ([]CheckRun, error)
+	TransitionCheckRun(ctx context.Context, id int64, from string, to CheckTransition) (bool, error)
+	DueCheckRuns(ctx context.Context) ([]CheckRun, error)
+
+	// Appeals.
+	CreateAppeal(ctx context.Context, a Appeal) (Appeal, error)
+	GetAppeal(ctx context.Context, id int64) (Appeal, error)
+	DecideAppeal(ctx context.Context, id int64, status AppealStatus, decidedBy string) (Appeal, error)
+	ListAppeals(ctx context.Context, repo string, pr int) ([]Appeal, error)
+
+	// Webhook deliveries, audit log, nightly trend.
+	MarkDelivery(ctx context.Context, deliveryID, event string) (first bool, err error)
+	AppendAudit(ctx context.Context, e AuditEntry) (AuditEntry, error)
+	ListAudit(ctx context.Context, repo string, pr int) ([]AuditEntry, error)
+	PutTrend(ctx context.Context, p TrendPoint) error
+	ListTrend(ctx context.Context, repo, key, metric string, since time.Time) ([]TrendPoint, error)
+
+	Close() error
+}
+
+// Errors callers branch on.
+var (
+	// ErrNotFound: no row with that key.
+	ErrNotFound = errors.New("store: not found")
+	// ErrNoJob: Claim found no queued job this agent can run.
+	ErrNoJob = errors.New("store: no job available")
+	// ErrLeaseLost: the lease ID is not the job's current lease (reaped,
+	// re-claimed, cancelled or finished). The agent API answers 409 and the
+	// agent abandons the job.
+	ErrLeaseLost = errors.New("store: lease lost")
+	// ErrConflict: a uniqueness rule or state precondition failed (a baseline
+	// version already taken, an appeal already decided).
+	ErrConflict = errors.New("store: conflict")
+)
+
+// ErrOffsetMismatch is returned by AppendLog when the chunk's offset is not
+// the stored log length; Have is that length, so the agent rewinds and
+// resends from there (as GitLab's 416 does). Match it with
+// `var om store.ErrOffsetMismatch; errors.As(err, &om)`.
+type ErrOffsetMismatch struct {
+	Have int64
+}
+
+func (e ErrOffsetMismatch) Error() string {
+	return fmt.Sprintf("store: log offset mismatch: have %d bytes", e.Have)
+}
+
+// Option configures Open.
+type Option func(*options)
+
+type options struct {
+	now      func() time.Time
+	maxConns int
+}
+
+// WithClock makes the store read time from now instead of time.Now. Every
+// stored time (leases, deadlines, created/finished) comes from it.
+func WithClock(now func() time.Time) Option {
+	return func(o *options) { o.now = now }
+}
+
+// WithMaxConns caps the PostgreSQL connection pool (default 16). SQLite
+// always writes through one connection.
+func WithMaxConns(n int) Option {
+	return func(o *options) { o.maxConns = n }
+}
+
+// Open connects to dsn, applies pending migrations and returns the store.
+// dsn is a file path, "sqlite://path" or "file:path?…" for SQLite, or
+// "postgres://…"/"postgresql://…" for PostgreSQL.
+func Open(ctx context.Context, dsn string, opts ...Option) (Store, error) {
+	o := options{now: time.Now, maxConns: 16}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	switch {
+	case strings.HasPrefix(dsn, "postgres://"), strings.HasPrefix(dsn, "postgresql://"):
+		return openPostgres(ctx, dsn, o)
+	case dsn == "":
+		return nil, errors.New("open store: empty DSN: give a SQLite file path or a postgres:// URL")
+	default:
+		return openSQLite(ctx, dsn, o)
+	}
+}
+
+// HashToken is the one way an agent token is turned into what the store
+// keeps: hex SHA-256. The token itself is never stored.
+func HashToken(token string) string {
+	sum := sha256.Sum256([]byte(token))
+	return hex.EncodeToString(sum[:])
+}
+
+// AgentRegistration is what an agent presents when it registers.
+type AgentRegistration struct {
+	Name      string
+	Labels    []string
+	GPUUUIDs  []string
+	TokenHash string // HashToken of the agent's new token
+}
+
+// Agent is a registered runner.
+type Agent struct {
+	ID         int64
+	Name       string
+	Labels     []string
+	GPUUUIDs   []string
+	TokenHash  string
+	CreatedAt  time.Time
+	LastSeenAt time.Time
+}
+
+// Status is a job's state.
+type Status string
+
+// Job states. queued → running → succeeded|failed|cancelled; a reaped lease
+// sends running back to queued.
+const (
+	StatusQueued    Status = "queued"
+	StatusRunning   Status = "running"
+	StatusSucceeded Status = "succeeded"
+	StatusFailed    Status = "failed"
+	StatusCancelled Status = "cancelled"
+)
+
+// DefaultMaxAttempts is used when a JobSpec leaves MaxAttempts at zero.
+const DefaultMaxAttempts = 3
+
+// JobSpec is what the app enqueues.
+type JobSpec struct {
+	Tier           string // "quick", "merge", "nightly"
+	Kind           string // trigger: "pull_request", "merge_group", "retest", "nightly", …
+	Repo           string // owner/name
+	InstallationID int64
+	PRNumber       int
+	HeadSHA        string
+	BaseSHA        string
+	Config         []byte   // config snapshot the agent runs
+	Labels         []string // required runner labels: all must be on the agent
+	GPUUUID        string   // when set, only an agent with this GPU may claim
+	MaxAttempts    int      // 0 → DefaultMaxAttempts
+	CheckRunID     int64    // GitHub check run this job reports to, 0 if none
+}
+
+// Job is a queued, running or finished job.
+type Job struct {
+	ID int64
+	JobSpec
+	Status Status
+	// Attempts counts claims: 1 while the first attempt runs. Logs and
+	// results are kept per attempt.
+	Attempts        int
+	FailureReason   string
+	LeaseID         string
+	LeaseExpiresAt  time.Time
+	AgentID         int64
+	CancelRequested bool
+	CreatedAt       time.Time
+	StartedAt       time.Time // start of the latest attempt
+	FinishedAt      time.Time
+}
+
+// ClaimRequest asks for the oldest queued job the agent can run: the job's
+// labels are a subset of Labels and its GPU pin, if any, is in GPUUUIDs.
+type ClaimRequest struct {
+	AgentID  int64
+	Labels   []string
+	GPUUUIDs []string
+	Lease    time.Duration
+}
+
+// JobFilter selects jobs for ListJobs; zero fields match everything.
+type JobFilter struct {
+	Repo     string
+	PRNumber int
+	HeadSHA  string
+	Status   Status
+	Limit    int // 0 → no limit
+}
+
+// Superseded reports what CancelSuperseded did: queued jobs it cancelled and
+// running jobs it asked to stop (their next heartbeat says cancel).
+type Superseded struct {
+	Cancelled []Job
+	Signalled []Job
+}
+
+// ResultKind tells warm-up from measured runs.
+type ResultKind string
+
+// Result kinds.
+const (
+	KindWarmup   ResultKind = "warmup"
+	KindMeasured ResultKind = "measured"
+)
+
+// ResultUpload is one run's result as the agent uploads it.
+type ResultUpload struct {
+	JobID          int64
+	LeaseID        string
+	IdempotencyKey string // a retry with the same key stores once
+	RunIndex       int
+	Kind           ResultKind
+	GPUUUID        string          // the card the run used, for pinning queries
+	Summary        json.RawMessage // result.Result JSON without per-request arrays
+	Environment    json.RawMessage // GPU/driver/engine metadata
+	Samples        []byte          // per-request samples blob (e.g. the full result JSON)
+}
+
+// Result is a stored run result. JSON fields come back semantically equal
+// to what was put; PostgreSQL (jsonb) may change whitespace and key order.
+type Result struct {
+	ID             int64
+	JobID          int64
+	Attempt        int
+	IdempotencyKey string
+	RunIndex       int
+	Kind           ResultKind
+	GPUUUID        string
+	Summary        json.RawMessage
+	Environment    json.RawMessage
+	Samples        []byte
+	CreatedAt      time.Time
+}
+
+// Baseline is one promoted baseline version for (Repo, Key).
+type Baseline struct {
+	ID          int64
+	Repo        string
+	Key         string // matrix entry, e.g. "llama-8b-tp8"
+	Version     int    // 0 on Put → next version for (Repo, Key)
+	Commit      string
+	ImageDigest string
+	GPU         string // card model name
+	GPUUUID     string // the card it was measured on, for pinning
+	Driver      string
+	LoadParams  json.RawMessage
+	Runs        json.RawMessage
+	PromotedBy  string
+	Reason      string
+	AllowLower  bool
+	CreatedAt   time.Time
+}
+
+// Check run states the app moves through.
+const (
+	CheckQueued       = "queued"
+	CheckInProgress   = "in_progress"
+	CheckPassed       = "passed"
+	CheckWarned       = "warned"
+	CheckEscalated    = "escalated"
+	CheckInconclusive = "inconclusive"
+	CheckAccepted     = "accepted"
+	CheckSkipped      = "skipped"
+	CheckErrored      = "errored"
+)
+
+// CheckRun links one tier's GitHub check run on one head SHA to its jobs and
+// verdict. A new push has a new SHA and so its own row and deadline.
+type CheckRun struct {
+	ID             int64
+	Repo           string
+	HeadSHA        string
+	Tier           string
+	PRNumber       int
+	InstallationID int64
+	GitHubID       int64 // GitHub's check run ID
+	JobIDs         []int64
+	State          string
+	Verdict        json.RawMessage
+	Deadline       time.Time // escalation deadline; zero = none
+	CreatedAt      time.Time
+	UpdatedAt      time.Time
+}
+
+// CheckTransition is the new state TransitionCheckRun writes. A nil Verdict
+// keeps the stored one; a zero Deadline clears it.
+type CheckTransition struct {
+	State    string
+	Verdict  json.RawMessage
+	Deadline time.Time
+}
+
+// AppealStatus is an appeal's state.
+type AppealStatus string
+
+// Appeal states.
+const (
+	AppealOpen     AppealStatus = "open"
+	AppealAccepted AppealStatus = "accepted"
+	AppealRejected AppealStatus = "rejected"
+)
+
+// Appeal is a `/perf appeal` against a regression verdict.
+type Appeal struct {
+	ID        int64
+	Repo      string
+	PRNumber  int
+	HeadSHA   string
+	Author    string
+	Reason    string
+	Status    AppealStatus
+	DecidedBy string
+	CreatedAt time.Time
+	DecidedAt time.Time
+}
+
+// AuditEntry is one line of the audit log.
+type AuditEntry struct {
+	ID        int64
+	Actor     string // GitHub login, agent name, or "perfgate"
+	Action    string // e.g. "job.requeued", "appeal.accepted"
+	Repo      string
+	PRNumber  int
+	Detail    json.RawMessage
+	CreatedAt time.Time
+}
+
+// TrendPoint is one nightly measurement: one metric of one matrix entry on
+// one day. Putting the same (Repo, Key, Metric, Date) again replaces it.
+type TrendPoint struct {
+	Repo   string
+	Key    string
+	Metric string // e.g. "output_throughput"
+	Date   time.Time
+	Value  float64
+	JobID  int64
+}
