@@ -124,6 +124,14 @@ var (
 // is ever committed.
 func New(t testing.TB) *Server {
 	t.Helper()
+	s := Start()
+	t.Cleanup(s.Close)
+	return s
+}
+
+// Start starts a fake GitHub outside a test (the demo's local GitHub); the
+// caller closes it.
+func Start() *Server {
 	keyOnce.Do(func() {
 		k, err := rsa.GenerateKey(rand.Reader, 2048)
 		if err != nil {
@@ -145,7 +153,6 @@ func New(t testing.TB) *Server {
 		nextID:        1000,
 	}
 	s.Server = httptest.NewServer(s.routes())
-	t.Cleanup(s.Close)
 	return s
 }
 
