@@ -1,0 +1,188 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/perfgate/perfgate/internal/agentapi"
+	"github.com/perfgate/perfgate/internal/engine"
+	"github.com/perfgate/perfgate/internal/gpu"
+	"github.com/perfgate/perfgate/internal/sim"
+)
+
+// running is a started engine: a process or container (engine.Server) or
+// the in-process sim.
+type running struct {
+	describe string // image, command or "perfgate-sim", for the environment
+	proc     *engine.Server
+	sim      *simServer
+}
+
+func (r *running) BaseURL() string {
+	if r.proc != nil {
+		return r.proc.BaseURL()
+	}
+	return r.sim.base
+}
+
+func (r *running) Exited() <-chan struct{} {
+	if r.proc != nil {
+		return r.proc.Exited()
+	}
+	return r.sim.done
+}
+
+func (r *running) CrashError() error {
+	if r.proc != nil {
+		return r.proc.CrashError()
+	}
+	return fmt.Errorf("simulated engine stopped: %v", r.sim.err)
+}
+
+func (r *running) Stop(ctx context.Context) error {
+	if r.proc != nil {
+		return r.proc.Stop(ctx)
+	}
+	r.sim.stop()
+	return nil
+}
+
+// allow says which GPU processes are the engine's own.
+func (r *running) allow() func(uint32) bool {
+	if r.proc != nil && r.proc.PID() > 0 {
+		return gpu.AllowDescendants(r.proc.PID())
+	}
+	return nil
+}
+
+// startEngine starts the plan's engine and waits until it is ready. The
+// engine's output goes to the job log.
+func (a *Agent) startEngine(ctx context.Context, c *agentapi.ClaimResponse, p agentapi.Plan, uuid string, log zerolog.Logger) (*running, error) {
+	e := p.Engine
+	if e.Sim != nil {
+		return startSim(ctx, e, log)
+	}
+	spec := engine.Spec{
+		Image: e.Image, Command: e.Command, Model: e.Model, Args: e.Args, Port: e.Port,
+		GPUUUID: uuid, ReadinessPath: e.ReadinessPath, StartTimeout: e.StartTimeout.D(),
+		JobID: fmt.Sprintf("job-%d-%d", c.JobID, c.Attempt), Env: e.Env,
+		Output: engineLogWriter{log},
+	}
+	srv, err := engine.Start(ctx, spec, log)
+	if err != nil {
+		return nil, err
+	}
+	desc := e.Image
+	if desc == "" {
+		desc = strings.Join(e.Command, " ")
+	}
+	return &running{describe: desc, proc: srv}, nil
+}
+
+// engineLogWriter copies the engine's output into the job log, one log
+// line per write.
+type engineLogWriter struct{ log zerolog.Logger }
+
+func (w engineLogWriter) Write(p []byte) (int, error) {
+	for _, line := range strings.Split(strings.TrimRight(string(p), "\n"), "\n") {
+		if line != "" {
+			w.log.Info().Str("source", "engine").Msg(line)
+		}
+	}
+	return len(p), nil
+}
+
+// simServer is the built-in simulated engine served on a loopback port.
+type simServer struct {
+	base   string
+	cancel context.CancelFunc
+	done   chan struct{}
+	err    error // set before done closes
+}
+
+func (s *simServer) stop() {
+	s.cancel()
+	<-s.done
+}
+
+// startSim serves the sim and waits for /health like a real engine's
+// readiness check.
+func startSim(ctx context.Context, e agentapi.Engine, log zerolog.Logger) (*running, error) {
+	cfg := sim.DefaultConfig()
+	if e.Model != "" {
+		cfg.Model = e.Model
+	}
+	o := e.Sim
+	if o.Slowdown > 0 {
+		cfg.Slowdown = o.Slowdown
+	}
+	cfg.ErrorRate = o.ErrorRate
+	cfg.StallMS = o.StallMS
+	cfg.StartupDelay = o.StartupDelay.D()
+	if o.DecodeStep > 0 {
+		cfg.DecodeStep = o.DecodeStep.D()
+	}
+	if o.Seed != 0 {
+		cfg.Seed = o.Seed
+	}
+	timeout := e.StartTimeout.D()
+	if timeout <= 0 {
+		timeout = engine.DefaultStartTimeout
+	}
+
+	// The sim lives as long as the job, not as long as the start call.
+	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	s := &simServer{cancel: cancel, done: make(chan struct{})}
+	addr := make(chan string, 1)
+	go func() {
+		defer close(s.done)
+		s.err = sim.Serve(sctx, cfg, "127.0.0.1:0", func(a string) { addr <- a })
+	}()
+	select {
+	case a := <-addr:
+		s.base = "http://" + a
+	case <-s.done:
+		cancel()
+		return nil, fmt.Errorf("start simulated engine: %w", s.err)
+	}
+	log.Info().Str("engine", "perfgate-sim").Str("url", s.base).Msg("engine starting")
+	start := time.Now()
+	if err := waitHealthy(ctx, s.base+"/health", timeout); err != nil {
+		s.stop()
+		return nil, fmt.Errorf("engine not ready after %s: %w", timeout, err)
+	}
+	log.Info().Dur("startup", time.Since(start)).Msg("engine ready")
+	return &running{describe: "perfgate-sim", sim: s}, nil
+}
+
+func waitHealthy(ctx context.Context, url string, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	last := errors.New("no answer yet")
+	for {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+			last = fmt.Errorf("GET %s answered %d", url, resp.StatusCode)
+		} else if ctx.Err() == nil {
+			last = err
+		}
+		t := time.NewTimer(50 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return last
+		case <-t.C:
+		}
+	}
+}

@@ -1,0 +1,518 @@
+package agentapi
+
+import (
+	"context"
+	crand "crypto/rand"
+	"crypto/subtle"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/perfgate/perfgate/internal/result"
+	"github.com/perfgate/perfgate/internal/store"
+)
+
+// Server defaults.
+const (
+	DefaultLease    = 2 * time.Minute
+	DefaultLongPoll = 30 * time.Second
+	// repoll is how often a waiting claim asks the store again even without
+	// a wake-up: Notify only hears enqueues on this replica.
+	repoll = time.Second
+)
+
+// Body limits: a result carries every request's timings (a few MB for
+// thousands of prompts); everything else is small.
+const (
+	maxSmallBody  = 64 << 10
+	maxLogChunk   = 1 << 20
+	maxResultBody = 64 << 20
+)
+
+// Queue is the part of the store the agent API uses.
+type Queue interface {
+	RegisterAgent(ctx context.Context, reg store.AgentRegistration) (store.Agent, error)
+	AgentByTokenHash(ctx context.Context, tokenHash string) (store.Agent, error)
+	Claim(ctx context.Context, req store.ClaimRequest) (store.Job, error)
+	Heartbeat(ctx context.Context, jobID int64, leaseID string, extend time.Duration) (bool, error)
+	Finish(ctx context.Context, jobID int64, leaseID string, status store.Status, reason string) (store.Job, error)
+	GetJob(ctx context.Context, jobID int64) (store.Job, error)
+	Notify() <-chan struct{}
+	PutResult(ctx context.Context, up store.ResultUpload) (store.Result, bool, error)
+	AppendLog(ctx context.Context, jobID int64, leaseID string, offset int64, chunk []byte) (int64, error)
+}
+
+// Options configures the server.
+type Options struct {
+	// RegistrationToken is the shared secret agents exchange for their own
+	// token; "" turns registration off.
+	RegistrationToken string
+	Lease             time.Duration // DefaultLease when 0
+	LongPoll          time.Duration // DefaultLongPoll when 0
+	// OnJobDone is called after a job is finished (not on a repeated
+	// finish): the gate evaluates its results. It runs in the request.
+	OnJobDone func(ctx context.Context, job store.Job)
+	Log       zerolog.Logger
+	// Now is the clock for lease expiry answers; time.Now when nil.
+	Now func() time.Time
+}
+
+type server struct {
+	q    Queue
+	opts Options
+	mux  *http.ServeMux
+}
+
+// NewServer returns the agent API handler. Mount it at the root (its
+// routes start with /api/v1/).
+func NewServer(q Queue, opts Options) http.Handler {
+	if opts.Lease <= 0 {
+		opts.Lease = DefaultLease
+	}
+	if opts.LongPoll <= 0 {
+		opts.LongPoll = DefaultLongPoll
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	s := &server{q: q, opts: opts, mux: http.NewServeMux()}
+	s.mux.HandleFunc("POST /api/v1/agents/register", s.register)
+	s.mux.HandleFunc("POST /api/v1/jobs/claim", s.agent(s.claim))
+	s.mux.HandleFunc("POST /api/v1/jobs/{id}/heartbeat", s.agent(s.heartbeat))
+	s.mux.HandleFunc("POST /api/v1/jobs/{id}/logs", s.agent(s.logs))
+	s.mux.HandleFunc("POST /api/v1/jobs/{id}/results", s.agent(s.results))
+	s.mux.HandleFunc("POST /api/v1/jobs/{id}/finish", s.agent(s.finish))
+	s.mux.HandleFunc("/api/v1/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, fmt.Sprintf("no agent API route %s %s: see the agent API reference (POST /api/v1/jobs/claim, …)", r.Method, r.URL.Path))
+	})
+	return s.mux
+}
+
+func (s *server) register(w http.ResponseWriter, r *http.Request) {
+	if s.opts.RegistrationToken == "" {
+		writeError(w, http.StatusForbidden, "agent registration is disabled on this server: start the server with a registration token, or give the agent an existing --token")
+		return
+	}
+	tok, ok := bearer(r)
+	if !ok || subtle.ConstantTimeCompare([]byte(tok), []byte(s.opts.RegistrationToken)) != 1 {
+		writeError(w, http.StatusUnauthorized, "registration needs the server's registration token as 'Authorization: Bearer <token>'")
+		return
+	}
+	var req RegisterRequest
+	if !decode(w, r, maxSmallBody, &req) {
+		return
+	}
+	if strings.TrimSpace(req.Name) == "" {
+		writeError(w, http.StatusBadRequest, "register: name is empty: give the agent a --name")
+		return
+	}
+	token, err := newToken()
+	if err != nil {
+		s.internal(w, r, "register agent", err)
+		return
+	}
+	a, err := s.q.RegisterAgent(r.Context(), store.AgentRegistration{
+		Name: req.Name, Labels: req.Labels, GPUUUIDs: req.GPUUUIDs, TokenHash: store.HashToken(token),
+	})
+	if err != nil {
+		s.internal(w, r, "register agent", err)
+		return
+	}
+	s.opts.Log.Info().Int64("agent_id", a.ID).Str("agent", a.Name).Strs("labels", a.Labels).
+		Strs("gpus", a.GPUUUIDs).Msg("agent registered")
+	writeJSON(w, http.StatusOK, RegisterResponse{AgentID: a.ID, Token: token})
+}
+
+type agentHandler func(w http.ResponseWriter, r *http.Request, a store.Agent)
+
+// agent authenticates the per-agent token of every call but register.
+func (s *server) agent(h agentHandler) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		tok, ok := bearer(r)
+		if !ok {
+			writeError(w, http.StatusUnauthorized, "missing 'Authorization: Bearer <agent token>': register the agent with the registration token first")
+			return
+		}
+		a, err := s.q.AgentByTokenHash(r.Context(), store.HashToken(tok))
+		if errors.Is(err, store.ErrNotFound) {
+			writeError(w, http.StatusUnauthorized, "unknown agent token: register the agent again")
+			return
+		}
+		if err != nil {
+			s.internal(w, r, "authenticate agent", err)
+			return
+		}
+		h(w, r, a)
+	}
+}
+
+func (s *server) claim(w http.ResponseWriter, r *http.Request, a store.Agent) {
+	wait := s.opts.LongPoll
+	if v := r.URL.Query().Get("wait"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			if secs, err2 := strconv.ParseFloat(v, 64); err2 == nil {
+				d, err = time.Duration(secs*float64(time.Second)), nil
+			}
+		}
+		if err != nil || d < 0 {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("claim: wait=%q is not a duration such as 10s", v))
+			return
+		}
+		wait = min(d, s.opts.LongPoll)
+	}
+	ctx := r.Context()
+	deadline := time.NewTimer(wait)
+	defer deadline.Stop()
+	req := store.ClaimRequest{AgentID: a.ID, Labels: a.Labels, GPUUUIDs: a.GPUUUIDs, Lease: s.opts.Lease}
+	for {
+		// Take the wake-up channel before asking, so an enqueue between the
+		// ask and the wait is not missed.
+		woken := s.q.Notify()
+		j, err := s.q.Claim(ctx, req)
+		if err == nil {
+			s.opts.Log.Info().Int64("job_id", j.ID).Int64("agent_id", a.ID).Str("agent", a.Name).
+				Int("attempt", j.Attempts).Str("tier", j.Tier).Msg("job claimed")
+			writeJSON(w, http.StatusOK, ClaimResponse{
+				JobID: j.ID, LeaseID: j.LeaseID, LeaseExpiresAt: j.LeaseExpiresAt,
+				LeaseSeconds: s.opts.Lease.Seconds(), Attempt: j.Attempts, Tier: j.Tier,
+				Repo: j.Repo, HeadSHA: j.HeadSHA, GPUUUID: j.GPUUUID, Plan: planJSON(j.Config),
+			})
+			return
+		}
+		if !errors.Is(err, store.ErrNoJob) {
+			if ctx.Err() != nil {
+				return
+			}
+			s.internal(w, r, "claim", err)
+			return
+		}
+		// Jitter spreads many waiting agents' re-polls apart.
+		tick := time.NewTimer(repoll/2 + rand.N(repoll))
+		select {
+		case <-woken:
+		case <-tick.C:
+		case <-deadline.C:
+			tick.Stop()
+			w.WriteHeader(http.StatusNoContent)
+			return
+		case <-ctx.Done():
+			tick.Stop()
+			return
+		}
+		tick.Stop()
+	}
+}
+
+// planJSON keeps the stored snapshot as it is when it is JSON, so a plan
+// from a newer server reaches the agent unchanged.
+func planJSON(cfg []byte) json.RawMessage {
+	if len(cfg) == 0 || !json.Valid(cfg) {
+		return json.RawMessage("null")
+	}
+	return json.RawMessage(cfg)
+}
+
+func (s *server) heartbeat(w http.ResponseWriter, r *http.Request, a store.Agent) {
+	var req HeartbeatRequest
+	if !decode(w, r, maxSmallBody, &req) {
+		return
+	}
+	id, ok := s.ownJob(w, r, a, req.LeaseID)
+	if !ok {
+		return
+	}
+	cancel, err := s.q.Heartbeat(r.Context(), id, req.LeaseID, s.opts.Lease)
+	if err != nil {
+		s.storeError(w, r, fmt.Sprintf("heartbeat job %d", id), err)
+		return
+	}
+	writeJSON(w, http.StatusOK, HeartbeatResponse{Cancel: cancel, LeaseExpiresAt: s.opts.Now().Add(s.opts.Lease).UTC()})
+}
+
+func (s *server) logs(w http.ResponseWriter, r *http.Request, a store.Agent) {
+	lease := r.URL.Query().Get("lease_id")
+	if lease == "" {
+		lease = r.Header.Get("X-Lease-Id")
+	}
+	offset, err := strconv.ParseInt(r.URL.Query().Get("offset"), 10, 64)
+	if err != nil || offset < 0 {
+		writeError(w, http.StatusBadRequest, "logs: ?offset=N (the log length the agent has sent so far) is required")
+		return
+	}
+	chunk, ok := readBody(w, r, maxLogChunk)
+	if !ok {
+		return
+	}
+	id, ok := s.ownJob(w, r, a, lease)
+	if !ok {
+		return
+	}
+	n, err := s.q.AppendLog(r.Context(), id, lease, offset, chunk)
+	var om store.ErrOffsetMismatch
+	if errors.As(err, &om) {
+		have := om.Have
+		writeJSONStatus(w, http.StatusRequestedRangeNotSatisfiable, ErrorBody{
+			Error:  fmt.Sprintf("log offset %d does not match the stored length %d: resend from %d", offset, have, have),
+			Length: &have,
+		})
+		return
+	}
+	if err != nil {
+		s.storeError(w, r, fmt.Sprintf("append log of job %d", id), err)
+		return
+	}
+	writeJSON(w, http.StatusOK, LogResponse{Length: n})
+}
+
+func (s *server) results(w http.ResponseWriter, r *http.Request, a store.Agent) {
+	var req ResultRequest
+	if !decode(w, r, maxResultBody, &req) {
+		return
+	}
+	id, ok := s.ownJob(w, r, a, req.LeaseID)
+	if !ok {
+		return
+	}
+	if req.IdempotencyKey == "" {
+		writeError(w, http.StatusBadRequest, "results: idempotency_key is required so a retried upload stores once")
+		return
+	}
+	kind := store.ResultKind(req.Kind)
+	if kind == "" {
+		kind = store.KindMeasured
+	}
+	if kind != store.KindMeasured && kind != store.KindWarmup {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("results: kind %q is neither measured nor warmup", req.Kind))
+		return
+	}
+	up, err := splitResult(req.Result)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "results: "+err.Error())
+		return
+	}
+	up.JobID, up.LeaseID, up.IdempotencyKey, up.RunIndex, up.Kind = id, req.LeaseID, req.IdempotencyKey, req.RunIndex, kind
+	res, created, err := s.q.PutResult(r.Context(), up)
+	if err != nil {
+		s.storeError(w, r, fmt.Sprintf("store result of job %d", id), err)
+		return
+	}
+	status := http.StatusOK
+	if created {
+		status = http.StatusCreated
+	}
+	writeJSON(w, status, ResultResponse{ResultID: res.ID, Attempt: res.Attempt, Created: created})
+}
+
+// splitResult turns an uploaded result into what the store keeps: a
+// summary without the per-request arrays (small, read by the gate), the
+// environment, and the whole upload as the samples blob.
+func splitResult(raw json.RawMessage) (store.ResultUpload, error) {
+	if len(raw) == 0 {
+		return store.ResultUpload{}, errors.New("result is missing")
+	}
+	var res result.Result
+	if err := json.Unmarshal(raw, &res); err != nil {
+		return store.ResultUpload{}, fmt.Errorf("result is not a benchmark result: %w", err)
+	}
+	var env result.Environment
+	sum := res
+	sum.InputLens, sum.OutputLens, sum.TTFTs, sum.ITLs, sum.GeneratedTexts, sum.Errors = nil, nil, nil, nil, nil, nil
+	if res.Perfgate != nil {
+		env = res.Perfgate.Environment
+		sec := *res.Perfgate
+		sec.E2ELs, sec.TPOTs = nil, nil
+		sum.Perfgate = &sec
+	}
+	summary, err := json.Marshal(sum)
+	if err != nil {
+		return store.ResultUpload{}, fmt.Errorf("encode summary: %w", err)
+	}
+	envJSON, err := json.Marshal(env)
+	if err != nil {
+		return store.ResultUpload{}, fmt.Errorf("encode environment: %w", err)
+	}
+	return store.ResultUpload{GPUUUID: env.GPUUUID, Summary: summary, Environment: envJSON, Samples: []byte(raw)}, nil
+}
+
+func (s *server) finish(w http.ResponseWriter, r *http.Request, a store.Agent) {
+	var req FinishRequest
+	if !decode(w, r, maxSmallBody, &req) {
+		return
+	}
+	status := store.Status(req.Status)
+	switch status {
+	case store.StatusSucceeded, store.StatusFailed, store.StatusCancelled:
+	default:
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("finish: status %q: want succeeded, failed or cancelled", req.Status))
+		return
+	}
+	id, ok := s.ownJob(w, r, a, req.LeaseID)
+	if !ok {
+		return
+	}
+	before, err := s.q.GetJob(r.Context(), id)
+	if err != nil {
+		s.storeError(w, r, fmt.Sprintf("finish job %d", id), err)
+		return
+	}
+	repeated := before.Status == status && before.LeaseID == req.LeaseID
+	j, err := s.q.Finish(r.Context(), id, req.LeaseID, status, req.Reason)
+	if err != nil {
+		s.storeError(w, r, fmt.Sprintf("finish job %d", id), err)
+		return
+	}
+	if !repeated {
+		s.opts.Log.Info().Int64("job_id", j.ID).Int64("agent_id", a.ID).Str("status", string(j.Status)).
+			Str("reason", j.FailureReason).Int("attempt", j.Attempts).Msg("job finished")
+		if s.opts.OnJobDone != nil {
+			s.opts.OnJobDone(r.Context(), j)
+		}
+	}
+	writeJSON(w, http.StatusOK, FinishResponse{JobID: j.ID, Status: string(j.Status), Repeated: repeated})
+}
+
+// ownJob parses the job id and refuses a job whose current lease is
+// another agent's (403) or whose lease is no longer the one presented
+// (409: the agent must abandon it). The store checks the lease again in
+// the write itself; this check only makes the answers precise.
+func (s *server) ownJob(w http.ResponseWriter, r *http.Request, a store.Agent, lease string) (int64, bool) {
+	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	if err != nil || id <= 0 {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("job id %q is not a number", r.PathValue("id")))
+		return 0, false
+	}
+	if lease == "" {
+		writeError(w, http.StatusBadRequest, "lease_id is required: send the lease id the claim returned")
+		return 0, false
+	}
+	j, err := s.q.GetJob(r.Context(), id)
+	if errors.Is(err, store.ErrNotFound) {
+		writeError(w, http.StatusNotFound, fmt.Sprintf("no job %d", id))
+		return 0, false
+	}
+	if err != nil {
+		s.internal(w, r, fmt.Sprintf("load job %d", id), err)
+		return 0, false
+	}
+	if j.LeaseID != lease {
+		writeError(w, http.StatusConflict, fmt.Sprintf("job %d: lease %s is no longer current (reaped, re-queued or cancelled): abandon the job", id, lease))
+		return 0, false
+	}
+	if j.AgentID != a.ID {
+		s.opts.Log.Warn().Int64("job_id", id).Int64("agent_id", a.ID).Int64("owner", j.AgentID).Msg("agent used another agent's lease")
+		writeError(w, http.StatusForbidden, fmt.Sprintf("job %d belongs to another agent", id))
+		return 0, false
+	}
+	return id, true
+}
+
+func (s *server) storeError(w http.ResponseWriter, r *http.Request, what string, err error) {
+	switch {
+	case errors.Is(err, store.ErrLeaseLost):
+		writeError(w, http.StatusConflict, what+": the lease is no longer current (reaped, re-queued, cancelled or finished): abandon the job")
+	case errors.Is(err, store.ErrNotFound):
+		writeError(w, http.StatusNotFound, what+": not found")
+	default:
+		s.internal(w, r, what, err)
+	}
+}
+
+func (s *server) internal(w http.ResponseWriter, r *http.Request, what string, err error) {
+	s.opts.Log.Error().Err(err).Str("path", r.URL.Path).Msg(what)
+	w.Header().Set("Retry-After", "1")
+	writeError(w, http.StatusServiceUnavailable, what+" failed on the server: retry later")
+}
+
+// RunReaper takes back expired leases every interval until ctx ends: a
+// lost agent's job is queued again or, out of attempts, failed; onDone
+// (may be nil) gets every job the reaper finished.
+func RunReaper(ctx context.Context, st interface {
+	ReapExpired(ctx context.Context) ([]store.Job, error)
+}, interval time.Duration, onDone func(ctx context.Context, job store.Job), log zerolog.Logger) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		jobs, err := st.ReapExpired(ctx)
+		if err != nil {
+			if ctx.Err() == nil {
+				log.Error().Err(err).Msg("reap expired leases")
+			}
+			continue
+		}
+		for _, j := range jobs {
+			log.Warn().Int64("job_id", j.ID).Str("status", string(j.Status)).Int("attempts", j.Attempts).
+				Str("reason", j.FailureReason).Msg("lease expired: agent lost")
+			if j.Status != store.StatusQueued && onDone != nil {
+				onDone(ctx, j)
+			}
+		}
+	}
+}
+
+func bearer(r *http.Request) (string, bool) {
+	h := r.Header.Get("Authorization")
+	tok, ok := strings.CutPrefix(h, "Bearer ")
+	tok = strings.TrimSpace(tok)
+	return tok, ok && tok != ""
+}
+
+func newToken() (string, error) {
+	b := make([]byte, 32)
+	if _, err := crand.Read(b); err != nil {
+		return "", fmt.Errorf("new agent token: %w", err)
+	}
+	return "pga_" + hex.EncodeToString(b), nil
+}
+
+func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, bool) {
+	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	var tooBig *http.MaxBytesError
+	if errors.As(err, &tooBig) {
+		writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body over %d bytes: send smaller chunks", limit))
+		return nil, false
+	}
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "read request body: "+err.Error())
+		return nil, false
+	}
+	return b, true
+}
+
+func decode(w http.ResponseWriter, r *http.Request, limit int64, v any) bool {
+	b, ok := readBody(w, r, limit)
+	if !ok {
+		return false
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		writeError(w, http.StatusBadRequest, "request body is not the expected JSON: "+err.Error())
+		return false
+	}
+	return true
+}
+
+func writeError(w http.ResponseWriter, status int, msg string) {
+	writeJSONStatus(w, status, ErrorBody{Error: msg})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) { writeJSONStatus(w, status, v) }
+
+func writeJSONStatus(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
