@@ -157,3 +157,25 @@ func transform(m config.Metric, v float64) float64 {
 	}
 	return math.Log(v)
 }
+
+// MedianOf is the median over runs of one config metric (e.g. "tpot_p99"),
+// the value a report shows; false when the metric is unknown or missing.
+func MedianOf(runs []*result.Result, metric string) (float64, bool) {
+	m, ok := config.LookupMetric(metric)
+	if !ok {
+		return 0, false
+	}
+	cache := newSeriesCache()
+	var vs []float64
+	for _, r := range runs {
+		v, ok := runValue(r, m, cache)
+		if !ok {
+			return 0, false
+		}
+		vs = append(vs, v)
+	}
+	if len(vs) == 0 {
+		return 0, false
+	}
+	return stats.Median(vs), true
+}

@@ -1,0 +1,32 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+
+	"github.com/perfgate/perfgate/internal/demo"
+)
+
+func init() {
+	register("demo", command{summary: "run the whole loop locally: SQLite, agent, simulated engine, a PR that regresses", run: runDemo})
+}
+
+func runDemo(ctx context.Context, env *cliEnv, args []string) int {
+	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
+	fs.SetOutput(env.stderr)
+	slowdown := fs.Float64("slowdown", 1.2, "how much slower the PR makes the engine (1.2 = 20% slower)")
+	dir := fs.String("dir", "", "directory for the demo's SQLite store (default: a new temporary directory)")
+	if err := fs.Parse(args); err != nil {
+		return 3
+	}
+	if *slowdown <= 0 {
+		fmt.Fprintln(env.stderr, "perfgate demo: --slowdown must be positive")
+		return 3
+	}
+	if _, err := demo.Run(ctx, demo.Options{Dir: *dir, Slowdown: *slowdown, Out: env.stdout, Log: env.log}); err != nil {
+		fmt.Fprintf(env.stderr, "perfgate demo: %v\n", err)
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,127 @@
+package demo
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/perfgate/perfgate/internal/githubtest"
+	"github.com/perfgate/perfgate/internal/store"
+)
+
+// TestAppealFlow: a warned regression; a read-only user's retest is
+// refused and runs nothing; the author appeals, which re-measures on the
+// same card and adds the runs to the evidence; a maintainer accepts, the
+// check turns green, and every step is in the audit log.
+func TestAppealFlow(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end: measures the simulated engine three times")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	h, err := Start(ctx, t.TempDir(), zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	if _, _, err := h.PromoteBaseline(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.StartAgent(ctx, 1.3); err != nil {
+		t.Fatal(err)
+	}
+	deliver := func(event, name, id string) {
+		t.Helper()
+		code, err := h.Deliver(ctx, event, name, id)
+		if err != nil || code/100 != 2 {
+			t.Fatalf("deliver %s: %d %v", name, code, err)
+		}
+	}
+	deliver("pull_request", "pull_request/opened.json", "d-1")
+	warn, err := h.WaitCheck(ctx, func(c githubtest.CheckRun) bool { return c.Status == "completed" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if warn.Conclusion != "neutral" {
+		t.Fatalf("first verdict %q, want neutral warning:\n%s", warn.Conclusion, warn.Summary)
+	}
+	jobsBefore := jobCount(ctx, t, h)
+
+	// monalisa has read access only: her /perf retest is refused.
+	h.GitHub.SetPermission(repo, "monalisa", "read", "read")
+	deliver("issue_comment", "issue_comment/created.retest.json", "d-2")
+	waitComment(ctx, t, h, "needs write access")
+	if n := jobCount(ctx, t, h); n != jobsBefore {
+		t.Errorf("a refused retest queued %d job(s)", n-jobsBefore)
+	}
+
+	// The author appeals: recorded, re-measured (3 more runs on the same card).
+	deliver("issue_comment", "issue_comment/created.appeal.json", "d-3")
+	waitComment(ctx, t, h, "Appeal recorded")
+	retest, err := h.WaitCheck(ctx, func(c githubtest.CheckRun) bool { return c.ID != warn.ID && c.Status == "completed" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if retest.Conclusion != "neutral" || !strings.Contains(retest.Summary, "6 candidate") {
+		t.Errorf("retest after appeal: %s, want neutral on all 6 runs:\n%s", retest.Conclusion, retest.Summary)
+	}
+
+	// A maintainer accepts.
+	h.GitHub.SetPermission(repo, "monalisa", "admin", "admin")
+	deliver("issue_comment", "issue_comment/created.appeal_accept.json", "d-4")
+	waitComment(ctx, t, h, "Appeal accepted")
+	acc, err := h.WaitCheck(ctx, func(c githubtest.CheckRun) bool { return c.ID == retest.ID && c.Conclusion == "success" })
+	if err != nil {
+		t.Fatalf("accepted appeal did not turn the check green: %v", err)
+	}
+	if !strings.Contains(acc.Title, "accepted") {
+		t.Errorf("accepted check title %q", acc.Title)
+	}
+	audit, err := h.Store.ListAudit(ctx, repo, prNumber)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, e := range audit {
+		seen[e.Action] = true
+	}
+	for _, a := range []string{"run.requested", "gate.regression", "appeal.opened", "appeal.accepted"} {
+		if !seen[a] {
+			t.Errorf("audit log lacks %q (has %v)", a, seen)
+		}
+	}
+	// The baseline does not move on an accepted appeal.
+	if hist, err := h.Store.BaselineHistory(ctx, repo, "quick"); err != nil || len(hist) != 1 {
+		t.Errorf("baseline history after accept: %d versions, %v; want 1", len(hist), err)
+	}
+}
+
+func jobCount(ctx context.Context, t *testing.T, h *Harness) int {
+	t.Helper()
+	jobs, err := h.Store.ListJobs(ctx, store.JobFilter{Repo: repo})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(jobs)
+}
+
+func waitComment(ctx context.Context, t *testing.T, h *Harness, substr string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		for _, c := range h.GitHub.Comments() {
+			if strings.Contains(c.Body, substr) {
+				return
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	var bodies []string
+	for _, c := range h.GitHub.Comments() {
+		bodies = append(bodies, c.Body)
+	}
+	t.Fatalf("no PR comment containing %q; comments:\n%s", substr, strings.Join(bodies, "\n---\n"))
+}

@@ -1,0 +1,82 @@
+package dispatch
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/perfgate/perfgate/internal/app"
+	"github.com/perfgate/perfgate/internal/store"
+)
+
+// Open implements app.Appeals: the reason is recorded (the app posts it on
+// the PR and queues the confirming retest).
+func (s *Service) Open(ctx context.Context, a app.Appeal) error {
+	repo := a.Owner + "/" + a.Repo
+	if _, err := s.st.CreateAppeal(ctx, store.Appeal{Repo: repo, PRNumber: a.PR, HeadSHA: a.HeadSHA, Author: a.By, Reason: a.Reason, Status: store.AppealOpen}); err != nil {
+		return err
+	}
+	s.audit(ctx, a.By, "appeal.opened", repo, a.PR, map[string]any{"sha": a.HeadSHA, "reason": a.Reason, "comment": a.CommentURL})
+	return nil
+}
+
+// Decide implements app.Appeals. Accepting records the regression as
+// accepted and turns the check green; the baseline does not move. Rejecting
+// leaves the warning and its clock as they are.
+func (s *Service) Decide(ctx context.Context, d app.Decision) error {
+	repo := d.Owner + "/" + d.Repo
+	appeals, err := s.st.ListAppeals(ctx, repo, d.PR)
+	if err != nil {
+		return err
+	}
+	var open *store.Appeal
+	for i := len(appeals) - 1; i >= 0; i-- {
+		if appeals[i].Status == store.AppealOpen {
+			open = &appeals[i]
+			break
+		}
+	}
+	if open == nil {
+		return app.ErrNoOpenAppeal
+	}
+	status, action := store.AppealRejected, "appeal.rejected"
+	if d.Accept {
+		status, action = store.AppealAccepted, "appeal.accepted"
+	}
+	if _, err := s.st.DecideAppeal(ctx, open.ID, status, d.By); err != nil {
+		return err
+	}
+	s.audit(ctx, d.By, action, repo, d.PR, map[string]any{"appeal_id": open.ID, "sha": d.HeadSHA, "reason": d.Reason, "comment": d.CommentURL})
+	if !d.Accept {
+		return nil
+	}
+	runs, err := s.st.ListCheckRuns(ctx, repo, d.PR)
+	if err != nil {
+		return err
+	}
+	for _, cr := range runs {
+		if cr.HeadSHA != d.HeadSHA || (cr.State != store.CheckWarned && cr.State != store.CheckEscalated) {
+			continue
+		}
+		won, err := s.st.TransitionCheckRun(ctx, cr.ID, cr.State, store.CheckTransition{State: store.CheckAccepted})
+		if err != nil || !won {
+			return err
+		}
+		cr.State = store.CheckAccepted
+		var doc verdictDoc
+		if len(cr.Verdict) > 0 {
+			if err := json.Unmarshal(cr.Verdict, &doc); err != nil {
+				return fmt.Errorf("decode stored verdict: %w", err)
+			}
+		}
+		doc.Notes = append(doc.Notes, fmt.Sprintf("accepted on appeal by @%s: %s", d.By, open.Reason))
+		client, err := s.clients.NewInstallationClient(cr.InstallationID)
+		if err != nil {
+			return err
+		}
+		if err := s.render(ctx, client, cr, s.view(cr, doc)); err != nil {
+			return err
+		}
+	}
+	return nil
+}

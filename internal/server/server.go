@@ -1,0 +1,166 @@
+// Package server wires perfgate's server process: the GitHub webhook, the
+// agent API, health and metrics endpoints, and the background loops (lease
+// reaper, escalation timer, nightly schedule), all over one store.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/palantir/go-githubapp/githubapp"
+	"github.com/rs/zerolog"
+
+	"github.com/perfgate/perfgate/internal/agentapi"
+	"github.com/perfgate/perfgate/internal/app"
+	"github.com/perfgate/perfgate/internal/dispatch"
+	"github.com/perfgate/perfgate/internal/store"
+)
+
+// Config is the server's configuration; see Load for the file and
+// environment it comes from.
+type Config struct {
+	Addr        string `yaml:"addr"`
+	DatabaseURL string `yaml:"database_url"`
+	// PublicURL is where GitHub and agents reach this server; check runs
+	// link to it.
+	PublicURL string `yaml:"public_url"`
+	AppSlug   string `yaml:"app_slug"`
+	// AgentRegistrationToken is the shared secret agents exchange for their
+	// own tokens.
+	AgentRegistrationToken string        `yaml:"agent_registration_token"`
+	Lease                  time.Duration `yaml:"lease"`
+	LongPoll               time.Duration `yaml:"long_poll"`
+	// EscalateEvery is how often due warnings are escalated.
+	EscalateEvery time.Duration `yaml:"escalate_every"`
+	// NightlyCron is a cron expression ("0 3 * * *") for the nightly
+	// matrix on each of NightlyRepos' default branch; empty disables it.
+	NightlyCron  string   `yaml:"nightly_cron"`
+	NightlyRepos []string `yaml:"nightly_repos"`
+
+	GitHub githubapp.Config `yaml:"github"`
+}
+
+// Server is the assembled process.
+type Server struct {
+	cfg      Config
+	st       store.Store
+	app      *app.App
+	dispatch *dispatch.Service
+	handler  http.Handler
+	log      zerolog.Logger
+	now      func() time.Time
+}
+
+// New assembles the server over an open store. now is the clock (time.Now
+// in production; the demo and tests move it forward).
+func New(cfg Config, st store.Store, log zerolog.Logger, now func() time.Time) (*Server, error) {
+	if now == nil {
+		now = time.Now
+	}
+	if cfg.EscalateEvery <= 0 {
+		cfg.EscalateEvery = time.Minute
+	}
+	if cfg.Lease <= 0 {
+		cfg.Lease = agentapi.DefaultLease
+	}
+	if cfg.AgentRegistrationToken == "" {
+		return nil, errors.New("agent registration token is empty: set PERFGATE_AGENT_REGISTRATION_TOKEN so runner agents can register")
+	}
+	checks := app.Checks{}
+	if cfg.PublicURL != "" {
+		checks.DetailsURL = cfg.PublicURL
+	}
+	s := &Server{cfg: cfg, st: st, log: log, now: now}
+	// The dispatcher needs the app's client creator and the app needs the
+	// dispatcher: build the app with a forwarding dispatcher, then fill it.
+	fwd := &forward{}
+	a, err := app.New(app.Config{GitHub: cfg.GitHub, AppSlug: cfg.AppSlug, Checks: checks, Logger: log},
+		app.Deps{Dispatcher: fwd, Deliveries: st, Config: dispatch.Configs{}, Appeals: fwd, Releases: fwd})
+	if err != nil {
+		return nil, err
+	}
+	s.app = a
+	s.dispatch = dispatch.New(dispatch.Options{Store: st, Clients: a.ClientCreator(), Checks: checks, Now: now, Log: log})
+	fwd.s = s.dispatch
+
+	mux := http.NewServeMux()
+	mux.Handle(app.WebhookPath, a.Handler())
+	mux.Handle("/api/v1/", agentapi.NewServer(st, agentapi.Options{
+		RegistrationToken: cfg.AgentRegistrationToken, Lease: cfg.Lease, LongPoll: cfg.LongPoll,
+		OnJobDone: s.dispatch.JobDone, Log: log, Now: now,
+	}))
+	mux.HandleFunc("GET /healthz", s.healthz)
+	mux.HandleFunc("GET /metrics", s.metrics)
+	s.handler = mux
+	return s, nil
+}
+
+// Handler serves every endpoint.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// Dispatch is the domain service (the demo and tests drive its timers).
+func (s *Server) Dispatch() *dispatch.Service { return s.dispatch }
+
+// App is the GitHub side.
+func (s *Server) App() *app.App { return s.app }
+
+// RunBackground runs the reaper, the escalation timer and the nightly
+// schedule until ctx ends.
+func (s *Server) RunBackground(ctx context.Context) error {
+	go agentapi.RunReaper(ctx, s.st, s.cfg.Lease/4, s.dispatch.JobDone, s.log)
+	go s.dispatch.RunEscalations(ctx, s.cfg.EscalateEvery)
+	go s.dispatch.RunStartSync(ctx, time.Second)
+	if s.cfg.NightlyCron != "" {
+		stop, err := s.dispatch.ScheduleNightly(ctx, s.cfg.NightlyCron, s.cfg.NightlyRepos, s.app.ClientCreator())
+		if err != nil {
+			return err
+		}
+		go func() { <-ctx.Done(); stop() }()
+	}
+	return nil
+}
+
+func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 3*time.Second)
+	defer cancel()
+	if _, err := s.st.ListJobs(ctx, store.JobFilter{Limit: 1}); err != nil {
+		http.Error(w, "store unreachable: "+err.Error(), http.StatusServiceUnavailable)
+		return
+	}
+	fmt.Fprintln(w, "ok")
+}
+
+// metrics writes queue gauges in the Prometheus text format.
+func (s *Server) metrics(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
+	defer cancel()
+	w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+	fmt.Fprintln(w, "# HELP perfgate_jobs Jobs in the queue by status.")
+	fmt.Fprintln(w, "# TYPE perfgate_jobs gauge")
+	for _, st := range []store.Status{store.StatusQueued, store.StatusRunning} {
+		jobs, err := s.st.ListJobs(ctx, store.JobFilter{Status: st})
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintf(w, "perfgate_jobs{status=%q} %d\n", st, len(jobs))
+	}
+}
+
+// forward lets the app be built before the dispatcher it calls.
+type forward struct{ s *dispatch.Service }
+
+func (f *forward) RequestRun(ctx context.Context, r app.RunRequest) error {
+	return f.s.RequestRun(ctx, r)
+}
+func (f *forward) Supersede(ctx context.Context, repo string, pr int, sha string) error {
+	return f.s.Supersede(ctx, repo, pr, sha)
+}
+func (f *forward) Open(ctx context.Context, a app.Appeal) error     { return f.s.Open(ctx, a) }
+func (f *forward) Decide(ctx context.Context, d app.Decision) error { return f.s.Decide(ctx, d) }
+func (f *forward) ReleasePublished(ctx context.Context, r app.Release) error {
+	return f.s.ReleasePublished(ctx, r)
+}
