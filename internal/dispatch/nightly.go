@@ -10,6 +10,7 @@ import (
 	"github.com/robfig/cron/v3"
 
 	"github.com/perfgate/perfgate/internal/app"
+	"github.com/perfgate/perfgate/internal/baseline"
 	"github.com/perfgate/perfgate/internal/config"
 	"github.com/perfgate/perfgate/internal/gate"
 	"github.com/perfgate/perfgate/internal/result"
@@ -89,20 +90,71 @@ func (s *Service) recordTrend(ctx context.Context, cr store.CheckRun, jobID int6
 	}
 }
 
-// ReleasePublished implements app.Releases. A release does not move a
-// baseline by itself: promotion needs verified runs at the released commit,
-// under the baseline rules, and the attempt is audited either way.
+// ReleasePublished implements app.Releases: a release may promote the
+// verified runs measured at its commit (the nightly or merge tier's) as the
+// baseline version named by the tag — under the baseline rules, so a
+// release that is slower than the current baseline is refused and audited,
+// never promoted silently.
 func (s *Service) ReleasePublished(ctx context.Context, r app.Release) error {
 	repo := r.Owner + "/" + r.Repo
+	if !isSHA(r.TargetCommit) {
+		// target_commitish is usually a branch: the release is its head.
+		client, err := s.clients.NewInstallationClient(r.InstallationID)
+		if err != nil {
+			return err
+		}
+		sha, _, err := client.Repositories.GetCommitSHA1(ctx, r.Owner, r.Repo, r.TargetCommit, "")
+		if err != nil {
+			return fmt.Errorf("resolve release target %q: %w", r.TargetCommit, err)
+		}
+		r.TargetCommit = sha
+	}
 	jobs, err := s.st.ListJobs(ctx, store.JobFilter{Repo: repo, HeadSHA: r.TargetCommit, Status: store.StatusSucceeded})
 	if err != nil {
 		return err
 	}
-	detail := map[string]any{"tag": r.Tag, "commit": r.TargetCommit}
-	if len(jobs) == 0 {
-		detail["promoted"] = false
-		detail["why"] = "no verified runs at the released commit; promote with `perfgate baseline promote` after a nightly run"
+	byTier := map[string][]int64{}
+	for _, j := range jobs {
+		if j.Tier == string(app.TierNightly) || j.Tier == string(app.TierMerge) {
+			byTier[j.Tier] = append(byTier[j.Tier], j.ID)
+		}
 	}
-	s.audit(ctx, r.By, "release.published", repo, 0, detail)
+	if len(byTier) == 0 {
+		s.audit(ctx, r.By, "release.published", repo, 0, map[string]any{"tag": r.Tag, "commit": r.TargetCommit, "promoted": false,
+			"why": "no verified nightly or merge runs at the released commit; run the nightly tier there, then `perfgate baseline promote`"})
+		return nil
+	}
+	for tierName, ids := range byTier {
+		runs, _, err := s.runsOf(ctx, ids)
+		if err != nil {
+			return err
+		}
+		job, err := s.st.GetJob(ctx, ids[len(ids)-1])
+		if err != nil {
+			return err
+		}
+		tier, err := tierOf(job)
+		if err != nil {
+			return err
+		}
+		meta := baseline.Meta{Repo: repo, Key: tierName, Version: r.Tag, Commit: r.TargetCommit, By: r.By, Reason: "release " + r.Tag}
+		detail := map[string]any{"tag": r.Tag, "commit": r.TargetCommit, "tier": tierName, "runs": len(runs), "promoted": true}
+		if _, _, err := baseline.Promote(ctx, s.st, runs, meta, tier); err != nil {
+			detail["promoted"], detail["why"] = false, err.Error()
+		}
+		s.audit(ctx, r.By, "release.published", repo, 0, detail)
+	}
 	return nil
+}
+
+func isSHA(s string) bool {
+	if len(s) != 40 {
+		return false
+	}
+	for _, c := range s {
+		if !strings.ContainsRune("0123456789abcdef", c) {
+			return false
+		}
+	}
+	return true
 }

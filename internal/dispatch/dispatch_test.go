@@ -1,0 +1,215 @@
+package dispatch
+
+import (
+	"context"
+	"encoding/json"
+	"math"
+	"math/rand/v2"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/palantir/go-githubapp/githubapp"
+	"github.com/rs/zerolog"
+
+	"github.com/perfgate/perfgate/internal/agentapi"
+	"github.com/perfgate/perfgate/internal/app"
+	"github.com/perfgate/perfgate/internal/config"
+	"github.com/perfgate/perfgate/internal/githubtest"
+	"github.com/perfgate/perfgate/internal/result"
+	"github.com/perfgate/perfgate/internal/store"
+)
+
+const (
+	testRepo = "acme/inference"
+	headSHA  = "9f4c3e1a2b7d8e6f5a4b3c2d1e0f9a8b7c6d5e4f"
+)
+
+type testClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *testClock) now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *testClock) add(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+func newService(t *testing.T, gh *githubtest.Server, dsn string, clock *testClock) (*Service, store.Store) {
+	t.Helper()
+	st, err := store.Open(context.Background(), dsn, store.WithClock(clock.now))
+	if err != nil {
+		t.Fatal(err)
+	}
+	clients, err := githubapp.NewDefaultCachingClientCreator(gh.AppConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return New(Options{Store: st, Clients: clients, Now: clock.now, Log: zerolog.Nop()}), st
+}
+
+// The escalation deadline lives in the store: a server that restarts in
+// the 48 hours still escalates, once, with one comment.
+func TestEscalationSurvivesRestart(t *testing.T) {
+	ctx := context.Background()
+	gh := githubtest.New(t)
+	dsn := filepath.Join(t.TempDir(), "perfgate.db")
+	clock := &testClock{t: time.Date(2026, 12, 2, 9, 0, 0, 0, time.UTC)}
+	svc, st := newService(t, gh, dsn, clock)
+	client, err := svc.clients.NewInstallationClient(githubtest.InstallationID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := app.Checks{}.Queue(ctx, client, "acme", "inference", app.TierQuick, headSHA, 17, app.Output{Title: "Queued", Summary: "q"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, _ := json.Marshal(verdictDoc{Author: "octocat", After: 48 * time.Hour})
+	if _, err := st.PutCheckRun(ctx, store.CheckRun{Repo: testRepo, HeadSHA: headSHA, Tier: "quick", PRNumber: 17,
+		InstallationID: githubtest.InstallationID, GitHubID: id, State: store.CheckWarned, Verdict: doc, Deadline: clock.now().Add(48 * time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	// Before the deadline nothing happens.
+	if err := svc.Escalate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(gh.Comments()); n != 0 {
+		t.Fatalf("escalated early: %d comments", n)
+	}
+	st.Close()
+
+	clock.add(49 * time.Hour)
+	svc2, st2 := newService(t, gh, dsn, clock) // the restarted server
+	defer st2.Close()
+	for i := 0; i < 2; i++ {
+		if err := svc2.Escalate(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var cr githubtest.CheckRun
+	for _, c := range gh.CheckRuns() {
+		if c.ID == id {
+			cr = c
+		}
+	}
+	if cr.Conclusion != "failure" {
+		t.Errorf("after the deadline: conclusion %q, want failure", cr.Conclusion)
+	}
+	if cs := gh.Comments(); len(cs) != 1 || !strings.Contains(cs[0].Body, "now blocking") {
+		t.Errorf("want exactly one escalation comment, got %d: %v", len(cs), cs)
+	}
+	row, err := st2.GetCheckRun(ctx, testRepo, headSHA, "quick")
+	if err != nil || row.State != store.CheckEscalated || !row.Deadline.IsZero() {
+		t.Errorf("stored row after escalation: %+v, %v", row, err)
+	}
+}
+
+// A new push clears the older commit's clock: its warning can no longer
+// escalate.
+func TestSupersedeClearsOldDeadline(t *testing.T) {
+	ctx := context.Background()
+	gh := githubtest.New(t)
+	clock := &testClock{t: time.Date(2026, 12, 2, 9, 0, 0, 0, time.UTC)}
+	svc, st := newService(t, gh, filepath.Join(t.TempDir(), "db"), clock)
+	defer st.Close()
+	if _, err := st.PutCheckRun(ctx, store.CheckRun{Repo: testRepo, HeadSHA: "old", Tier: "quick", PRNumber: 17,
+		InstallationID: githubtest.InstallationID, GitHubID: 1, State: store.CheckWarned, Deadline: clock.now().Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := svc.Supersede(ctx, testRepo, 17, headSHA); err != nil {
+		t.Fatal(err)
+	}
+	clock.add(2 * time.Hour)
+	due, err := st.DueCheckRuns(ctx)
+	if err != nil || len(due) != 0 {
+		t.Errorf("old commit still due for escalation after a new push: %v %v", due, err)
+	}
+}
+
+// A published release promotes the verified nightly runs at its commit as
+// the baseline version named by the tag; with no runs there it promotes
+// nothing and says why in the audit log.
+func TestReleasePromotesVerifiedRuns(t *testing.T) {
+	ctx := context.Background()
+	gh := githubtest.New(t)
+	clock := &testClock{t: time.Date(2026, 12, 2, 9, 0, 0, 0, time.UTC)}
+	svc, st := newService(t, gh, filepath.Join(t.TempDir(), "db"), clock)
+	defer st.Close()
+
+	if err := svc.ReleasePublished(ctx, app.Release{InstallationID: githubtest.InstallationID, Owner: "acme", Repo: "inference", Tag: "v1.0.0", TargetCommit: headSHA, By: "octocat"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.LatestBaseline(ctx, testRepo, "nightly"); err == nil {
+		t.Fatal("a release with no runs at its commit promoted a baseline")
+	}
+
+	cfg := config.Default()
+	plan, err := agentapi.PlanFromConfig(cfg, "nightly")
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan.Repo, plan.HeadSHA = testRepo, headSHA
+	snap, err := newSnapshot(cfg, plan)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := snap.encode()
+	job, err := st.Enqueue(ctx, store.JobSpec{Tier: "nightly", Kind: "nightly", Repo: testRepo, HeadSHA: headSHA, BaseSHA: headSHA, Config: raw})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ag, err := st.RegisterAgent(ctx, store.AgentRegistration{Name: "runner", Labels: []string{"gpu"}, TokenHash: store.HashToken("t")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	claimed, err := st.Claim(ctx, store.ClaimRequest{AgentID: ag.ID, Labels: ag.Labels, Lease: time.Minute})
+	if err != nil || claimed.ID != job.ID {
+		t.Fatalf("claim: %v %v", claimed.ID, err)
+	}
+	for i, r := range verifiedRuns(5) {
+		full, _ := json.Marshal(r)
+		if _, _, err := st.PutResult(ctx, store.ResultUpload{JobID: job.ID, LeaseID: claimed.LeaseID, IdempotencyKey: "m" + string(rune('0'+i)),
+			RunIndex: i, Kind: store.KindMeasured, Summary: full, Samples: full}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := st.Finish(ctx, job.ID, claimed.LeaseID, store.StatusSucceeded, ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := svc.ReleasePublished(ctx, app.Release{InstallationID: githubtest.InstallationID, Owner: "acme", Repo: "inference", Tag: "v1.1.0", TargetCommit: headSHA, By: "octocat"}); err != nil {
+		t.Fatal(err)
+	}
+	b, err := st.LatestBaseline(ctx, testRepo, "nightly")
+	if err != nil {
+		audit, _ := st.ListAudit(ctx, testRepo, 0)
+		t.Fatalf("release did not promote: %v; audit: %+v", err, audit)
+	}
+	if b.Commit != headSHA || b.PromotedBy != "octocat" {
+		t.Errorf("baseline %+v: want commit %s promoted by octocat", b, headSHA)
+	}
+}
+
+func verifiedRuns(n int) []*result.Result {
+	rng := rand.New(rand.NewPCG(1, 2))
+	out := make([]*result.Result, n)
+	for i := range out {
+		r := &result.Result{Completed: 1000, Duration: 25, Metrics: map[string]float64{}, RequestRate: result.Inf,
+			Perfgate: &result.Section{SchemaVersion: result.SchemaVersion,
+				Environment: result.Environment{GPUName: "NVIDIA H100 80GB HBM3", GPUUUID: "GPU-5f3e2d1c-0b9a-8f7e-6d5c-4b3a2f1e0d9c",
+					Driver: "550.54.15", CUDA: "12.4", EngineImage: "vllm/vllm-openai@sha256:" + strings.Repeat("ab", 32), Commit: headSHA},
+				Load: result.Load{Endpoint: "/v1/completions", Model: "m", Dataset: "random", NumPrompts: 1000, RequestRate: result.Inf, Burstiness: 1},
+				DatasetHash: strings.Repeat("9b", 32)}}
+		for k, v := range map[string]float64{"p99_ttft_ms": 200, "median_ttft_ms": 120, "p99_tpot_ms": 12, "median_tpot_ms": 10,
+			"p99_itl_ms": 15, "p99_e2el_ms": 1500, "median_e2el_ms": 1200} {
+			r.Metrics[k] = v * math.Exp(0.01*rng.NormFloat64())
+		}
+		r.OutputThroughput = 5000 * math.Exp(0.01*rng.NormFloat64())
+		r.RequestThroughput = 40 * math.Exp(0.01*rng.NormFloat64())
+		out[i] = r
+	}
+	return out
+}
