@@ -201,7 +201,7 @@ func verifiedRuns(n int) []*result.Result {
 			Perfgate: &result.Section{SchemaVersion: result.SchemaVersion,
 				Environment: result.Environment{GPUName: "NVIDIA H100 80GB HBM3", GPUUUID: "GPU-5f3e2d1c-0b9a-8f7e-6d5c-4b3a2f1e0d9c",
 					Driver: "550.54.15", CUDA: "12.4", EngineImage: "vllm/vllm-openai@sha256:" + strings.Repeat("ab", 32), Commit: headSHA},
-				Load: result.Load{Endpoint: "/v1/completions", Model: "m", Dataset: "random", NumPrompts: 1000, RequestRate: result.Inf, Burstiness: 1},
+				Load:        result.Load{Endpoint: "/v1/completions", Model: "m", Dataset: "random", NumPrompts: 1000, RequestRate: result.Inf, Burstiness: 1},
 				DatasetHash: strings.Repeat("9b", 32)}}
 		for k, v := range map[string]float64{"p99_ttft_ms": 200, "median_ttft_ms": 120, "p99_tpot_ms": 12, "median_tpot_ms": 10,
 			"p99_itl_ms": 15, "p99_e2el_ms": 1500, "median_e2el_ms": 1200} {
