@@ -76,11 +76,16 @@ func (s *Service) announceEscalation(ctx context.Context, cr store.CheckRun) err
 
 // RunEscalations calls Escalate every interval until ctx ends.
 func (s *Service) RunEscalations(ctx context.Context, every time.Duration) {
-	t := time.NewTicker(every)
+	s.every(ctx, every, "escalation pass", s.Escalate)
+}
+
+// every runs fn now and then at each tick until ctx ends, logging errors.
+func (s *Service) every(ctx context.Context, d time.Duration, what string, fn func(context.Context) error) {
+	t := time.NewTicker(d)
 	defer t.Stop()
 	for {
-		if err := s.Escalate(ctx); err != nil && ctx.Err() == nil {
-			s.log.Error().Err(err).Msg("escalation pass")
+		if err := fn(ctx); err != nil && ctx.Err() == nil {
+			s.log.Error().Err(err).Msg(what)
 		}
 		select {
 		case <-ctx.Done():

@@ -43,16 +43,5 @@ func (s *Service) SyncStarted(ctx context.Context) error {
 
 // RunStartSync calls SyncStarted every interval until ctx ends.
 func (s *Service) RunStartSync(ctx context.Context, every time.Duration) {
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		if err := s.SyncStarted(ctx); err != nil && ctx.Err() == nil {
-			s.log.Error().Err(err).Msg("sync started jobs")
-		}
-	}
+	s.every(ctx, every, "sync started jobs", s.SyncStarted)
 }
