@@ -10,6 +10,8 @@ import (
 
 	"github.com/google/go-github/v62/github"
 	"gopkg.in/yaml.v3"
+
+	"github.com/perfgate/perfgate/internal/config"
 )
 
 // ConfigPath is where a repository keeps its perfgate configuration.
@@ -100,31 +102,7 @@ func ParseRepoConfig(b []byte) (RepoConfig, error) {
 
 // MatchPath reports whether name matches glob, where "**" spans any number
 // of path segments and "*", "?" and "[…]" work within one segment.
-func MatchPath(glob, name string) bool {
-	return matchSegments(strings.Split(glob, "/"), strings.Split(name, "/"))
-}
-
-func matchSegments(pat, name []string) bool {
-	for len(pat) > 0 {
-		if pat[0] == "**" {
-			rest := pat[1:]
-			for i := 0; i <= len(name); i++ {
-				if matchSegments(rest, name[i:]) {
-					return true
-				}
-			}
-			return false
-		}
-		if len(name) == 0 {
-			return false
-		}
-		if ok, _ := path.Match(pat[0], name[0]); !ok {
-			return false
-		}
-		pat, name = pat[1:], name[1:]
-	}
-	return len(name) == 0
-}
+func MatchPath(glob, name string) bool { return config.MatchGlob(glob, name) }
 
 func validGlob(glob string) error {
 	if glob == "" {
