@@ -1,0 +1,203 @@
+package bench
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/perfgate/perfgate/internal/tokenize"
+)
+
+// sample is one prompt of a dataset with the output length to ask for.
+type sample struct {
+	prompt    string
+	promptLen int // tokens under tokenize.Count
+	maxTokens int
+}
+
+// ShareGPT filters, as vLLM's is_valid_sequence applies them by default.
+const (
+	shareGPTMinLen       = 4
+	shareGPTMaxPromptLen = 1024
+	shareGPTMaxTotalLen  = 2048
+)
+
+// loadSamples returns n measured samples followed by warmup samples. The
+// measured ones come first and do not depend on warmup, so the dataset
+// hash of a run is the same whatever its warmup count.
+func loadSamples(o *Options, rng *rand.Rand) (measured, warmup []sample, err error) {
+	total := o.NumPrompts + o.Warmup
+	var all []sample
+	switch o.Dataset {
+	case "random":
+		all = randomSamples(total, o.InputLen, o.OutputLen, rng)
+	case "sharegpt":
+		pool, err := readShareGPT(o.DatasetPath, o.OutputLen)
+		if err != nil {
+			return nil, nil, err
+		}
+		all = pick(pool, total, rng)
+	case "jsonl":
+		pool, err := readJSONL(o.DatasetPath, o.OutputLen)
+		if err != nil {
+			return nil, nil, err
+		}
+		all = pick(pool, total, rng)
+	default:
+		return nil, nil, fmt.Errorf("dataset %q: want random, sharegpt or jsonl", o.Dataset)
+	}
+	return all[:o.NumPrompts], all[o.NumPrompts:], nil
+}
+
+// words is the random dataset's vocabulary: one token each under the
+// shared whitespace rule, whatever the engine.
+var words = strings.Fields(`the of and to in is was that for on with as by at from his her
+an be this which or are had not but have one they you were all their there been has when who
+more will would no if out so said what up its about into than them can only other new some
+could time these two may then do first any my now such like our over man me even most made
+after also did many before must through back years where much your way well down should
+because each just those people how too little state good very make world still own see men
+work long get here between both life being under never day same another know while last might
+us great old year off come since against go came right used take three`)
+
+// randomSamples makes n prompts of exactly inputLen random words.
+func randomSamples(n, inputLen, outputLen int, rng *rand.Rand) []sample {
+	out := make([]sample, n)
+	var b strings.Builder
+	for i := range out {
+		b.Reset()
+		for w := 0; w < inputLen; w++ {
+			if w > 0 {
+				b.WriteByte(' ')
+			}
+			b.WriteString(words[rng.IntN(len(words))])
+		}
+		out[i] = sample{prompt: b.String(), promptLen: inputLen, maxTokens: outputLen}
+	}
+	return out
+}
+
+// pick draws n samples: a seeded shuffle taken in order, wrapping around
+// (and so repeating prompts) when the pool is smaller than n, as vLLM
+// oversamples.
+func pick(pool []sample, n int, rng *rand.Rand) []sample {
+	idx := rng.Perm(len(pool))
+	out := make([]sample, n)
+	for i := range out {
+		out[i] = pool[idx[i%len(idx)]]
+	}
+	return out
+}
+
+// shareGPTEntry is one conversation of the ShareGPT JSON.
+type shareGPTEntry struct {
+	Conversations []struct {
+		From  string `json:"from"`
+		Value string `json:"value"`
+	} `json:"conversations"`
+}
+
+// readShareGPT takes each conversation's first turn as the prompt and, unless
+// outputLen fixes it, the second turn's token count as the output length.
+// Too short or too long pairs are skipped, with vLLM's default limits.
+func readShareGPT(path string, outputLen int) ([]sample, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read sharegpt dataset: %w", err)
+	}
+	var entries []shareGPTEntry
+	if err := json.Unmarshal(data, &entries); err != nil {
+		return nil, fmt.Errorf("parse sharegpt dataset %s: %w", path, err)
+	}
+	var pool []sample
+	for _, e := range entries {
+		if len(e.Conversations) < 2 {
+			continue
+		}
+		prompt := e.Conversations[0].Value
+		pl := tokenize.Count(prompt)
+		ol := tokenize.Count(e.Conversations[1].Value)
+		if outputLen > 0 {
+			ol = outputLen
+		}
+		if pl < shareGPTMinLen || (outputLen == 0 && ol < shareGPTMinLen) {
+			continue
+		}
+		if pl > shareGPTMaxPromptLen || pl+ol > shareGPTMaxTotalLen {
+			continue
+		}
+		pool = append(pool, sample{prompt: prompt, promptLen: pl, maxTokens: ol})
+	}
+	if len(pool) == 0 {
+		return nil, fmt.Errorf("sharegpt dataset %s: no usable conversations (each needs a prompt and a reply of at least %d words)", path, shareGPTMinLen)
+	}
+	return pool, nil
+}
+
+// readJSONL reads one {"prompt": "...", "output_len": N} object per line;
+// outputLen, when set, overrides every line's output_len.
+func readJSONL(path string, outputLen int) ([]sample, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read jsonl dataset: %w", err)
+	}
+	var pool []sample
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(make([]byte, 0, 64<<10), 16<<20)
+	for line := 1; sc.Scan(); line++ {
+		text := bytes.TrimSpace(sc.Bytes())
+		if len(text) == 0 {
+			continue
+		}
+		var v struct {
+			Prompt    *string `json:"prompt"`
+			OutputLen int     `json:"output_len"`
+		}
+		if err := json.Unmarshal(text, &v); err != nil {
+			return nil, fmt.Errorf("jsonl dataset %s line %d: %w", path, line, err)
+		}
+		if v.Prompt == nil || strings.TrimSpace(*v.Prompt) == "" {
+			return nil, fmt.Errorf("jsonl dataset %s line %d: no \"prompt\"", path, line)
+		}
+		ol := v.OutputLen
+		if outputLen > 0 {
+			ol = outputLen
+		}
+		if ol <= 0 {
+			return nil, fmt.Errorf("jsonl dataset %s line %d: no positive \"output_len\"; add one or pass --output-len", path, line)
+		}
+		pool = append(pool, sample{prompt: *v.Prompt, promptLen: tokenize.Count(*v.Prompt), maxTokens: ol})
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("read jsonl dataset %s: %w", path, err)
+	}
+	if len(pool) == 0 {
+		return nil, fmt.Errorf("jsonl dataset %s: no prompts", path)
+	}
+	return pool, nil
+}
+
+// datasetHash is sha256 over the prompts and max_tokens actually sent, in
+// order: two runs with the same hash offered the same work.
+func datasetHash(samples []sample) string {
+	h := sha256.New()
+	var num []byte
+	for _, s := range samples {
+		num = strconv.AppendInt(num[:0], int64(len(s.prompt)), 10)
+		h.Write(num)
+		h.Write([]byte{0})
+		h.Write([]byte(s.prompt))
+		num = strconv.AppendInt(num[:0], int64(s.maxTokens), 10)
+		h.Write([]byte{0})
+		h.Write(num)
+		h.Write([]byte{'\n'})
+	}
+	return "sha256:" + hex.EncodeToString(h.Sum(nil))
+}

@@ -1,0 +1,124 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/perfgate/perfgate/internal/result"
+)
+
+// WriteSummary prints r as vLLM's serve benchmark prints its result table,
+// followed by the distinct error messages and their counts when requests
+// failed. It reads only the result, so it works on a vLLM file too.
+func WriteSummary(w io.Writer, r *result.Result) {
+	row := func(label string, v string) { fmt.Fprintf(w, "%-40s %s\n", label, v) }
+	f2 := func(v float64) string { return strconv.FormatFloat(v, 'f', 2, 64) }
+	title := func(s string, c byte) { fmt.Fprintln(w, center(s, 50, c)) }
+
+	title(" Serving Benchmark Result ", '=')
+	row("Successful requests:", strconv.Itoa(r.Completed))
+	row("Failed requests:", strconv.Itoa(r.Failed))
+	if r.MaxConcurrency != nil {
+		row("Maximum request concurrency:", strconv.Itoa(*r.MaxConcurrency))
+	}
+	if r.RequestRate != 0 && !r.RequestRate.IsInf() {
+		row("Request rate configured (RPS):", f2(float64(r.RequestRate)))
+	}
+	row("Benchmark duration (s):", f2(r.Duration))
+	row("Total input tokens:", strconv.Itoa(r.TotalInputTokens))
+	row("Total generated tokens:", strconv.Itoa(r.TotalOutputTokens))
+	row("Request throughput (req/s):", f2(r.RequestThroughput))
+	if r.RequestGoodput != nil {
+		row("Request goodput (req/s):", f2(*r.RequestGoodput))
+	}
+	row("Output token throughput (tok/s):", f2(r.OutputThroughput))
+	row("Peak output token throughput (tok/s):", f2(r.MaxOutputTokensPerS))
+	row("Peak concurrent requests:", f2(r.MaxConcurrentReqs))
+	row("Total token throughput (tok/s):", f2(r.TotalTokenThroughput))
+
+	for _, m := range []struct{ key, name, header string }{
+		{"ttft", "TTFT", "Time to First Token"},
+		{"tpot", "TPOT", "Time per Output Token (excl. 1st token)"},
+		{"itl", "ITL", "Inter-token Latency"},
+		{"e2el", "E2EL", "End-to-end Latency"},
+	} {
+		if _, ok := r.Metrics["mean_"+m.key+"_ms"]; !ok {
+			continue
+		}
+		title(m.header, '-')
+		row("Mean "+m.name+" (ms):", f2(r.Metrics["mean_"+m.key+"_ms"]))
+		row("Median "+m.name+" (ms):", f2(r.Metrics["median_"+m.key+"_ms"]))
+		for _, p := range metricPercentiles(r.Metrics, m.key) {
+			row("P"+p.word+" "+m.name+" (ms):", f2(p.value))
+		}
+	}
+
+	if counts := errorCounts(r); len(counts) > 0 {
+		title("Errors", '-')
+		for _, msg := range sortedErrors(counts) {
+			fmt.Fprintf(w, "%6d  %s\n", counts[msg], oneLine(msg))
+		}
+	}
+	fmt.Fprintln(w, strings.Repeat("=", 50))
+}
+
+type pctValue struct {
+	p     float64
+	word  string
+	value float64
+}
+
+// metricPercentiles finds the pNN_<key>_ms entries, in ascending order.
+func metricPercentiles(m map[string]float64, key string) []pctValue {
+	var out []pctValue
+	suffix := "_" + key + "_ms"
+	for k, v := range m {
+		if !strings.HasPrefix(k, "p") || !strings.HasSuffix(k, suffix) {
+			continue
+		}
+		word := strings.TrimSuffix(strings.TrimPrefix(k, "p"), suffix)
+		p, err := strconv.ParseFloat(word, 64)
+		if err != nil {
+			continue
+		}
+		out = append(out, pctValue{p, word, v})
+	}
+	sort.Slice(out, func(a, b int) bool { return out[a].p < out[b].p })
+	return out
+}
+
+// center pads s with c on both sides to n columns, like Python's "{:c^n}".
+func center(s string, n int, c byte) string {
+	pad := n - len(s)
+	if pad <= 0 {
+		return s
+	}
+	left := pad / 2
+	return strings.Repeat(string(c), left) + s + strings.Repeat(string(c), pad-left)
+}
+
+// oneLine folds a message (vLLM stores whole tracebacks) onto one row.
+func oneLine(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > 200 {
+		s = s[:200] + "…"
+	}
+	return s
+}
+
+// errorCounts is perfgate's tally, or one made from a vLLM file's errors.
+func errorCounts(r *result.Result) map[string]int {
+	if r.Perfgate != nil && r.Perfgate.ErrorCounts != nil {
+		return r.Perfgate.ErrorCounts
+	}
+	counts := map[string]int{}
+	for _, e := range r.Errors {
+		if e != "" {
+			counts[e]++
+		}
+	}
+	return counts
+}
