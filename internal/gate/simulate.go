@@ -5,6 +5,7 @@ import (
 	"io"
 	"math"
 	"math/rand/v2"
+	"sort"
 	"text/tabwriter"
 
 	"github.com/perfgate/perfgate/internal/config"
@@ -132,6 +133,17 @@ type simulator struct {
 
 type rate struct{ detected, inconclusive, runs float64 }
 
+// simMetricKeys orders simMetrics: drawing noise in map order would make a
+// seeded simulation differ from run to run.
+var simMetricKeys = func() []string {
+	keys := make([]string, 0, len(simMetrics))
+	for k := range simMetrics {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}()
+
 // simMetrics are the typical levels of the merge tier's metrics.
 var simMetrics = map[string]float64{
 	"p99_tpot_ms": 14, "median_tpot_ms": 11, "p99_ttft_ms": 900, "median_ttft_ms": 250,
@@ -203,8 +215,8 @@ func (s *simulator) runs(n int, delta float64) []*result.Result {
 			z := math.Sqrt(0.5)*shared + math.Sqrt(0.5)*s.noise()
 			return level * math.Exp(s.model.CV*z)
 		}
-		for k, level := range simMetrics {
-			r.Metrics[k] = f(level)
+		for _, k := range simMetricKeys {
+			r.Metrics[k] = f(simMetrics[k])
 		}
 		r.Metrics["p99_tpot_ms"] *= 1 + delta
 		inv := func(level float64) float64 { return level * level / f(level) }
