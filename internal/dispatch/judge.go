@@ -57,6 +57,12 @@ func (s *Service) jobDone(ctx context.Context, job store.Job) error {
 	if err != nil || pending {
 		return err
 	}
+	if cells, err := s.cellsOf(ctx, cr.JobIDs); err != nil || len(cells) > 1 {
+		if err != nil {
+			return err
+		}
+		return s.judgeMatrix(ctx, cr, job, cells)
+	}
 	cand, failures, err := s.runsOf(ctx, cr.JobIDs)
 	if err != nil {
 		return err
@@ -208,14 +214,20 @@ func (s *Service) judge(ctx context.Context, cr store.CheckRun, job store.Job, b
 		return s.extend(ctx, cr, job, rep.NeedMoreRuns-len(cand))
 	}
 	if cr.Tier == string(app.TierNightly) {
-		s.recordTrend(ctx, cr, job.ID, cand, tier)
+		s.recordTrend(ctx, cr, cr.Tier, job.ID, cand, tier)
 	}
+	return s.publish(ctx, cr, job, rep, envOf(cand), notes)
+}
+
+// publish stores a verdict on the check run row, renders it on GitHub and,
+// for a fresh regression, posts the one warning comment with its deadline.
+func (s *Service) publish(ctx context.Context, cr store.CheckRun, job store.Job, rep *gate.Report, env *result.Environment, notes []string) error {
 	client, err := s.clients.NewInstallationClient(cr.InstallationID)
 	if err != nil {
 		return err
 	}
 	owner, repo, _ := strings.Cut(cr.Repo, "/")
-	doc := verdictDoc{Report: rep, Env: envOf(cand), Notes: notes, After: escalateAfter(job)}
+	doc := verdictDoc{Report: rep, Env: env, Notes: notes, After: escalateAfter(job)}
 	if cr.PRNumber > 0 {
 		if pr, _, err := client.PullRequests.Get(ctx, owner, repo, cr.PRNumber); err == nil {
 			doc.Author = pr.GetUser().GetLogin()
@@ -254,7 +266,7 @@ func (s *Service) judge(ctx context.Context, cr store.CheckRun, job store.Job, b
 		}
 	}
 	s.audit(ctx, "perfgate", "gate."+string(rep.Verdict), cr.Repo, cr.PRNumber, map[string]any{
-		"sha": cr.HeadSHA, "tier": cr.Tier, "runs": len(cand), "deadline": deadline,
+		"sha": cr.HeadSHA, "tier": cr.Tier, "runs": rep.CandidateRuns, "deadline": deadline,
 	})
 	return nil
 }

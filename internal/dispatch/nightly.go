@@ -76,15 +76,16 @@ func (s *Service) Nightly(ctx context.Context, clients githubapp.ClientCreator, 
 	})
 }
 
-// recordTrend stores the nightly medians of the tier's gated metrics.
-func (s *Service) recordTrend(ctx context.Context, cr store.CheckRun, jobID int64, runs []*result.Result, tier config.Tier) {
+// recordTrend stores the nightly medians of the tier's gated metrics under
+// key (the tier, or the tier and matrix cell).
+func (s *Service) recordTrend(ctx context.Context, cr store.CheckRun, key string, jobID int64, runs []*result.Result, tier config.Tier) {
 	day := s.now().UTC().Truncate(24 * time.Hour)
 	for _, name := range append(tier.GatedMetrics(), tier.SecondaryMetrics()...) {
 		v, ok := gate.MedianOf(runs, name)
 		if !ok {
 			continue
 		}
-		if err := s.st.PutTrend(ctx, store.TrendPoint{Repo: cr.Repo, Key: cr.Tier, Metric: name, Date: day, Value: v, JobID: jobID}); err != nil {
+		if err := s.st.PutTrend(ctx, store.TrendPoint{Repo: cr.Repo, Key: key, Metric: name, Date: day, Value: v, JobID: jobID}); err != nil {
 			s.log.Error().Err(err).Str("metric", name).Msg("store trend point")
 		}
 	}

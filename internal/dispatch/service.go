@@ -99,28 +99,38 @@ func (s *Service) RequestRun(ctx context.Context, req app.RunRequest) error {
 			plan.GPUUUID = uuid
 		}
 	}
-	job, err := s.enqueue(ctx, req, cfg, plan, req.Trigger)
+	tier, err := cfg.Tier(string(req.Tier))
 	if err != nil {
 		return err
 	}
+	plans, cells := matrixPlans(plan, tier)
+	var newIDs []int64
+	for i, p := range plans {
+		job, err := s.enqueue(ctx, req, cfg, p, cells[i], req.Trigger)
+		if err != nil {
+			return err
+		}
+		newIDs = append(newIDs, job.ID)
+	}
 	if _, err := s.st.PutCheckRun(ctx, store.CheckRun{
 		Repo: req.FullName(), HeadSHA: req.HeadSHA, Tier: string(req.Tier), PRNumber: req.PR,
-		InstallationID: req.InstallationID, GitHubID: req.CheckRunID, JobIDs: append(jobIDs, job.ID),
+		InstallationID: req.InstallationID, GitHubID: req.CheckRunID, JobIDs: append(jobIDs, newIDs...),
 		State: store.CheckQueued, Deadline: deadline,
 	}); err != nil {
 		return err
 	}
 	s.audit(ctx, req.RequestedBy, "run.requested", req.FullName(), req.PR, map[string]any{
-		"tier": req.Tier, "sha": req.HeadSHA, "job_id": job.ID, "trigger": req.Trigger, "delivery": req.DeliveryID,
+		"tier": req.Tier, "sha": req.HeadSHA, "job_ids": newIDs, "trigger": req.Trigger, "delivery": req.DeliveryID,
 	})
 	return nil
 }
 
-func (s *Service) enqueue(ctx context.Context, req app.RunRequest, cfg *config.Config, plan agentapi.Plan, kind string) (store.Job, error) {
+func (s *Service) enqueue(ctx context.Context, req app.RunRequest, cfg *config.Config, plan agentapi.Plan, cell, kind string) (store.Job, error) {
 	snap, err := newSnapshot(cfg, plan)
 	if err != nil {
 		return store.Job{}, err
 	}
+	snap.Cell = cell
 	snapshot, err := snap.encode()
 	if err != nil {
 		return store.Job{}, err

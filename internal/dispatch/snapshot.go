@@ -17,6 +17,8 @@ import (
 type snapshot struct {
 	agentapi.Plan
 	Gate *gateRules `json:"gate,omitempty"`
+	// Cell labels the nightly matrix cell the plan measures ("c=16").
+	Cell string `json:"cell,omitempty"`
 }
 
 type gateRules struct {

@@ -61,8 +61,18 @@ func rowOf(m gate.MetricResult) Row {
 }
 
 func isAbsolute(m gate.MetricResult) bool {
-	cm, ok := config.LookupMetric(m.Metric)
+	_, name := splitCell(m.Metric)
+	cm, ok := config.LookupMetric(name)
 	return ok && cm.Absolute
+}
+
+// splitCell separates a nightly matrix cell's label ("c=16 tpot_p99") from
+// the metric name.
+func splitCell(metric string) (cell, name string) {
+	if i := strings.LastIndexByte(metric, ' '); i >= 0 {
+		return metric[:i], metric[i+1:]
+	}
+	return "", metric
 }
 
 func signedPoints(p float64) string {
@@ -93,7 +103,11 @@ func verdictCell(v string) string {
 
 // displayName turns "tpot_p99" into "TPOT p99" and "output_throughput"
 // into "output throughput".
-func displayName(name string) string {
+func displayName(metric string) string {
+	if cell, name := splitCell(metric); cell != "" {
+		return cell + " · " + displayName(name)
+	}
+	name := metric
 	series, stat, ok := strings.Cut(name, "_")
 	switch series {
 	case "ttft", "tpot", "itl", "e2el":

@@ -186,3 +186,17 @@ func TestGoldenFromGate(t *testing.T) {
 	}
 	golden(t, filepath.Join("..", "..", "testdata", "report", "from_gate.md"), "verdict: "+string(rep.Verdict)+"\n\n"+c.Summary)
 }
+
+func TestDisplayName(t *testing.T) {
+	for in, want := range map[string]string{
+		"tpot_p99":                   "TPOT p99",
+		"output_throughput":          "output throughput",
+		"gpu_mem_used":               "GPU mem used",
+		"c=16 tpot_p99":              "c=16 · TPOT p99",
+		"rate=inf,in=128 error_rate": "rate=inf,in=128 · error rate",
+	} {
+		if got := displayName(in); got != want {
+			t.Errorf("displayName(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
