@@ -127,7 +127,7 @@ func New(cfg Config, deps Deps) (*App, error) {
 	b := &base{clients: clients, deps: deps, checks: cfg.Checks, appSlug: cfg.AppSlug, appID: cfg.GitHub.App.IntegrationID}
 	handlers := []githubapp.EventHandler{
 		&pullRequestHandler{b}, &pullRequestReviewHandler{b}, &issueCommentHandler{b},
-		&checkRunHandler{b}, &mergeGroupHandler{b}, &installationHandler{b}, &releaseHandler{b},
+		&checkRunHandler{b}, &checkSuiteHandler{b}, &mergeGroupHandler{b}, &installationHandler{b}, &releaseHandler{b},
 	}
 	for i, h := range handlers {
 		handlers[i] = &deadlineHandler{EventHandler: h, timeout: cfg.HandlerTimeout, done: a.inflight.Done}

@@ -486,6 +486,19 @@ func TestCheckRunActions(t *testing.T) {
 	}
 }
 
+// "Re-run all checks" on perfgate's suite re-measures the PR's head.
+func TestCheckSuiteRerequested(t *testing.T) {
+	h := newHarness(t)
+	h.deliver(t, "check_suite", "check_suite/rerequested.json")
+	runs := h.disp.Runs()
+	if len(runs) != 1 || runs[0].Tier != TierQuick || runs[0].HeadSHA != headSHA || runs[0].PR != prNumber || !runs[0].Confirm {
+		t.Fatalf("runs = %+v, want one confirming quick run of PR #17's head", runs)
+	}
+	if crs := h.gh.CheckRuns(); len(crs) != 1 || crs[0].Status != "queued" {
+		t.Errorf("check runs = %+v, want one queued", crs)
+	}
+}
+
 func TestGitHub502Retried(t *testing.T) {
 	h := newHarness(t)
 	h.gh.FailNext("POST", checkPath, 2, http.StatusBadGateway, nil)

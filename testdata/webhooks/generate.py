@@ -409,6 +409,40 @@ def check_run(action, sender="octocat", requested_action=None):
     return envelope(body, sender)
 
 
+def check_suite(action, sender="octocat"):
+    # Shaped like octokit's check_suite/rerequested example: the suite, with
+    # its app and pull requests, plus the usual envelope.
+    r = f"{API}/repos/acme/inference"
+    suite = {
+        "id": 8000017,
+        "node_id": "CS_kwDOAKrSzs8AAAAB",
+        "head_branch": "fused-softmax",
+        "head_sha": HEAD_SHA,
+        "status": "completed",
+        "conclusion": "neutral",
+        "url": f"{r}/check-suites/8000017",
+        "before": BASE_SHA,
+        "after": HEAD_SHA,
+        "pull_requests": [pr_ref()],
+        "app": app(),
+        "created_at": TS,
+        "updated_at": TS,
+        "rerequestable": True,
+        "runs_rerequestable": True,
+        "latest_check_runs_count": 1,
+        "check_runs_url": f"{r}/check-suites/8000017/check-runs",
+        "head_commit": {
+            "id": HEAD_SHA,
+            "tree_id": "7b3c1d9e0f2a4b6c8d0e1f3a5b7c9d1e3f5a7b9c",
+            "message": "Fuse softmax into the attention kernel",
+            "timestamp": TS,
+            "author": {"name": "Octo Cat", "email": "octocat@github.com"},
+            "committer": {"name": "Octo Cat", "email": "octocat@github.com"},
+        },
+    }
+    return envelope({"action": action, "check_suite": suite}, sender)
+
+
 def merge_group():
     body = {
         "action": "checks_requested",
@@ -565,6 +599,7 @@ FIXTURES = {
     "check_run/rerequested.json": check_run("rerequested"),
     "check_run/requested_action.retest.json": check_run("requested_action", "monalisa", "retest"),
     "check_run/requested_action.appeal.json": check_run("requested_action", "octocat", "appeal"),
+    "check_suite/rerequested.json": check_suite("rerequested", "monalisa"),
     "merge_group/checks_requested.json": merge_group(),
     "installation/created.json": installation_created(),
     "installation_repositories/added.json": installation_repositories_added(),

@@ -1,0 +1,50 @@
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/google/go-github/v62/github"
+	"github.com/palantir/go-githubapp/githubapp"
+)
+
+// checkSuiteHandler answers GitHub's "Re-run all checks": the suite's PR is
+// measured again on the suite's head SHA, quick tier, as a retest would.
+type checkSuiteHandler struct{ *base }
+
+func (h *checkSuiteHandler) Handles() []string { return []string{"check_suite"} }
+
+func (h *checkSuiteHandler) Handle(ctx context.Context, eventType, deliveryID string, payload []byte) error {
+	var ev github.CheckSuiteEvent
+	if err := json.Unmarshal(payload, &ev); err != nil {
+		return fmt.Errorf("parse check_suite event: %w", err)
+	}
+	suite := ev.GetCheckSuite()
+	if ev.GetAction() != "rerequested" || len(suite.PullRequests) == 0 {
+		return nil
+	}
+	// Only perfgate's own suite; GitHub sends rerequests to the owning app.
+	if id := suite.GetApp().GetID(); id != 0 && id != h.appID {
+		return nil
+	}
+	installationID := githubapp.GetInstallationIDFromEvent(&ev)
+	repo := ev.GetRepo()
+	number := suite.PullRequests[0].GetNumber()
+	ctx, _ = githubapp.PreparePRContext(ctx, installationID, repo, number)
+	client, err := h.clients.NewInstallationClient(installationID)
+	if err != nil {
+		return fmt.Errorf("installation client %d: %w", installationID, err)
+	}
+	t, _, err := h.fetchPR(ctx, client, installationID, repo, number)
+	if err != nil {
+		return err
+	}
+	t.headSHA = suite.GetHeadSHA() // re-run what was run, even if the PR moved on
+	if _, ok, err := h.loadConfig(ctx, client, t, TierQuick, t.baseRef); !ok {
+		return err
+	}
+	req := h.runRequest(t, TierQuick, "check_suite.rerequested", ev.GetSender().GetLogin(), deliveryID)
+	req.Confirm = true
+	return h.queueRun(ctx, client, req)
+}
