@@ -66,9 +66,6 @@ func New(cfg Config, st store.Store, log zerolog.Logger, now func() time.Time) (
 	if cfg.Lease <= 0 {
 		cfg.Lease = agentapi.DefaultLease
 	}
-	if cfg.AgentRegistrationToken == "" {
-		return nil, errors.New("agent registration token is empty: set PERFGATE_AGENT_REGISTRATION_TOKEN so runner agents can register")
-	}
 	checks := app.Checks{}
 	if cfg.PublicURL != "" {
 		checks.DetailsURL = cfg.PublicURL
@@ -81,6 +78,9 @@ func New(cfg Config, st store.Store, log zerolog.Logger, now func() time.Time) (
 		app.Deps{Dispatcher: fwd, Deliveries: st, Config: dispatch.Configs{}, Appeals: fwd, Releases: fwd})
 	if err != nil {
 		return nil, err
+	}
+	if cfg.AgentRegistrationToken == "" {
+		return nil, errors.New("agent registration token is empty: set PERFGATE_AGENT_REGISTRATION_TOKEN so runner agents can register")
 	}
 	s.app = a
 	s.dispatch = dispatch.New(dispatch.Options{Store: st, Clients: a.ClientCreator(), Checks: checks, Now: now, Log: log})
