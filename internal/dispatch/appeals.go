@@ -20,6 +20,9 @@ func (s *Service) Open(ctx context.Context, a app.Appeal) error {
 	return nil
 }
 
+// acceptedNotePrefix starts the note an accepted appeal adds to a verdict.
+const acceptedNotePrefix = "accepted on appeal by "
+
 // Decide implements app.Appeals. Accepting records the regression as
 // accepted and turns the check green; the baseline does not move. Rejecting
 // leaves the warning and its clock as they are.
@@ -69,7 +72,14 @@ func (s *Service) Decide(ctx context.Context, d app.Decision) error {
 				return fmt.Errorf("decode stored verdict: %w", err)
 			}
 		}
-		doc.Notes = append(doc.Notes, fmt.Sprintf("accepted on appeal by @%s: %s", d.By, open.Reason))
+		doc.Notes = append(doc.Notes, fmt.Sprintf(acceptedNotePrefix+"@%s: %s", d.By, open.Reason))
+		if raw, err := json.Marshal(doc); err == nil {
+			// Keep the note, so a re-run that confirms the accepted
+			// regression still shows who accepted it and why.
+			if _, err := s.st.TransitionCheckRun(ctx, cr.ID, store.CheckAccepted, store.CheckTransition{State: store.CheckAccepted, Verdict: raw}); err != nil {
+				return err
+			}
+		}
 		client, err := s.clients.NewInstallationClient(cr.InstallationID)
 		if err != nil {
 			return err

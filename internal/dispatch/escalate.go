@@ -3,6 +3,7 @@ package dispatch
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -22,27 +23,41 @@ func (s *Service) Escalate(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	var errs []error
 	for _, cr := range due {
+		if open(cr.State) {
+			// A retest is measuring the commit: its verdict decides, and a
+			// regression it confirms meets this same, already past,
+			// deadline on the next pass.
+			continue
+		}
 		if cr.State != store.CheckWarned {
 			// Resolved some other way: the clock no longer applies.
 			if _, err := s.st.TransitionCheckRun(ctx, cr.ID, cr.State, store.CheckTransition{State: cr.State}); err != nil {
-				return err
+				errs = append(errs, err)
 			}
 			continue
 		}
 		won, err := s.st.TransitionCheckRun(ctx, cr.ID, store.CheckWarned, store.CheckTransition{State: store.CheckEscalated})
 		if err != nil {
-			return err
+			errs = append(errs, err)
+			continue
 		}
 		if !won {
 			continue
 		}
 		cr.State = store.CheckEscalated
 		if err := s.announceEscalation(ctx, cr); err != nil {
-			return fmt.Errorf("escalate %s@%s %s: %w", cr.Repo, short(cr.HeadSHA), cr.Tier, err)
+			// Put the warning and its clock back so the next pass tries
+			// again; otherwise the regression would never block. One
+			// failing repository must not hold up the others either.
+			if _, rerr := s.st.TransitionCheckRun(ctx, cr.ID, store.CheckEscalated, store.CheckTransition{State: store.CheckWarned, Deadline: cr.Deadline}); rerr != nil {
+				err = errors.Join(err, fmt.Errorf("restore warning: %w", rerr))
+			}
+			errs = append(errs, fmt.Errorf("escalate %s@%s %s: %w", cr.Repo, short(cr.HeadSHA), cr.Tier, err))
 		}
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 func (s *Service) announceEscalation(ctx context.Context, cr store.CheckRun) error {

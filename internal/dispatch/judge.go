@@ -27,6 +27,11 @@ type verdictDoc struct {
 	Author string              `json:"author,omitempty"`
 	After  time.Duration       `json:"escalate_after,omitempty"`
 	Notes  []string            `json:"notes,omitempty"`
+	// Held is store.CheckEscalated or store.CheckAccepted when an earlier
+	// run of this commit reached that state: a re-run that finds the same
+	// regression keeps it (still blocking, or still accepted) instead of
+	// starting a fresh warning.
+	Held string `json:"held,omitempty"`
 }
 
 // JobDone is the agent API's hook: a job finished, failed or was given up
@@ -50,6 +55,9 @@ func (s *Service) jobDone(ctx context.Context, job store.Job) error {
 	if err != nil {
 		return err
 	}
+	if cr.State == checkSuperseded {
+		return nil // a newer push replaced the commit; its check is concluded
+	}
 	if job.Kind == kindBaseline {
 		return s.baselineDone(ctx, cr, job)
 	}
@@ -57,7 +65,7 @@ func (s *Service) jobDone(ctx context.Context, job store.Job) error {
 	if err != nil || pending {
 		return err
 	}
-	if cells, err := s.cellsOf(ctx, cr.JobIDs); err != nil || len(cells) > 1 {
+	if cells, err := s.cellsOf(ctx, cr.JobIDs); err != nil || isMatrix(cells) {
 		if err != nil {
 			return err
 		}
@@ -179,7 +187,10 @@ func (s *Service) baselineDone(ctx context.Context, cr store.CheckRun, job store
 		return err
 	}
 	if len(base) == 0 {
-		return s.fail(ctx, cr, job, append([]string{"the baseline measurement of the base commit failed"}, failures...))
+		// The PR's own runs succeeded; a base commit that cannot be
+		// measured is not its fault, so this does not block it.
+		return s.broken(ctx, cr, app.VerdictInconclusive, store.CheckInconclusive,
+			append([]string{"the baseline measurement of the base commit failed"}, failures...))
 	}
 	cand, _, err := s.runsOf(ctx, cr.JobIDs)
 	if err != nil {
@@ -228,6 +239,14 @@ func (s *Service) publish(ctx context.Context, cr store.CheckRun, job store.Job,
 	}
 	owner, repo, _ := strings.Cut(cr.Repo, "/")
 	doc := verdictDoc{Report: rep, Env: env, Notes: notes, After: escalateAfter(job)}
+	var prior verdictDoc
+	if len(cr.Verdict) > 0 {
+		_ = json.Unmarshal(cr.Verdict, &prior) // an unreadable verdict holds nothing
+	}
+	held := prior.Held
+	if cr.State == store.CheckEscalated || cr.State == store.CheckAccepted {
+		held = cr.State
+	}
 	if cr.PRNumber > 0 {
 		if pr, _, err := client.PullRequests.Get(ctx, owner, repo, cr.PRNumber); err == nil {
 			doc.Author = pr.GetUser().GetLogin()
@@ -241,9 +260,20 @@ func (s *Service) publish(ctx context.Context, cr store.CheckRun, job store.Job,
 			s.audit(ctx, "perfgate", "regression.resolved", cr.Repo, cr.PRNumber, map[string]any{"sha": cr.HeadSHA, "tier": cr.Tier})
 		}
 	case gate.Regression:
-		state, deadline = store.CheckWarned, cr.Deadline
-		if deadline.IsZero() {
-			deadline = s.now().Add(doc.After)
+		switch held {
+		case store.CheckEscalated, store.CheckAccepted:
+			// Confirmed on a re-run: still blocking, or still accepted.
+			state, doc.Held = held, held
+			if held == store.CheckAccepted {
+				doc.Notes = append(doc.Notes, acceptedNotes(prior.Notes)...)
+			}
+		default:
+			// A deadline already past (a retest was still running when it
+			// came) is escalated by the next escalation pass.
+			state, deadline = store.CheckWarned, cr.Deadline
+			if deadline.IsZero() {
+				deadline = s.now().Add(doc.After)
+			}
 		}
 	}
 	raw, _ := json.Marshal(doc)
@@ -256,7 +286,7 @@ func (s *Service) publish(ctx context.Context, cr store.CheckRun, job store.Job,
 	if err := s.render(ctx, client, cr, v); err != nil {
 		return err
 	}
-	if rep.Verdict == gate.Regression && !wasWarned && cr.PRNumber > 0 {
+	if state == store.CheckWarned && !wasWarned && cr.PRNumber > 0 {
 		body, err := report.RenderComment(v)
 		if err != nil {
 			return err
@@ -315,13 +345,26 @@ func (s *Service) extend(ctx context.Context, cr store.CheckRun, job store.Job, 
 // the runner's fault and stays neutral; an engine that would not start or
 // answered errors is the commit's, and fails.
 func (s *Service) fail(ctx context.Context, cr store.CheckRun, job store.Job, reasons []string) error {
-	verdict, state := app.VerdictError, store.CheckErrored
 	if len(reasons) == 0 {
-		reasons = []string{job.FailureReason}
+		reason := job.FailureReason
+		if reason == "" {
+			reason = fmt.Sprintf("job %d ended %s with no measured runs", job.ID, job.Status)
+		}
+		reasons = []string{reason}
 	}
-	if strings.Contains(strings.Join(reasons, " "), "agent lost") {
-		verdict, state = app.VerdictInconclusive, store.CheckInconclusive
+	// Neutral only when every failure was the runner's: one engine failure
+	// among them is the commit's, whatever else was lost.
+	verdict, state := app.VerdictInconclusive, store.CheckInconclusive
+	for _, r := range reasons {
+		if !strings.Contains(r, "agent lost") {
+			verdict, state = app.VerdictError, store.CheckErrored
+		}
 	}
+	return s.broken(ctx, cr, verdict, state, reasons)
+}
+
+// broken concludes a check that has no comparison to show, quoting why.
+func (s *Service) broken(ctx context.Context, cr store.CheckRun, verdict app.Verdict, state string, reasons []string) error {
 	c, err := report.RenderCheck(report.View{Tier: cr.Tier, Verdict: report.Broken, SHA: cr.HeadSHA, Problems: reasons})
 	if err != nil {
 		return err
@@ -381,6 +424,17 @@ func (s *Service) render(ctx context.Context, client *github.Client, cr store.Ch
 	owner, repo, _ := strings.Cut(cr.Repo, "/")
 	return s.checks.Complete(ctx, client, owner, repo, cr.GitHubID, app.Tier(cr.Tier), appVerdict(v.Verdict),
 		app.Output{Title: c.Title, Summary: c.Summary, Text: c.Text})
+}
+
+// acceptedNotes are the notes an accepted appeal added to a verdict.
+func acceptedNotes(notes []string) []string {
+	var out []string
+	for _, n := range notes {
+		if strings.HasPrefix(n, acceptedNotePrefix) {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 func appVerdict(v report.Verdict) app.Verdict {

@@ -52,6 +52,27 @@ func matrixPlans(plan agentapi.Plan, t config.Tier) ([]agentapi.Plan, []string) 
 	return plans, labels
 }
 
+// isMatrix reports whether the jobs measure labelled matrix cells, which
+// are judged and promoted per cell (even a matrix of one).
+func isMatrix(cells map[string][]int64) bool {
+	if len(cells) > 1 {
+		return true
+	}
+	for label := range cells {
+		return label != ""
+	}
+	return false
+}
+
+// cellKey is the baseline and trend key of a matrix cell: the tier, or
+// "<tier>/<cell>".
+func cellKey(tier, cell string) string {
+	if cell == "" {
+		return tier
+	}
+	return tier + "/" + cell
+}
+
 // cellsOf groups job IDs by matrix cell.
 func (s *Service) cellsOf(ctx context.Context, ids []int64) (map[string][]int64, error) {
 	cells := map[string][]int64{}
@@ -101,7 +122,7 @@ func (s *Service) judgeMatrix(ctx context.Context, cr store.CheckRun, job store.
 		if env == nil {
 			env = envOf(cand)
 		}
-		key := cr.Tier + "/" + label
+		key := cellKey(cr.Tier, label)
 		s.recordTrend(ctx, cr, key, cells[label][0], cand, tier)
 		snap, err := baseline.Latest(ctx, s.st, cr.Repo, key)
 		if errors.Is(err, store.ErrNotFound) {

@@ -2,6 +2,7 @@ package dispatch
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -70,10 +71,25 @@ func (s *Service) Nightly(ctx context.Context, clients githubapp.ClientCreator, 
 	if err != nil {
 		return err
 	}
-	return s.RequestRun(ctx, app.RunRequest{
+	err = s.RequestRun(ctx, app.RunRequest{
 		InstallationID: inst.GetID(), Owner: owner, Repo: name, HeadSHA: sha, BaseSHA: sha, BaseRef: repo.GetDefaultBranch(),
 		Tier: app.TierNightly, CheckRunID: id, Trigger: "nightly", RequestedBy: "perfgate",
 	})
+	if err != nil {
+		// Nothing will ever run for the check just queued: conclude it,
+		// quoting a broken config's problems, rather than leave it queued.
+		v, out := app.VerdictError, app.Output{Title: "Could not queue the nightly", Summary: "perfgate failed to record tonight's run: " + err.Error()}
+		var cerr *app.ConfigError
+		if errors.As(err, &cerr) {
+			v = app.VerdictConfigError
+			out = app.Output{Title: "Invalid " + cerr.Path, Summary: fmt.Sprintf("perfgate could not read `%s` on `%s`:\n\n- %s\n", cerr.Path, repo.GetDefaultBranch(), strings.Join(cerr.Problems, "\n- "))}
+		}
+		if xerr := s.checks.Complete(ctx, client, owner, name, id, app.TierNightly, v, out); xerr != nil {
+			err = errors.Join(err, xerr)
+		}
+		return fmt.Errorf("nightly %s@%s: %w", fullName, short(sha), err)
+	}
+	return nil
 }
 
 // recordTrend stores the nightly medians of the tier's gated metrics under
@@ -114,18 +130,25 @@ func (s *Service) ReleasePublished(ctx context.Context, r app.Release) error {
 	if err != nil {
 		return err
 	}
-	byTier := map[string][]int64{}
+	// One baseline per key the gate judges by: a nightly matrix's cells
+	// measure different loads and are promoted cell by cell, never pooled.
+	byKey := map[string][]int64{}
 	for _, j := range jobs {
-		if j.Tier == string(app.TierNightly) || j.Tier == string(app.TierMerge) {
-			byTier[j.Tier] = append(byTier[j.Tier], j.ID)
+		if j.Tier != string(app.TierNightly) && j.Tier != string(app.TierMerge) {
+			continue
 		}
+		key := j.Tier
+		if snap, err := snapshotOf(j); err == nil {
+			key = cellKey(j.Tier, snap.Cell)
+		}
+		byKey[key] = append(byKey[key], j.ID)
 	}
-	if len(byTier) == 0 {
+	if len(byKey) == 0 {
 		s.audit(ctx, r.By, "release.published", repo, 0, map[string]any{"tag": r.Tag, "commit": r.TargetCommit, "promoted": false,
 			"why": "no verified nightly or merge runs at the released commit; run the nightly tier there, then `perfgate baseline promote`"})
 		return nil
 	}
-	for tierName, ids := range byTier {
+	for key, ids := range byKey {
 		runs, _, err := s.runsOf(ctx, ids)
 		if err != nil {
 			return err
@@ -138,8 +161,8 @@ func (s *Service) ReleasePublished(ctx context.Context, r app.Release) error {
 		if err != nil {
 			return err
 		}
-		meta := baseline.Meta{Repo: repo, Key: tierName, Version: r.Tag, Commit: r.TargetCommit, By: r.By, Reason: "release " + r.Tag}
-		detail := map[string]any{"tag": r.Tag, "commit": r.TargetCommit, "tier": tierName, "runs": len(runs), "promoted": true}
+		meta := baseline.Meta{Repo: repo, Key: key, Version: r.Tag, Commit: r.TargetCommit, By: r.By, Reason: "release " + r.Tag}
+		detail := map[string]any{"tag": r.Tag, "commit": r.TargetCommit, "tier": job.Tier, "key": key, "runs": len(runs), "promoted": true}
 		if _, _, err := baseline.Promote(ctx, s.st, runs, meta, tier); err != nil {
 			detail["promoted"], detail["why"] = false, err.Error()
 		}

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/google/go-github/v62/github"
@@ -87,13 +88,22 @@ func (s *Service) RequestRun(ctx context.Context, req app.RunRequest) error {
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		return err
 	}
+	found := err == nil
 	var jobIDs []int64
 	var deadline time.Time
-	if err == nil && req.Confirm {
+	var carried json.RawMessage
+	if found {
+		// The escalation clock belongs to the commit, not to one run of
+		// it: re-running the same SHA (a retest, a reopened PR, a second
+		// approval) keeps its deadline, and an escalated or accepted
+		// regression stays so unless the new runs pass.
+		deadline, carried = prev.Deadline, carryVerdict(prev)
+	}
+	if found && req.Confirm {
 		// A retest after a suspected regression re-measures three times on
 		// the same card, and the new runs join the evidence: pressing
 		// retest must not be a way to draw a fresh sample until green.
-		jobIDs, deadline = prev.JobIDs, prev.Deadline
+		jobIDs = prev.JobIDs
 		plan.Repeats = 3
 		if uuid := s.cardOf(ctx, prev.JobIDs); uuid != "" {
 			plan.GPUUUID = uuid
@@ -115,9 +125,15 @@ func (s *Service) RequestRun(ctx context.Context, req app.RunRequest) error {
 	if _, err := s.st.PutCheckRun(ctx, store.CheckRun{
 		Repo: req.FullName(), HeadSHA: req.HeadSHA, Tier: string(req.Tier), PRNumber: req.PR,
 		InstallationID: req.InstallationID, GitHubID: req.CheckRunID, JobIDs: append(jobIDs, newIDs...),
-		State: store.CheckQueued, Deadline: deadline,
+		State: store.CheckQueued, Deadline: deadline, Verdict: carried,
 	}); err != nil {
 		return err
+	}
+	if found && prev.GitHubID != 0 && prev.GitHubID != req.CheckRunID && open(prev.State) {
+		// The row now reports to the new check run; the old one would
+		// otherwise stay queued on GitHub forever.
+		s.cancelCheck(ctx, prev, "Replaced by a newer run",
+			fmt.Sprintf("A newer run of `%s` (%s) replaced this one before it finished; see the latest `%s` check.", short(req.HeadSHA), req.Trigger, app.CheckName(req.Tier)))
 	}
 	s.audit(ctx, req.RequestedBy, "run.requested", req.FullName(), req.PR, map[string]any{
 		"tier": req.Tier, "sha": req.HeadSHA, "job_ids": newIDs, "trigger": req.Trigger, "delivery": req.DeliveryID,
@@ -159,7 +175,24 @@ func (s *Service) Supersede(ctx context.Context, repo string, pr int, newHeadSHA
 		return err
 	}
 	for _, cr := range runs {
-		if cr.HeadSHA == newHeadSHA || cr.Deadline.IsZero() {
+		if cr.HeadSHA == newHeadSHA {
+			continue
+		}
+		if open(cr.State) {
+			// Its jobs are cancelled above; conclude the check too, or
+			// GitHub shows the old commit queued forever. The transition
+			// is conditional, so of several replicas one updates GitHub.
+			won, err := s.st.TransitionCheckRun(ctx, cr.ID, cr.State, store.CheckTransition{State: checkSuperseded})
+			if err != nil {
+				return err
+			}
+			if won {
+				s.cancelCheck(ctx, cr, "Superseded by a newer push",
+					fmt.Sprintf("The pull request moved on to `%s`; perfgate measures that commit instead of `%s`.", short(newHeadSHA), short(cr.HeadSHA)))
+			}
+			continue
+		}
+		if cr.Deadline.IsZero() {
 			continue
 		}
 		if _, err := s.st.TransitionCheckRun(ctx, cr.ID, cr.State, store.CheckTransition{State: cr.State}); err != nil {
@@ -170,6 +203,58 @@ func (s *Service) Supersede(ctx context.Context, repo string, pr int, newHeadSHA
 		s.audit(ctx, "perfgate", "run.superseded", repo, pr, map[string]any{"new_sha": newHeadSHA, "cancelled": len(sup.Cancelled), "signalled": len(sup.Signalled)})
 	}
 	return nil
+}
+
+// checkSuperseded is the state of a check run whose commit a newer push
+// replaced before it was judged; results that still arrive are dropped.
+const checkSuperseded = "superseded"
+
+// open reports whether a check run state is still waiting for its jobs.
+func open(state string) bool {
+	return state == store.CheckQueued || state == store.CheckInProgress
+}
+
+// carryVerdict is the verdict a re-run of the same commit starts from: the
+// previous one, remembering whether its regression was escalated or
+// accepted, so the re-run's regression is judged as such rather than as a
+// fresh warning.
+func carryVerdict(prev store.CheckRun) json.RawMessage {
+	var doc verdictDoc
+	if len(prev.Verdict) > 0 {
+		_ = json.Unmarshal(prev.Verdict, &doc) // an unreadable verdict carries nothing
+	}
+	held := doc.Held // a re-run of a re-run keeps what the first one carried
+	if !open(prev.State) {
+		held = ""
+	}
+	if prev.State == store.CheckEscalated || prev.State == store.CheckAccepted {
+		held = prev.State
+	}
+	if held == "" {
+		return nil
+	}
+	raw, _ := json.Marshal(verdictDoc{Held: held, Notes: doc.Notes})
+	return raw
+}
+
+// cancelCheck concludes an open GitHub check run as cancelled. app.Checks
+// has no cancelled verdict (it is not a judgement of the commit), so this
+// updates the run through go-github directly. Failures are logged, not
+// returned: the caller's real work (queueing the new run) must go on.
+func (s *Service) cancelCheck(ctx context.Context, cr store.CheckRun, title, summary string) {
+	client, err := s.clients.NewInstallationClient(cr.InstallationID)
+	if err == nil {
+		owner, repo, _ := strings.Cut(cr.Repo, "/")
+		_, _, err = client.Checks.UpdateCheckRun(ctx, owner, repo, cr.GitHubID, github.UpdateCheckRunOptions{
+			Name:       app.CheckName(app.Tier(cr.Tier)), // go-github v62 sends name even when empty: always set it
+			Status:     github.String("completed"),
+			Conclusion: github.String("cancelled"),
+			Output:     &github.CheckRunOutput{Title: github.String(title), Summary: github.String(summary)},
+		})
+	}
+	if err != nil {
+		s.log.Error().Err(err).Str("repo", cr.Repo).Int64("check_run_id", cr.GitHubID).Str("sha", cr.HeadSHA).Msg("conclude replaced check run as cancelled")
+	}
 }
 
 // cardOf returns the GPU the jobs' measured runs used, for pinning a retest.
