@@ -62,8 +62,11 @@ func (s *Service) Decide(ctx context.Context, d app.Decision) error {
 			continue
 		}
 		won, err := s.st.TransitionCheckRun(ctx, cr.ID, cr.State, store.CheckTransition{State: store.CheckAccepted})
-		if err != nil || !won {
+		if err != nil {
 			return err
+		}
+		if !won {
+			continue // another replica, or a finishing job, moved it first
 		}
 		cr.State = store.CheckAccepted
 		var doc verdictDoc
@@ -89,4 +92,25 @@ func (s *Service) Decide(ctx context.Context, d app.Decision) error {
 		}
 	}
 	return nil
+}
+
+// acceptedAppeals returns the accepted-appeal notes of the check's commit:
+// an appeal accepted while its retest still ran (the row was not warned
+// then) must still hold when that retest confirms the regression.
+func (s *Service) acceptedAppeals(ctx context.Context, cr store.CheckRun) []string {
+	if cr.PRNumber == 0 {
+		return nil
+	}
+	appeals, err := s.st.ListAppeals(ctx, cr.Repo, cr.PRNumber)
+	if err != nil {
+		s.log.Error().Err(err).Str("repo", cr.Repo).Int("pr", cr.PRNumber).Msg("list appeals")
+		return nil
+	}
+	var notes []string
+	for _, a := range appeals {
+		if a.HeadSHA == cr.HeadSHA && a.Status == store.AppealAccepted {
+			notes = append(notes, fmt.Sprintf(acceptedNotePrefix+"@%s: %s", a.DecidedBy, a.Reason))
+		}
+	}
+	return notes
 }

@@ -247,6 +247,13 @@ func (s *Service) publish(ctx context.Context, cr store.CheckRun, job store.Job,
 	if cr.State == store.CheckEscalated || cr.State == store.CheckAccepted {
 		held = cr.State
 	}
+	// An appeal accepted while its retest was still running holds too.
+	var acceptedBy []string
+	if held == "" && rep.Verdict == gate.Regression {
+		if acceptedBy = s.acceptedAppeals(ctx, cr); len(acceptedBy) > 0 {
+			held = store.CheckAccepted
+		}
+	}
 	if cr.PRNumber > 0 {
 		if pr, _, err := client.PullRequests.Get(ctx, owner, repo, cr.PRNumber); err == nil {
 			doc.Author = pr.GetUser().GetLogin()
@@ -266,6 +273,7 @@ func (s *Service) publish(ctx context.Context, cr store.CheckRun, job store.Job,
 			state, doc.Held = held, held
 			if held == store.CheckAccepted {
 				doc.Notes = append(doc.Notes, acceptedNotes(prior.Notes)...)
+				doc.Notes = append(doc.Notes, acceptedBy...)
 			}
 		default:
 			// A deadline already past (a retest was still running when it

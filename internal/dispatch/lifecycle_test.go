@@ -454,3 +454,32 @@ func TestRetestKeepsAnAcceptedAppeal(t *testing.T) {
 		t.Errorf("row: state %s deadline %v, want accepted with no clock", cr.State, cr.Deadline)
 	}
 }
+
+// The usual appeal order: the author appeals (which queues a retest) and a
+// maintainer accepts while that retest still runs. The retest's result
+// must not bring the warning back.
+func TestAcceptWhileAppealRetestRuns(t *testing.T) {
+	l := newLifecycle(t)
+	l.baseline(1.3)
+	l.request(headSHA, false)
+	l.runAll()
+	if err := l.svc.Open(l.ctx, app.Appeal{Owner: "acme", Repo: "inference", PR: 17, HeadSHA: headSHA, By: "octocat", Reason: "memory for latency"}); err != nil {
+		t.Fatal(err)
+	}
+	retest := l.request(headSHA, true) // queued: the row is no longer "warned"
+	if err := l.svc.Decide(l.ctx, app.Decision{Owner: "acme", Repo: "inference", PR: 17, HeadSHA: headSHA, Accept: true, By: "maintainer"}); err != nil {
+		t.Fatal(err)
+	}
+	comments := len(l.gh.Comments())
+	l.runAll()
+	c := l.check(retest)
+	if c.Conclusion != "success" || !strings.Contains(c.Summary+c.Text, "@maintainer") {
+		t.Errorf("retest finishing after an accepted appeal: %s, want success naming the maintainer\n%s", c.Conclusion, c.Summary)
+	}
+	if n := len(l.gh.Comments()) - comments; n != 0 {
+		t.Errorf("%d warning comment(s) after the appeal was accepted", n)
+	}
+	if cr := l.row(headSHA); cr.State != store.CheckAccepted || !cr.Deadline.IsZero() {
+		t.Errorf("row: state %s deadline %v, want accepted with no clock", cr.State, cr.Deadline)
+	}
+}
