@@ -16,7 +16,7 @@ func runDemo(ctx context.Context, env *cliEnv, args []string) int {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 	fs.SetOutput(env.stderr)
 	slowdown := fs.Float64("slowdown", 1.2, "how much slower the PR makes the engine (1.2 = 20% slower)")
-	dir := fs.String("dir", "", "directory for the demo's SQLite store (default: a new temporary directory)")
+	dir := fs.String("dir", "", "directory for the demo's SQLite store (default: a new temporary directory), or a postgres:// DSN")
 	if err := fs.Parse(args); err != nil {
 		return 3
 	}

@@ -16,6 +16,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -34,7 +35,7 @@ import (
 
 // Options shape a demo run.
 type Options struct {
-	Dir      string  // where the SQLite file goes; a temporary directory when empty
+	Dir      string  // where the SQLite file goes (a temporary directory when empty), or a postgres:// DSN
 	Slowdown float64 // how much slower the PR's engine is (1.2 = 20%)
 	Out      io.Writer
 	Log      zerolog.Logger
@@ -79,6 +80,9 @@ func Start(ctx context.Context, dir string, log zerolog.Logger) (*Harness, error
 		dir = d
 	}
 	h := &Harness{DB: filepath.Join(dir, "perfgate.db"), log: log, clock: &clock{}}
+	if strings.HasPrefix(dir, "postgres://") || strings.HasPrefix(dir, "postgresql://") {
+		h.DB = dir // the same loop on PostgreSQL, as several replicas would run it
+	}
 	st, err := store.Open(ctx, h.DB, store.WithClock(h.clock.now))
 	if err != nil {
 		return nil, err

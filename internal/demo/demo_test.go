@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/perfgate/perfgate/internal/store/storetest"
 )
 
 // TestPullRequestRegressionWarnsThenEscalates drives the whole loop: a
@@ -15,12 +17,24 @@ import (
 // comment to the author → 48 hours later a blocking failure and a second
 // comment.
 func TestPullRequestRegressionWarnsThenEscalates(t *testing.T) {
+	warnThenEscalate(t, t.TempDir())
+}
+
+// The same loop on PostgreSQL, the store several server replicas share.
+func TestPullRequestRegressionOnPostgres(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end: measures the simulated engine for ~30 s")
+	}
+	warnThenEscalate(t, storetest.PostgresDSN(t))
+}
+
+func warnThenEscalate(t *testing.T, dir string) {
 	if testing.Short() {
 		t.Skip("end-to-end: measures the simulated engine for ~30 s")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	out, err := Run(ctx, Options{Dir: t.TempDir(), Slowdown: 1.3, Log: zerolog.Nop()})
+	out, err := Run(ctx, Options{Dir: dir, Slowdown: 1.3, Log: zerolog.Nop()})
 	if err != nil {
 		t.Fatal(err)
 	}
