@@ -285,6 +285,15 @@ func (s *Service) publish(ctx context.Context, cr store.CheckRun, job store.Job,
 		}
 	}
 	raw, _ := json.Marshal(doc)
+	// A retest may have replaced the row (new jobs, new GitHub check run)
+	// while this verdict was computed: then this verdict is stale and the
+	// retest's jobs will be judged when they finish. The store has no row
+	// version, so a window of one read remains.
+	if now, err := s.st.GetCheckRun(ctx, cr.Repo, cr.HeadSHA, cr.Tier); err == nil &&
+		(now.GitHubID != cr.GitHubID || len(now.JobIDs) != len(cr.JobIDs)) {
+		zerolog.Ctx(ctx).Info().Int64("check_run_id", cr.GitHubID).Msg("check run replaced while judging: verdict dropped")
+		return nil
+	}
 	wasWarned := !cr.Deadline.IsZero()
 	cr.State, cr.Deadline, cr.Verdict = state, deadline, raw
 	if cr, err = s.st.PutCheckRun(ctx, cr); err != nil {
