@@ -3,6 +3,8 @@ package bench
 import (
 	"math"
 	"math/rand/v2"
+
+	"github.com/perfgate/perfgate/internal/stats"
 	"time"
 )
 
@@ -48,37 +50,8 @@ func interArrivals(n int, rate, burstiness float64, rng *rand.Rand) []float64 {
 			gaps[i] = 1 / rate
 		default:
 			theta := 1 / (rate * burstiness)
-			gaps[i] = gammaSample(rng, burstiness) * theta
+			gaps[i] = stats.Gamma(rng, burstiness) * theta
 		}
 	}
 	return gaps
-}
-
-// gammaSample draws from Gamma(shape, 1) with Marsaglia and Tsang's method;
-// shapes below one use the boost Gamma(a) = Gamma(a+1)·U^(1/a).
-func gammaSample(rng *rand.Rand, shape float64) float64 {
-	if shape < 1 {
-		u := rng.Float64()
-		for u == 0 {
-			u = rng.Float64()
-		}
-		return gammaSample(rng, shape+1) * math.Pow(u, 1/shape)
-	}
-	d := shape - 1.0/3
-	c := 1 / math.Sqrt(9*d)
-	for {
-		x := rng.NormFloat64()
-		v := 1 + c*x
-		if v <= 0 {
-			continue
-		}
-		v = v * v * v
-		u := rng.Float64()
-		if u < 1-0.0331*x*x*x*x {
-			return d * v
-		}
-		if math.Log(u) < 0.5*x*x+d*(1-v+math.Log(v)) {
-			return d * v
-		}
-	}
 }

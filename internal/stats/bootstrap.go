@@ -36,8 +36,13 @@ func Beta(rng *rand.Rand, a, b float64) float64 {
 // Gamma draws from Gamma(shape, 1) by Marsaglia and Tsang's method.
 func Gamma(rng *rand.Rand, shape float64) float64 {
 	if shape < 1 {
-		// Boost: Gamma(a) = Gamma(a+1) · U^(1/a).
-		return Gamma(rng, shape+1) * math.Pow(rng.Float64(), 1/shape)
+		// Boost: Gamma(a) = Gamma(a+1) · U^(1/a), with U > 0 so a draw is
+		// never exactly zero.
+		u := rng.Float64()
+		for u == 0 {
+			u = rng.Float64()
+		}
+		return Gamma(rng, shape+1) * math.Pow(u, 1/shape)
 	}
 	d := shape - 1.0/3
 	c := 1 / math.Sqrt(9*d)
