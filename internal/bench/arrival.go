@@ -3,9 +3,9 @@ package bench
 import (
 	"math"
 	"math/rand/v2"
+	"time"
 
 	"github.com/perfgate/perfgate/internal/stats"
-	"time"
 )
 
 // arrivalOffsets returns, for each of n requests, when it should be sent,
