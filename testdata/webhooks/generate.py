@@ -363,6 +363,26 @@ def pr_ref():
     }
 
 
+def suite_obj():
+    """The check suite as a check_run event embeds it."""
+    r = f"{API}/repos/acme/inference"
+    return {
+        "id": 8000017,
+        "node_id": "CS_kwDOAKrSzs8AAAAB",
+        "head_branch": "fused-softmax",
+        "head_sha": HEAD_SHA,
+        "status": "completed",
+        "conclusion": "neutral",
+        "url": f"{r}/check-suites/8000017",
+        "before": BASE_SHA,
+        "after": HEAD_SHA,
+        "pull_requests": [pr_ref()],
+        "app": app(),
+        "created_at": TS,
+        "updated_at": TS,
+    }
+
+
 def check_run(action, sender="octocat", requested_action=None):
     r = f"{API}/repos/acme/inference"
     run = {
@@ -385,21 +405,7 @@ def check_run(action, sender="octocat", requested_action=None):
             "annotations_count": 0,
             "annotations_url": f"{r}/check-runs/{CHECK_RUN_ID}/annotations",
         },
-        "check_suite": {
-            "id": 8000017,
-            "node_id": "CS_kwDOAKrSzs8AAAAB",
-            "head_branch": "fused-softmax",
-            "head_sha": HEAD_SHA,
-            "status": "completed",
-            "conclusion": "neutral",
-            "url": f"{r}/check-suites/8000017",
-            "before": BASE_SHA,
-            "after": HEAD_SHA,
-            "pull_requests": [pr_ref()],
-            "app": app(),
-            "created_at": TS,
-            "updated_at": TS,
-        },
+        "check_suite": suite_obj(),
         "app": app(),
         "pull_requests": [pr_ref()],
     }
@@ -413,20 +419,8 @@ def check_suite(action, sender="octocat"):
     # Shaped like octokit's check_suite/rerequested example: the suite, with
     # its app and pull requests, plus the usual envelope.
     r = f"{API}/repos/acme/inference"
-    suite = {
-        "id": 8000017,
-        "node_id": "CS_kwDOAKrSzs8AAAAB",
-        "head_branch": "fused-softmax",
-        "head_sha": HEAD_SHA,
-        "status": "completed",
-        "conclusion": "neutral",
-        "url": f"{r}/check-suites/8000017",
-        "before": BASE_SHA,
-        "after": HEAD_SHA,
-        "pull_requests": [pr_ref()],
-        "app": app(),
-        "created_at": TS,
-        "updated_at": TS,
+    suite = suite_obj()
+    suite.update({
         "rerequestable": True,
         "runs_rerequestable": True,
         "latest_check_runs_count": 1,
@@ -439,7 +433,7 @@ def check_suite(action, sender="octocat"):
             "author": {"name": "Octo Cat", "email": "octocat@github.com"},
             "committer": {"name": "Octo Cat", "email": "octocat@github.com"},
         },
-    }
+    })
     return envelope({"action": action, "check_suite": suite}, sender)
 
 
