@@ -318,13 +318,13 @@ func TestDraftAndFork(t *testing.T) {
 
 func TestBrokenConfigFailsCheck(t *testing.T) {
 	h := newHarness(t)
-	h.gh.SetContent(repoName, "main", ConfigPath, []byte("paths: [\"model/***\"]\ntriggers:\n  forks: always\n"))
+	h.gh.SetContent(repoName, "main", ConfigPath, []byte("paths: [\"model/***\"]\ntriggers:\n  forks: sometimes\n"))
 	h.deliver(t, "pull_request", "pull_request/opened.json")
 	runs := h.gh.CheckRuns()
 	if len(runs) != 1 || runs[0].Conclusion != "failure" {
 		t.Fatalf("check runs = %+v, want one failure", runs)
 	}
-	for _, want := range []string{`"model/***": ** must be a whole path segment`, `triggers.forks: "always": want wait or run`} {
+	for _, want := range []string{`paths[0]: bad glob "model/***": "**" must be a whole path segment`, `triggers.forks: unknown value "sometimes"`} {
 		if !strings.Contains(runs[0].Summary, want) {
 			t.Errorf("summary lacks %q:\n%s", want, runs[0].Summary)
 		}

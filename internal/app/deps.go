@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"github.com/google/go-github/v62/github"
+
+	"github.com/perfgate/perfgate/internal/config"
 )
 
 // Tier is a benchmark tier; each has its own check run per head SHA.
@@ -40,8 +42,8 @@ type RunRequest struct {
 // FullName is "owner/repo".
 func (r RunRequest) FullName() string { return r.Owner + "/" + r.Repo }
 
-// Dispatcher turns requests into durable jobs. The lead implements it over
-// the store, queue and gate.
+// Dispatcher turns requests into durable jobs (internal/dispatch implements
+// it over the store, queue and gate).
 type Dispatcher interface {
 	// RequestRun records a check run + job for (repo, sha, tier) durably
 	// BEFORE returning.
@@ -95,14 +97,7 @@ const (
 )
 
 // DefaultRepoConfig is used when a repository has no perfgate.yml.
-func DefaultRepoConfig() RepoConfig {
-	return RepoConfig{
-		Paths:           []string{"model/**", "inference_engine/**"},
-		Drafts:          DraftsSkip,
-		Forks:           ForksWait,
-		MergeOnApproval: true,
-	}
-}
+func DefaultRepoConfig() RepoConfig { return RepoConfigOf(config.Default()) }
 
 // ConfigError is an invalid configuration file. Loaders may return any error
 // with a ValidationErrors method instead; the app looks for that method.

@@ -3,6 +3,8 @@ package app
 import (
 	"strings"
 	"testing"
+
+	"github.com/perfgate/perfgate/internal/config"
 )
 
 func TestMatchPath(t *testing.T) {
@@ -31,38 +33,30 @@ func TestMatchPath(t *testing.T) {
 	}
 }
 
-func TestParseRepoConfig(t *testing.T) {
+func TestRepoConfigOf(t *testing.T) {
 	tests := []struct {
-		name    string
-		yaml    string
-		check   func(RepoConfig) bool
-		problem string
+		name  string
+		yaml  string
+		check func(RepoConfig) bool
 	}{
 		{"empty file is defaults", "", func(c RepoConfig) bool {
-			return strings.Join(c.Paths, ",") == "model/**,inference_engine/**" && c.Drafts == DraftsSkip && c.Forks == ForksWait && c.MergeOnApproval
-		}, ""},
-		{"unknown keys tolerated", "thresholds:\n  ttft_p50: 5%\n", func(c RepoConfig) bool { return len(c.Paths) == 2 }, ""},
-		{"triggers", "paths: [\"kernels/**\"]\ntriggers:\n  drafts: run\n  forks: run\n  merge_label: gate\n  merge_on_approval: false\n  skipped_check: false\n",
+			return strings.Join(c.Paths, ",") == "model/**,inference_engine/**" && c.Drafts == DraftsSkip && c.Forks == ForksWait && c.MergeOnApproval && !c.NoCheckWhenUnmatched
+		}},
+		{"triggers", "paths: [\"kernels/**\"]\ntriggers:\n  drafts: run\n  forks: always\n  merge_label: gate\n  on_approval: false\n  skip_check_when_no_match: true\n",
 			func(c RepoConfig) bool {
 				return c.Paths[0] == "kernels/**" && c.Drafts == DraftsRun && c.Forks == ForksRun && c.MergeLabel == "gate" && !c.MergeOnApproval && c.NoCheckWhenUnmatched
-			}, ""},
-		{"yaml syntax", "paths: [\n", nil, "did not find expected"},
-		{"empty paths", "paths: []\n", nil, "list at least one glob"},
-		{"bad glob", "paths: [\"model/[\"]\n", nil, "syntax error in pattern"},
-		{"bad drafts", "triggers:\n  drafts: maybe\n", nil, `triggers.drafts: "maybe"`},
+			}},
+		{"forks never waits for a maintainer", "triggers:\n  forks: never\n", func(c RepoConfig) bool { return c.Forks == ForksWait }},
+		{"forks maintainer waits", "triggers:\n  forks: maintainer\n", func(c RepoConfig) bool { return c.Forks == ForksWait }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			cfg, err := ParseRepoConfig([]byte(tt.yaml))
-			if tt.problem != "" {
-				v, ok := asValidation(err)
-				if !ok || !strings.Contains(strings.Join(v.ValidationErrors(), "\n"), tt.problem) {
-					t.Fatalf("err = %v, want a validation error mentioning %q", err, tt.problem)
-				}
-				return
+			cfg, err := config.Parse(ConfigPath, []byte(tt.yaml))
+			if err != nil {
+				t.Fatal(err)
 			}
-			if err != nil || !tt.check(cfg) {
-				t.Errorf("cfg = %+v, err = %v", cfg, err)
+			if rc := RepoConfigOf(cfg); !tt.check(rc) {
+				t.Errorf("RepoConfigOf = %+v", rc)
 			}
 		})
 	}

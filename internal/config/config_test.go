@@ -32,6 +32,7 @@ func TestInvalidConfigs(t *testing.T) {
 		{"bad-gpu-uuid.yml", `bad-gpu-uuid.yml:3:13: runner.gpu_uuid: "0" is not a GPU UUID (nvidia-smi -L prints them: GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx)`},
 		{"bad-forks.yml", `bad-forks.yml:2:10: triggers.forks: unknown value "maintainers" (did you mean "maintainer"?)`},
 		{"wrong-type.yml", `wrong-type.yml:3:14: tiers.merge.prompts: want a whole number, got "lots"`},
+		{"glob-double-star.yml", `glob-double-star.yml:2:5: paths[0]: bad glob "model/***": "**" must be a whole path segment, e.g. "model/**"`},
 		{"yaml-syntax.yml", `yaml-syntax.yml:2:1: YAML syntax: did not find expected key (check the indentation and quoting on this line)`},
 	}
 	files, _ := filepath.Glob("../../testdata/config/invalid/*.yml")

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	"path"
 	"strings"
 )
@@ -38,6 +39,10 @@ func checkGlob(pattern string) error {
 	for _, seg := range strings.Split(pattern, "/") {
 		if seg == "**" {
 			continue
+		}
+		if strings.Contains(seg, "**") {
+			// "model/***" would silently mean "model/*": one level only.
+			return errors.New(`"**" must be a whole path segment, e.g. "model/**"`)
 		}
 		if _, err := path.Match(seg, ""); err != nil {
 			return err

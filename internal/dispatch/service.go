@@ -33,7 +33,7 @@ type Service struct {
 	st      store.Store
 	clients Clients
 	checks  app.Checks
-	configs Configs
+	configs app.ContentsConfigLoader
 	now     func() time.Time
 	log     zerolog.Logger
 }

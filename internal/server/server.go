@@ -75,7 +75,7 @@ func New(cfg Config, st store.Store, log zerolog.Logger, now func() time.Time) (
 	// dispatcher: build the app with a forwarding dispatcher, then fill it.
 	fwd := &forward{}
 	a, err := app.New(app.Config{GitHub: cfg.GitHub, AppSlug: cfg.AppSlug, Checks: checks, Logger: log},
-		app.Deps{Dispatcher: fwd, Deliveries: st, Config: dispatch.Configs{}, Appeals: fwd, Releases: fwd})
+		app.Deps{Dispatcher: fwd, Deliveries: st, Config: app.ContentsConfigLoader{}, Appeals: fwd, Releases: fwd})
 	if err != nil {
 		return nil, err
 	}
