@@ -84,6 +84,9 @@ type Store interface {
 	PutTrend(ctx context.Context, p TrendPoint) error
 	ListTrend(ctx context.Context, repo, key, metric string, since time.Time) ([]TrendPoint, error)
 
+	// The dashboard's reads and the change-point records (dashboard.go).
+	Dashboard
+
 	Close() error
 }
 

@@ -66,6 +66,8 @@ func Run(t *testing.T, newDSN func(t testing.TB) string) {
 		{"Appeals", testAppeals},
 		{"Audit", testAudit},
 		{"Trend", testTrend},
+		{"DashboardReads", testDashboardReads},
+		{"ChangePoints", testChangePoints},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
