@@ -62,6 +62,8 @@ type Server struct {
 	checkOrder    []int64
 	comments      []Comment
 	reactions     map[string]bool
+	issues        []*Issue
+	repos         map[string]*repoState
 	failures      []*failure
 	nextID        int64
 }
@@ -275,6 +277,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /repos/{owner}/{repo}/pulls/{number}/files", s.auth(s.listFiles))
 	mux.HandleFunc("GET /repos/{owner}/{repo}/contents/{path...}", s.auth(s.getContent))
 	mux.HandleFunc("GET /repos/{owner}/{repo}/collaborators/{user}/permission", s.auth(s.getPermission))
+	s.issueRoutes(mux) // issues.go
 	return s.record(mux)
 }
 
