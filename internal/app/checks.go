@@ -66,6 +66,9 @@ type Output struct {
 type Checks struct {
 	// DetailsURL, when set, links each run to the perfgate dashboard.
 	DetailsURL string
+	// Details, when set, is each run's own "Details" link (the dashboard's
+	// page of that check run); it wins over DetailsURL.
+	Details func(repo, headSHA string, tier Tier) string
 }
 
 // maxOutput is GitHub's limit on output.summary and output.text, in characters.
@@ -81,7 +84,7 @@ func (c Checks) Queue(ctx context.Context, client *github.Client, owner, repo st
 		ExternalID: externalID(pr),
 		Output:     out.gh(),
 	}
-	c.details(&opts.DetailsURL)
+	c.details(&opts.DetailsURL, owner+"/"+repo, headSHA, tier)
 	run, _, err := client.Checks.CreateCheckRun(ctx, owner, repo, opts)
 	if err != nil {
 		return 0, fmt.Errorf("create %s check run on %s/%s@%s: %w", opts.Name, owner, repo, short(headSHA), err)
@@ -129,7 +132,7 @@ func (c Checks) Conclude(ctx context.Context, client *github.Client, owner, repo
 		Output:     out.gh(),
 		Actions:    actionsFor(v),
 	}
-	c.details(&opts.DetailsURL)
+	c.details(&opts.DetailsURL, owner+"/"+repo, headSHA, tier)
 	run, _, err := client.Checks.CreateCheckRun(ctx, owner, repo, opts)
 	if err != nil {
 		return 0, fmt.Errorf("create %s %s check run on %s/%s@%s: %w", v, opts.Name, owner, repo, short(headSHA), err)
@@ -137,8 +140,11 @@ func (c Checks) Conclude(ctx context.Context, client *github.Client, owner, repo
 	return run.GetID(), nil
 }
 
-func (c Checks) details(dst **string) {
-	if c.DetailsURL != "" {
+func (c Checks) details(dst **string, repo, headSHA string, tier Tier) {
+	switch {
+	case c.Details != nil:
+		*dst = github.String(c.Details(repo, headSHA, tier))
+	case c.DetailsURL != "":
 		*dst = github.String(c.DetailsURL)
 	}
 }

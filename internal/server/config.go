@@ -37,6 +37,7 @@ func LoadConfig(path string) (Config, error) {
 	str := map[string]*string{
 		"ADDR": &cfg.Addr, "DATABASE_URL": &cfg.DatabaseURL, "PUBLIC_URL": &cfg.PublicURL, "APP_SLUG": &cfg.AppSlug,
 		"AGENT_REGISTRATION_TOKEN": &cfg.AgentRegistrationToken, "NIGHTLY_CRON": &cfg.NightlyCron,
+		"DASHBOARD_SIGNING_KEY": &cfg.Dashboard.SigningKey, "CHANGEPOINTS_CRON": &cfg.ChangePoints.Cron,
 	}
 	for k, p := range str {
 		if v, ok := os.LookupEnv("PERFGATE_" + k); ok {

@@ -16,7 +16,9 @@ import (
 	"github.com/perfgate/perfgate/internal/agentapi"
 	"github.com/perfgate/perfgate/internal/app"
 	"github.com/perfgate/perfgate/internal/dispatch"
+	"github.com/perfgate/perfgate/internal/drift"
 	"github.com/perfgate/perfgate/internal/store"
+	"github.com/perfgate/perfgate/internal/web"
 )
 
 // Config is the server's configuration; see Load for the file and
@@ -40,6 +42,11 @@ type Config struct {
 	NightlyCron  string   `yaml:"nightly_cron"`
 	NightlyRepos []string `yaml:"nightly_repos"`
 
+	// Dashboard and ChangePoints configure the web dashboard and the
+	// nightly change-point pass (dashboard.go).
+	Dashboard    DashboardConfig `yaml:"dashboard"`
+	ChangePoints drift.Config    `yaml:"changepoints"`
+
 	GitHub githubapp.Config `yaml:"github"`
 }
 
@@ -50,6 +57,8 @@ type Server struct {
 	app      *app.App
 	dispatch *dispatch.Service
 	handler  http.Handler
+	web      *web.Handler
+	drift    *drift.Pass
 	log      zerolog.Logger
 	now      func() time.Time
 }
@@ -71,6 +80,7 @@ func New(cfg Config, st store.Store, log zerolog.Logger, now func() time.Time) (
 		checks.DetailsURL = cfg.PublicURL
 	}
 	s := &Server{cfg: cfg, st: st, log: log, now: now}
+	checks.Details = s.detailsLink
 	// The dispatcher needs the app's client creator and the app needs the
 	// dispatcher: build the app with a forwarding dispatcher, then fill it.
 	fwd := &forward{}
@@ -83,6 +93,9 @@ func New(cfg Config, st store.Store, log zerolog.Logger, now func() time.Time) (
 		return nil, errors.New("agent registration token is empty: set PERFGATE_AGENT_REGISTRATION_TOKEN so runner agents can register")
 	}
 	s.app = a
+	if s.web, s.drift, err = s.dashboardParts(cfg, a.ClientCreator()); err != nil {
+		return nil, err
+	}
 	s.dispatch = dispatch.New(dispatch.Options{Store: st, Clients: a.ClientCreator(), Checks: checks, Now: now, Log: log})
 	fwd.s = s.dispatch
 
@@ -94,6 +107,7 @@ func New(cfg Config, st store.Store, log zerolog.Logger, now func() time.Time) (
 	}))
 	mux.HandleFunc("GET /healthz", s.healthz)
 	mux.HandleFunc("GET /metrics", s.metrics)
+	mux.Handle("/", s.web) // the dashboard and its read API
 	s.handler = mux
 	return s, nil
 }
@@ -103,6 +117,12 @@ func (s *Server) Handler() http.Handler { return s.handler }
 
 // Dispatch is the domain service (the demo and tests drive its timers).
 func (s *Server) Dispatch() *dispatch.Service { return s.dispatch }
+
+// Web is the dashboard (links, tests).
+func (s *Server) Web() *web.Handler { return s.web }
+
+// ChangePoints is the nightly change-point pass (the demo runs it once).
+func (s *Server) ChangePoints() *drift.Pass { return s.drift }
 
 // App is the GitHub side.
 func (s *Server) App() *app.App { return s.app }
@@ -115,6 +135,13 @@ func (s *Server) RunBackground(ctx context.Context) error {
 	go s.dispatch.RunStartSync(ctx, time.Second)
 	if s.cfg.NightlyCron != "" {
 		stop, err := s.dispatch.ScheduleNightly(ctx, s.cfg.NightlyCron, s.cfg.NightlyRepos, s.app.ClientCreator())
+		if err != nil {
+			return err
+		}
+		go func() { <-ctx.Done(); stop() }()
+	}
+	if !s.cfg.ChangePoints.Disabled {
+		stop, err := s.drift.Schedule(ctx)
 		if err != nil {
 			return err
 		}

@@ -1,0 +1,271 @@
+package web
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"html/template"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/perfgate/perfgate/internal/store"
+)
+
+func (h *Handler) parseTemplates() error {
+	funcs := template.FuncMap{
+		"short":   short,
+		"day":     func(t time.Time) string { return t.UTC().Format("2006-01-02") },
+		"when":    func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04 UTC") },
+		"pct":     func(f float64) string { return fmt.Sprintf("%+.1f%%", 100*f) },
+		"num":     formatNum,
+		"series":  seriesPath,
+		"check":   checkRunPath,
+		"json":    jsonScript,
+		"joinsep": strings.Join,
+	}
+	h.pages = map[string]*template.Template{}
+	for _, page := range []string{"index", "repo", "series", "checkrun", "error"} {
+		t, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+page+".html")
+		if err != nil {
+			return fmt.Errorf("web: template %s: %w", page, err)
+		}
+		h.pages[page] = t
+	}
+	return nil
+}
+
+// render executes a page into a buffer first, so a template error is a
+// clean 500 rather than half a page.
+func (h *Handler) render(w http.ResponseWriter, r *http.Request, page string, data any) {
+	var buf bytes.Buffer
+	if err := h.pages[page].Execute(&buf, data); err != nil {
+		h.log.Error().Err(err).Str("page", page).Msg("render dashboard page")
+		http.Error(w, "render "+page+": "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'")
+	_, _ = buf.WriteTo(w)
+}
+
+// jsonScript embeds v for the page's script (html/template escapes it for
+// a <script type="application/json"> element).
+func jsonScript(v any) (template.JS, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return "", err
+	}
+	return template.JS(b), nil
+}
+
+func short(sha string) string {
+	if len(sha) > 7 {
+		return sha[:7]
+	}
+	return sha
+}
+
+func formatNum(f float64) string {
+	switch a := abs(f); {
+	case a == 0:
+		return "0"
+	case a >= 1000:
+		return strconv.FormatFloat(f, 'f', 0, 64)
+	case a >= 10:
+		return strconv.FormatFloat(f, 'f', 1, 64)
+	case a >= 0.01:
+		return strconv.FormatFloat(f, 'f', 3, 64)
+	default:
+		return strconv.FormatFloat(f, 'g', 3, 64)
+	}
+}
+
+func abs(f float64) float64 {
+	if f < 0 {
+		return -f
+	}
+	return f
+}
+
+func (h *Handler) index(w http.ResponseWriter, r *http.Request) {
+	repos, err := h.st.ListRepos(r.Context())
+	if err != nil {
+		h.internal(w, r, err)
+		return
+	}
+	var visible []string
+	for _, repo := range repos {
+		if h.allowed(w, r, repo) {
+			visible = append(visible, repo)
+		}
+	}
+	h.render(w, r, "index", map[string]any{"Title": "perfgate", "Repos": visible, "Hidden": len(repos) - len(visible)})
+}
+
+// benchmark is one tier × matrix cell of a repository and its metrics.
+type benchmark struct {
+	Key, Tier, Cell string
+	Metrics         []store.SeriesInfo
+}
+
+func (h *Handler) repoPage(w http.ResponseWriter, r *http.Request, repo string) {
+	ctx := r.Context()
+	series, err := h.st.ListSeries(ctx, repo)
+	if err != nil {
+		h.internal(w, r, err)
+		return
+	}
+	var benches []*benchmark
+	byKey := map[string]*benchmark{}
+	for _, s := range series {
+		b := byKey[s.Key]
+		if b == nil {
+			tier, cell := splitKey(s.Key)
+			b = &benchmark{Key: s.Key, Tier: tier, Cell: cell}
+			byKey[s.Key] = b
+			benches = append(benches, b)
+		}
+		b.Metrics = append(b.Metrics, s)
+	}
+	sort.SliceStable(benches, func(i, j int) bool { return benches[i].Key < benches[j].Key })
+	cps, err := h.st.ListChangePoints(ctx, store.ChangePointFilter{Repo: repo, State: store.ChangePointOpen})
+	if err != nil {
+		h.internal(w, r, err)
+		return
+	}
+	checks, err := h.st.RepoCheckRuns(ctx, store.CheckRunFilter{Repo: repo, Limit: 25})
+	if err != nil {
+		h.internal(w, r, err)
+		return
+	}
+	h.render(w, r, "repo", map[string]any{"Title": repo, "Repo": repo, "Benchmarks": benches, "ChangePoints": cps, "Checks": checks})
+}
+
+// chartData is what static/dashboard.js draws: uPlot's aligned columns
+// plus the marks.
+type chartData struct {
+	Metric     string     `json:"metric"`
+	Unit       string     `json:"unit"`
+	X          []int64    `json:"x"` // unix seconds
+	Y          []float64  `json:"y"`
+	Baseline   []*float64 `json:"baseline"`
+	Regression []*float64 `json:"regression"` // the value where regressed, else null
+	Low        []*float64 `json:"low,omitempty"`
+	High       []*float64 `json:"high,omitempty"`
+	Links      []string   `json:"links"`
+	Labels     []string   `json:"labels"`
+	Changes    []mark     `json:"changes"`
+	Releases   []mark     `json:"releases"`
+}
+
+type mark struct {
+	X          int64  `json:"x"`
+	Label      string `json:"label"`
+	Regression bool   `json:"regression,omitempty"`
+}
+
+func (h *Handler) seriesPage(w http.ResponseWriter, r *http.Request, repo string) {
+	key, metric := r.URL.Query().Get("key"), r.URL.Query().Get("metric")
+	if key == "" || metric == "" {
+		h.fail(w, r, http.StatusBadRequest, "A series needs ?key= (a benchmark such as nightly/c=1) and ?metric= (such as tpot_p99); pick one on the repository's page.")
+		return
+	}
+	since, err := sinceParam(r)
+	if err != nil {
+		h.fail(w, r, http.StatusBadRequest, err.Error())
+		return
+	}
+	s, err := h.loadSeries(r.Context(), repo, key, metric, since)
+	if err != nil {
+		h.internal(w, r, err)
+		return
+	}
+	if len(s.Points) == 0 {
+		h.fail(w, r, http.StatusNotFound, fmt.Sprintf("%s has no %s points for %s.", repo, metric, key))
+		return
+	}
+	weekly := r.URL.Query().Get("view") == "weekly"
+	d := chartData{Metric: metric, Unit: s.Unit}
+	var weeks []Week
+	if weekly {
+		weeks = Weekly(s.Points)
+		for _, wk := range weeks {
+			lo, hi := wk.Min, wk.Max
+			d.X = append(d.X, wk.Start.Unix())
+			d.Y = append(d.Y, wk.Median)
+			d.Low, d.High = append(d.Low, &lo), append(d.High, &hi)
+			d.Baseline, d.Regression = append(d.Baseline, nil), append(d.Regression, nil)
+			d.Links = append(d.Links, "")
+			d.Labels = append(d.Labels, fmt.Sprintf("%s: median of %d", wk.Label, wk.N))
+		}
+	} else {
+		for _, p := range s.Points {
+			d.X = append(d.X, p.Date.Unix())
+			d.Y = append(d.Y, p.Value)
+			d.Baseline = append(d.Baseline, p.Baseline)
+			var reg *float64
+			if p.Regression {
+				v := p.Value
+				reg = &v
+			}
+			d.Regression = append(d.Regression, reg)
+			d.Links = append(d.Links, p.URL)
+			d.Labels = append(d.Labels, p.Date.Format("2006-01-02")+" "+short(p.Commit))
+		}
+	}
+	for _, c := range s.ChangePoints {
+		d.Changes = append(d.Changes, mark{X: c.Date.Unix(), Label: fmt.Sprintf("change point %s (%s..%s)", pctString(c.Change), short(c.GoodCommit), short(c.BadCommit)), Regression: c.Regression})
+	}
+	for _, rel := range s.Releases {
+		d.Releases = append(d.Releases, mark{X: rel.Date.Unix(), Label: rel.Tag})
+	}
+	h.render(w, r, "series", map[string]any{"Title": metric + " · " + key + " · " + repo, "Repo": repo, "S": s, "Chart": d,
+		"Weekly": weekly, "Weeks": weeks, "Daily": seriesPath(repo, key, metric, ""), "WeeklyLink": seriesPath(repo, key, metric, "weekly"),
+		"CSV": "/api/data/repos/" + repo + "/series/points?" + r.URL.Query().Encode() + "&format=csv"})
+}
+
+func pctString(f float64) string { return fmt.Sprintf("%+.1f%%", 100*f) }
+
+// sinceParam reads ?since=YYYY-MM-DD or ?days=N; none means all history.
+func sinceParam(r *http.Request) (time.Time, error) {
+	q := r.URL.Query()
+	if v := q.Get("since"); v != "" {
+		t, err := time.Parse("2006-01-02", v)
+		if err != nil {
+			return time.Time{}, fmt.Errorf("since=%q: want a date such as 2025-01-31", v)
+		}
+		return t, nil
+	}
+	if v := q.Get("days"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n <= 0 {
+			return time.Time{}, fmt.Errorf("days=%q: want a positive number of days", v)
+		}
+		return time.Now().UTC().AddDate(0, 0, -n), nil
+	}
+	return time.Time{}, nil
+}
+
+func (h *Handler) jobLog(w http.ResponseWriter, r *http.Request, repo string) {
+	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	if err != nil {
+		h.fail(w, r, http.StatusBadRequest, "job id must be a number")
+		return
+	}
+	job, err := h.st.GetJob(r.Context(), id)
+	if err != nil || job.Repo != repo {
+		h.fail(w, r, http.StatusNotFound, fmt.Sprintf("%s has no job %d.", repo, id))
+		return
+	}
+	attempt, _ := strconv.Atoi(r.URL.Query().Get("attempt"))
+	log, err := h.st.ReadLog(r.Context(), id, attempt)
+	if err != nil {
+		h.internal(w, r, err)
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	_, _ = w.Write(log)
+}
