@@ -18,7 +18,10 @@
       ctx.beginPath(); ctx.moveTo(px, u.bbox.top); ctx.lineTo(px, u.bbox.top + u.bbox.height); ctx.stroke();
       ctx.setLineDash([]);
       ctx.fillStyle = color; ctx.font = (11 * devicePixelRatio) + "px system-ui, sans-serif";
-      ctx.fillText(label, px + 4 * devicePixelRatio, u.bbox.top + 12 * devicePixelRatio);
+      // The label sits beside the line, on the side with room.
+      var right = px > u.bbox.left + u.bbox.width / 2;
+      ctx.textAlign = right ? "right" : "left"; ctx.textBaseline = "alphabetic";
+      ctx.fillText(label, px + (right ? -4 : 4) * devicePixelRatio, u.bbox.top + 12 * devicePixelRatio);
       ctx.restore();
     }
     return { hooks: { draw: [function (u) {
