@@ -17,6 +17,7 @@ func runDemo(ctx context.Context, env *cliEnv, args []string) int {
 	fs.SetOutput(env.stderr)
 	slowdown := fs.Float64("slowdown", 1.2, "how much slower the PR makes the engine (1.2 = 20% slower)")
 	dir := fs.String("dir", "", "directory for the demo's SQLite store (default: a new temporary directory), or a postgres:// DSN")
+	serve := fs.String("serve", "", "after the demo, keep the server up on this address (e.g. 127.0.0.1:8080) with a month of nightly history, and print the dashboard's URL")
 	if err := fs.Parse(args); err != nil {
 		return 3
 	}
@@ -24,7 +25,7 @@ func runDemo(ctx context.Context, env *cliEnv, args []string) int {
 		fmt.Fprintln(env.stderr, "perfgate demo: --slowdown must be positive")
 		return 3
 	}
-	if _, err := demo.Run(ctx, demo.Options{Dir: *dir, Slowdown: *slowdown, Out: env.stdout, Log: env.log}); err != nil {
+	if _, err := demo.Run(ctx, demo.Options{Dir: *dir, Slowdown: *slowdown, Out: env.stdout, Log: env.log, Serve: *serve}); err != nil {
 		fmt.Fprintf(env.stderr, "perfgate demo: %v\n", err)
 		return 1
 	}

@@ -39,6 +39,12 @@ type Options struct {
 	Slowdown float64 // how much slower the PR's engine is (1.2 = 20%)
 	Out      io.Writer
 	Log      zerolog.Logger
+	// Serve, when set ("127.0.0.1:8080"), keeps the server up after the
+	// demo on that address with a month of nightly history (serve.go).
+	Serve string
+	// Ready, when set, is called with the dashboard's URL once it serves
+	// (tests use it; the demo then runs until ctx ends).
+	Ready func(dashboardURL string)
 }
 
 // Outcome is what the demo saw, for tests.
@@ -71,7 +77,7 @@ type Harness struct {
 
 // Start brings the system up with the demo repository (acme/inference,
 // PR #17 touching inference_engine/).
-func Start(ctx context.Context, dir string, log zerolog.Logger) (*Harness, error) {
+func Start(ctx context.Context, dir string, log zerolog.Logger, opts ...StartOption) (*Harness, error) {
 	if dir == "" {
 		d, err := os.MkdirTemp("", "perfgate-demo-")
 		if err != nil {
@@ -108,6 +114,10 @@ func Start(ctx context.Context, dir string, log zerolog.Logger) (*Harness, error
 	h.GitHub.SetContent(repo, "main", config.DefaultPath, []byte(repoConfig))
 
 	cfg := server.Config{GitHub: h.GitHub.AppConfig(), AgentRegistrationToken: regToken, Lease: 30 * time.Second, LongPoll: 2 * time.Second, AppSlug: githubtest.AppSlug}
+	cfg.ChangePoints.Disabled = true // the demo runs the pass itself, once (serve.go)
+	for _, o := range opts {
+		o(&cfg)
+	}
 	srv, err := server.New(cfg, st, log, h.clock.now)
 	if err != nil {
 		h.Close()
@@ -197,7 +207,18 @@ func Run(ctx context.Context, o Options) (*Outcome, error) {
 	if o.Out == nil {
 		o.Out = io.Discard
 	}
-	h, err := Start(ctx, o.Dir, o.Log)
+	var serve net.Listener
+	var startOpts []StartOption
+	if o.Serve != "" {
+		ln, err := net.Listen("tcp", o.Serve)
+		if err != nil {
+			return nil, fmt.Errorf("--serve %s: %w", o.Serve, err)
+		}
+		defer ln.Close()
+		serve = ln
+		startOpts = append(startOpts, WithPublicURL(publicURL(ln.Addr())))
+	}
+	h, err := Start(ctx, o.Dir, o.Log, startOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -253,6 +274,9 @@ func Run(ctx context.Context, o Options) (*Outcome, error) {
 		fmt.Fprintf(o.Out, "----- PR comment -----\n%s\n----------------------\n", cs[len(cs)-1].Body)
 	}
 	fmt.Fprintf(o.Out, "\nThe store is kept at %s.\n", h.DB)
+	if serve != nil {
+		return out, h.serve(ctx, serve, o)
+	}
 	return out, nil
 }
 

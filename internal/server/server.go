@@ -80,7 +80,9 @@ func New(cfg Config, st store.Store, log zerolog.Logger, now func() time.Time) (
 		checks.DetailsURL = cfg.PublicURL
 	}
 	s := &Server{cfg: cfg, st: st, log: log, now: now}
-	checks.Details = s.detailsLink
+	if cfg.PublicURL != "" {
+		checks.Details = s.detailsLink // an absolute link needs the public URL
+	}
 	// The dispatcher needs the app's client creator and the app needs the
 	// dispatcher: build the app with a forwarding dispatcher, then fill it.
 	fwd := &forward{}

@@ -136,10 +136,15 @@ func (h *Handler) repoPage(w http.ResponseWriter, r *http.Request, repo string) 
 		h.internal(w, r, err)
 		return
 	}
-	checks, err := h.st.RepoCheckRuns(ctx, store.CheckRunFilter{Repo: repo, Limit: 25})
-	if err != nil {
-		h.internal(w, r, err)
-		return
+	// The latest of each tier: a month of nightlies must not hide the PRs.
+	var checks []store.CheckRun
+	for _, tier := range []string{"quick", "merge", "nightly"} {
+		crs, err := h.st.RepoCheckRuns(ctx, store.CheckRunFilter{Repo: repo, Tier: tier, Limit: 10})
+		if err != nil {
+			h.internal(w, r, err)
+			return
+		}
+		checks = append(checks, crs...)
 	}
 	h.render(w, r, "repo", map[string]any{"Title": repo, "Repo": repo, "Benchmarks": benches, "ChangePoints": cps, "Checks": checks})
 }
