@@ -224,7 +224,7 @@ func (s *Service) judge(ctx context.Context, cr store.CheckRun, job store.Job, b
 	if rep.Verdict == gate.Inconclusive && rep.NeedMoreRuns > len(cand) && !s.extended(ctx, cr.JobIDs) {
 		return s.extend(ctx, cr, job, rep.NeedMoreRuns-len(cand))
 	}
-	if cr.Tier == string(app.TierNightly) {
+	if s.onDefaultBranch(ctx, cr) {
 		s.recordTrend(ctx, cr, cr.Tier, job.ID, cand, tier)
 	}
 	return s.publish(ctx, cr, job, rep, envOf(cand), notes)

@@ -1,0 +1,24 @@
+package dispatch
+
+import (
+	"context"
+
+	"github.com/perfgate/perfgate/internal/app"
+	"github.com/perfgate/perfgate/internal/store"
+)
+
+// onDefaultBranch reports whether a check run measured the default branch,
+// so its medians belong on the trend the dashboard draws and the
+// change-point pass reads: the nightly tier, and the merge tier on a merge
+// queue's group (the commit that lands on the default branch). The merge
+// tier's key is "merge"; a day keeps its last merge group.
+func (s *Service) onDefaultBranch(ctx context.Context, cr store.CheckRun) bool {
+	if cr.Tier == string(app.TierNightly) {
+		return true
+	}
+	if cr.Tier != string(app.TierMerge) || len(cr.JobIDs) == 0 {
+		return false
+	}
+	j, err := s.st.GetJob(ctx, cr.JobIDs[0])
+	return err == nil && j.Kind == "merge_group"
+}
