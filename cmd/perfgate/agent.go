@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"strings"
 
@@ -17,8 +15,7 @@ func init() {
 }
 
 func runAgent(ctx context.Context, env *cliEnv, args []string) int {
-	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
-	fs.SetOutput(env.stderr)
+	fs := env.flags("agent", "--server URL (--token T | --registration-token T) [--labels gpu,a100] [--name NAME]")
 	server := fs.String("server", envOr("PERFGATE_SERVER", ""), "perfgate server URL, e.g. https://perfgate.example.com (env PERFGATE_SERVER)")
 	token := fs.String("token", envOr("PERFGATE_AGENT_TOKEN", ""), "this agent's own token (env PERFGATE_AGENT_TOKEN)")
 	regToken := fs.String("registration-token", envOr("PERFGATE_REGISTRATION_TOKEN", ""), "the server's registration token: the agent registers and gets its own token (env PERFGATE_REGISTRATION_TOKEN)")
@@ -27,15 +24,8 @@ func runAgent(ctx context.Context, env *cliEnv, args []string) int {
 	fakeGPU := fs.String("fake-gpu", "", "FOR TESTING: use a simulated GPU with this UUID instead of NVML")
 	useSim := fs.Bool("sim", false, "DEVELOPMENT ONLY: run every job on the built-in simulated engine instead of its configured engine")
 	workDir := fs.String("work-dir", "", "directory for job files; relative dataset paths are read from it")
-	fs.Usage = func() {
-		fmt.Fprintf(env.stderr, "usage: perfgate agent --server URL (--token T | --registration-token T) [--labels gpu,a100] [--name NAME]\n\n")
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 3
+	if code, ok := fs.parse(args); !ok {
+		return code
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(env.stderr, "perfgate agent: unexpected arguments %q\n", fs.Args())

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -16,6 +15,7 @@ import (
 	"github.com/perfgate/perfgate/internal/gate"
 	"github.com/perfgate/perfgate/internal/result"
 	"github.com/perfgate/perfgate/internal/store"
+	"github.com/perfgate/perfgate/internal/suggest"
 )
 
 func init() {
@@ -24,10 +24,10 @@ func init() {
 
 const baselineUsage = `usage: perfgate baseline SUBCOMMAND [flags]
 
-  promote --repo R --key K --version V [--commit SHA] [--by LOGIN] [--allow-lower --reason "…"]
+  promote --repo R --key K --version V --by LOGIN [--commit SHA] [--allow-lower --reason "…"]
           [--tier merge] [--config FILE] RESULT.json…
       store runs (perfgate bench --output files, or an export file) as the next baseline
-  import  [--by LOGIN] [--allow-lower --reason "…"] EXPORT.json
+  import  --by LOGIN [--allow-lower --reason "…"] EXPORT.json
       promote an export file under its own repo, key, version and commit
   show    --repo R --key K [--version N|V] [--tier merge]
       metadata, medians of the gated metrics and the re-run recipe
@@ -37,6 +37,8 @@ const baselineUsage = `usage: perfgate baseline SUBCOMMAND [flags]
       write a baseline in the export layout (default: stdout)
 
 Every subcommand takes --db DSN (default $PERFGATE_DATABASE_URL, else perfgate.db).
+--by defaults to $PERFGATE_USER, else $USER; with neither set it must be given.
+'perfgate baseline SUBCOMMAND -h' lists a subcommand's flags.
 Exit status: 0 ok, 1 refused by a baseline rule (the message says which and how to
 override), 3 usage or any other error.
 `
@@ -62,21 +64,33 @@ func runBaseline(ctx context.Context, env *cliEnv, args []string) int {
 		fmt.Fprint(env.stdout, baselineUsage)
 		return 0
 	}
-	fmt.Fprintf(env.stderr, "perfgate baseline: unknown subcommand %q\n\n%s", sub, baselineUsage)
+	fmt.Fprintf(env.stderr, "perfgate baseline: unknown subcommand %q", sub)
+	if s := suggest.Closest(sub, []string{"promote", "import", "show", "list", "export"}); s != "" {
+		fmt.Fprintf(env.stderr, "; did you mean %q?", s)
+	}
+	fmt.Fprintf(env.stderr, "\nRun 'perfgate baseline -h' for the subcommands.\n")
 	return 3
+}
+
+// baselineSynopsis is each subcommand's usage line.
+var baselineSynopsis = map[string]string{
+	"promote": `--repo R --key K --version V --by LOGIN [--commit SHA] [--allow-lower --reason "…"] [--tier merge] [--config FILE] RESULT.json…`,
+	"import":  `--by LOGIN [--allow-lower --reason "…"] EXPORT.json`,
+	"show":    "--repo R --key K [--version N|V] [--tier merge]",
+	"list":    "--repo R",
+	"export":  "--repo R --key K [--version N|V] [-o FILE]",
 }
 
 // baselineFlags are the flags every subcommand shares.
 type baselineFlags struct {
-	fs        *flag.FlagSet
+	fs        *flagSet
 	db        *string
 	repo, key *string
 }
 
 func newBaselineFlags(env *cliEnv, name string, withKey bool) *baselineFlags {
-	fs := flag.NewFlagSet("baseline "+name, flag.ContinueOnError)
-	fs.SetOutput(env.stderr)
-	fs.Usage = func() { fmt.Fprint(env.stderr, baselineUsage) }
+	fs := env.flags("baseline "+name, baselineSynopsis[name])
+	fs.epilog = "Exit status: 0 ok, 1 refused by a baseline rule, 3 usage or any other error.\n"
 	f := &baselineFlags{fs: fs,
 		db:   fs.String("db", envOr("PERFGATE_DATABASE_URL", "perfgate.db"), "database: a SQLite file or a postgres:// URL"),
 		repo: fs.String("repo", "", "repository, owner/name"),
@@ -89,11 +103,8 @@ func newBaselineFlags(env *cliEnv, name string, withKey bool) *baselineFlags {
 
 // parse returns -1 to go on, or the exit code.
 func (f *baselineFlags) parse(env *cliEnv, args []string) int {
-	if err := f.fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 3
+	if code, ok := f.fs.parse(args); !ok {
+		return code
 	}
 	return -1
 }
@@ -101,7 +112,7 @@ func (f *baselineFlags) parse(env *cliEnv, args []string) int {
 func (f *baselineFlags) open(ctx context.Context, env *cliEnv) (store.Store, bool) {
 	st, err := store.Open(ctx, *f.db)
 	if err != nil {
-		fmt.Fprintf(env.stderr, "perfgate baseline %s: %v\n", f.fs.Name(), err)
+		fmt.Fprintf(env.stderr, "perfgate %s: %v\n", f.fs.Name(), err)
 		return nil, false
 	}
 	return st, true
@@ -125,7 +136,7 @@ func runBaselinePromote(ctx context.Context, env *cliEnv, args []string, importi
 	f := newBaselineFlags(env, name, true)
 	version := f.fs.String("version", "", "release version the baseline is bound to, e.g. v0.26.0")
 	commit := f.fs.String("commit", "", "commit the runs measured (default: the one the runs record)")
-	by := f.fs.String("by", envOr("PERFGATE_USER", os.Getenv("USER")), "who promotes (GitHub login), for the audit log")
+	by := f.fs.String("by", envOr("PERFGATE_USER", os.Getenv("USER")), "who promotes (GitHub login), for the audit log; required (default $PERFGATE_USER, else $USER)")
 	allowLower := f.fs.Bool("allow-lower", false, "promote even if worse than the current baseline (needs --reason)")
 	reason := f.fs.String("reason", "", "why: required with --allow-lower, recorded in the audit log")
 	tierName := f.fs.String("tier", "merge", "tier whose gated metrics decide \"worse\"")

@@ -27,8 +27,7 @@ const (
 )
 
 func runBench(ctx context.Context, env *cliEnv, args []string) int {
-	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	fs.SetOutput(env.stderr)
+	fs := env.flags("bench", "(--target URL | --sim) [flags]")
 	var o bench.Options
 	fs.StringVar(&o.Target, "target", "", "engine base URL, e.g. http://127.0.0.1:8000")
 	fs.StringVar(&o.Endpoint, "endpoint", bench.EndpointChat, "API endpoint: "+bench.EndpointChat+" or "+bench.EndpointCompletions)
@@ -52,15 +51,8 @@ func runBench(ctx context.Context, env *cliEnv, args []string) int {
 	percentiles := fs.String("percentiles", "50,90,95,99", "comma-separated percentiles to report")
 	useSim := fs.Bool("sim", false, "start the built-in simulated engine on 127.0.0.1 and benchmark it")
 	simSlowdown := fs.Float64("sim-slowdown", 1, "with --sim: multiply the engine's step times (1.2 = a 20% regression)")
-	fs.Usage = func() {
-		fmt.Fprintf(env.stderr, "usage: perfgate bench (--target URL | --sim) [flags]\n\n")
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 3
+	if code, ok := fs.parse(args); !ok {
+		return code
 	}
 	usage := func(format string, a ...any) int {
 		fmt.Fprintf(env.stderr, "perfgate bench: "+format+"\n", a...)

@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"flag"
 	"fmt"
 	"os"
 	"strings"
@@ -19,8 +17,7 @@ func init() {
 }
 
 func runCompare(ctx context.Context, env *cliEnv, args []string) int {
-	fs := flag.NewFlagSet("compare", flag.ContinueOnError)
-	fs.SetOutput(env.stderr)
+	fs := env.flags("compare", "--candidate R1.json [R2.json …] --baseline B.json [B2.json …] [--tier merge] [--config FILE] [--json]")
 	tierName := fs.String("tier", "merge", "tier whose thresholds apply")
 	cfgPath := fs.String("config", "", "perfgate config (default "+config.DefaultPath+" when it exists, else the defaults)")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
@@ -28,15 +25,8 @@ func runCompare(ctx context.Context, env *cliEnv, args []string) int {
 	fs.Func("candidate", "candidate result file(s); several may follow one flag", func(s string) error { cands = append(cands, s); return nil })
 	fs.Func("baseline", "baseline file(s): results, a JSON array of results, or a baseline export", func(s string) error { bases = append(bases, s); return nil })
 	fs.Func("history", "earlier A/A run set of the baseline (repeatable): the noise prior", func(s string) error { hist = append(hist, s); return nil })
-	fs.Usage = func() {
-		fmt.Fprintf(env.stderr, "usage: perfgate compare --candidate R1.json [R2.json …] --baseline B.json [B2.json …] [--tier merge] [--config FILE] [--json]\n")
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(expandMultiValueFlags(args, "candidate", "baseline")); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 3
+	if code, ok := fs.parse(expandMultiValueFlags(args, "candidate", "baseline")); !ok {
+		return code
 	}
 	if fs.NArg() > 0 || len(cands) == 0 || len(bases) == 0 {
 		fmt.Fprintf(env.stderr, "perfgate compare: need --candidate and --baseline files\n")

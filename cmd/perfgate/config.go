@@ -3,12 +3,12 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"strings"
 
 	"github.com/perfgate/perfgate/internal/config"
+	"github.com/perfgate/perfgate/internal/suggest"
 )
 
 func init() {
@@ -16,25 +16,37 @@ func init() {
 }
 
 func runConfigCmd(ctx context.Context, env *cliEnv, args []string) int {
-	fs := flag.NewFlagSet("config", flag.ContinueOnError)
-	fs.SetOutput(env.stderr)
-	fs.Usage = func() {
-		fmt.Fprintf(env.stderr, "usage: perfgate config validate [FILE]   (default %s)\n", config.DefaultPath)
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
+	const usage = "usage: perfgate config validate [FILE]   (default " + config.DefaultPath + ")\n\nRun 'perfgate config validate -h' for its flags.\n"
+	if len(args) == 0 {
+		fmt.Fprint(env.stderr, usage)
 		return 3
 	}
+	switch args[0] {
+	case "-h", "--help", "-help", "help":
+		fmt.Fprint(env.stdout, usage)
+		return 0
+	case "validate":
+	default:
+		fmt.Fprintf(env.stderr, "perfgate config: unknown subcommand %q", args[0])
+		if s := suggest.Closest(args[0], []string{"validate"}); s != "" {
+			fmt.Fprintf(env.stderr, "; did you mean %q?", s)
+		}
+		fmt.Fprintf(env.stderr, "\n%s", usage)
+		return 3
+	}
+	fs := env.flags("config validate", "[FILE]   (default "+config.DefaultPath+")")
+	fs.epilog = "Exit status: 0 valid, 1 invalid (every error names file, line, field and a fix), 3 unreadable.\n"
+	if code, ok := fs.parse(args[1:]); !ok {
+		return code
+	}
 	rest := fs.Args()
-	if len(rest) == 0 || rest[0] != "validate" || len(rest) > 2 {
-		fs.Usage()
+	if len(rest) > 1 {
+		fmt.Fprintf(env.stderr, "perfgate config validate: one file at a time, got %q\n", rest)
 		return 3
 	}
 	path := config.DefaultPath
-	if len(rest) == 2 {
-		path = rest[1]
+	if len(rest) == 1 {
+		path = rest[0]
 	}
 	c, err := config.Load(path)
 	if err != nil {

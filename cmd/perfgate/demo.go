@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 
 	"github.com/perfgate/perfgate/internal/demo"
@@ -13,12 +12,15 @@ func init() {
 }
 
 func runDemo(ctx context.Context, env *cliEnv, args []string) int {
-	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
-	fs.SetOutput(env.stderr)
+	fs := env.flags("demo", "[--slowdown 1.2] [--dir DIR|postgres://…]")
 	slowdown := fs.Float64("slowdown", 1.2, "how much slower the PR makes the engine (1.2 = 20% slower)")
 	dir := fs.String("dir", "", "directory for the demo's SQLite store (default: a new temporary directory), or a postgres:// DSN")
 	serve := fs.String("serve", "", "after the demo, keep the server up on this address (e.g. 127.0.0.1:8080) with a month of nightly history, and print the dashboard's URL")
-	if err := fs.Parse(args); err != nil {
+	if code, ok := fs.parse(args); !ok {
+		return code
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(env.stderr, "perfgate demo: unexpected arguments %q\n", fs.Args())
 		return 3
 	}
 	if *slowdown <= 0 {

@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"os"
 
@@ -18,8 +16,7 @@ func init() {
 // The first stdout line announces the bound address; tools that start the
 // simulator parse it, so nothing may be printed before it.
 func runSim(ctx context.Context, env *cliEnv, args []string) int {
-	fs := flag.NewFlagSet("sim", flag.ContinueOnError)
-	fs.SetOutput(env.stderr)
+	fs := env.flags("sim", "[--addr HOST:PORT] [flags]")
 	cfg := sim.DefaultConfig()
 	addr := fs.String("addr", sim.DefaultAddr, "listen address (port 0 picks a free port)")
 	fs.StringVar(&cfg.Model, "model", cfg.Model, "served model id")
@@ -36,11 +33,8 @@ func runSim(ctx context.Context, env *cliEnv, args []string) int {
 	fs.IntVar(&cfg.DefaultMaxTokens, "default-max-tokens", cfg.DefaultMaxTokens, "output length when a request sets no max_tokens")
 	fs.DurationVar(&cfg.StartupDelay, "startup-delay", cfg.StartupDelay, "answer /health 503 for this long after start")
 	tracePath := fs.String("trace", "", "write one JSON line per finished request to this file")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 3
+	if code, ok := fs.parse(args); !ok {
+		return code
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(env.stderr, "perfgate sim: unexpected arguments %q\n", fs.Args())

@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"strconv"
 	"strings"
@@ -17,8 +15,7 @@ func init() {
 }
 
 func runSimulateGate(ctx context.Context, env *cliEnv, args []string) int {
-	fs := flag.NewFlagSet("simulate-gate", flag.ContinueOnError)
-	fs.SetOutput(env.stderr)
+	fs := env.flags("simulate-gate", "[--gates 10000] [--tier merge] [flags]")
 	gates := fs.Int("gates", 10000, "gates per noise model, for each of the two rates")
 	runs := fs.Int("runs", 0, "candidate runs (default: the tier's repeats)")
 	baseRuns := fs.Int("baseline-runs", 5, "runs in the baseline")
@@ -28,11 +25,8 @@ func runSimulateGate(ctx context.Context, env *cliEnv, args []string) int {
 	tierName := fs.String("tier", "merge", "tier")
 	sweep := fs.String("sweep", "", "comma-separated deltas for the smallest-detectable search, e.g. 0.02,0.04,0.06,0.08,0.10,0.15,0.20")
 	sweepGates := fs.Int("sweep-gates", 2000, "gates per swept delta")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 3
+	if code, ok := fs.parse(args); !ok {
+		return code
 	}
 	tier, err := config.Default().Tier(*tierName)
 	if err != nil || *gates < 1 || *baseRuns < 3 || fs.NArg() > 0 {

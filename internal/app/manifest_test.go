@@ -51,7 +51,7 @@ func TestManifestSubscribesHandledEvents(t *testing.T) {
 		}
 	}
 	// The calls the handlers make need these; nothing broader.
-	want := map[string]string{"checks": "write", "contents": "read", "issues": "write", "pull_requests": "write", "metadata": "read", "merge_queues": "read"}
+	want := map[string]string{"checks": "write", "contents": "read", "issues": "write", "pull_requests": "read", "metadata": "read", "merge_queues": "read"}
 	for k, v := range want {
 		if m.DefaultPermissions[k] != v {
 			t.Errorf("permission %s = %q, want %q", k, m.DefaultPermissions[k], v)

@@ -83,3 +83,20 @@ func wrappedBase64(b []byte) string {
 	sb.WriteByte('\n')
 	return sb.String()
 }
+
+// jwtIssuer reads the unverified iss claim (the app ID), to pick the key
+// that must have signed the token.
+func jwtIssuer(token string) int64 {
+	parts := strings.Split(token, ".")
+	if len(parts) != 3 {
+		return 0
+	}
+	var claims struct {
+		Iss json.RawMessage `json:"iss"`
+	}
+	if decodeSegment(parts[1], &claims) != nil {
+		return 0
+	}
+	id, _ := strconv.ParseInt(strings.Trim(string(claims.Iss), `"`), 10, 64)
+	return id
+}

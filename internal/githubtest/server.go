@@ -66,6 +66,7 @@ type Server struct {
 	repos         map[string]*repoState
 	failures      []*failure
 	nextID        int64
+	manifest      *manifestState // manifest.go
 }
 
 // File is one entry of a pull request's file list.
@@ -278,6 +279,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /repos/{owner}/{repo}/contents/{path...}", s.auth(s.getContent))
 	mux.HandleFunc("GET /repos/{owner}/{repo}/collaborators/{user}/permission", s.auth(s.getPermission))
 	s.issueRoutes(mux) // issues.go
+	s.manifestRoutes(mux)
 	return s.record(mux)
 }
 
@@ -345,7 +347,14 @@ func (s *Server) createToken(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusUnauthorized, "A JSON web token could not be decoded")
 		return
 	}
-	if err := verifyAppJWT(strings.TrimPrefix(auth, "Bearer "), &s.Key.PublicKey, AppID, time.Now()); err != nil {
+	jwt := strings.TrimPrefix(auth, "Bearer ")
+	iss := jwtIssuer(jwt)
+	pub := s.appKey(iss)
+	if pub == nil {
+		writeError(w, http.StatusUnauthorized, fmt.Sprintf("Integration not found: no app %d", iss))
+		return
+	}
+	if err := verifyAppJWT(jwt, pub, iss, time.Now()); err != nil {
 		writeError(w, http.StatusUnauthorized, "A JSON web token could not be decoded: "+err.Error())
 		return
 	}
@@ -366,7 +375,7 @@ func (s *Server) createToken(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusCreated, map[string]any{
 		"token":                tok,
 		"expires_at":           time.Now().Add(time.Hour).UTC().Format(time.RFC3339),
-		"permissions":          map[string]string{"checks": "write", "contents": "read", "issues": "write", "metadata": "read", "pull_requests": "write"},
+		"permissions":          map[string]string{"checks": "write", "contents": "read", "issues": "write", "metadata": "read", "pull_requests": "read"},
 		"repository_selection": "selected",
 	})
 }

@@ -3,8 +3,10 @@
 // whether the run is trustworthy: a throttled card, another process on the GPU
 // or a memory error makes a benchmark number meaningless.
 //
-// NVML needs cgo and a driver. A build without cgo, or a host without
-// libnvidia-ml.so.1, gets ErrUnavailable from OpenNVML; runs are then recorded
+// NVML needs cgo, the nvml build tag and a driver. A build without them
+// (the default: `go build -tags nvml` with cgo makes an agent with
+// telemetry), or a host without libnvidia-ml.so.1, gets ErrUnavailable
+// from OpenNVML; runs are then recorded
 // with telemetry marked unavailable, never a crash. Tests and
 // `perfgate agent --fake-gpu` use Fake.
 package gpu

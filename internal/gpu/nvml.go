@@ -1,4 +1,4 @@
-//go:build linux && cgo
+//go:build linux && cgo && nvml
 
 package gpu
 
@@ -12,6 +12,10 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/rs/zerolog"
 )
+
+// NVMLCompiledIn reports whether this binary has the NVML bindings (built
+// with -tags nvml and cgo on Linux).
+const NVMLCompiledIn = true
 
 // OpenNVML loads libnvidia-ml and initialises NVML. On a host without the
 // driver it returns an error wrapping ErrUnavailable and logs one line; the
@@ -35,7 +39,8 @@ func OpenNVML(log zerolog.Logger) (Provider, error) {
 		default:
 			err = fmt.Errorf("%w: nvml init: %s: runs are recorded without GPU metrics", ErrUnavailable, errorString(ret))
 		}
-		log.Warn().Err(err).Msg("GPU telemetry unavailable")
+		// The caller logs err once; a second line here said it twice.
+		log.Debug().Err(err).Msg("NVML init failed")
 		return nil, err
 	}
 	p := &nvmlProvider{lib: lib, ext: lib.Extensions(), symbols: map[string]bool{}}

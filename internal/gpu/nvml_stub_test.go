@@ -1,4 +1,4 @@
-//go:build !(linux && cgo)
+//go:build !(linux && cgo && nvml)
 
 package gpu
 
@@ -12,7 +12,7 @@ import (
 
 func TestOpenNVMLWithoutCgo(t *testing.T) {
 	_, err := OpenNVML(zerolog.Nop())
-	if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "without cgo") {
-		t.Fatalf("got %v, want ErrUnavailable saying the build lacks cgo", err)
+	if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "built without NVML") {
+		t.Fatalf("got %v, want ErrUnavailable saying the build lacks NVML", err)
 	}
 }
