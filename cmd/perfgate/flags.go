@@ -109,8 +109,12 @@ func (f *flagSet) usage(w io.Writer) {
 			line += " " + typ
 		}
 		fmt.Fprintf(w, "%s\n      %s", line, strings.ReplaceAll(text, "\n", "\n      "))
-		if fl.DefValue != "" && fl.DefValue != "false" && fl.DefValue != "0" && fl.DefValue != "[]" {
+		switch {
+		case fl.DefValue == "" || fl.DefValue == "false" || fl.DefValue == "0" || fl.DefValue == "[]":
+		case typ == "string":
 			fmt.Fprintf(w, " (default %q)", fl.DefValue)
+		default:
+			fmt.Fprintf(w, " (default %s)", fl.DefValue)
 		}
 		fmt.Fprintln(w)
 	})

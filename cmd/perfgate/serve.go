@@ -6,64 +6,103 @@ import (
 	"flag"
 	"fmt"
 	"net"
-	"net/http"
-	"time"
+	"os"
+	"strings"
 
 	"github.com/perfgate/perfgate/internal/server"
 	"github.com/perfgate/perfgate/internal/store"
 )
 
 func init() {
-	register("serve", command{summary: "run the GitHub App server: webhooks, agent API, escalations", run: runServe})
+	register("serve", command{summary: "run the GitHub App server: webhooks, agent API, escalations (setup page on first start)", run: runServe})
 }
 
 func runServe(ctx context.Context, env *cliEnv, args []string) int {
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	fs.SetOutput(env.stderr)
-	cfgPath := fs.String("config", envOr("PERFGATE_CONFIG", ""), "server config file (YAML); PERFGATE_* variables override it")
-	if err := fs.Parse(args); err != nil {
+	fs := env.flags("serve", "[--config server.yml] [flags]")
+	cfgPath := fs.String("config", envOr("PERFGATE_CONFIG", ""), "server config file (YAML; env PERFGATE_CONFIG); variables override it, flags override both")
+	fs.String("addr", "", "listen address (env PERFGATE_ADDR; default :8080)")
+	fs.String("public-url", "", "where GitHub, browsers and agents reach this server (env PERFGATE_PUBLIC_URL)")
+	fs.String("data-dir", "", "directory for the SQLite database and the stored app credentials (env PERFGATE_DATA_DIR; default .)")
+	fs.String("database-url", "", "SQLite file or postgres:// URL (env PERFGATE_DATABASE_URL; default DATA_DIR/perfgate.db)")
+	fs.String("github-url", "", "GitHub's web address, for GitHub Enterprise Server (env PERFGATE_GITHUB_WEB_URL; default https://github.com)")
+	fs.String("github-api-url", "", "GitHub's REST API (env PERFGATE_GITHUB_V3_API_URL; default https://api.github.com/)")
+	fs.epilog = serveEpilog()
+	if code, ok := fs.parse(args); !ok {
+		return code
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(env.stderr, "perfgate serve: unexpected arguments %q (settings are flags, variables or server.yml keys: perfgate serve -h)\n", fs.Args())
 		return 3
 	}
 	cfg, err := server.LoadConfig(*cfgPath)
-	if err != nil {
+	var cerr *server.ConfigError
+	if err != nil && !errors.As(err, &cerr) {
 		fmt.Fprintf(env.stderr, "perfgate serve: %v\n", err)
 		return 3
 	}
+	fs.Visit(func(f *flag.Flag) {
+		dst := map[string]*string{"addr": &cfg.Addr, "public-url": &cfg.PublicURL, "data-dir": &cfg.DataDir, "database-url": &cfg.DatabaseURL,
+			"github-url": &cfg.GitHub.WebURL, "github-api-url": &cfg.GitHub.V3APIURL}[f.Name]
+		if dst != nil {
+			*dst = f.Value.String()
+		}
+	})
+	// Every setting is checked before anything is created: a refused
+	// start leaves no database file and no directory behind.
+	prep, perr := server.Prepare(&cfg)
+	if cerr != nil || perr != nil {
+		var problems []string
+		if cerr != nil {
+			problems = append(problems, cerr.Problems...)
+		}
+		var pe *server.ConfigError
+		if errors.As(perr, &pe) {
+			problems = append(problems, pe.Problems...)
+		} else if perr != nil {
+			problems = append(problems, perr.Error())
+		}
+		fmt.Fprintf(env.stderr, "perfgate serve: %v\n", &server.ConfigError{Problems: problems})
+		fmt.Fprintf(env.stderr, "Every setting: perfgate serve -h\n")
+		return 3
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		fmt.Fprintf(env.stderr, "perfgate serve: data directory: %v\n", err)
+		return 1
+	}
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		fmt.Fprintf(env.stderr, "perfgate serve: listen on %s: %v (PERFGATE_ADDR)\n", cfg.Addr, err)
+		return 1
+	}
 	st, err := store.Open(ctx, cfg.DatabaseURL)
 	if err != nil {
+		ln.Close()
 		fmt.Fprintf(env.stderr, "perfgate serve: %v\n", err)
 		return 1
 	}
 	defer st.Close()
-	srv, err := server.New(cfg, st, env.log, nil)
-	if err != nil {
+	if err := server.Launch(ctx, cfg, prep, st, ln, env.log); err != nil {
 		fmt.Fprintf(env.stderr, "perfgate serve: %v\n", err)
-		return 3
-	}
-	if err := srv.RunBackground(ctx); err != nil {
-		fmt.Fprintf(env.stderr, "perfgate serve: %v\n", err)
-		return 3
-	}
-	ln, err := net.Listen("tcp", cfg.Addr)
-	if err != nil {
-		fmt.Fprintf(env.stderr, "perfgate serve: listen: %v\n", err)
 		return 1
 	}
-	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
-	env.log.Info().Str("addr", ln.Addr().String()).Str("db", store.Redact(cfg.DatabaseURL)).Msg("perfgate server listening")
-	errc := make(chan error, 1)
-	go func() { errc <- hs.Serve(ln) }()
-	select {
-	case err := <-errc:
-		if !errors.Is(err, http.ErrServerClosed) {
-			fmt.Fprintf(env.stderr, "perfgate serve: %v\n", err)
-			return 1
-		}
-	case <-ctx.Done():
-	}
-	shutdown, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	_ = hs.Shutdown(shutdown)
-	_ = srv.App().Drain(shutdown)
 	return 0
+}
+
+// serveEpilog lists every setting: variable, server.yml key, meaning.
+func serveEpilog() string {
+	var b strings.Builder
+	b.WriteString("settings (variable / server.yml key):\n")
+	for _, s := range server.Settings {
+		fmt.Fprintf(&b, "  %s / %s\n      %s", s.Env, s.Key, s.Help)
+		if s.Secret {
+			fmt.Fprintf(&b, "; or a file named by %s_FILE", s.Env)
+		}
+		b.WriteString("\n")
+	}
+	b.WriteString(`
+With no GitHub App credentials (variables, server.yml, or DATA_DIR/github-app.json)
+perfgate starts in setup mode: it logs a link to /setup, whose button creates the app
+on GitHub through the manifest flow; the server then starts without a restart.
+`)
+	return b.String()
 }

@@ -36,6 +36,17 @@ type Config struct {
 	Retry         RetryPolicy
 	Checks        Checks
 	Logger        zerolog.Logger
+	// ClientMiddleware wraps every GitHub API call inside the retries, so
+	// it sees each attempt (metrics).
+	ClientMiddleware []githubapp.ClientMiddleware
+	// Events, when set, is told how each webhook event's processing ended.
+	Events EventObserver
+}
+
+// EventObserver is told how long each webhook event took and whether its
+// handler failed (metrics).
+type EventObserver interface {
+	EventHandled(event string, elapsed time.Duration, err error)
 }
 
 func (c *Config) setDefaults() {
@@ -118,7 +129,8 @@ func New(cfg Config, deps Deps) (*App, error) {
 	clients, err := githubapp.NewDefaultCachingClientCreator(cfg.GitHub,
 		githubapp.WithClientUserAgent("perfgate"),
 		githubapp.WithClientTimeout(cfg.ClientTimeout),
-		githubapp.WithClientMiddleware(RetryMiddleware(cfg.Retry)),
+		// One call: WithClientMiddleware replaces, it does not append.
+		githubapp.WithClientMiddleware(append([]githubapp.ClientMiddleware{RetryMiddleware(cfg.Retry)}, cfg.ClientMiddleware...)...),
 	)
 	if err != nil {
 		return nil, fmt.Errorf("github client creator: %w", err)
@@ -130,7 +142,7 @@ func New(cfg Config, deps Deps) (*App, error) {
 		&checkRunHandler{b}, &checkSuiteHandler{b}, &mergeGroupHandler{b}, &installationHandler{b}, &releaseHandler{b},
 	}
 	for i, h := range handlers {
-		handlers[i] = &deadlineHandler{EventHandler: h, timeout: cfg.HandlerTimeout, done: a.inflight.Done}
+		handlers[i] = &deadlineHandler{EventHandler: h, timeout: cfg.HandlerTimeout, done: a.inflight.Done, events: cfg.Events}
 	}
 	sched := githubapp.QueueAsyncScheduler(cfg.QueueSize, cfg.Workers,
 		githubapp.WithAsyncErrorCallback(func(ctx context.Context, d githubapp.Dispatch, err error) {
@@ -171,13 +183,19 @@ type deadlineHandler struct {
 	githubapp.EventHandler
 	timeout time.Duration
 	done    func()
+	events  EventObserver
 }
 
 func (h *deadlineHandler) Handle(ctx context.Context, eventType, deliveryID string, payload []byte) error {
 	defer h.done()
 	ctx, cancel := context.WithTimeout(ctx, h.timeout)
 	defer cancel()
-	return h.EventHandler.Handle(ctx, eventType, deliveryID, payload)
+	start := time.Now()
+	err := h.EventHandler.Handle(ctx, eventType, deliveryID, payload)
+	if h.events != nil {
+		h.events.EventHandled(eventType, time.Since(start), err)
+	}
+	return err
 }
 
 // dedupeScheduler marks the delivery GUID before queueing, so a redelivery

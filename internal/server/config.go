@@ -1,70 +1,373 @@
 package server
 
 import (
+	"errors"
 	"fmt"
+	"net"
+	"net/url"
 	"os"
+	"path/filepath"
+	"reflect"
+	"strconv"
 	"strings"
 	"time"
 
+	"github.com/robfig/cron/v3"
 	"gopkg.in/yaml.v3"
+
+	"github.com/perfgate/perfgate/internal/setup"
+	"github.com/perfgate/perfgate/internal/suggest"
 )
 
+// Setting is one server setting: its server.yml key, its environment
+// variable and what it means. Settings is the one table LoadConfig, the
+// validation and `perfgate serve -h` read.
+type Setting struct {
+	Key  string // server.yml key, dotted for nested keys
+	Env  string // environment variable
+	Help string
+	// Secret settings may also come from a file named by Env+"_FILE"
+	// (systemd's LoadCredential, Kubernetes secret volumes).
+	Secret bool
+	set    func(c *Config, v string) error
+}
+
+// Settings lists every setting. Precedence: defaults < server.yml <
+// environment < `perfgate serve` flags.
+var Settings = []Setting{
+	{Key: "addr", Env: "PERFGATE_ADDR", Help: "listen address (default :8080)", set: str(func(c *Config) *string { return &c.Addr })},
+	{Key: "public_url", Env: "PERFGATE_PUBLIC_URL", Help: "where GitHub, browsers and agents reach this server, e.g. https://perfgate.example.com (needed for setup; check runs link to it)", set: str(func(c *Config) *string { return &c.PublicURL })},
+	{Key: "data_dir", Env: "PERFGATE_DATA_DIR", Help: "directory for the SQLite database and the credentials the setup stores (default: the working directory)", set: str(func(c *Config) *string { return &c.DataDir })},
+	{Key: "database_url", Env: "PERFGATE_DATABASE_URL", Help: "SQLite file or postgres:// URL (default DATA_DIR/perfgate.db; PostgreSQL for several replicas)", set: str(func(c *Config) *string { return &c.DatabaseURL })},
+	{Key: "app_slug", Env: "PERFGATE_APP_SLUG", Help: "the app's URL name; its [bot] comments are ignored (default: the stored app's, else perfgate)", set: str(func(c *Config) *string { return &c.AppSlug })},
+	{Key: "agent_registration_token", Env: "PERFGATE_AGENT_REGISTRATION_TOKEN", Secret: true, Help: "shared secret runner agents exchange for their own tokens (default: DATA_DIR/agent-registration-token, made by the setup)", set: str(func(c *Config) *string { return &c.AgentRegistrationToken })},
+	{Key: "lease", Env: "PERFGATE_LEASE", Help: "job lease; a silent agent's job is re-queued after it (default 2m)", set: dur(func(c *Config) *time.Duration { return &c.Lease })},
+	{Key: "long_poll", Env: "PERFGATE_LONG_POLL", Help: "how long an agent's claim waits for a job (default 30s)", set: dur(func(c *Config) *time.Duration { return &c.LongPoll })},
+	{Key: "escalate_every", Env: "PERFGATE_ESCALATE_EVERY", Help: "how often due warnings are escalated (default 1m)", set: dur(func(c *Config) *time.Duration { return &c.EscalateEvery })},
+	{Key: "nightly_cron", Env: "PERFGATE_NIGHTLY_CRON", Help: `cron expression for the nightly matrix, e.g. "0 3 * * *" (default off)`, set: str(func(c *Config) *string { return &c.NightlyCron })},
+	{Key: "nightly_repos", Env: "PERFGATE_NIGHTLY_REPOS", Help: "comma-separated owner/name repositories for the nightly matrix", set: func(c *Config, v string) error {
+		c.NightlyRepos = nil
+		for _, r := range strings.Split(v, ",") {
+			if r = strings.TrimSpace(r); r != "" {
+				c.NightlyRepos = append(c.NightlyRepos, r)
+			}
+		}
+		return nil
+	}},
+	{Key: "dashboard.signing_key", Env: "PERFGATE_DASHBOARD_SIGNING_KEY", Secret: true, Help: "key that signs the dashboard's links to private repositories (default: derived from the webhook secret)", set: str(func(c *Config) *string { return &c.Dashboard.SigningKey })},
+	{Key: "changepoints.cron", Env: "PERFGATE_CHANGEPOINTS_CRON", Help: `cron expression for the nightly change-point pass (default "30 5 * * *")`, set: str(func(c *Config) *string { return &c.ChangePoints.Cron })},
+	{Key: "github.web_url", Env: "PERFGATE_GITHUB_WEB_URL", Help: "GitHub's web address (default https://github.com; a GitHub Enterprise Server's for GHES)", set: str(func(c *Config) *string { return &c.GitHub.WebURL })},
+	{Key: "github.v3_api_url", Env: "PERFGATE_GITHUB_V3_API_URL", Help: "GitHub's REST API (default https://api.github.com/; https://HOST/api/v3/ for GHES)", set: str(func(c *Config) *string { return &c.GitHub.V3APIURL })},
+	{Key: "github.v4_api_url", Env: "PERFGATE_GITHUB_V4_API_URL", Help: "GitHub's GraphQL API (default https://api.github.com/graphql)", set: str(func(c *Config) *string { return &c.GitHub.V4APIURL })},
+	{Key: "github.app.integration_id", Env: "PERFGATE_GITHUB_APP_INTEGRATION_ID", Help: "the app's ID (default: the one the setup stored)", set: func(c *Config, v string) error {
+		id, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		if err != nil || id <= 0 {
+			c.GitHub.App.IntegrationID = -1 // given, but wrong: Prepare must not call it missing
+			return fmt.Errorf("%q is not the app's ID: want the positive integer on the app's settings page", v)
+		}
+		c.GitHub.App.IntegrationID = id
+		return nil
+	}},
+	{Key: "github.app.webhook_secret", Env: "PERFGATE_GITHUB_APP_WEBHOOK_SECRET", Secret: true, Help: "the app's webhook secret (default: the one the setup stored)", set: str(func(c *Config) *string { return &c.GitHub.App.WebhookSecret })},
+	{Key: "github.app.private_key", Env: "PERFGATE_GITHUB_APP_PRIVATE_KEY", Help: "the app's private key: the PEM text, or the path of the .pem file (default: the one the setup stored)", set: str(func(c *Config) *string { return &c.GitHub.App.PrivateKey })},
+}
+
+func str(field func(*Config) *string) func(*Config, string) error {
+	return func(c *Config, v string) error { *field(c) = v; return nil }
+}
+
+func dur(field func(*Config) *time.Duration) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 {
+			return fmt.Errorf("%q is not a duration: write e.g. 2m or 30s", v)
+		}
+		*field(c) = d
+		return nil
+	}
+}
+
+// ConfigError lists every problem found in one pass, each naming its
+// variable and server.yml key.
+type ConfigError struct {
+	Problems []string
+}
+
+func (e *ConfigError) Error() string {
+	if len(e.Problems) == 1 {
+		return "server configuration: " + e.Problems[0]
+	}
+	return fmt.Sprintf("server configuration: %d problems:\n  - %s", len(e.Problems), strings.Join(e.Problems, "\n  - "))
+}
+
 // LoadConfig reads the server configuration: defaults, then the YAML file
-// at path (optional), then PERFGATE_* environment variables, which win so a
-// deployment can keep secrets out of the file.
-//
-//	PERFGATE_ADDR, PERFGATE_DATABASE_URL, PERFGATE_PUBLIC_URL, PERFGATE_APP_SLUG,
-//	PERFGATE_AGENT_REGISTRATION_TOKEN, PERFGATE_LEASE, PERFGATE_LONG_POLL,
-//	PERFGATE_ESCALATE_EVERY, PERFGATE_NIGHTLY_CRON, PERFGATE_NIGHTLY_REPOS (comma-separated),
-//	PERFGATE_GITHUB_V3_API_URL, PERFGATE_GITHUB_APP_INTEGRATION_ID,
-//	PERFGATE_GITHUB_APP_WEBHOOK_SECRET, PERFGATE_GITHUB_APP_PRIVATE_KEY
+// at path (optional), then the PERFGATE_* environment variables. It
+// reports every unknown key and unparsable value at once; Prepare checks
+// the result.
 func LoadConfig(path string) (Config, error) {
-	cfg := Config{Addr: ":8080", DatabaseURL: "perfgate.db", AppSlug: "perfgate"}
+	cfg := Config{Addr: ":8080"}
 	cfg.GitHub.V3APIURL = "https://api.github.com/"
 	cfg.GitHub.V4APIURL = "https://api.github.com/graphql"
 	cfg.GitHub.WebURL = "https://github.com"
+	var problems []string
 	if path != "" {
-		data, err := os.ReadFile(path)
-		if err != nil {
-			return Config{}, fmt.Errorf("read server config: %w", err)
-		}
-		dec := yaml.NewDecoder(strings.NewReader(string(data)))
-		dec.KnownFields(true)
-		if err := dec.Decode(&cfg); err != nil {
-			return Config{}, fmt.Errorf("server config %s: %w", path, err)
-		}
+		problems = append(problems, loadFile(&cfg, path)...)
 	}
-	str := map[string]*string{
-		"ADDR": &cfg.Addr, "DATABASE_URL": &cfg.DatabaseURL, "PUBLIC_URL": &cfg.PublicURL, "APP_SLUG": &cfg.AppSlug,
-		"AGENT_REGISTRATION_TOKEN": &cfg.AgentRegistrationToken, "NIGHTLY_CRON": &cfg.NightlyCron,
-		"DASHBOARD_SIGNING_KEY": &cfg.Dashboard.SigningKey, "CHANGEPOINTS_CRON": &cfg.ChangePoints.Cron,
-	}
-	for k, p := range str {
-		if v, ok := os.LookupEnv("PERFGATE_" + k); ok {
-			*p = v
-		}
-	}
-	durs := map[string]*time.Duration{"LEASE": &cfg.Lease, "LONG_POLL": &cfg.LongPoll, "ESCALATE_EVERY": &cfg.EscalateEvery}
-	for k, p := range durs {
-		if v, ok := os.LookupEnv("PERFGATE_" + k); ok {
-			d, err := time.ParseDuration(v)
-			if err != nil {
-				return Config{}, fmt.Errorf("PERFGATE_%s=%q: want a duration such as 2m: %w", k, v, err)
+	for _, s := range Settings {
+		v, ok := os.LookupEnv(s.Env)
+		src := s.Env
+		if !ok && s.Secret {
+			file, fok := os.LookupEnv(s.Env + "_FILE")
+			if !fok {
+				continue
 			}
-			*p = d
+			b, err := os.ReadFile(file)
+			if err != nil {
+				problems = append(problems, fmt.Sprintf("%s_FILE (server.yml %s): %v", s.Env, s.Key, err))
+				continue
+			}
+			v, ok, src = strings.TrimSpace(string(b)), true, s.Env+"_FILE"
+		}
+		if !ok {
+			continue
+		}
+		if err := s.set(&cfg, v); err != nil {
+			problems = append(problems, fmt.Sprintf("%s (server.yml %s): %v", src, s.Key, err))
 		}
 	}
-	if v, ok := os.LookupEnv("PERFGATE_NIGHTLY_REPOS"); ok {
-		cfg.NightlyRepos = strings.Split(v, ",")
+	if len(problems) > 0 {
+		return cfg, &ConfigError{Problems: problems}
 	}
-	// go-githubapp reads its own variables but silently ignores a bad
-	// integer: check the one that matters.
-	if v, ok := os.LookupEnv("PERFGATE_GITHUB_APP_INTEGRATION_ID"); ok {
-		var id int64
-		if _, err := fmt.Sscan(v, &id); err != nil || id <= 0 {
-			return Config{}, fmt.Errorf("PERFGATE_GITHUB_APP_INTEGRATION_ID=%q: want the app's positive integer ID", v)
-		}
-	}
-	cfg.GitHub.SetValuesFromEnv("PERFGATE_")
 	return cfg, nil
+}
+
+// loadFile decodes server.yml, naming unknown keys with their line and the
+// closest known key instead of yaml's "field x not found in type …".
+func loadFile(cfg *Config, path string) []string {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return []string{fmt.Sprintf("read server config: %v", err)}
+	}
+	var root yaml.Node
+	if err := yaml.Unmarshal(data, &root); err != nil {
+		return []string{fmt.Sprintf("%s: %v", path, err)}
+	}
+	if len(root.Content) == 0 {
+		return nil // an empty file
+	}
+	if problems := unknownKeys(path, root.Content[0], reflect.TypeOf(Config{}), ""); len(problems) > 0 {
+		return problems
+	}
+	if err := root.Content[0].Decode(cfg); err != nil {
+		return []string{fmt.Sprintf("%s: %v", path, strings.TrimPrefix(err.Error(), "yaml: "))}
+	}
+	return nil
+}
+
+func unknownKeys(path string, n *yaml.Node, t reflect.Type, prefix string) []string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if n.Kind != yaml.MappingNode || t.Kind() != reflect.Struct {
+		return nil
+	}
+	fields := map[string]reflect.Type{}
+	var names []string
+	var collect func(t reflect.Type)
+	collect = func(t reflect.Type) {
+		for i := 0; i < t.NumField(); i++ {
+			f := t.Field(i)
+			tag := strings.Split(f.Tag.Get("yaml"), ",")[0]
+			if tag == "-" || !f.IsExported() {
+				continue
+			}
+			if f.Anonymous && tag == "" {
+				collect(f.Type)
+				continue
+			}
+			if tag == "" {
+				tag = strings.ToLower(f.Name)
+			}
+			fields[tag] = f.Type
+			names = append(names, tag)
+		}
+	}
+	collect(t)
+	var problems []string
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k := n.Content[i]
+		ft, ok := fields[k.Value]
+		if !ok {
+			msg := fmt.Sprintf("%s line %d: unknown key %q", path, k.Line, prefix+k.Value)
+			if s := suggest.Closest(k.Value, names); s != "" {
+				msg += fmt.Sprintf(" (did you mean %q?)", prefix+s)
+			} else {
+				msg += fmt.Sprintf(" (known keys here: %s)", strings.Join(names, ", "))
+			}
+			problems = append(problems, msg)
+			continue
+		}
+		problems = append(problems, unknownKeys(path, n.Content[i+1], ft, prefix+k.Value+".")...)
+	}
+	return problems
+}
+
+// Prepared is what Prepare decided.
+type Prepared struct {
+	// Setup: no app credentials anywhere; serve the setup page until the
+	// manifest flow completes.
+	Setup bool
+	// Stored: the credentials came from the data directory.
+	Stored *setup.Credentials
+	// CreateToken: no registration token is configured; one is generated
+	// into the data directory before agents need it.
+	CreateToken bool
+}
+
+// Prepare checks every setting at once, before anything is created: each
+// problem names its variable and key. It fills the defaults that depend on
+// other settings (the database in the data directory, the stored app
+// credentials, a private key given as a path).
+func Prepare(cfg *Config) (Prepared, error) {
+	var p Prepared
+	var problems []string
+	bad := func(env, format string, a ...any) {
+		key := env
+		for _, s := range Settings {
+			if s.Env == env {
+				key = s.Key
+			}
+		}
+		problems = append(problems, fmt.Sprintf("%s (server.yml %s): %s", env, key, fmt.Sprintf(format, a...)))
+	}
+	if _, port, err := net.SplitHostPort(cfg.Addr); err != nil || port == "" {
+		bad("PERFGATE_ADDR", "%q is not a listen address: write e.g. :8080 or 127.0.0.1:8080", cfg.Addr)
+	}
+	if cfg.PublicURL != "" {
+		if _, err := setup.PublicBase(cfg.PublicURL); err != nil {
+			bad("PERFGATE_PUBLIC_URL", "%v", err)
+		}
+	}
+	if cfg.DataDir == "" {
+		cfg.DataDir = "."
+	}
+	if st, err := os.Stat(cfg.DataDir); err == nil && !st.IsDir() {
+		bad("PERFGATE_DATA_DIR", "%s is a file, not a directory", cfg.DataDir)
+	} else if err != nil && !os.IsNotExist(err) {
+		bad("PERFGATE_DATA_DIR", "%v", err)
+	} else if os.IsNotExist(err) {
+		if pst, perr := os.Stat(filepath.Dir(filepath.Clean(cfg.DataDir))); perr != nil || !pst.IsDir() {
+			bad("PERFGATE_DATA_DIR", "%s does not exist and neither does its parent: create it (systemd: StateDirectory=perfgate)", cfg.DataDir)
+		}
+	}
+	if cfg.DatabaseURL == "" {
+		cfg.DatabaseURL = filepath.Join(cfg.DataDir, "perfgate.db")
+	}
+	if cfg.Lease > 0 && cfg.LongPoll >= cfg.Lease {
+		bad("PERFGATE_LONG_POLL", "%s must be shorter than the lease (%s)", cfg.LongPoll, cfg.Lease)
+	}
+	if cfg.NightlyCron != "" {
+		if _, err := cron.ParseStandard(cfg.NightlyCron); err != nil {
+			bad("PERFGATE_NIGHTLY_CRON", "%q: %v (write e.g. \"0 3 * * *\")", cfg.NightlyCron, err)
+		}
+		if len(cfg.NightlyRepos) == 0 {
+			bad("PERFGATE_NIGHTLY_REPOS", "the nightly schedule is on but names no repository (owner/name,…)")
+		}
+	}
+	for _, r := range cfg.NightlyRepos {
+		if o, n, ok := strings.Cut(r, "/"); !ok || o == "" || n == "" || strings.Contains(n, "/") {
+			bad("PERFGATE_NIGHTLY_REPOS", "%q is not owner/name", r)
+		}
+	}
+	for _, u := range []struct{ env, v string }{
+		{"PERFGATE_GITHUB_WEB_URL", cfg.GitHub.WebURL}, {"PERFGATE_GITHUB_V3_API_URL", cfg.GitHub.V3APIURL}, {"PERFGATE_GITHUB_V4_API_URL", cfg.GitHub.V4APIURL},
+	} {
+		if pu, err := url.Parse(u.v); err != nil || (pu.Scheme != "https" && pu.Scheme != "http") || pu.Host == "" {
+			bad(u.env, "%q is not an absolute http(s) URL", u.v)
+		}
+	}
+
+	app := &cfg.GitHub.App
+	given := map[string]bool{
+		"PERFGATE_GITHUB_APP_INTEGRATION_ID": app.IntegrationID != 0,
+		"PERFGATE_GITHUB_APP_WEBHOOK_SECRET": app.WebhookSecret != "",
+		"PERFGATE_GITHUB_APP_PRIVATE_KEY":    app.PrivateKey != "",
+	}
+	if app.PrivateKey != "" {
+		key, err := privateKey(app.PrivateKey)
+		if err != nil {
+			bad("PERFGATE_GITHUB_APP_PRIVATE_KEY", "%v", err)
+		}
+		app.PrivateKey = key
+	}
+	n := 0
+	for _, ok := range given {
+		if ok {
+			n++
+		}
+	}
+	switch {
+	case n == 3:
+		if strings.TrimSpace(app.WebhookSecret) == "" {
+			bad("PERFGATE_GITHUB_APP_WEBHOOK_SECRET", "is blank: set the secret configured on the GitHub App")
+		}
+	case n > 0:
+		for _, env := range []string{"PERFGATE_GITHUB_APP_INTEGRATION_ID", "PERFGATE_GITHUB_APP_WEBHOOK_SECRET", "PERFGATE_GITHUB_APP_PRIVATE_KEY"} {
+			if !given[env] {
+				bad(env, "not set, while other app credentials are: set all three, or none to use the ones the setup stored in %s", cfg.DataDir)
+			}
+		}
+	default:
+		c, err := setup.Load(cfg.DataDir)
+		switch {
+		case err == nil:
+			p.Stored = &c
+			app.IntegrationID, app.WebhookSecret, app.PrivateKey = c.AppID, c.WebhookSecret, c.PrivateKeyPEM
+			if cfg.AppSlug == "" {
+				cfg.AppSlug = c.Slug
+			}
+		case errors.Is(err, setup.ErrNotConfigured):
+			p.Setup = true
+			if cfg.PublicURL == "" {
+				bad("PERFGATE_PUBLIC_URL", "not set: with no GitHub App credentials perfgate starts in setup mode, which needs the URL where GitHub and your browser reach it (or set the PERFGATE_GITHUB_APP_* variables)")
+			}
+		default:
+			bad("PERFGATE_DATA_DIR", "stored app credentials: %v", err)
+		}
+	}
+	if cfg.AgentRegistrationToken == "" {
+		tok, err := setup.RegistrationToken(cfg.DataDir, false)
+		switch {
+		case err == nil:
+			cfg.AgentRegistrationToken = tok
+		case (p.Setup || p.Stored != nil) && os.IsNotExist(err):
+			p.CreateToken = true
+		case os.IsNotExist(err):
+			bad("PERFGATE_AGENT_REGISTRATION_TOKEN", "not set: runner agents could not register; set a long random secret (openssl rand -hex 32) and give it to your agents")
+		default:
+			bad("PERFGATE_AGENT_REGISTRATION_TOKEN", "%v", err)
+		}
+	} else if len(strings.TrimSpace(cfg.AgentRegistrationToken)) < 16 {
+		bad("PERFGATE_AGENT_REGISTRATION_TOKEN", "shorter than 16 characters: use a long random secret (openssl rand -hex 32)")
+	}
+	if len(problems) > 0 {
+		return p, &ConfigError{Problems: problems}
+	}
+	return p, nil
+}
+
+// privateKey accepts the PEM text itself or the path of a PEM file and
+// returns the PEM text, checked.
+func privateKey(v string) (string, error) {
+	if !strings.Contains(v, "-----BEGIN") {
+		b, err := os.ReadFile(strings.TrimSpace(v))
+		if err != nil {
+			return "", fmt.Errorf("neither PEM text nor a readable file: %v", err)
+		}
+		v = string(b)
+	}
+	if err := setup.CheckPrivateKey(v); err != nil {
+		return "", err
+	}
+	return v, nil
 }

@@ -6,7 +6,6 @@ package server
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/http"
 	"time"
 
@@ -17,6 +16,7 @@ import (
 	"github.com/perfgate/perfgate/internal/app"
 	"github.com/perfgate/perfgate/internal/dispatch"
 	"github.com/perfgate/perfgate/internal/drift"
+	"github.com/perfgate/perfgate/internal/metrics"
 	"github.com/perfgate/perfgate/internal/store"
 	"github.com/perfgate/perfgate/internal/web"
 )
@@ -24,7 +24,10 @@ import (
 // Config is the server's configuration; see Load for the file and
 // environment it comes from.
 type Config struct {
-	Addr        string `yaml:"addr"`
+	Addr string `yaml:"addr"`
+	// DataDir holds the SQLite database (by default) and the credentials
+	// the setup flow stores.
+	DataDir     string `yaml:"data_dir"`
 	DatabaseURL string `yaml:"database_url"`
 	// PublicURL is where GitHub and agents reach this server; check runs
 	// link to it.
@@ -48,12 +51,16 @@ type Config struct {
 	ChangePoints drift.Config    `yaml:"changepoints"`
 
 	GitHub githubapp.Config `yaml:"github"`
+
+	// Metrics receives the server's instrumentation; nil makes a new set.
+	Metrics *metrics.Metrics `yaml:"-"`
 }
 
 // Server is the assembled process.
 type Server struct {
 	cfg      Config
 	st       store.Store
+	metrics  *metrics.Metrics
 	app      *app.App
 	dispatch *dispatch.Service
 	handler  http.Handler
@@ -75,18 +82,25 @@ func New(cfg Config, st store.Store, log zerolog.Logger, now func() time.Time) (
 	if cfg.Lease <= 0 {
 		cfg.Lease = agentapi.DefaultLease
 	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = metrics.New(now)
+	}
+	// Every job move and agent call passes through the store: counting
+	// there keeps the queue gauges without a query per scrape.
+	st = cfg.Metrics.Store(st)
 	checks := app.Checks{}
 	if cfg.PublicURL != "" {
 		checks.DetailsURL = cfg.PublicURL
 	}
-	s := &Server{cfg: cfg, st: st, log: log, now: now}
+	s := &Server{cfg: cfg, st: st, metrics: cfg.Metrics, log: log, now: now}
 	if cfg.PublicURL != "" {
 		checks.Details = s.detailsLink // an absolute link needs the public URL
 	}
 	// The dispatcher needs the app's client creator and the app needs the
 	// dispatcher: build the app with a forwarding dispatcher, then fill it.
 	fwd := &forward{}
-	a, err := app.New(app.Config{GitHub: cfg.GitHub, AppSlug: cfg.AppSlug, Checks: checks, Logger: log},
+	a, err := app.New(app.Config{GitHub: cfg.GitHub, AppSlug: cfg.AppSlug, Checks: checks, Logger: log,
+		ClientMiddleware: []githubapp.ClientMiddleware{cfg.Metrics.GitHubTransport}, Events: cfg.Metrics},
 		app.Deps{Dispatcher: fwd, Deliveries: st, Config: app.ContentsConfigLoader{}, Appeals: fwd, Releases: fwd})
 	if err != nil {
 		return nil, err
@@ -102,13 +116,14 @@ func New(cfg Config, st store.Store, log zerolog.Logger, now func() time.Time) (
 	fwd.s = s.dispatch
 
 	mux := http.NewServeMux()
-	mux.Handle(app.WebhookPath, a.Handler())
+	mux.Handle(app.WebhookPath, cfg.Metrics.Webhook(a.Handler()))
 	mux.Handle("/api/v1/", agentapi.NewServer(st, agentapi.Options{
 		RegistrationToken: cfg.AgentRegistrationToken, Lease: cfg.Lease, LongPoll: cfg.LongPoll,
 		OnJobDone: s.dispatch.JobDone, Log: log, Now: now,
 	}))
-	mux.HandleFunc("GET /healthz", s.healthz)
-	mux.HandleFunc("GET /metrics", s.metrics)
+	mux.Handle("GET /healthz", Healthz())
+	mux.Handle("GET /readyz", Readyz(st))
+	mux.Handle("GET /metrics", cfg.Metrics.Handler())
 	mux.Handle("/", s.web) // the dashboard and its read API
 	s.handler = mux
 	return s, nil
@@ -132,6 +147,12 @@ func (s *Server) App() *app.App { return s.app }
 // RunBackground runs the reaper, the escalation timer and the nightly
 // schedule until ctx ends.
 func (s *Server) RunBackground(ctx context.Context) error {
+	// The queue gauges start from one read of the database and are re-read
+	// every few minutes (other replicas move jobs too).
+	if err := s.metrics.Resync(ctx, s.st); err != nil {
+		s.log.Warn().Err(err).Msg("seed queue metrics")
+	}
+	go s.metrics.RunResync(ctx, s.st, metricsResync, s.log)
 	go agentapi.RunReaper(ctx, s.st, s.cfg.Lease/4, s.dispatch.JobDone, s.log)
 	go s.dispatch.RunEscalations(ctx, s.cfg.EscalateEvery)
 	go s.dispatch.RunStartSync(ctx, time.Second)
@@ -152,32 +173,9 @@ func (s *Server) RunBackground(ctx context.Context) error {
 	return nil
 }
 
-func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := context.WithTimeout(r.Context(), 3*time.Second)
-	defer cancel()
-	if _, err := s.st.ListJobs(ctx, store.JobFilter{Limit: 1}); err != nil {
-		http.Error(w, "store unreachable: "+err.Error(), http.StatusServiceUnavailable)
-		return
-	}
-	fmt.Fprintln(w, "ok")
-}
-
-// metrics writes queue gauges in the Prometheus text format.
-func (s *Server) metrics(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
-	defer cancel()
-	w.Header().Set("Content-Type", "text/plain; version=0.0.4")
-	fmt.Fprintln(w, "# HELP perfgate_jobs Jobs in the queue by status.")
-	fmt.Fprintln(w, "# TYPE perfgate_jobs gauge")
-	for _, st := range []store.Status{store.StatusQueued, store.StatusRunning} {
-		jobs, err := s.st.ListJobs(ctx, store.JobFilter{Status: st})
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusServiceUnavailable)
-			return
-		}
-		fmt.Fprintf(w, "perfgate_jobs{status=%q} %d\n", st, len(jobs))
-	}
-}
+// metricsResync is how often the queue gauges are re-read from the
+// database.
+const metricsResync = 5 * time.Minute
 
 // forward lets the app be built before the dispatcher it calls.
 type forward struct{ s *dispatch.Service }

@@ -63,7 +63,8 @@ func TestEndpoints(t *testing.T) {
 		contains           string
 	}{
 		{"GET", "/healthz", "", 200, "ok"},
-		{"GET", "/metrics", "", 200, `perfgate_jobs{status="queued"} 0`},
+		{"GET", "/readyz", "", 200, "ok"},
+		{"GET", "/metrics", "", 200, "perfgate_agents_connected 0"},
 		{"POST", "/api/v1/jobs/claim", "", 401, ""},
 		{"POST", "/api/github/hook", `{"action":"opened"}`, 401, ""},
 	}

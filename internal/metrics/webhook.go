@@ -1,0 +1,45 @@
+package metrics
+
+import (
+	"net/http"
+)
+
+// Webhook counts deliveries to next (the webhook endpoint) by event and by
+// the outcome its status code means.
+func (m *Metrics) Webhook(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
+		next.ServeHTTP(rec, r)
+		m.deliveries.WithLabelValues(eventLabel(r.Header.Get("X-GitHub-Event")), deliveryOutcome(rec.status)).Inc()
+	})
+}
+
+func deliveryOutcome(status int) string {
+	switch {
+	case status < 300:
+		return "accepted"
+	case status == http.StatusUnauthorized || status == http.StatusForbidden:
+		return "bad_signature"
+	case status == http.StatusRequestEntityTooLarge:
+		return "too_large"
+	case status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable:
+		return "no_capacity"
+	case status < 500:
+		return "invalid"
+	default:
+		return "error"
+	}
+}
+
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (r *statusRecorder) WriteHeader(code int) {
+	r.status = code
+	r.ResponseWriter.WriteHeader(code)
+}
+
+// Unwrap lets http.ResponseController reach the underlying writer.
+func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }

@@ -1,0 +1,131 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	perfgate "github.com/perfgate/perfgate"
+	"github.com/perfgate/perfgate/internal/metrics"
+	"github.com/perfgate/perfgate/internal/setup"
+	"github.com/perfgate/perfgate/internal/store"
+)
+
+// Launch serves on ln until ctx ends. With app credentials (prep from
+// Prepare) it is the full server at once; without, it serves the setup
+// page and becomes the full server, without a restart, when the manifest
+// flow completes. /healthz, /readyz and /metrics answer in both modes.
+func Launch(ctx context.Context, cfg Config, prep Prepared, st store.Store, ln net.Listener, log zerolog.Logger) error {
+	if cfg.Metrics == nil {
+		cfg.Metrics = metrics.New(nil)
+	}
+	if prep.CreateToken {
+		tok, err := setup.RegistrationToken(cfg.DataDir, true)
+		if err != nil {
+			return fmt.Errorf("agent registration token: %w", err)
+		}
+		cfg.AgentRegistrationToken = tok
+		log.Info().Str("file", cfg.DataDir+"/"+setup.RegistrationTokenFile).Msg("agent registration token stored: give its content to your runner agents")
+	}
+
+	var current atomic.Pointer[http.Handler]
+	var srv atomic.Pointer[Server]
+	var startMu sync.Mutex
+	start := func(c Config) error {
+		startMu.Lock()
+		defer startMu.Unlock()
+		if srv.Load() != nil {
+			return errors.New("the server is already running")
+		}
+		s, err := New(c, st, log, nil)
+		if err != nil {
+			return err
+		}
+		if err := s.RunBackground(ctx); err != nil {
+			return err
+		}
+		h := s.Handler()
+		current.Store(&h)
+		srv.Store(s)
+		return nil
+	}
+
+	top := http.NewServeMux()
+	top.Handle("GET /healthz", Healthz())
+	top.Handle("GET /readyz", Readyz(st))
+	top.Handle("GET /metrics", cfg.Metrics.Handler())
+	if cfg.PublicURL != "" {
+		manifest, err := setup.ParseManifest(perfgate.AppManifest)
+		if err != nil {
+			return err
+		}
+		flow, err := setup.New(setup.Options{
+			Manifest: manifest, PublicURL: cfg.PublicURL, WebURL: cfg.GitHub.WebURL, APIURL: cfg.GitHub.V3APIURL,
+			DataDir: cfg.DataDir, Log: log,
+			Complete: func(ctx context.Context, c setup.Credentials) error {
+				next := cfg
+				next.GitHub.App.IntegrationID, next.GitHub.App.WebhookSecret, next.GitHub.App.PrivateKey = c.AppID, c.WebhookSecret, c.PrivateKeyPEM
+				if next.AppSlug == "" {
+					next.AppSlug = c.Slug
+				}
+				if err := start(next); err != nil {
+					return err
+				}
+				log.Info().Int64("app_id", c.AppID).Str("slug", c.Slug).Msg("setup complete: serving webhooks")
+				return nil
+			},
+		})
+		if err != nil {
+			return err
+		}
+		switch {
+		case prep.Stored != nil:
+			flow.MarkDone(*prep.Stored)
+		case !prep.Setup:
+			flow.MarkDone(setup.Credentials{AppID: cfg.GitHub.App.IntegrationID, Slug: cfg.AppSlug})
+		default:
+			log.Warn().Str("url", flow.StartURL()).Msg("perfgate is in setup mode: open this link in a browser to create the GitHub App")
+		}
+		top.Handle(setup.PagePath, flow.Handler())
+		top.Handle(setup.PagePath+"/", flow.Handler())
+	}
+	if !prep.Setup {
+		if err := start(cfg); err != nil {
+			return err
+		}
+	} else {
+		h := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			http.Error(w, "perfgate is in setup mode: open the setup link printed in the server's log", http.StatusServiceUnavailable)
+		}))
+		current.Store(&h)
+	}
+	top.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { (*current.Load()).ServeHTTP(w, r) }))
+
+	hs := &http.Server{Handler: top, ReadHeaderTimeout: 10 * time.Second}
+	log.Info().Str("addr", ln.Addr().String()).Str("db", store.Redact(cfg.DatabaseURL)).Bool("setup_mode", prep.Setup).Msg("perfgate server listening")
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	select {
+	case err := <-errc:
+		if !errors.Is(err, http.ErrServerClosed) {
+			return err
+		}
+	case <-ctx.Done():
+	}
+	shutdown, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err := hs.Shutdown(shutdown)
+	if s := srv.Load(); s != nil {
+		if derr := s.App().Drain(shutdown); err == nil {
+			err = derr
+		}
+	}
+	return err
+}
