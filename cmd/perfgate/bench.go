@@ -30,7 +30,7 @@ func runBench(ctx context.Context, env *cliEnv, args []string) int {
 	fs := env.flags("bench", "(--target URL | --sim) [flags]")
 	var o bench.Options
 	fs.StringVar(&o.Target, "target", "", "engine base URL, e.g. http://127.0.0.1:8000")
-	fs.StringVar(&o.Endpoint, "endpoint", bench.EndpointChat, "API endpoint: "+bench.EndpointChat+" or "+bench.EndpointCompletions)
+	fs.StringVar(&o.Endpoint, "endpoint", bench.EndpointCompletions, "API endpoint: "+bench.EndpointCompletions+" (the default, as in .github/perfgate.yml) or "+bench.EndpointChat)
 	fs.StringVar(&o.Model, "model", "", "model name to request (default: the first of GET /v1/models)")
 	fs.StringVar(&o.Dataset, "dataset", "random", "dataset: random, sharegpt or jsonl")
 	fs.StringVar(&o.DatasetPath, "dataset-path", "", "dataset file for sharegpt (ShareGPT JSON) or jsonl ({\"prompt\":…,\"output_len\":N} per line)")
