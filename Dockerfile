@@ -1,30 +1,73 @@
-# perfgate: one image for the server (`perfgate serve`) and the GPU runner
-# agent (`perfgate agent`).
+# syntax=docker/dockerfile:1
 #
-# go-nvml needs cgo, so the binary is built with CGO_ENABLED=1 against glibc
-# and runs on a glibc base. libnvidia-ml itself is not in the image: on a GPU
-# host the NVIDIA container toolkit mounts the driver's copy at run time
-# (`docker run --gpus all …`); without it the agent logs that telemetry is
-# unavailable and carries on.
-FROM golang:1.26-bookworm AS build
+# perfgate images, two targets:
+#
+#   docker build --target server -t perfgate-server .   # the GitHub App server (the default target)
+#   docker build --target agent  -t perfgate-agent  .   # the GPU runner agent
+#
+# The server is a static binary (CGO_ENABLED=0) on distroless/static, run as
+# a non-root user. The agent is built with cgo and the nvml tag for NVML
+# telemetry, on Debian slim with the docker CLI (it starts the inference
+# engine as a container); libnvidia-ml itself is mounted by the NVIDIA
+# container toolkit at run time (docker run --gpus all …).
+#
+# Every base image is pinned by digest, as perfgate demands of engine images.
+# The digests were taken from public Dockerfiles that pin these tags (this
+# workplace cannot reach a registry to resolve them); before a release,
+# refresh them with `docker buildx imagetools inspect IMAGE:TAG`.
+ARG GO_IMAGE=golang:1.26-bookworm@sha256:a688600ca24f8a4d3ca77f95b0dd40704a9fc787c826660eb7ba0b641b8b175d
+ARG SERVER_BASE=gcr.io/distroless/static-debian12:nonroot@sha256:d093aa3e30dbadd3efe1310db061a14da60299baff8450a17fe0ccc514a16639
+ARG AGENT_BASE=debian:bookworm-slim@sha256:96e378d7e6531ac9a15ad505478fcc2e69f371b10f5cdf87857c4b8188404716
+ARG DOCKER_CLI_IMAGE=docker:27-cli@sha256:851f91d241214e7c6db86513b270d58776379aacc5eb9c4a87e5b47115e3065c
+
+FROM ${GO_IMAGE} AS source
 WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
-ENV CGO_ENABLED=1 CGO_CFLAGS=-Wno-deprecated-declarations
-RUN go build -trimpath -ldflags "-s -w" -o /out/perfgate ./cmd/perfgate
+ARG VERSION=dev
 
-FROM debian:bookworm-slim
+FROM source AS build-server
+RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X main.version=${VERSION}" -o /out/perfgate ./cmd/perfgate \
+ && mkdir -p /out/data
+
+FROM source AS build-agent
+RUN CGO_ENABLED=1 CGO_CFLAGS=-Wno-deprecated-declarations \
+    go build -tags nvml -trimpath -ldflags "-s -w -X main.version=${VERSION}" -o /out/perfgate ./cmd/perfgate
+
+FROM ${DOCKER_CLI_IMAGE} AS docker-cli
+
+FROM ${AGENT_BASE} AS agent
 RUN apt-get update \
  && apt-get install -y --no-install-recommends ca-certificates tzdata \
  && rm -rf /var/lib/apt/lists/* \
- && useradd --system --home /var/lib/perfgate --create-home perfgate
-COPY --from=build /out/perfgate /usr/local/bin/perfgate
-USER perfgate
+ && groupadd --system --gid 10001 perfgate \
+ && useradd --system --uid 10001 --gid perfgate --home-dir /var/lib/perfgate-agent --create-home perfgate
+COPY --from=docker-cli /usr/local/bin/docker /usr/local/bin/docker
+COPY --from=build-agent /out/perfgate /usr/local/bin/perfgate
+# The agent talks to the host's Docker daemon through its socket: run with
+#   -v /var/run/docker.sock:/var/run/docker.sock --group-add "$(stat -c %g /var/run/docker.sock)"
+USER 10001:10001
+WORKDIR /var/lib/perfgate-agent
+VOLUME /var/lib/perfgate-agent
+# Healthy while the agent can reach the Docker daemon it starts engines on.
+HEALTHCHECK --interval=60s --timeout=10s --start-period=10s --retries=3 \
+  CMD ["docker", "version", "--format", "{{.Server.Version}}"]
+ENTRYPOINT ["perfgate", "agent"]
+CMD ["--state-dir", "/var/lib/perfgate-agent"]
+
+FROM ${SERVER_BASE} AS server
+COPY --from=build-server /out/perfgate /usr/local/bin/perfgate
+# distroless's nonroot user (65532) owns the data directory.
+COPY --from=build-server --chown=65532:65532 /out/data /var/lib/perfgate
+USER 65532:65532
 WORKDIR /var/lib/perfgate
-# Embedded SQLite by default; set PERFGATE_DATABASE_URL=postgres://… for
-# several replicas.
-ENV PERFGATE_DATABASE_URL=/var/lib/perfgate/perfgate.db
+VOLUME /var/lib/perfgate
+# SQLite and the setup's credentials live in the data directory; set
+# PERFGATE_DATABASE_URL=postgres://… for several replicas.
+ENV PERFGATE_DATA_DIR=/var/lib/perfgate PERFGATE_ADDR=:8080
 EXPOSE 8080
+HEALTHCHECK --interval=30s --timeout=5s --start-period=10s --retries=3 \
+  CMD ["perfgate", "healthcheck"]
 ENTRYPOINT ["perfgate"]
 CMD ["serve"]

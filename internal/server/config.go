@@ -114,11 +114,13 @@ func LoadConfig(path string) (Config, error) {
 		problems = append(problems, loadFile(&cfg, path)...)
 	}
 	for _, s := range Settings {
-		v, ok := os.LookupEnv(s.Env)
-		src := s.Env
+		// An empty variable counts as unset: compose's ${VAR:-} and
+		// Kubernetes' optional secrets give "".
+		v := os.Getenv(s.Env)
+		ok, src := v != "", s.Env
 		if !ok && s.Secret {
-			file, fok := os.LookupEnv(s.Env + "_FILE")
-			if !fok {
+			file := os.Getenv(s.Env + "_FILE")
+			if file == "" {
 				continue
 			}
 			b, err := os.ReadFile(file)
