@@ -135,7 +135,13 @@ func TestLaunchSetupModeToServing(t *testing.T) {
 		t.Errorf("agent registration token: %q %v", tok, err)
 	}
 
-	m := metricstest.Scrape(t, base+"/metrics")
+	// The event's first API call after the token shows in /metrics.
+	var m metricstest.Families
+	waitUntil(t, "a GitHub API call in /metrics", func() bool {
+		m = metricstest.Scrape(t, base+"/metrics")
+		_, ok := m["perfgate_github_api_requests_total"]
+		return ok
+	})
 	for _, fam := range []string{"perfgate_webhook_deliveries_total", "perfgate_webhook_processing_seconds", "perfgate_github_api_requests_total", "perfgate_agents_connected"} {
 		if _, ok := m[fam]; !ok {
 			t.Errorf("/metrics lacks %s", fam)
@@ -187,7 +193,7 @@ func get(t *testing.T, u string) int {
 
 func waitUntil(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)
