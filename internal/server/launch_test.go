@@ -135,12 +135,14 @@ func TestLaunchSetupModeToServing(t *testing.T) {
 		t.Errorf("agent registration token: %q %v", tok, err)
 	}
 
-	// The event's first API call after the token shows in /metrics.
+	// The event's API calls and, once its handler returns, its processing
+	// time show in /metrics.
 	var m metricstest.Families
-	waitUntil(t, "a GitHub API call in /metrics", func() bool {
+	waitUntil(t, "the event's API calls and processing in /metrics", func() bool {
 		m = metricstest.Scrape(t, base+"/metrics")
-		_, ok := m["perfgate_github_api_requests_total"]
-		return ok
+		_, calls := m["perfgate_github_api_requests_total"]
+		_, handled := m["perfgate_webhook_processing_seconds"]
+		return calls && handled
 	})
 	for _, fam := range []string{"perfgate_webhook_deliveries_total", "perfgate_webhook_processing_seconds", "perfgate_github_api_requests_total", "perfgate_agents_connected"} {
 		if _, ok := m[fam]; !ok {
