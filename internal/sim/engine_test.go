@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"math"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -50,6 +49,21 @@ func TestStreamChunkShapes(t *testing.T) {
 			if tt.includeUsage {
 				wantEvents++
 			}
+			if tt.chat {
+				// vLLM's first chat chunk carries only the role and empty content.
+				wantEvents++
+				first := decodeMap(t, events[0].data)
+				c := first["choices"].([]any)[0].(map[string]any)
+				delta := c["delta"].(map[string]any)
+				if len(delta) != 2 || delta["role"] != "assistant" || delta["content"] != "" || c["finish_reason"] != nil {
+					t.Errorf("first chat chunk %s, want a role-only delta", events[0].data)
+				}
+				if _, ok := c["stop_reason"]; ok {
+					t.Errorf("role chunk carries stop_reason: %s", events[0].data)
+				}
+				events = events[1:]
+				wantEvents--
+			}
 			if len(events) != wantEvents {
 				t.Fatalf("%d events, want %d", len(events), wantEvents)
 			}
@@ -80,16 +94,18 @@ func TestStreamChunkShapes(t *testing.T) {
 				case i == 4 && fr != "length":
 					t.Errorf("last chunk finish_reason %v, want length", fr)
 				}
+				// vLLM sends stop_reason in every completions chunk, and in
+				// a chat stream only with the finish_reason.
+				sr, hasSR := c["stop_reason"]
+				if wantSR := !tt.chat || i == 4; hasSR != wantSR || sr != nil {
+					t.Errorf("chunk %d stop_reason present=%v value=%v, want present=%v and null", i, hasSR, sr, wantSR)
+				}
 				var tok string
 				if tt.chat {
 					delta := c["delta"].(map[string]any)
 					tok, _ = delta["content"].(string)
-					role, hasRole := delta["role"]
-					if i == 0 && role != "assistant" {
-						t.Errorf("first chat chunk role %v, want assistant", role)
-					}
-					if i > 0 && hasRole {
-						t.Errorf("chunk %d repeats the role", i)
+					if _, hasRole := delta["role"]; hasRole {
+						t.Errorf("token chunk %d repeats the role", i)
 					}
 				} else {
 					tok, _ = c["text"].(string)
@@ -423,7 +439,7 @@ func TestBatchingQueuesBeyondMaxNumSeqs(t *testing.T) {
 		wg.Go(func() {
 			resp := post(t, testCtx(t), ts.URL+"/v1/chat/completions", `{"messages":[{"role":"user","content":"hi"}],"max_tokens":8,"stream":true}`)
 			defer resp.Body.Close()
-			if events, done := readSSE(t, resp.Body); !done || len(events) != maxTokens {
+			if events, done := readSSE(t, resp.Body); !done || len(events) != maxTokens+1 { // the role chunk, then tokens
 				t.Errorf("%d events, done %v", len(events), done)
 			}
 		})
@@ -558,7 +574,7 @@ func TestCloseEndsStreams(t *testing.T) {
 	cfg := zeroConfig()
 	cfg.DecodeStep = 5 * time.Millisecond
 	e, ts := startEngine(t, cfg)
-	resp := post(t, testCtx(t), ts.URL+"/v1/completions", `{"prompt":"hi","max_tokens":100000,"stream":true}`)
+	resp := post(t, testCtx(t), ts.URL+"/v1/completions", `{"prompt":"hi","max_tokens":30000,"stream":true}`)
 	defer resp.Body.Close()
 	buf := make([]byte, 1)
 	if _, err := io.ReadFull(resp.Body, buf); err != nil {
@@ -590,7 +606,7 @@ func TestDisconnectFreesBatchSlot(t *testing.T) {
 	e, ts := startEngine(t, cfg)
 
 	ctx, cancel := context.WithCancel(testCtx(t))
-	resp := post(t, ctx, ts.URL+"/v1/completions", `{"prompt":"hi","max_tokens":1000000,"stream":true}`, "X-Request-Id", "gone")
+	resp := post(t, ctx, ts.URL+"/v1/completions", `{"prompt":"hi","max_tokens":30000,"stream":true}`, "X-Request-Id", "gone")
 	if _, err := io.ReadFull(resp.Body, make([]byte, 1)); err != nil {
 		t.Fatal(err)
 	}
@@ -613,91 +629,6 @@ func TestDisconnectFreesBatchSlot(t *testing.T) {
 	}
 }
 
-func TestStepModelSeededJitter(t *testing.T) {
-	cfg := DefaultConfig()
-	cfg.Jitter = 0.05
-	steps := func(seed int64) []time.Duration {
-		c := cfg
-		c.Seed = seed
-		m := newStepModel(c)
-		out := make([]time.Duration, 1000)
-		for i := range out {
-			out[i] = m.duration(i%64, 0)
-		}
-		return out
-	}
-	a, b, other := steps(3), steps(3), steps(4)
-	for i := range a {
-		if a[i] != b[i] {
-			t.Fatalf("step %d: %v vs %v with the same seed", i, a[i], b[i])
-		}
-	}
-	same := 0
-	for i := range a {
-		if a[i] == other[i] {
-			same++
-		}
-	}
-	if same > 10 {
-		t.Errorf("%d of %d steps equal across seeds", same, len(a))
-	}
-
-	// The relative deviation from the nominal time has the configured spread.
-	var sum, sq float64
-	for i, d := range a {
-		nominal := float64(cfg.DecodeStep + cfg.PerSeqCost*time.Duration(i%64))
-		rel := float64(d)/nominal - 1
-		sum += rel
-		sq += rel * rel
-	}
-	mean := sum / float64(len(a))
-	std := math.Sqrt(sq/float64(len(a)) - mean*mean)
-	if math.Abs(mean) > 0.01 || std < 0.04 || std > 0.06 {
-		t.Errorf("relative jitter mean %.4f std %.4f, want ~0 and ~0.05", mean, std)
-	}
-}
-
-func TestStepModelFormula(t *testing.T) {
-	cfg := zeroConfig()
-	cfg.DecodeStep = 8 * time.Millisecond
-	cfg.PerSeqCost = 40 * time.Microsecond
-	cfg.BaseTTFT = 15 * time.Millisecond
-	cfg.PrefillPerToken = 20 * time.Microsecond
-	tests := []struct {
-		slowdown float64
-		running  int
-		prompts  []int // prompt lengths of the requests admitted in the step
-		want     time.Duration
-	}{
-		{1, 1, nil, 8*time.Millisecond + 40*time.Microsecond},
-		{1, 10, nil, 8*time.Millisecond + 400*time.Microsecond},
-		{1, 1, []int{100}, 8*time.Millisecond + 40*time.Microsecond + 15*time.Millisecond + 2*time.Millisecond},
-		{1, 2, []int{0, 50}, 8*time.Millisecond + 80*time.Microsecond + 30*time.Millisecond + time.Millisecond},
-		{2, 10, nil, 2 * (8*time.Millisecond + 400*time.Microsecond)},
-	}
-	for _, tt := range tests {
-		c := cfg
-		c.Slowdown = tt.slowdown
-		m := newStepModel(c)
-		var prefill time.Duration
-		for _, p := range tt.prompts {
-			prefill += m.prefill(p)
-		}
-		if got := m.duration(tt.running, prefill); got != tt.want {
-			t.Errorf("slowdown %g running %d prompts %v: %v, want %v", tt.slowdown, tt.running, tt.prompts, got, tt.want)
-		}
-	}
-	// Full jitter must never give a negative step.
-	c := cfg
-	c.Jitter = 1
-	m := newStepModel(c)
-	for range 10000 {
-		if d := m.duration(1, 0); d < 0 {
-			t.Fatalf("negative step %v", d)
-		}
-	}
-}
-
 func TestConfigValidate(t *testing.T) {
 	tests := []struct {
 		name   string
@@ -714,6 +645,17 @@ func TestConfigValidate(t *testing.T) {
 		{"negative stall", func(c *Config) { c.StallMS = -1 }, "stall"},
 		{"negative jitter", func(c *Config) { c.Jitter = -0.1 }, "jitter"},
 		{"no default max tokens", func(c *Config) { c.DefaultMaxTokens = 0 }, "default max tokens"},
+		{"budget below batch", func(c *Config) { c.MaxNumBatchedTokens = c.MaxNumSeqs - 1 }, "max num batched tokens"},
+		{"zero eagerness", func(c *Config) { c.PrefillEagerness = 0 }, "prefill eagerness"},
+		{"eagerness > 1", func(c *Config) { c.PrefillEagerness = 1.5 }, "prefill eagerness"},
+		{"no blocks", func(c *Config) { c.NumGPUBlocks = 0 }, "num gpu blocks"},
+		{"bad block size", func(c *Config) { c.BlockSize = 0 }, "block size"},
+		{"model longer than cache", func(c *Config) { c.NumGPUBlocks, c.BlockSize, c.MaxModelLen = 10, 16, 161 }, "larger than the KV cache"},
+		{"negative card cv", func(c *Config) { c.Noise.CardCV = -0.1 }, "card cv"},
+		{"throttle without length", func(c *Config) { c.Noise.ThrottleFor = 0 }, "throttle for is 0"},
+		{"drift too large", func(c *Config) { c.Noise.DriftPerHour = 2 }, "drift per hour"},
+		{"bad reasoning field", func(c *Config) { c.ReasoningField = "thinking" }, "reasoning field"},
+		{"negative overhead", func(c *Config) { c.PrefillStepOverhead = -1 }, "prefill step overhead"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -10,7 +10,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/perfgate/perfgate/internal/tokenize"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
 // maxBody bounds a request body; long-context benchmarks send a few MiB.
@@ -18,28 +18,28 @@ const maxBody = 32 << 20
 
 var errDisconnected = errors.New("client disconnected")
 
-// Handler serves the OpenAI-compatible API: /v1/chat/completions,
-// /v1/completions, /v1/models and /health.
+// routes are the paths the engine serves, for the 405 answer.
+var routes = map[string]bool{
+	"/v1/chat/completions": true, "/v1/completions": true, "/v1/models": true, "/health": true,
+	"/tokenize": true, "/detokenize": true, "/metrics": true, "/start_profile": true, "/stop_profile": true,
+}
+
+// Handler serves vLLM's OpenAI-compatible API: /v1/chat/completions,
+// /v1/completions, /v1/models, /tokenize, /detokenize, /metrics,
+// /start_profile, /stop_profile and /health.
 func (e *Engine) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/chat/completions", func(w http.ResponseWriter, r *http.Request) { e.serveGenerate(w, r, true) })
 	mux.HandleFunc("POST /v1/completions", func(w http.ResponseWriter, r *http.Request) { e.serveGenerate(w, r, false) })
 	mux.HandleFunc("GET /v1/models", e.serveModels)
+	mux.HandleFunc("POST /tokenize", e.serveTokenize)
+	mux.HandleFunc("POST /detokenize", e.serveDetokenize)
+	mux.Handle("GET /metrics", promhttp.HandlerFor(e.reg, promhttp.HandlerOpts{ErrorHandling: promhttp.HTTPErrorOnError}))
+	mux.HandleFunc("POST /start_profile", e.serveStartProfile)
+	mux.HandleFunc("POST /stop_profile", e.serveStopProfile)
 	mux.HandleFunc("GET /health", e.serveHealth)
 	mux.HandleFunc("/", serveFallback)
 	return mux
-}
-
-// apiError is an OpenAI-style error, in the shape current vLLM answers.
-type apiError struct {
-	status int
-	msg    string
-}
-
-func (a *apiError) Error() string { return a.msg }
-
-func badRequest(format string, args ...any) *apiError {
-	return &apiError{status: http.StatusBadRequest, msg: fmt.Sprintf(format, args...)}
 }
 
 var errorTypes = map[int]string{
@@ -50,13 +50,22 @@ var errorTypes = map[int]string{
 	http.StatusServiceUnavailable:  "ServiceUnavailableError",
 }
 
+// errorBody is vLLM's error object, pre-rendered: json.Marshal of strings
+// and ints cannot fail.
+func errorBody(status int, msg string) []byte {
+	b := []byte(`{"error":{"message":`)
+	b = append(b, jsonString(msg)...)
+	b = append(b, `,"type":`...)
+	b = append(b, jsonString(errorTypes[status])...)
+	b = append(b, `,"param":null,"code":`...)
+	b = strconv.AppendInt(b, int64(status), 10)
+	return append(b, "}}"...)
+}
+
 func writeError(w http.ResponseWriter, status int, msg string) {
-	body, _ := json.Marshal(map[string]any{"error": map[string]any{
-		"message": msg, "type": errorTypes[status], "param": nil, "code": status,
-	}})
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	_, _ = w.Write(append(body, '\n'))
+	_, _ = w.Write(append(errorBody(status, msg), '\n'))
 }
 
 func writeJSON(w http.ResponseWriter, v any) {
@@ -70,12 +79,11 @@ func writeJSON(w http.ResponseWriter, v any) {
 }
 
 func serveFallback(w http.ResponseWriter, r *http.Request) {
-	switch r.URL.Path {
-	case "/v1/chat/completions", "/v1/completions", "/v1/models", "/health":
+	if routes[r.URL.Path] {
 		writeError(w, http.StatusMethodNotAllowed, fmt.Sprintf("method %s not allowed on %s", r.Method, r.URL.Path))
-	default:
-		writeError(w, http.StatusNotFound, fmt.Sprintf("no route %s %s", r.Method, r.URL.Path))
+		return
 	}
+	writeError(w, http.StatusNotFound, fmt.Sprintf("no route %s %s", r.Method, r.URL.Path))
 }
 
 func (e *Engine) serveHealth(w http.ResponseWriter, _ *http.Request) {
@@ -86,182 +94,27 @@ func (e *Engine) serveHealth(w http.ResponseWriter, _ *http.Request) {
 	w.WriteHeader(http.StatusOK)
 }
 
+// serveModels lists the one model as vLLM does, max_model_len included.
 func (e *Engine) serveModels(w http.ResponseWriter, _ *http.Request) {
+	created := e.start.Unix()
 	writeJSON(w, map[string]any{"object": "list", "data": []any{map[string]any{
-		"id": e.cfg.Model, "object": "model", "created": e.start.Unix(),
-		"owned_by": "perfgate", "root": e.cfg.Model, "parent": nil,
+		"id": e.cfg.Model, "object": "model", "created": created,
+		"owned_by": "perfgate", "root": e.cfg.Model, "parent": nil, "max_model_len": e.cfg.MaxModelLen,
+		"permission": []any{map[string]any{
+			"id": "modelperm-" + strconv.FormatInt(e.start.UnixNano(), 36), "object": "model_permission", "created": created,
+			"allow_create_engine": false, "allow_sampling": true, "allow_logprobs": true, "allow_search_indices": false,
+			"allow_view": true, "allow_fine_tuning": false, "organization": "*", "group": nil, "is_blocking": false,
+		}},
 	}}})
 }
 
-// genRequest is what both endpoints reduce a request body to.
-type genRequest struct {
-	model        string
-	promptTokens int
-	maxTokens    int
-	stream       bool
-	includeUsage bool
-}
-
-type streamOptions struct {
-	IncludeUsage bool `json:"include_usage"`
-}
-
-type chatRequest struct {
-	Model               string         `json:"model"`
-	Messages            []chatMessage  `json:"messages"`
-	MaxTokens           *int           `json:"max_tokens"`
-	MaxCompletionTokens *int           `json:"max_completion_tokens"`
-	Stream              bool           `json:"stream"`
-	StreamOptions       *streamOptions `json:"stream_options"`
-	IgnoreEOS           bool           `json:"ignore_eos"`
-	N                   *int           `json:"n"`
-}
-
-type chatMessage struct {
-	Role    string          `json:"role"`
-	Content json.RawMessage `json:"content"`
-}
-
-type completionRequest struct {
-	Model         string          `json:"model"`
-	Prompt        json.RawMessage `json:"prompt"`
-	MaxTokens     *int            `json:"max_tokens"`
-	Stream        bool            `json:"stream"`
-	StreamOptions *streamOptions  `json:"stream_options"`
-	IgnoreEOS     bool            `json:"ignore_eos"`
-	N             *int            `json:"n"`
-}
-
-func (e *Engine) parseChat(body []byte) (genRequest, *apiError) {
-	var req chatRequest
-	if err := json.Unmarshal(body, &req); err != nil {
-		return genRequest{}, badRequest("invalid JSON body: %v", err)
-	}
-	if req.Messages == nil {
-		return genRequest{}, badRequest("messages is required")
-	}
-	if len(req.Messages) == 0 {
-		return genRequest{}, badRequest("messages must not be empty")
-	}
-	g := genRequest{model: req.Model, stream: req.Stream}
-	for i, m := range req.Messages {
-		if m.Role == "" {
-			return genRequest{}, badRequest("messages[%d].role is required", i)
-		}
-		n, err := countContent(m.Content)
-		if err != nil {
-			return genRequest{}, badRequest("messages[%d].content: %v", i, err)
-		}
-		g.promptTokens += n
-	}
-	max := req.MaxTokens
-	if req.MaxCompletionTokens != nil {
-		max = req.MaxCompletionTokens
-	}
-	if err := e.finishParse(&g, max, req.N, req.StreamOptions); err != nil {
-		return genRequest{}, err
-	}
-	return g, nil
-}
-
-func (e *Engine) parseCompletion(body []byte) (genRequest, *apiError) {
-	var req completionRequest
-	if err := json.Unmarshal(body, &req); err != nil {
-		return genRequest{}, badRequest("invalid JSON body: %v", err)
-	}
-	n, err := countPrompt(req.Prompt)
-	if err != nil {
-		return genRequest{}, badRequest("prompt: %v", err)
-	}
-	g := genRequest{model: req.Model, stream: req.Stream, promptTokens: n}
-	if err := e.finishParse(&g, req.MaxTokens, req.N, req.StreamOptions); err != nil {
-		return genRequest{}, err
-	}
-	return g, nil
-}
-
-func (e *Engine) finishParse(g *genRequest, maxTokens, n *int, so *streamOptions) *apiError {
-	g.maxTokens = e.cfg.DefaultMaxTokens
-	if maxTokens != nil {
-		if *maxTokens < 1 {
-			return badRequest("max_tokens must be at least 1, got %d", *maxTokens)
-		}
-		g.maxTokens = *maxTokens
-	}
-	if n != nil && *n != 1 {
-		return badRequest("n=%d is not supported by perfgate sim: send n=1", *n)
-	}
-	if so != nil {
-		if !g.stream {
-			return badRequest("stream_options is only allowed when stream is true")
-		}
-		g.includeUsage = so.IncludeUsage
-	}
-	if g.model == "" {
-		g.model = e.cfg.Model // vLLM serves its one model when none is named
+// checkModel answers 404 as vLLM does for a model it does not serve; an
+// empty name means the served one.
+func (e *Engine) checkModel(model string) *apiError {
+	if model != "" && model != e.cfg.Model {
+		return &apiError{status: http.StatusNotFound, msg: fmt.Sprintf("The model `%s` does not exist.", model)}
 	}
 	return nil
-}
-
-// countContent counts the tokens of a chat message content: a string, null,
-// or a list of parts whose text parts count.
-func countContent(raw json.RawMessage) (int, error) {
-	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 || string(raw) == "null" {
-		return 0, nil
-	}
-	if raw[0] == '"' {
-		var s string
-		if err := json.Unmarshal(raw, &s); err != nil {
-			return 0, err
-		}
-		return tokenize.Count(s), nil
-	}
-	var parts []struct {
-		Type string `json:"type"`
-		Text string `json:"text"`
-	}
-	if err := json.Unmarshal(raw, &parts); err != nil {
-		return 0, errors.New("must be a string or a list of content parts")
-	}
-	n := 0
-	for _, p := range parts {
-		if p.Type == "text" {
-			n += tokenize.Count(p.Text)
-		}
-	}
-	return n, nil
-}
-
-// countPrompt counts a completions prompt: a string, a one-element list of
-// strings, or token ids (a list of integers, or one such list).
-func countPrompt(raw json.RawMessage) (int, error) {
-	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 || string(raw) == "null" {
-		return 0, errors.New("is required")
-	}
-	if raw[0] == '"' {
-		var s string
-		if err := json.Unmarshal(raw, &s); err != nil {
-			return 0, err
-		}
-		return tokenize.Count(s), nil
-	}
-	var list []json.RawMessage
-	if err := json.Unmarshal(raw, &list); err != nil {
-		return 0, errors.New("must be a string, a list of strings or a list of token ids")
-	}
-	if len(list) == 0 {
-		return 0, errors.New("must not be empty")
-	}
-	var ids []int
-	if json.Unmarshal(raw, &ids) == nil {
-		return len(ids), nil
-	}
-	if len(list) != 1 {
-		return 0, fmt.Errorf("has %d prompts; perfgate sim takes one prompt per request", len(list))
-	}
-	return countPrompt(list[0])
 }
 
 // serveGenerate runs one completion request through the engine.
@@ -299,29 +152,45 @@ func (e *Engine) serveGenerate(w http.ResponseWriter, r *http.Request, chat bool
 	} else {
 		g, perr = e.parseCompletion(body)
 	}
+	if perr == nil {
+		perr = e.checkModel(g.model)
+	}
+	rec.PromptTokens = len(g.prompt)
 	if perr != nil {
 		fail(perr.status, perr.msg)
-		return
-	}
-	rec.PromptTokens = g.promptTokens
-	if g.model != e.cfg.Model {
-		fail(http.StatusNotFound, fmt.Sprintf("The model `%s` does not exist.", g.model))
 		return
 	}
 	if e.injectError() {
 		fail(http.StatusInternalServerError, "simulated engine error (--error-rate)")
 		return
 	}
-	stallAt := 0
-	if e.cfg.StallMS > 0 && g.maxTokens >= 2 {
-		stallAt = g.maxTokens / 2
+	tail := chunkTail{finish: finishLength, stopReason: []byte("null")}
+	n := g.maxTokens
+	if stopN, text, reason, ok := stopAt(g); ok {
+		n = stopN
+		tail = chunkTail{finish: finishStop, stopReason: reason, text: text, textSet: true}
 	}
-	s := newSeq(g.promptTokens, g.maxTokens, stallAt)
+	stallAt := 0
+	if e.cfg.StallMS > 0 && n >= 2 {
+		stallAt = n / 2
+	}
+	bs := 0
+	if e.cfg.PrefixCaching {
+		bs = e.cfg.BlockSize
+	}
+	s := newSeq(g.prompt, n, stallAt, bs)
+	s.arrival = arrival
+	s.maxParam = g.maxTokens
+	s.stopped = tail.finish == finishStop
 	if err := e.submit(s); err != nil {
 		fail(http.StatusServiceUnavailable, err.Error())
 		return
 	}
-	out := newChunker(chat, id, arrival.Unix(), e.modelJSON)
+	reasoning := 0
+	if chat {
+		reasoning = e.cfg.ReasoningTokens
+	}
+	out := newChunker(chat, id, arrival.Unix(), e.modelJSON, n, tail, reasoning, e.cfg.ReasoningField)
 	if g.stream {
 		err = e.stream(r.Context(), w, s, out, &rec, g.includeUsage)
 	} else {
@@ -330,6 +199,9 @@ func (e *Engine) serveGenerate(w http.ResponseWriter, r *http.Request, chat bool
 	switch {
 	case err == nil:
 		rec.Status = http.StatusOK
+		rec.FinishReason = s.finishReason
+		rec.CachedTokens = s.cachedTokens
+		rec.Preemptions = s.preemptions
 	case errors.Is(err, errDisconnected):
 		rec.Status, rec.Error = 499, err.Error()
 	default:
@@ -371,4 +243,32 @@ func (e *Engine) await(ctx context.Context, s *seq, have int) (int, error) {
 			return have, errClosed
 		}
 	}
+}
+
+// serveStartProfile starts recording scheduler steps, as vLLM's
+// /start_profile starts its profiler.
+func (e *Engine) serveStartProfile(w http.ResponseWriter, _ *http.Request) {
+	e.prof.begin()
+	w.WriteHeader(http.StatusOK)
+}
+
+// serveStopProfile stops recording and answers the Chrome trace; with a
+// profile directory it also writes the file and names it in
+// X-Perfgate-Profile-File. vLLM answers an empty 200 and writes its trace
+// to VLLM_TORCH_PROFILER_DIR; a vLLM client ignores the body.
+func (e *Engine) serveStopProfile(w http.ResponseWriter, _ *http.Request) {
+	body, path, err := e.prof.end(e.cfg)
+	if errors.Is(err, errNotProfiling) {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	if path != "" {
+		w.Header().Set("X-Perfgate-Profile-File", path)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(body)
 }

@@ -17,9 +17,8 @@ import (
 // zeroConfig is an engine that never sleeps: tests of shapes and rules run
 // flat out and never depend on timing.
 func zeroConfig() Config {
-	c := DefaultConfig()
-	c.BaseTTFT, c.PrefillPerToken, c.DecodeStep, c.PerSeqCost = 0, 0, 0, 0
-	c.Jitter = 0
+	c := DefaultConfig().Quiet()
+	c.BaseTTFT, c.PrefillPerToken, c.DecodeStep, c.PerSeqCost, c.PrefillStepOverhead = 0, 0, 0, 0, 0
 	return c
 }
 

@@ -5,47 +5,63 @@ import (
 	"time"
 )
 
-// stepModel prices one engine step. It owns the jitter RNG, so the sequence
-// of step times for a given seed and load is reproducible.
+// stepWork is what one engine step computes.
+type stepWork struct {
+	seqs          int // sequences scheduled (decoding and prefilling)
+	decodeSeqs    int
+	prefillTokens int // prompt tokens computed (cache hits excluded)
+	prefillStarts int // sequences whose prefill or recompute begins
+}
+
+// stepModel prices one engine step. It owns the jitter RNG and the noise
+// model, so the sequence of step times for a given seed and load is
+// reproducible.
 type stepModel struct {
 	decode     time.Duration
 	perSeq     time.Duration
+	baseTTFT   time.Duration
+	prefillTok time.Duration
+	overhead   time.Duration
 	slowdown   float64
 	jitter     float64
 	rng        *rand.Rand
-	baseTTFT   time.Duration
-	prefillTok time.Duration
+	noise      *noiseModel
+	lastNoise  float64 // noise factor of the last step priced
 }
-
-// Distinct PCG streams keep the jitter sequence independent of how many
-// error-rate draws the handlers make.
-const (
-	streamJitter = 1
-	streamErrors = 2
-)
 
 func newStepModel(cfg Config) *stepModel {
 	return &stepModel{
 		decode:     cfg.DecodeStep,
 		perSeq:     cfg.PerSeqCost,
+		baseTTFT:   cfg.BaseTTFT,
+		prefillTok: cfg.PrefillPerToken,
+		overhead:   cfg.PrefillStepOverhead,
 		slowdown:   cfg.Slowdown,
 		jitter:     cfg.Jitter,
 		rng:        rand.New(rand.NewPCG(uint64(cfg.Seed), streamJitter)),
-		baseTTFT:   cfg.BaseTTFT,
-		prefillTok: cfg.PrefillPerToken,
+		noise:      newNoiseModel(cfg.Noise, cfg.Seed),
 	}
 }
 
-// prefill is the time a newly admitted request adds to its first step.
-func (m *stepModel) prefill(promptTokens int) time.Duration {
-	return m.baseTTFT + m.prefillTok*time.Duration(promptTokens)
+// nominal is the step's time before slowdown and noise. A step that
+// computes prompt tokens pays the overhead of a mixed batch once (it cannot
+// take the decode-only fast path), and each prefill that starts pays its
+// fixed cost.
+func (m *stepModel) nominal(w stepWork) time.Duration {
+	d := m.decode + m.perSeq*time.Duration(w.seqs) +
+		m.prefillTok*time.Duration(w.prefillTokens) + m.baseTTFT*time.Duration(w.prefillStarts)
+	if w.prefillTokens > 0 || w.prefillStarts > 0 {
+		d += m.overhead
+	}
+	return d
 }
 
-// duration returns the time of a step with running sequences in the batch
-// and prefill time for the requests admitted in it.
-func (m *stepModel) duration(running int, prefill time.Duration) time.Duration {
-	base := m.decode + m.perSeq*time.Duration(running) + prefill
-	f := m.slowdown
+// duration returns the time of a step doing w that starts `at` after engine
+// start.
+func (m *stepModel) duration(w stepWork, at time.Duration) time.Duration {
+	base := m.nominal(w)
+	m.lastNoise = m.noise.factor(at)
+	f := m.slowdown * m.lastNoise
 	if m.jitter > 0 {
 		f *= 1 + m.jitter*m.rng.NormFloat64()
 	}

@@ -7,40 +7,48 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/perfgate/perfgate/internal/tokenize"
 )
 
-// vocab is the text the engine "generates": token i is vocab[i%len(vocab)],
-// one word plus a space, so tokenize.Count of the output equals the token
-// count. Plain ASCII, so it needs no JSON escaping.
-var vocab = strings.Fields(`the quick brown fox jumps over a lazy dog while
-	seven bright engines hum along the river and every batch of tokens
-	streams out in order to the waiting clients who measure each gap`)
-
-func word(i int) string { return vocab[i%len(vocab)] + " " }
-
-// vocabSpaced holds the words with their trailing space, built once so the
-// per-token path only copies bytes.
+// vocabSpaced holds the generated words with their trailing space (output
+// token i is vocabSpaced[i%len]), so tokenize.Count of the output equals the
+// token count and the per-token path only copies bytes. Plain ASCII: no JSON
+// escaping needed.
 var vocabSpaced = func() []string {
-	out := make([]string, len(vocab))
-	for i := range vocab {
-		out[i] = word(i)
+	out := make([]string, len(tokenize.Output))
+	for i, w := range tokenize.Output {
+		out[i] = w + " "
 	}
 	return out
 }()
+
+// chunkTail is how a request ends: finish_reason, stop_reason (as JSON) and,
+// after a stop string, the last token's text up to it.
+type chunkTail struct {
+	finish     string
+	stopReason []byte
+	text       string
+	textSet    bool
+}
 
 // chunker encodes one request's SSE chunks in the shape vLLM streams them.
 // Everything but the token text is encoded once per request and the chunk
 // buffer is reused, so a token costs one copy and one Write.
 type chunker struct {
-	chat    bool
-	head    []byte // `data: {"id":…,"object":…,"created":…,"model":…,"choices":[`
-	buf     []byte
-	id      string
-	created int64
-	mod     []byte
+	chat      bool
+	head      []byte // `data: {"id":…,"object":…,"created":…,"model":…,"choices":[`
+	buf       []byte
+	id        string
+	created   int64
+	mod       []byte
+	n         int // tokens in the response
+	tail      chunkTail
+	reasoning int    // leading tokens sent as reasoning deltas (chat)
+	field     string // reasoning delta key
 }
 
-func newChunker(chat bool, requestID string, created int64, modelJSON []byte) *chunker {
+func newChunker(chat bool, requestID string, created int64, modelJSON []byte, n int, tail chunkTail, reasoning int, field string) *chunker {
 	id, object := "cmpl-"+requestID, "text_completion"
 	if chat {
 		id, object = "chatcmpl-"+requestID, "chat.completion.chunk"
@@ -55,34 +63,58 @@ func newChunker(chat bool, requestID string, created int64, modelJSON []byte) *c
 	head = append(head, `,"model":`...)
 	head = append(head, modelJSON...)
 	head = append(head, `,"choices":[`...)
-	return &chunker{chat: chat, head: head, buf: make([]byte, 0, 256), id: id, created: created, mod: modelJSON}
+	return &chunker{chat: chat, head: head, buf: make([]byte, 0, 256), id: id, created: created, mod: modelJSON,
+		n: n, tail: tail, reasoning: reasoning, field: field}
 }
 
-// token returns the chunk for token i. The first chat chunk carries the
-// assistant role and the last carries finish_reason, as vLLM sends them, so
-// every chunk holds exactly one token.
-func (c *chunker) token(i int, last bool) []byte {
+// text is the text of output token i, cut at the stop string for the last.
+func (c *chunker) text(i int) string {
+	if i == c.n-1 && c.tail.textSet {
+		return c.tail.text
+	}
+	return vocabSpaced[i%len(vocabSpaced)]
+}
+
+// role returns the chat stream's first chunk: the assistant role and empty
+// content, which vLLM sends before the first token.
+func (c *chunker) role() []byte {
+	b := append(c.buf[:0], c.head...)
+	b = append(b, `{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,"finish_reason":null}]}`+"\n\n"...)
+	c.buf = b
+	return b
+}
+
+// token returns the chunk for output token i. The last carries
+// finish_reason and stop_reason; chat chunks carry stop_reason only there,
+// completion chunks always, as vLLM sends them.
+func (c *chunker) token(i int) []byte {
+	last := i == c.n-1
 	b := append(c.buf[:0], c.head...)
 	if c.chat {
-		b = append(b, `{"index":0,"delta":{`...)
-		if i == 0 {
-			b = append(b, `"role":"assistant",`...)
+		b = append(b, `{"index":0,"delta":{"`...)
+		if i < c.reasoning {
+			b = append(b, c.field...)
+		} else {
+			b = append(b, `content`...)
 		}
-		b = append(b, `"content":"`...)
-		b = append(b, vocabSpaced[i%len(vocabSpaced)]...)
+		b = append(b, `":"`...)
+		b = append(b, c.text(i)...)
 		b = append(b, `"},"logprobs":null,"finish_reason":`...)
 	} else {
 		b = append(b, `{"index":0,"text":"`...)
-		b = append(b, vocabSpaced[i%len(vocabSpaced)]...)
+		b = append(b, c.text(i)...)
 		b = append(b, `","logprobs":null,"finish_reason":`...)
 	}
-	if last {
-		b = append(b, `"length"`...)
-	} else {
+	switch {
+	case last:
+		b = append(b, '"')
+		b = append(b, c.tail.finish...)
+		b = append(b, `","stop_reason":`...)
+		b = append(b, c.tail.stopReason...)
+	case c.chat:
 		b = append(b, `null`...)
-	}
-	if !c.chat {
-		b = append(b, `,"stop_reason":null`...)
+	default:
+		b = append(b, `null,"stop_reason":null`...)
 	}
 	b = append(b, "}]}\n\n"...)
 	c.buf = b
@@ -133,7 +165,13 @@ func (e *Engine) stream(ctx context.Context, w http.ResponseWriter, s *seq, c *c
 			return err
 		}
 		for ; written < n; written++ {
-			if _, err := w.Write(c.token(written, written == s.maxTokens-1)); err != nil {
+			if written == 0 && c.chat {
+				if _, err := w.Write(c.role()); err != nil {
+					s.cancelled.Store(true)
+					return errDisconnected
+				}
+			}
+			if _, err := w.Write(c.token(written)); err != nil {
 				s.cancelled.Store(true)
 				return errDisconnected
 			}
@@ -158,12 +196,8 @@ func (e *Engine) stream(ctx context.Context, w http.ResponseWriter, s *seq, c *c
 
 // writeStreamError sends vLLM's in-stream error event.
 func writeStreamError(w http.ResponseWriter, msg string) {
-	body, _ := json.Marshal(map[string]any{"error": map[string]any{
-		"message": msg, "type": errorTypes[http.StatusServiceUnavailable], "param": nil, "code": http.StatusServiceUnavailable,
-	}})
-	_, _ = w.Write([]byte("data: "))
-	_, _ = w.Write(body)
-	_, _ = w.Write([]byte("\n\n"))
+	b := append([]byte("data: "), errorBody(http.StatusServiceUnavailable, msg)...)
+	_, _ = w.Write(append(b, "\n\n"...))
 }
 
 // complete waits for all tokens and answers one JSON object. First and last
@@ -181,19 +215,30 @@ func (e *Engine) complete(ctx context.Context, w http.ResponseWriter, s *seq, c 
 		}
 		have = n
 	}
-	var text strings.Builder
+	var text, reasoning strings.Builder
 	for i := range have {
-		text.WriteString(vocabSpaced[i%len(vocabSpaced)])
+		if c.chat && i < c.reasoning {
+			reasoning.WriteString(c.text(i))
+			continue
+		}
+		text.WriteString(c.text(i))
 	}
 	usage := map[string]int{"prompt_tokens": s.promptTokens, "total_tokens": s.promptTokens + have, "completion_tokens": have}
 	var choice map[string]any
 	object := "text_completion"
+	stopReason := json.RawMessage(c.tail.stopReason)
 	if c.chat {
 		object = "chat.completion"
-		choice = map[string]any{"index": 0, "message": map[string]any{"role": "assistant", "content": text.String()},
-			"logprobs": nil, "finish_reason": "length"}
+		msg := map[string]any{"role": "assistant", "content": text.String(), "tool_calls": []any{}, c.field: nil}
+		if c.reasoning > 0 {
+			msg[c.field] = reasoning.String()
+			if have <= c.reasoning {
+				msg["content"] = nil
+			}
+		}
+		choice = map[string]any{"index": 0, "message": msg, "logprobs": nil, "finish_reason": c.tail.finish, "stop_reason": stopReason}
 	} else {
-		choice = map[string]any{"index": 0, "text": text.String(), "logprobs": nil, "finish_reason": "length", "stop_reason": nil}
+		choice = map[string]any{"index": 0, "text": text.String(), "logprobs": nil, "finish_reason": c.tail.finish, "stop_reason": stopReason}
 	}
 	writeJSON(w, map[string]any{
 		"id": c.id, "object": object, "created": c.created, "model": json.RawMessage(c.mod),
@@ -206,6 +251,9 @@ func (e *Engine) complete(ctx context.Context, w http.ResponseWriter, s *seq, c 
 
 // jsonString encodes s as a JSON string literal.
 func jsonString(s string) []byte {
-	b, _ := json.Marshal(s)
+	b, err := json.Marshal(s)
+	if err != nil {
+		panic("sim: marshal a string: " + err.Error()) // unreachable: every Go string encodes
+	}
 	return b
 }

@@ -10,6 +10,10 @@ import (
 
 // TraceRecord is one finished request as the engine saw it; Trace gets one
 // JSON line of it per request. Status 499 means the client went away.
+// Times are when the handler wrote the first and last token, the client's
+// view less the network; CachedTokens are prompt tokens the prefix cache
+// held at admission; Preemptions counts recomputes after the KV cache ran
+// out.
 type TraceRecord struct {
 	RequestID        string `json:"request_id"`
 	ArrivalUnixNS    int64  `json:"arrival_unix_ns"`
@@ -17,6 +21,9 @@ type TraceRecord struct {
 	LastTokenUnixNS  int64  `json:"last_token_unix_ns"`
 	PromptTokens     int    `json:"prompt_tokens"`
 	OutputTokens     int    `json:"output_tokens"`
+	CachedTokens     int    `json:"cached_tokens"`
+	Preemptions      int    `json:"preemptions"`
+	FinishReason     string `json:"finish_reason,omitempty"`
 	Status           int    `json:"status"`
 	Error            string `json:"error,omitempty"`
 }

@@ -1,7 +1,9 @@
 // Package tokenize is the token rule shared by the simulated engine and the
 // benchmark client: one whitespace-separated word is one token. A real engine
 // reports its own counts in the usage block, which the client prefers; this
-// rule is only the fallback and the simulator's truth.
+// rule is only the fallback and the simulator's truth. Encode and Decode give
+// the words ids (a fixed vocabulary of VocabSize words), which is what the
+// simulator's /tokenize and /detokenize answer and its prefix cache hashes.
 package tokenize
 
 import "unicode"
