@@ -108,22 +108,25 @@ func (sc *scheduler) run() {
 		start := next
 		d := sc.model.duration(sc.tally.work, start.Sub(e.start))
 		next = next.Add(d)
-		if wait := time.Until(next); wait > 0 {
-			timer.Reset(wait)
-			select {
-			case <-timer.C:
-			case <-e.done:
-				return
+		end := now // a zero-time step ends when it starts: no clock reads on the hot path
+		if d > 0 {
+			if wait := time.Until(next); wait > 0 {
+				timer.Reset(wait)
+				select {
+				case <-timer.C:
+				case <-e.done:
+					return
+				}
 			}
-		} else {
-			select {
-			case <-e.done:
-				return
-			default:
-			}
+			end = time.Now()
+		}
+		select {
+		case <-e.done:
+			return
+		default:
 		}
 		sc.stepNo++
-		sc.apply(time.Now(), start, d)
+		sc.apply(end, start, d)
 	}
 }
 
