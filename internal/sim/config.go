@@ -50,6 +50,9 @@ type Config struct {
 	ProfileDir string    // where POST /stop_profile writes its Chrome trace; "" = only in the response
 }
 
+// maxGPUBlocks bounds the KV cache's bookkeeping (about 30 bytes a block).
+const maxGPUBlocks = 1 << 22
+
 // DefaultConfig returns an engine shaped roughly like a mid-size model on
 // one GPU: 15 ms of fixed prefill cost, 8 ms decode steps, 256 sequences, a
 // 512k-token KV cache with prefix caching, and a GPU's variation.
@@ -120,8 +123,8 @@ func (c Config) validate() error {
 	if c.BlockSize < 1 || c.BlockSize > 1024 {
 		errs = append(errs, fmt.Errorf("block size is %d: must be in 1..1024 (vLLM uses 16)", c.BlockSize))
 	}
-	if c.NumGPUBlocks < 1 {
-		errs = append(errs, fmt.Errorf("num gpu blocks is %d: must be >= 1", c.NumGPUBlocks))
+	if c.NumGPUBlocks < 1 || c.NumGPUBlocks > maxGPUBlocks {
+		errs = append(errs, fmt.Errorf("num gpu blocks is %d: must be in 1..%d", c.NumGPUBlocks, maxGPUBlocks))
 	}
 	if c.MaxModelLen < 2 {
 		errs = append(errs, fmt.Errorf("max model len is %d: must be >= 2", c.MaxModelLen))

@@ -649,6 +649,7 @@ func TestConfigValidate(t *testing.T) {
 		{"zero eagerness", func(c *Config) { c.PrefillEagerness = 0 }, "prefill eagerness"},
 		{"eagerness > 1", func(c *Config) { c.PrefillEagerness = 1.5 }, "prefill eagerness"},
 		{"no blocks", func(c *Config) { c.NumGPUBlocks = 0 }, "num gpu blocks"},
+		{"too many blocks", func(c *Config) { c.NumGPUBlocks = 1 << 30 }, "num gpu blocks"},
 		{"bad block size", func(c *Config) { c.BlockSize = 0 }, "block size"},
 		{"model longer than cache", func(c *Config) { c.NumGPUBlocks, c.BlockSize, c.MaxModelLen = 10, 16, 161 }, "larger than the KV cache"},
 		{"negative card cv", func(c *Config) { c.Noise.CardCV = -0.1 }, "card cv"},

@@ -67,7 +67,7 @@ func (sc *scheduler) run() {
 	for {
 		sc.waiting.items = e.takeArrivals(sc.waiting.items)
 		now := time.Now()
-		sc.dropCancelled(now)
+		sc.dropCancelled()
 		sc.schedule(now)
 
 		if len(sc.plan) == 0 {
@@ -317,7 +317,7 @@ func (sc *scheduler) apply(now, start time.Time, d time.Duration) {
 }
 
 // dropCancelled frees the blocks of sequences whose client went away.
-func (sc *scheduler) dropCancelled(now time.Time) {
+func (sc *scheduler) dropCancelled() {
 	keep := sc.running[:0]
 	for _, s := range sc.running {
 		if s.cancelled.Load() {
