@@ -4,11 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"sort"
 	"strings"
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/perfgate/perfgate/internal/suggest"
 )
 
 // LoadConfigFile reads a sim config file (a flat YAML mapping of knob keys,
@@ -67,7 +68,7 @@ func ParseConfig(filename string, data []byte, base Config) (Config, error) {
 		k, ok := byKey[kn.Value]
 		if !ok {
 			hint := ""
-			if s := closest(kn.Value, KnobKeys()); s != "" {
+			if s := suggest.Closest(kn.Value, KnobKeys()); s != "" {
 				hint = fmt.Sprintf(" (did you mean %q?)", s)
 			}
 			at(kn, "unknown key %q%s; the keys are %s", kn.Value, hint, strings.Join(KnobKeys(), ", "))
@@ -133,41 +134,4 @@ func kindName(n *yaml.Node) string {
 		return "alias"
 	}
 	return "scalar"
-}
-
-// closest returns the candidate within a few edits of got, or "".
-func closest(got string, candidates []string) string {
-	type scored struct {
-		s string
-		d int
-	}
-	var best []scored
-	for _, c := range candidates {
-		best = append(best, scored{c, editDistance(got, c)})
-	}
-	sort.SliceStable(best, func(i, j int) bool { return best[i].d < best[j].d })
-	if len(best) == 0 || best[0].d > max(2, len(got)/3) {
-		return ""
-	}
-	return best[0].s
-}
-
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
