@@ -57,6 +57,26 @@ func TestHolm(t *testing.T) {
 	}
 }
 
+// A NaN p-value (a test that could not be computed) must neither stop the
+// sort nor shrink the family: Holm([.003 .002 NaN .001]) corrects the three
+// real p-values for a family of four and returns no NaN.
+func TestHolmNaN(t *testing.T) {
+	got := Holm([]float64{0.003, 0.002, math.NaN(), 0.001})
+	want := []float64{0.006, 0.006, 1, 0.004}
+	for i := range want {
+		if math.IsNaN(got[i]) || math.Abs(got[i]-want[i]) > 1e-12 {
+			t.Fatalf("Holm = %v, want %v", got, want)
+		}
+	}
+	for _, p := range [][]float64{{math.NaN()}, {math.NaN(), math.NaN(), 0.01}, {1.5, -0.1}} {
+		for i, v := range Holm(p) {
+			if math.IsNaN(v) || v < 0 || v > 1 {
+				t.Errorf("Holm(%v)[%d] = %v", p, i, v)
+			}
+		}
+	}
+}
+
 func TestQuantile(t *testing.T) {
 	s := []float64{1, 2, 3, 4}
 	if Quantile(s, 0.5) != 2.5 || Quantile(s, 0) != 1 || Quantile(s, 1) != 4 || Median([]float64{3, 1, 2}) != 2 {
