@@ -1,9 +1,6 @@
 package stats
 
-import (
-	"math"
-	"sync"
-)
+import "math"
 
 // TCDF is Student's t distribution function with df degrees of freedom.
 func TCDF(t, df float64) float64 {
@@ -21,41 +18,61 @@ func TCDF(t, df float64) float64 {
 	return tail
 }
 
-type tKey struct{ p, df float64 }
-
-var tCache sync.Map // tKey -> float64: the gate asks for few distinct quantiles
-
-// TQuantile is the p-quantile of Student's t with df degrees of freedom.
+// TQuantile is the p-quantile of Student's t with df degrees of freedom
+// (df may be fractional, as Satterthwaite's are): safeguarded Newton steps
+// on the upper tail, from the normal quantile, inside a bracket that
+// bisection falls back to. Working on the tail keeps the far quantiles
+// (p = 1 − 10⁻⁶) accurate.
 func TQuantile(p, df float64) float64 {
-	if v, ok := tCache.Load(tKey{p, df}); ok {
-		return v.(float64)
-	}
-	if p == 0.5 {
+	switch {
+	case math.IsNaN(p) || math.IsNaN(df) || df <= 0:
+		return math.NaN()
+	case p <= 0:
+		return math.Inf(-1)
+	case p >= 1:
+		return math.Inf(1)
+	case p == 0.5:
 		return 0
-	}
-	if p < 0.5 {
+	case p < 0.5:
 		return -TQuantile(1-p, df)
 	}
-	// Bisection on the monotone CDF: 100 halvings of a bracket that holds
-	// every quantile the gate uses.
+	q := 1 - p // the upper tail to hit
+	tail := func(t float64) float64 { return 0.5 * RegIncBeta(df/2, 0.5, df/(df+t*t)) }
 	lo, hi := 0.0, 1.0
-	for TCDF(hi, df) < p {
-		hi *= 2
-		if hi > 1e12 {
+	for tail(hi) > q {
+		lo, hi = hi, hi*2
+		if hi > 1e300 {
+			return math.Inf(1)
+		}
+	}
+	logNorm := lgamma((df+1)/2) - lgamma(df/2) - 0.5*math.Log(df*math.Pi)
+	x := math.Sqrt2 * math.Erfinv(2*p-1) // the normal quantile: close for large df
+	if !(x > lo && x < hi) {
+		x = (lo + hi) / 2
+	}
+	for i := 0; i < 200; i++ {
+		f := tail(x) - q
+		if f > 0 {
+			lo = x
+		} else {
+			hi = x
+		}
+		if math.Abs(f) <= 1e-13*q || hi-lo <= 1e-13*hi {
 			break
 		}
-	}
-	for i := 0; i < 100 && hi-lo > 1e-12*hi; i++ {
-		mid := (lo + hi) / 2
-		if TCDF(mid, df) < p {
-			lo = mid
-		} else {
-			hi = mid
+		pdf := math.Exp(logNorm - (df+1)/2*math.Log1p(x*x/df))
+		next := x + f/pdf // tail falls with slope −pdf
+		if !(next > lo && next < hi) || pdf == 0 {
+			next = (lo + hi) / 2
 		}
+		x = next
 	}
-	q := (lo + hi) / 2
-	tCache.Store(tKey{p, df}, q)
-	return q
+	return x
+}
+
+func lgamma(x float64) float64 {
+	v, _ := math.Lgamma(x)
+	return v
 }
 
 // NormCDF is the standard normal distribution function.

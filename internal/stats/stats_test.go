@@ -16,12 +16,20 @@ func TestTQuantile(t *testing.T) {
 		{0.95, 1, 6.313752},
 		{0.999, 30, 3.385185},
 		{0.995, 1e6, 2.575835},
+		{0.9999, 2, 70.70007},
+		{0.999999, 5, 24.77103},
+		{0.99, 7.5, 2.943099},
+		{0.05, 10, -1.812461},
 	}
 	for _, tc := range cases {
-		if got := TQuantile(tc.p, tc.df); math.Abs(got-tc.want) > 1e-4 {
+		if got := TQuantile(tc.p, tc.df); math.Abs(got-tc.want) > 1e-4*math.Max(1, math.Abs(tc.want)) {
 			t.Errorf("TQuantile(%g, %g) = %g, want %g", tc.p, tc.df, got, tc.want)
 		}
 		if got := TCDF(tc.want, tc.df); math.Abs(got-tc.p) > 1e-6 {
+			t.Errorf("TCDF(%g, %g) = %g, want %g", tc.want, tc.df, got, tc.p)
+		}
+		// The quantile inverts the distribution function to high accuracy.
+		if got := TCDF(TQuantile(tc.p, tc.df), tc.df); math.Abs(got-tc.p) > 1e-10 {
 			t.Errorf("TCDF(%g, %g) = %g, want %g", tc.want, tc.df, got, tc.p)
 		}
 	}
