@@ -273,7 +273,7 @@ func runBaselineShow(ctx context.Context, env *cliEnv, args []string) int {
 		return 3
 	}
 	// The medians exactly as the gate reads them, and the spread it sees.
-	rep, err := gate.Compare(s.Runs, s.Runs, tier, gate.Options{Looks: 1})
+	rep, err := gate.Compare(s.Runs, s.Runs, tier, gate.Options{Looks: gate.SingleLook()})
 	if err != nil {
 		fmt.Fprintf(env.stderr, "perfgate baseline show: %v\n", err)
 		return 3

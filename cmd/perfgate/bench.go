@@ -130,7 +130,7 @@ func runBench(ctx context.Context, env *cliEnv, args []string) int {
 	}
 	if *useSim {
 		res.Perfgate.Environment.Sim = true
-		res.Perfgate.Environment.EngineImage = fmt.Sprintf("perfgate sim (slowdown %g)", *simSlowdown)
+		res.Perfgate.Environment.EngineImage = "perfgate sim" // the slowdown is what a comparison measures, not the engine's identity
 	}
 	bench.WriteSummary(env.stdout, res)
 	if *output != "" {

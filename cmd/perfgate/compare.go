@@ -17,10 +17,12 @@ func init() {
 }
 
 func runCompare(ctx context.Context, env *cliEnv, args []string) int {
-	fs := env.flags("compare", "--candidate R1.json [R2.json …] --baseline B.json [B2.json …] [--tier merge] [--config FILE] [--json]")
+	fs := env.flags("compare", "--candidate R1.json [R2.json …] --baseline B.json [B2.json …] [--tier merge] [--config FILE] [--paired] [--history H.json …] [--looks L.json] [--json]")
 	tierName := fs.String("tier", "merge", "tier whose thresholds apply")
 	cfgPath := fs.String("config", "", "perfgate config (default "+config.DefaultPath+" when it exists, else the defaults)")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
+	paired := fs.Bool("paired", false, "the runs are an interleaved job's: pair the i-th baseline run with the i-th candidate run (base and head, in run order) and judge the per-pair ratios")
+	looksPath := fs.String("looks", "", "the commit's look budget so far (the \"looks\" of the previous look's --json report): this look spends the next share of α")
 	var cands, bases, hist []string
 	fs.Func("candidate", "candidate result file(s); several may follow one flag", func(s string) error { cands = append(cands, s); return nil })
 	fs.Func("baseline", "baseline file(s): results, a JSON array of results, or a baseline export", func(s string) error { bases = append(bases, s); return nil })
@@ -60,9 +62,33 @@ func runCompare(ctx context.Context, env *cliEnv, args []string) int {
 			fmt.Fprintf(env.stderr, "perfgate compare: history: %v\n", err)
 			return 3
 		}
-		opt.History = append(opt.History, set)
+		opt.History.Sessions = append(opt.History.Sessions, gate.Session{Label: h, Runs: set})
 	}
-	rep, err := gate.Compare(baseline, candidate, tier, opt)
+	if *looksPath != "" {
+		data, err := os.ReadFile(*looksPath)
+		if err != nil {
+			fmt.Fprintf(env.stderr, "perfgate compare: --looks: %v\n", err)
+			return 3
+		}
+		if err := json.Unmarshal(data, &opt.Looks); err != nil {
+			fmt.Fprintf(env.stderr, "perfgate compare: --looks %s: %v (want the \"looks\" object of a --json report)\n", *looksPath, err)
+			return 3
+		}
+	}
+	var rep *gate.Report
+	if *paired {
+		if len(baseline) != len(candidate) {
+			fmt.Fprintf(env.stderr, "perfgate compare: --paired needs as many baseline runs as candidate runs, got %d and %d\n", len(baseline), len(candidate))
+			return 3
+		}
+		pairs := make([]gate.Pair, len(baseline))
+		for i := range pairs {
+			pairs[i] = gate.Pair{Session: "1", Index: i, Base: baseline[i], Head: candidate[i]}
+		}
+		rep, err = gate.ComparePaired(pairs, tier, opt)
+	} else {
+		rep, err = gate.Compare(baseline, candidate, tier, opt)
+	}
 	if err != nil {
 		fmt.Fprintf(env.stderr, "perfgate compare: %v\n", err)
 		return 3

@@ -2,8 +2,13 @@ package main
 
 import (
 	"bytes"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/perfgate/perfgate/internal/config"
+	"github.com/perfgate/perfgate/internal/gate"
+	"github.com/perfgate/perfgate/internal/result"
 )
 
 // The gate's commands answer with the documented exit codes.
@@ -19,13 +24,24 @@ func TestGateCommandExitCodes(t *testing.T) {
 		{"compare usage", []string{"compare", "--candidate", "x.json"}, 3, ""},
 		{"compare missing file", []string{"compare", "--candidate", "nope.json", "--baseline", "nope.json"}, 3, ""},
 		{"compare unknown tier", append([]string{"compare", "--tier", "weekly"}, vllm...), 3, ""},
-		{"compare self", []string{"compare", "--tier", "quick", "--candidate", "../../testdata/gate/vllm-baseline.json", "--baseline", "../../testdata/gate/vllm-baseline.json"}, 0, "PASS"},
+		{"compare self", append([]string{"compare", "--tier", "quick", "--baseline", "../../testdata/gate/vllm-candidate-1.json",
+			"../../testdata/gate/vllm-candidate-2.json", "../../testdata/gate/vllm-candidate-3.json"}, vllm[:4]...), 0, "PASS"},
 		{"compare json", append([]string{"compare", "--json", "--tier", "quick"}, vllm...), 2, `"verdict": "inconclusive"`},
+		// No failed request on either side: an all-zero error_rate, whose
+		// p-value was NaN and made the JSON encoder fail (exit 3).
+		{"compare json zero error rate", append([]string{"compare", "--json", "--tier", "merge"}, vllm...), 2, `"metric": "error_rate"`},
+		{"compare history", append([]string{"compare", "--tier", "quick", "--history", "../../testdata/gate/vllm-baseline.json"}, vllm...), 2, "noise history of 1 session"},
+		{"compare paired", append([]string{"compare", "--tier", "quick", "--paired"}, vllm...), 2, "3 interleaved pairs"},
+		{"compare paired unequal", []string{"compare", "--paired", "--candidate", "../../testdata/gate/vllm-candidate-1.json", "--baseline", "../../testdata/gate/vllm-baseline.json"}, 3, ""},
+		{"compare looks", append([]string{"compare", "--tier", "quick", "--looks", "../../testdata/gate/looks-1.json"}, vllm...), 2, "look 2: α 0.25% of the commit's 1% (0.75% spent)"},
 		{"config ok", []string{"config", "validate", "../../testdata/config/perfgate.yml"}, 0, "tier merge: 1000 prompts × 5 runs"},
 		{"config invalid", []string{"config", "validate", "../../testdata/config/invalid/bad-forks.yml"}, 1, `triggers.forks: unknown value "maintainers"`},
 		{"config usage", []string{"config"}, 3, ""},
 		{"simulate usage", []string{"simulate-gate", "--gates", "0"}, 3, ""},
-		{"simulate small", []string{"simulate-gate", "--gates", "20"}, 0, "false alarm"},
+		{"simulate small", []string{"simulate-gate", "--gates", "20"}, 0, "FA 5 retests"},
+		{"simulate stored", []string{"simulate-gate", "--gates", "10", "--design", "stored", "--noise", "n2", "--history", "0"}, 0, "stored baseline: 5 candidate vs 5 baseline runs"},
+		{"simulate bad design", []string{"simulate-gate", "--design", "mixed"}, 3, ""},
+		{"simulate bad noise", []string{"simulate-gate", "--noise", "n9"}, 3, ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -35,5 +51,34 @@ func TestGateCommandExitCodes(t *testing.T) {
 				t.Errorf("exit %d want %d\nstdout: %s\nstderr: %s", code, tc.code, stdout.String(), stderr.String())
 			}
 		})
+	}
+}
+
+// The README's quick start compares `bench --sim` with `bench --sim
+// --sim-slowdown 1.2`: the slowdown is the change being measured, not a
+// different engine, so the two are comparable (it used to be written into
+// engine_image, and every such comparison was an environment mismatch).
+func TestSimSlowdownIsComparable(t *testing.T) {
+	dir := t.TempDir()
+	var runs []*result.Result
+	for _, slowdown := range []string{"1", "1.2"} {
+		file := filepath.Join(dir, "r"+slowdown+".json")
+		code, _, stderr := runBenchArgs(t, "--sim", "--sim-slowdown", slowdown, "--num-prompts", "8", "--input-len", "8", "--output-len", "4", "--output", file)
+		if code != 0 {
+			t.Fatalf("bench --sim-slowdown %s: exit %d: %s", slowdown, code, stderr)
+		}
+		r, err := result.LoadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		runs = append(runs, r)
+	}
+	tier, _ := config.Default().Tier("quick")
+	rep, err := gate.Compare(runs[:1], runs[1:], tier, gate.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Mismatches) != 0 {
+		t.Errorf("sim runs with and without a slowdown differ in %+v", rep.Mismatches)
 	}
 }

@@ -14,48 +14,91 @@ func init() {
 	register("simulate-gate", command{summary: "measure the gate's false-alarm and detection rates on synthetic runs", run: runSimulateGate})
 }
 
+// noiseModels names the simulation's noise models on the command line.
+var noiseModels = map[string]gate.NoiseModel{
+	"n2": gate.DefaultNoiseModels[0], "n5": gate.DefaultNoiseModels[1],
+	"t2": gate.DefaultNoiseModels[2], "t5": gate.DefaultNoiseModels[3],
+}
+
 func runSimulateGate(ctx context.Context, env *cliEnv, args []string) int {
-	fs := env.flags("simulate-gate", "[--gates 10000] [--tier merge] [flags]")
-	gates := fs.Int("gates", 10000, "gates per noise model, for each of the two rates")
-	runs := fs.Int("runs", 0, "candidate runs (default: the tier's repeats)")
-	baseRuns := fs.Int("baseline-runs", 5, "runs in the baseline")
-	history := fs.Int("history", 4, "earlier A/A run sets feeding the noise prior (0: none)")
-	delta := fs.Float64("delta", 0.08, "true tpot_p99 regression to detect")
+	fs := env.flags("simulate-gate", "[--gates 20000] [--tier merge] [--design stored|interleaved] [flags]")
+	gates := fs.Int("gates", 20000, "gates per noise model, for each rate")
+	tierName := fs.String("tier", "merge", "tier whose defaults are simulated")
+	design := fs.String("design", "", "stored (candidate runs vs a stored baseline) or interleaved (base/head pairs); default: the tier's")
+	runs := fs.Int("runs", 0, "candidate runs per session (stored) or pairs per job (interleaved); default: the tier's repeats or pairs")
+	baseRuns := fs.Int("baseline-runs", 5, "runs in the stored baseline and in each history session")
+	history := fs.Int("history", 4, "earlier sessions of unchanged code the gate gets as noise history (0: none, a new repository)")
+	sessionCV := fs.Float64("session-cv", 0.02, "session-to-session shift (coefficient of variation; each job is a session)")
+	drift := fs.Float64("drift", 0.002, "random-walk drift per run within a session")
+	metric := fs.String("metric", gate.DefaultSimMetric, "gated latency metric the true regressions are injected into")
+	deltas := fs.String("delta", "0.05,0.08", "comma-separated true regressions whose detection rate is reported")
+	retests := fs.Int("retests", 5, "retests in the A/A retest sequence (false alarms after 1…N retests)")
 	seed := fs.Uint64("seed", 1, "random seed")
-	tierName := fs.String("tier", "merge", "tier")
+	noise := fs.String("noise", "n2,n5,t2,t5", "noise models: n2/n5 normal CV 2%/5%, t2/t5 t(5) with 3% outlier runs")
 	sweep := fs.String("sweep", "", "comma-separated deltas for the smallest-detectable search, e.g. 0.02,0.04,0.06,0.08,0.10,0.15,0.20")
 	sweepGates := fs.Int("sweep-gates", 2000, "gates per swept delta")
 	if code, ok := fs.parse(args); !ok {
 		return code
 	}
-	tier, err := config.Default().Tier(*tierName)
-	if err != nil || *gates < 1 || *baseRuns < 3 || fs.NArg() > 0 {
-		fmt.Fprintf(env.stderr, "perfgate simulate-gate: bad arguments (%v)\n", err)
+	bad := func(format string, a ...any) int {
+		fmt.Fprintf(env.stderr, "perfgate simulate-gate: "+format+"\n", a...)
 		return 3
 	}
-	cfg := gate.SimConfig{Tier: tier, Gates: *gates, Runs: *runs, BaselineRuns: *baseRuns, HistorySets: *history,
-		Delta: *delta, Seed: *seed, Models: gate.DefaultNoiseModels, SweepGates: *sweepGates}
+	tier, err := config.Default().Tier(*tierName)
+	if err != nil {
+		return bad("%v", err)
+	}
+	if *gates < 1 || *baseRuns < 3 || *history < 0 || *retests < 0 || *sessionCV < 0 || *drift < 0 || fs.NArg() > 0 {
+		return bad("bad arguments: need --gates ≥ 1, --baseline-runs ≥ 3, non-negative --history, --retests, --session-cv, --drift")
+	}
+	cfg := gate.SimConfig{Tier: tier, Design: *design, Gates: *gates, Runs: *runs, BaselineRuns: *baseRuns, HistorySets: *history,
+		SessionCV: *sessionCV, Drift: *drift, Metric: *metric, Retests: *retests, Seed: *seed, SweepGates: *sweepGates}
+	if cfg.Design == "" {
+		cfg.Design = gate.DesignStored
+		if tier.Interleave {
+			cfg.Design = gate.DesignInterleaved
+		}
+	}
 	if cfg.Runs == 0 {
 		cfg.Runs = tier.Repeats
+		if cfg.Design == gate.DesignInterleaved {
+			cfg.Runs = tier.Pairs
+		}
+	}
+	if cfg.Deltas, err = parseDeltas(*deltas); err != nil {
+		return bad("--delta: %v", err)
 	}
 	if *sweep != "" {
-		for _, s := range strings.Split(*sweep, ",") {
-			d, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
-			if err != nil || d <= 0 {
-				fmt.Fprintf(env.stderr, "perfgate simulate-gate: bad sweep delta %q\n", s)
-				return 3
-			}
-			cfg.Sweep = append(cfg.Sweep, d)
+		if cfg.Sweep, err = parseDeltas(*sweep); err != nil {
+			return bad("--sweep: %v", err)
 		}
+	}
+	for _, n := range strings.Split(*noise, ",") {
+		m, ok := noiseModels[strings.TrimSpace(n)]
+		if !ok {
+			return bad("--noise: unknown model %q (n2, n5, t2, t5)", n)
+		}
+		cfg.Models = append(cfg.Models, m)
 	}
 	rows, err := gate.Simulate(cfg)
 	if err != nil {
-		fmt.Fprintf(env.stderr, "perfgate simulate-gate: %v\n", err)
-		return 1
+		return bad("%v", err)
 	}
 	if err := gate.WriteSimTable(env.stdout, cfg, rows); err != nil {
 		fmt.Fprintf(env.stderr, "perfgate simulate-gate: %v\n", err)
 		return 1
 	}
 	return 0
+}
+
+func parseDeltas(s string) ([]float64, error) {
+	var out []float64
+	for _, f := range strings.Split(s, ",") {
+		d, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
+		if err != nil || !(d > 0) {
+			return nil, fmt.Errorf("bad delta %q: want a fraction such as 0.05", f)
+		}
+		out = append(out, d)
+	}
+	return out, nil
 }

@@ -4,11 +4,13 @@
 //
 // Two rules hold for every baseline Promote stores, whoever calls it:
 //
-//  1. A baseline only moves up. When (repo, key) already has one, the new
-//     runs are compared with it by the gate; any gated metric that got
-//     worse (see Worse) refuses the promotion unless the caller passes
-//     AllowLower with a Reason, and that lowering is written to the
-//     baseline row and the audit log with who and why.
+//  1. A baseline only moves up. When (repo, key) already has baselines,
+//     the new runs are compared with the median of the latest three
+//     (gate.CompareRecent, with the session-to-session noise their means
+//     show); any gated metric that got worse (see Worse) refuses the
+//     promotion unless the caller passes AllowLower with a Reason, and
+//     that lowering is written to the baseline row and the audit log with
+//     who and why.
 //  2. Every baseline is traceable: at least gate.MinRuns runs, all from one
 //     environment, each carrying perfgate's section with the GPU, driver,
 //     engine image digest (or the sim marker), offered load and dataset
@@ -50,8 +52,9 @@ const (
 // perfgate build recorded in each run's "tool".
 const SimImage = "sim"
 
-// historySets caps the older baselines fed to the gate as its noise prior.
-const historySets = 3
+// HistorySessions caps the baselines fed to the gate as its noise history:
+// each is one session of unchanged code.
+const HistorySessions = 8
 
 // Meta is who promotes which runs as what.
 type Meta struct {
@@ -101,10 +104,12 @@ type RefusedError struct {
 	Rule string
 	// Problems say what is missing or inconsistent (RuleTraceable).
 	Problems []string
-	// Worse lists the metrics that got worse (RuleMovesUp), and Against
-	// the baseline they were compared with.
-	Worse   []Worse
-	Against store.Baseline
+	// Worse lists the metrics that got worse (RuleMovesUp), Against the
+	// latest baseline and Reference what they were compared with: that
+	// baseline, or the median of the latest ones.
+	Worse     []Worse
+	Against   store.Baseline
+	Reference string
 	// NeedReason: AllowLower was given without a Reason.
 	NeedReason bool
 }
@@ -118,7 +123,11 @@ func (e *RefusedError) Error() string {
 		for i, w := range e.Worse {
 			ws[i] = w.String()
 		}
-		fmt.Fprintf(&b, "worse than baseline #%d (commit %s) on %s", e.Against.Version, short(e.Against.Commit), strings.Join(ws, "; "))
+		ref := e.Reference
+		if ref == "" {
+			ref = fmt.Sprintf("baseline #%d (commit %s)", e.Against.Version, short(e.Against.Commit))
+		}
+		fmt.Fprintf(&b, "worse than %s on %s", ref, strings.Join(ws, "; "))
 		if e.NeedReason {
 			b.WriteString("; --allow-lower needs a non-empty --reason \"…\" saying why")
 		} else {
@@ -270,7 +279,7 @@ func Promote(ctx context.Context, st Store, runs []*result.Result, meta Meta, ti
 		// The gate's own comparability check, run on the set against
 		// itself, lists the fields on which the runs disagree with each
 		// other and the runs GPU telemetry marked untrustworthy.
-		self, err := gate.Compare(runs, runs, tier, gate.Options{Looks: 1})
+		self, err := gate.Compare(runs, runs, tier, gate.Options{Looks: gate.SingleLook()})
 		if err != nil {
 			return store.Baseline{}, nil, fmt.Errorf("promote %s %s: check runs: %w", meta.Repo, meta.Key, err)
 		}
@@ -302,18 +311,17 @@ func Promote(ctx context.Context, st Store, runs []*result.Result, meta Meta, ti
 	)
 	if len(hist) > 0 {
 		prev = hist[0]
-		prevSnap, err := Decode(prev)
+		sessions, ref, err := recentSessions(hist, prov)
 		if err != nil {
 			return store.Baseline{}, nil, fmt.Errorf("promote %s %s: %w", meta.Repo, meta.Key, err)
 		}
-		opt := gate.Options{Looks: 1, History: noisePrior(hist[1:], prov)}
-		rep, err = gate.Compare(prevSnap.Runs, runs, tier, opt)
+		rep, err = gate.CompareRecent(runs, tier, gate.Options{Looks: gate.SingleLook(), History: gate.History{Sessions: sessions}})
 		if err != nil {
-			return store.Baseline{}, nil, fmt.Errorf("promote %s %s: compare with baseline #%d: %w", meta.Repo, meta.Key, prev.Version, err)
+			return store.Baseline{}, nil, fmt.Errorf("promote %s %s: compare with %s: %w", meta.Repo, meta.Key, ref, err)
 		}
 		worse = worseMetrics(rep)
 		if len(worse) > 0 && (!meta.AllowLower || strings.TrimSpace(meta.Reason) == "") {
-			return store.Baseline{}, rep, &RefusedError{Rule: RuleMovesUp, Worse: worse, Against: prev, NeedReason: meta.AllowLower}
+			return store.Baseline{}, rep, &RefusedError{Rule: RuleMovesUp, Worse: worse, Against: prev, Reference: ref, NeedReason: meta.AllowLower}
 		}
 	}
 
@@ -349,26 +357,27 @@ func Promote(ctx context.Context, st Store, runs []*result.Result, meta Meta, ti
 }
 
 // worseMetrics is the "only moves up" test. A gated metric blocks when the
-// gate calls it a regression, or when its median moved in the worse
+// gate calls it a regression, or when its estimate moved in the worse
 // direction by more than its noise band and the gate's one-sided test
 // (Holm across the gated metrics, at the tier's confidence) says the shift
 // is real — however far inside the PR threshold. The threshold is what one
 // PR may cost; if baselines absorbed sub-threshold losses, promotions of
-// 4% each would compound into a loss no PR gate ever flags. The noise band
-// and the test keep a re-run of unchanged code from being refused (with
-// ten gated metrics, a bare band test on medians of five runs would refuse
-// a few percent of them). A gated metric the gate could not measure also
-// blocks: what cannot be compared cannot be shown not to be lower.
+// 4% each would compound into a loss no PR gate ever flags. The reference
+// is the median of recent baselines and the test carries the
+// session-to-session noise their means show, so a re-run of unchanged
+// code on another day is not refused for that day's shift (with 2%
+// session shifts, comparing with the latest baseline alone refused 19% of
+// them). A gated metric the gate could not measure also blocks: what
+// cannot be compared cannot be shown not to be lower.
 func worseMetrics(rep *gate.Report) []Worse {
-	alpha := 1 - rep.Confidence // one look: Promote passes Looks 1
 	var out []Worse
 	for _, m := range rep.Metrics {
 		if m.Secondary {
 			continue
 		}
-		worse := m.Direction.Sign() * m.Delta
+		worse := m.Direction.Sign() * m.Estimate
 		blocked := m.Verdict == gate.MetricRegression || m.Note != "" ||
-			(worse > m.NoiseBand && m.HolmP <= alpha)
+			(worse > m.NoiseBand && m.HolmP <= rep.Alpha)
 		if blocked {
 			out = append(out, Worse{Metric: m.Metric, Unit: m.Unit, Baseline: m.Baseline, Candidate: m.Candidate,
 				Delta: m.Delta, NoiseBand: m.NoiseBand, Verdict: m.Verdict, Note: m.Note})
@@ -377,22 +386,92 @@ func worseMetrics(rep *gate.Report) []Worse {
 	return out
 }
 
-// noisePrior is the older baselines measured like the new runs (same card
-// model and load): each is a set of runs of unchanged code, whose spread
-// the gate uses as its run-to-run variance prior and noise band.
-func noisePrior(older []store.Baseline, p provenance) [][]*result.Result {
-	var out [][]*result.Result
-	for _, b := range older {
-		if len(out) == historySets {
+// recentSessions is the stored baselines (newest first) measured like the
+// new runs (same card model and load) as sessions for the ratchet, and
+// what the comparison is with, in words. When none matches, the latest
+// alone is the reference (the gate then names the fields that differ).
+func recentSessions(hist []store.Baseline, p provenance) ([]gate.Session, string, error) {
+	sessions := sessionsLike(hist, p.gpu, p.load, 0)
+	if len(sessions) == 0 {
+		s, err := Decode(hist[0])
+		if err != nil {
+			return nil, "", err
+		}
+		sessions = []gate.Session{{Label: sessionLabel(hist[0]), Runs: s.Runs}}
+	}
+	k := min(gate.DefaultRecent, len(sessions))
+	if k == 1 {
+		return sessions, sessions[0].Label, nil
+	}
+	labels := make([]string, k)
+	for i := range labels {
+		labels[i] = sessions[i].Label
+	}
+	return sessions, fmt.Sprintf("the median of the latest %d baselines (%s)", k, strings.Join(labels, ", ")), nil
+}
+
+// sessionsLike decodes the baselines measured on the same card model under
+// the same load, newest first, at most HistorySessions, leaving out
+// version except (0: none). A baseline that no longer decodes is skipped:
+// the history is a prior, not evidence.
+func sessionsLike(hist []store.Baseline, gpu string, load result.Load, except int) []gate.Session {
+	var out []gate.Session
+	for _, b := range hist {
+		if len(out) == HistorySessions {
 			break
 		}
-		s, err := Decode(b)
-		if err != nil || b.GPU != p.gpu || s.Load != p.load {
+		if b.Version == except || b.GPU != gpu {
 			continue
 		}
-		out = append(out, s.Runs)
+		s, err := Decode(b)
+		if err != nil || s.Load != load {
+			continue
+		}
+		out = append(out, gate.Session{Label: sessionLabel(b), Runs: s.Runs})
 	}
 	return out
+}
+
+func sessionLabel(b store.Baseline) string {
+	l := fmt.Sprintf("baseline #%d (commit %s)", b.Version, short(b.Commit))
+	if v := Label(b); v != "" {
+		l = fmt.Sprintf("baseline #%d (%s)", b.Version, v)
+	}
+	return l
+}
+
+// History is the noise history of (repo, key) as the gate takes it: its
+// stored baselines, newest first, each one session of unchanged code —
+// only those measured like the latest (same GPU model and offered load),
+// at most HistorySessions, leaving out version except (the baseline being
+// compared against; 0 for none). No baseline is an empty history.
+func History(ctx context.Context, st Store, repo, key string, except int) (gate.History, error) {
+	hist, err := st.BaselineHistory(ctx, repo, key)
+	if err != nil {
+		return gate.History{}, fmt.Errorf("noise history of %s %s: %w", repo, key, err)
+	}
+	if len(hist) == 0 {
+		return gate.History{}, nil
+	}
+	latest, err := Decode(hist[0])
+	if err != nil {
+		return gate.History{}, fmt.Errorf("noise history of %s %s: %w", repo, key, err)
+	}
+	return gate.History{Sessions: sessionsLike(hist, hist[0].GPU, latest.Load, except)}, nil
+}
+
+// Options is what production judges a check of (repo, key) with: the
+// noise history of its baselines other than version against (the one
+// compared with; 0 for an interleaved job, which compares with none), and
+// the check's look budget as the check row stored it (zero for the first
+// look). Pass the result to gate.Compare or gate.ComparePaired and store
+// the returned report's Looks back on the check row.
+func Options(ctx context.Context, st Store, repo, key string, against int, looks gate.Looks) (gate.Options, error) {
+	h, err := History(ctx, st, repo, key, against)
+	if err != nil {
+		return gate.Options{}, err
+	}
+	return gate.Options{History: h, Looks: looks}, nil
 }
 
 func audit(ctx context.Context, st Store, b store.Baseline, meta Meta, prev store.Baseline, worse []Worse) error {

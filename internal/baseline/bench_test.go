@@ -9,9 +9,10 @@ import (
 )
 
 // BenchmarkMovesUpRule measures the "only moves up" rule on synthetic
-// 5-run sets (merge tier, no noise history): how often a re-run of
-// unchanged code is refused, and how often a real 4% tpot_p99 loss — inside
-// the 5% PR threshold — is caught. Run with
+// 5-run sets (merge tier, four earlier baselines, 2% session-to-session
+// shifts): how often a re-run of unchanged code is refused, and how often
+// a real 4% tpot_p90 loss — inside the 5% PR threshold — and a 10% one are
+// caught. Run with
 //
 //	go test -run '^$' -bench MovesUpRule -benchtime 1000x ./internal/baseline/
 func BenchmarkMovesUpRule(b *testing.B) {
@@ -21,26 +22,33 @@ func BenchmarkMovesUpRule(b *testing.B) {
 	}
 	for _, cv := range []float64{0.02, 0.05} {
 		b.Run(fmt.Sprintf("cv=%g", cv), func(b *testing.B) {
-			falseRefusals, caught := 0, 0
-			for i := 0; i < b.N; i++ {
-				base := makeRuns(5, uint64(2*i+1), cv, nil)
-				same, err := gate.Compare(base, makeRuns(5, uint64(2*i+2), cv, nil), tier, gate.Options{Looks: 1})
+			falseRefusals, caught4, caught10 := 0, 0, 0
+			refused := func(scale map[string]float64, i int, sessions []gate.Session) bool {
+				rep, err := gate.CompareRecent(makeSession(5, uint64(1000*i+999), cv, 0.02, scale), tier,
+					gate.Options{Looks: gate.SingleLook(), History: gate.History{Sessions: sessions}})
 				if err != nil {
 					b.Fatal(err)
 				}
-				if len(worseMetrics(same)) > 0 {
+				return len(worseMetrics(rep)) > 0
+			}
+			for i := 0; i < b.N; i++ {
+				var sessions []gate.Session
+				for h := 0; h < 4; h++ {
+					sessions = append(sessions, gate.Session{Label: fmt.Sprint(h), Runs: makeSession(5, uint64(1000*i+h), cv, 0.02, nil)})
+				}
+				if refused(nil, i, sessions) {
 					falseRefusals++
 				}
-				lower, err := gate.Compare(base, makeRuns(5, uint64(2*i+2), cv, map[string]float64{"p99_tpot_ms": 1.04}), tier, gate.Options{Looks: 1})
-				if err != nil {
-					b.Fatal(err)
+				if refused(map[string]float64{"p90_tpot_ms": 1.04}, i, sessions) {
+					caught4++
 				}
-				if len(worseMetrics(lower)) > 0 {
-					caught++
+				if refused(map[string]float64{"p90_tpot_ms": 1.10}, i, sessions) {
+					caught10++
 				}
 			}
 			b.ReportMetric(100*float64(falseRefusals)/float64(b.N), "%false-refusal")
-			b.ReportMetric(100*float64(caught)/float64(b.N), "%caught-4%-loss")
+			b.ReportMetric(100*float64(caught4)/float64(b.N), "%caught-4%-loss")
+			b.ReportMetric(100*float64(caught10)/float64(b.N), "%caught-10%-loss")
 		})
 	}
 }

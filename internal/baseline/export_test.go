@@ -28,7 +28,7 @@ func TestExportImportRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	m.AllowLower, m.Reason = true, "longer context"
-	saved, _, err := Promote(ctx, st, makeRuns(5, 2, 0.01, map[string]float64{"p99_tpot_ms": 1.2}), m, tier)
+	saved, _, err := Promote(ctx, st, makeRuns(5, 2, 0.01, map[string]float64{"p90_tpot_ms": 1.2}), m, tier)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -33,6 +33,11 @@ func TestInvalidConfigs(t *testing.T) {
 		{"bad-forks.yml", `bad-forks.yml:2:10: triggers.forks: unknown value "maintainers" (did you mean "maintainer"?)`},
 		{"wrong-type.yml", `wrong-type.yml:3:14: tiers.merge.prompts: want a whole number, got "lots"`},
 		{"glob-double-star.yml", `glob-double-star.yml:2:5: paths[0]: bad glob "model/***": "**" must be a whole path segment, e.g. "model/**"`},
+		{"bad-inconclusive.yml", `bad-inconclusive.yml:3:19: tiers.merge.inconclusive: unknown value "needs-ack" (did you mean "needs_ack"?)`},
+		{"bad-regression-at.yml", `bad-regression-at.yml:3:20: tiers.quick.regression_at: unknown value "tau" (one of: threshold, half)`},
+		{"bad-pairs.yml", `bad-pairs.yml:4:12: tiers.merge.pairs: pairs 2 out of range (3 to 64 base/head pairs per interleaved job; the merge default is 8)`},
+		{"bad-session-noise.yml", `bad-session-noise.yml:3:20: tiers.merge.session_noise: session_noise 60% out of range (0% to 50%: the session-to-session shift of your runner, e.g. 2%)`},
+		{"both-lists.yml", `both-lists.yml:6:17: tiers.merge.secondary.tpot_p90: tpot_p90 is both gated and secondary (keep it in one list)`},
 		{"yaml-syntax.yml", `yaml-syntax.yml:2:1: YAML syntax: did not find expected key (check the indentation and quoting on this line)`},
 	}
 	files, _ := filepath.Glob("../../testdata/config/invalid/*.yml")
@@ -101,8 +106,17 @@ func TestDefaults(t *testing.T) {
 			t.Errorf("quick gates %s: a tail percentile of 100 requests is a handful of requests", name)
 		}
 	}
-	if merge.Metrics["output_throughput"].Direction != LowerIsWorse || merge.Metrics["tpot_p99"].Direction != HigherIsWorse {
+	if merge.Metrics["output_throughput"].Direction != LowerIsWorse || merge.Metrics["tpot_p90"].Direction != HigherIsWorse {
 		t.Errorf("directions: %+v", merge.Metrics)
+	}
+	// One gated metric per concern; the rest are shown, not gated.
+	if len(quick.Metrics) != 3 || len(merge.Metrics) != 4 || merge.Secondary["tpot_p99"].Limit != 0.05 {
+		t.Errorf("gated: quick %v merge %v; merge secondary %v", quick.GatedMetrics(), merge.GatedMetrics(), merge.SecondaryMetrics())
+	}
+	if quick.Inconclusive != InconclusiveNeutral || merge.Inconclusive != InconclusiveNeedsAck ||
+		!merge.Interleave || merge.Pairs != 8 || quick.Interleave || merge.RegressionAt != RegressionAtHalf ||
+		quick.RegressionAt != RegressionAtThreshold || merge.SessionNoise != 0.02 {
+		t.Errorf("policy: quick %+v merge %+v", quick, merge)
 	}
 	if c.EscalateAfter.D() != 48*time.Hour || c.Runner.Labels[0] != "gpu" || c.Triggers.MergeLabel != "perf/merge-gate" {
 		t.Errorf("defaults: %+v", c)
@@ -122,9 +136,16 @@ tiers:
   merge:
     metrics:
       tpot_p99: 3%
-      ttft_median: off
+      ttft_p90: off
       request_throughput: {direction: lower_is_worse}
       itl_p95: {limit: 7%}
+    secondary:
+      error_rate: 2%
+    inconclusive: neutral
+    interleave: false
+    pairs: 12
+    regression_at: threshold
+    session_noise: 1%
   soak:
     prompts: 5000
 escalate_after: 2d
@@ -133,12 +154,21 @@ escalate_after: 2d
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := c.Tiers["merge"].Metrics
-	if m["tpot_p99"].Limit != 0.03 || m["ttft_p99"].Limit != 0.08 {
+	merge := c.Tiers["merge"]
+	m := merge.Metrics
+	if m["tpot_p99"].Limit != 0.03 || m["tpot_p90"].Limit != 0.05 {
 		t.Errorf("override: %+v", m)
 	}
-	if _, ok := m["ttft_median"]; ok {
-		t.Error("off did not remove ttft_median")
+	if _, ok := m["ttft_p90"]; ok {
+		t.Error("off did not remove ttft_p90")
+	}
+	// Listing a default secondary metric under metrics gates it, and the
+	// other way round.
+	if _, ok := merge.Secondary["tpot_p99"]; ok {
+		t.Error("tpot_p99 gated by the file but still secondary")
+	}
+	if _, ok := m["error_rate"]; ok || merge.Secondary["error_rate"].Limit != 0.02 {
+		t.Errorf("error_rate demoted by the file: gated %v secondary %+v", m["error_rate"], merge.Secondary["error_rate"])
 	}
 	if m["request_throughput"] != (Threshold{0.05, LowerIsWorse}) {
 		t.Errorf("direction-only threshold takes the tier's limit: %+v", m["request_throughput"])
@@ -146,13 +176,17 @@ escalate_after: 2d
 	if m["itl_p95"] != (Threshold{0.07, HigherIsWorse}) {
 		t.Errorf("limit-only threshold takes the metric's direction: %+v", m["itl_p95"])
 	}
+	if merge.Inconclusive != InconclusiveNeutral || merge.Interleave || merge.Pairs != 12 ||
+		merge.RegressionAt != RegressionAtThreshold || merge.SessionNoise != 0.01 {
+		t.Errorf("policy keys: %+v", merge)
+	}
 	if len(c.Server.Command) != 0 {
 		t.Errorf("image set: default command should go, got %v", c.Server.Command)
 	}
-	if s := c.Tiers["soak"]; s.Prompts != 5000 || s.Repeats != 5 || s.Name != "soak" {
+	if s := c.Tiers["soak"]; s.Prompts != 5000 || s.Repeats != 5 || s.Name != "soak" || s.Inconclusive != InconclusiveNeedsAck {
 		t.Errorf("custom tier: %+v", s)
 	}
-	if Default().Tiers["merge"].Metrics["tpot_p99"].Limit != 0.05 {
+	if d := Default().Tiers["merge"]; d.Metrics["tpot_p90"].Limit != 0.05 || d.Secondary["tpot_p99"].Limit != 0.05 || d.Metrics["error_rate"].Limit != 0.01 {
 		t.Error("decoding changed the defaults")
 	}
 	if c.EscalateAfter.D() != 48*time.Hour {

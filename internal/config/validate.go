@@ -18,6 +18,7 @@ func (d *decoder) finish(c *Config) {
 	}
 	for name, t := range c.Tiers {
 		t.Name = name
+		d.moveListedMetrics("tiers."+name, t)
 		for _, m := range []map[string]Threshold{t.Metrics, t.Secondary} {
 			for k, th := range m {
 				if th.Limit == 0 {
@@ -206,8 +207,9 @@ func (d *decoder) validateTier(f string, t Tier) {
 	if t.NoiseSigmas < 0 || t.NoiseSigmas > 10 {
 		d.errField(f+".noise_sigmas", fmt.Sprintf("noise_sigmas %g out of range", t.NoiseSigmas), "0 (off) to 10; default 3")
 	}
+	d.validateTierPolicy(f, t)
 	if len(t.Metrics) == 0 {
-		d.errField(f+".metrics", "no gated metrics", "list at least one, e.g. tpot_p99: 5%")
+		d.errField(f+".metrics", "no gated metrics", "list at least one, e.g. tpot_p90: 5%")
 	}
 	for _, class := range []struct {
 		key string

@@ -58,8 +58,7 @@ var vllmFields = []envField{
 // checkEnvironment lists the fields on which the two run sets differ, or
 // on which either set disagrees with itself, and a note when the runs are
 // plain vLLM files whose environment is unknown.
-func checkEnvironment(base, cand []*result.Result) ([]Mismatch, []string) {
-	fields := perfgateFields
+func checkEnvironment(base, cand []*result.Result, fields []envField) ([]Mismatch, []string) {
 	var notes []string
 	if plainB, plainC := countPlain(base), countPlain(cand); plainB+plainC > 0 {
 		fields = vllmFields

@@ -1,17 +1,30 @@
-// Package gate decides whether a candidate's runs regressed against a
-// baseline's. The unit of inference is the run: each run gives one value
-// per metric (its p99 TPOT, its output tok/s), and the test compares run
-// values in log space with a run-to-run variance shrunk toward the
-// baseline's A/A history. Per-request samples only give each run's
-// within-run uncertainty (shown, and a floor on the variance): pooling
-// requests across runs would call every GPU clock shift a regression.
+// Package gate decides whether a candidate's runs regressed. The unit of
+// inference is the run: each run gives one value per metric (its p90 TPOT,
+// its output tok/s), and the tests compare run values in log space.
+// Pooling requests across runs would call every GPU clock shift a
+// regression.
+//
+// Two designs:
+//
+//   - Compare judges the candidate's runs against a stored baseline's. The
+//     two sets come from different sessions (engine starts, days, card
+//     states), so the standard error carries the run-to-run variance,
+//     pooled with the baseline history's, and the session-to-session
+//     variance, estimated from the history's set means around the tier's
+//     session_noise assumption.
+//   - ComparePaired judges an interleaved job: base and head alternate on
+//     one card (ABBA), and the test is a paired t on the per-pair log
+//     ratios, whose variance is shrunk toward the history's. Session shifts
+//     and slow drift cancel within a pair.
+//
+// Both end in one three-zone rule per metric (regression, pass,
+// inconclusive), with Holm's correction across the gated metrics at the
+// α this look may spend (see Looks).
 package gate
 
 import (
 	"fmt"
 	"math"
-	"math/rand/v2"
-	"sort"
 
 	"github.com/perfgate/perfgate/internal/config"
 	"github.com/perfgate/perfgate/internal/result"
@@ -49,51 +62,70 @@ const (
 	MetricInconclusive = "inconclusive"
 )
 
-// MinRuns is the fewest valid runs per side the gate judges: the median of
-// runs and any spread need three.
-const MinRuns = 3
+// Designs a report can come from.
+const (
+	DesignStored      = "stored"      // candidate runs vs a stored baseline
+	DesignInterleaved = "interleaved" // base/head pairs on one card
+	DesignRecent      = "recent"      // runs vs the median of recent baselines (the ratchet)
+)
+
+// MinRuns is the fewest valid runs per side the stored comparison judges:
+// the median of runs and any spread need three. MinPairs is the same for
+// an interleaved job.
+const (
+	MinRuns  = 3
+	MinPairs = 3
+)
 
 // MetricResult is one metric's comparison. Relative metrics report Delta,
-// Threshold, NoiseBand and the intervals as fractions (+0.08 = 8% higher);
-// absolute metrics (error_rate) as differences in the metric's own unit.
+// Estimate, Threshold, NoiseBand and the interval as fractions (+0.08 = 8%
+// higher); absolute metrics (error_rate) as differences in the metric's
+// own unit. Every float is finite.
 type MetricResult struct {
-	Metric    string           `json:"metric"` // config name, e.g. tpot_p99
-	Key       string           `json:"key"`    // result key, e.g. p99_tpot_ms
+	Metric    string           `json:"metric"` // config name, e.g. tpot_p90
+	Key       string           `json:"key"`    // result key, e.g. p90_tpot_ms
 	Unit      string           `json:"unit"`
 	Direction config.Direction `json:"direction"`
-	// Baseline and Candidate are the medians over each side's runs.
+	// Baseline and Candidate are the medians over each side's runs (for
+	// the ratchet, Baseline is the median of the recent baselines').
 	Baseline  float64 `json:"baseline"`
 	Candidate float64 `json:"candidate"`
-	Delta     float64 `json:"delta"` // Candidate/Baseline - 1, signed by value, not by worse
+	Delta     float64 `json:"delta"` // Candidate/Baseline − 1, signed by value, not by worse
+	// Estimate is the change the test estimates, by value: the ratio of
+	// geometric means of runs (stored), or the geometric mean of the
+	// per-pair ratios (interleaved), minus one.
+	Estimate  float64 `json:"estimate"`
 	Threshold float64 `json:"threshold"`
-	// NoiseBand is NoiseSigmas run-to-run standard deviations of the
-	// difference of run means, from the baseline's history.
+	// NoiseBand is NoiseSigmas standard deviations of the estimate under
+	// the known noise: run-to-run from the history (or the baseline runs)
+	// and, across sessions, session-to-session.
 	NoiseBand float64 `json:"noise_band"`
-	// PValue is the two-sided Mann–Whitney U p-value over run values,
-	// benchstat's number (informative: with 3+3 runs it cannot go below 0.1).
-	PValue float64 `json:"p_value"`
-	// HolmP is the Holm-adjusted one-sided p-value of the shrunk t test in
-	// the worse direction: the test the gate decides on.
+	// P is the one-sided p-value of "worse" of the test that decides (a
+	// t test with DF degrees of freedom), before Holm; HolmP is the same
+	// after Holm's correction across the gated metrics: a regression needs
+	// HolmP ≤ the look's α.
+	P     float64 `json:"p"`
 	HolmP float64 `json:"holm_p"`
-	// CILow, CIHigh bound the change at the tier's confidence (one-sided
-	// bounds at α split across looks), from run-to-run variance.
+	DF    float64 `json:"df"`
+	// CILow, CIHigh is the interval of the tests that decide, by value:
+	// the bound on the better side at Holm's level for this metric (it
+	// excludes no change when the regression test is significant), the
+	// bound on the worse side at the pass test's level (inside the
+	// threshold exactly when the metric passes).
 	CILow  float64 `json:"ci_low"`
 	CIHigh float64 `json:"ci_high"`
-	// RequestCI is a 95% bootstrap interval of the change from per-request
-	// samples alone (within-run error); nil when the files lack them.
-	RequestCI     *Interval `json:"request_ci,omitempty"`
-	Significant   bool      `json:"significant"`
-	Verdict       string    `json:"verdict"`
-	Secondary     bool      `json:"secondary"`
-	BaselineRuns  int       `json:"baseline_runs"`
-	CandidateRuns int       `json:"candidate_runs"`
-	Note          string    `json:"note,omitempty"`
-}
-
-// Interval is a [Low, High] range of a change.
-type Interval struct {
-	Low  float64 `json:"low"`
-	High float64 `json:"high"`
+	// RunSD and SessionSD are the run-to-run and session-to-session
+	// standard deviations the test used (log space: ≈ coefficients of
+	// variation); PairSD is the per-pair ratio's.
+	RunSD         float64 `json:"run_sd"`
+	SessionSD     float64 `json:"session_sd,omitempty"`
+	PairSD        float64 `json:"pair_sd,omitempty"`
+	Significant   bool    `json:"significant"`
+	Verdict       string  `json:"verdict"`
+	Secondary     bool    `json:"secondary"`
+	BaselineRuns  int     `json:"baseline_runs"`
+	CandidateRuns int     `json:"candidate_runs"`
+	Note          string  `json:"note,omitempty"`
 }
 
 // Mismatch is an environment field on which the runs differ.
@@ -103,56 +135,86 @@ type Mismatch struct {
 	Candidate string `json:"candidate"`
 }
 
-// Report is the gate's answer for one tier.
+// Report is the gate's answer for one tier. It holds no NaN or infinity, so
+// it always marshals.
 type Report struct {
-	Tier          string         `json:"tier"`
-	Verdict       Verdict        `json:"verdict"`
-	Metrics       []MetricResult `json:"metrics"`
-	Mismatches    []Mismatch     `json:"mismatches,omitempty"`
-	ExcludedRuns  []string       `json:"excluded_runs,omitempty"`
-	BaselineRuns  int            `json:"baseline_runs"`
-	CandidateRuns int            `json:"candidate_runs"`
+	Tier    string         `json:"tier"`
+	Design  string         `json:"design"`
+	Verdict Verdict        `json:"verdict"`
+	Metrics []MetricResult `json:"metrics"`
+	// Mismatches and ExcludedRuns say what was not compared and why.
+	Mismatches   []Mismatch `json:"mismatches,omitempty"`
+	ExcludedRuns []string   `json:"excluded_runs,omitempty"`
+	// The evidence: runs on each side (for an interleaved job, both are
+	// the number of complete pairs), the candidate's sessions (jobs), and
+	// the history sessions behind the noise estimates.
+	BaselineRuns      int `json:"baseline_runs"`
+	CandidateRuns     int `json:"candidate_runs"`
+	Pairs             int `json:"pairs,omitempty"`
+	CandidateSessions int `json:"candidate_sessions,omitempty"`
+	HistorySessions   int `json:"history_sessions"`
 	// NeedMoreRuns, when the verdict is inconclusive for want of evidence,
-	// is the total number of candidate runs to have before deciding again
-	// (3→6, 5→10); 0 when more runs would not help.
+	// is the total number of candidate runs (pairs, when interleaved) to
+	// have before deciding again (3→6, 5→10, 8→16); 0 when more runs would
+	// not help.
 	NeedMoreRuns int      `json:"need_more_runs,omitempty"`
 	Notes        []string `json:"notes,omitempty"`
-	Confidence   float64  `json:"confidence"`
+	// Confidence is the tier's family-wise confidence over all looks;
+	// Alpha is the part of 1 − Confidence this look spent, and Looks the
+	// commit's budget after it (store it; pass it to the next look).
+	Confidence float64 `json:"confidence"`
+	Alpha      float64 `json:"alpha"`
+	Looks      Looks   `json:"looks"`
+	// The tier's policy: how far a significant estimate must pass for a
+	// regression (config.RegressionAt*), and what an inconclusive verdict
+	// does to the check (config.Inconclusive*).
+	RegressionAt       string `json:"regression_at"`
+	InconclusivePolicy string `json:"inconclusive_policy"`
 }
+
+// NeedsAck reports whether the check must hold (action required) until a
+// maintainer acknowledges it or more runs decide: an inconclusive verdict
+// under a needs_ack tier.
+func (r *Report) NeedsAck() bool {
+	return r.Verdict == Inconclusive && r.InconclusivePolicy == config.InconclusiveNeedsAck
+}
+
+// Look is the number of this look in its commit's budget (1 = first).
+func (r *Report) Look() int { return len(r.Looks.Spent) }
 
 // Options tune a comparison.
 type Options struct {
-	// History holds earlier run sets of unchanged code (A/A runs: the
-	// baseline against itself); their within-set spread is the prior for
-	// the run-to-run variance and sets the noise band.
-	History [][]*result.Result
+	// History is the noise prior: earlier sessions of unchanged code. In
+	// production it comes from the baseline store (baseline.Options).
+	History History
+	// CandidateSessions names the session (the job) of each candidate run,
+	// parallel to the candidate runs; nil means one session. Runs added
+	// by a retest come from a new session, and the stored comparison's
+	// standard error accounts for each.
+	CandidateSessions []string
+	// Looks is the commit's α budget so far (zero: the first look).
+	Looks Looks
 	// Confidence overrides the tier's.
 	Confidence float64
-	// Looks is how many times one PR's evidence may be judged (the first
-	// runs, then once more with the added runs); α is split evenly across
-	// them so that adding runs cannot be used to retest until green.
-	// Default 2.
-	Looks int
-	// Seed seeds the per-request bootstrap; results are deterministic.
-	Seed uint64
+	// Recent is how many of the latest history sessions CompareRecent
+	// takes the median of (default 3).
+	Recent int
 }
 
 // DefaultConfidence is used when neither the tier nor the options set one:
-// one-sided α = 0.005 family-wise. At a few hundred gated PRs a month that
-// is about one false block a month from the test alone, and the threshold
-// and noise band conditions push the real rate far lower (see
-// simulate-gate); 0.99 would double it, 0.999 would need ~30% more runs for
-// the same power.
+// one-sided α = 0.005 family-wise, over every look at one commit. At a few
+// hundred gated PRs a month that is about one false block a month from the
+// test alone; the threshold and noise-band conditions push the real rate
+// lower (see simulate-gate).
 const DefaultConfidence = 0.995
 
-// relVarFloor is the smallest run-to-run standard deviation assumed (0.1%
-// in log space): identical synthetic runs must not make any difference
-// infinitely significant.
+// relVarFloor is the smallest run-to-run variance assumed (0.1% standard
+// deviation in log space): identical synthetic runs must not make any
+// difference infinitely significant.
 const relVarFloor = 1e-3 * 1e-3
 
-const bootstrapReplicates = 400
-
-// Compare judges candidate runs against baseline runs for one tier.
+// Compare judges candidate runs against a stored baseline's runs for one
+// tier, at the α the look budget in opt gives this look.
 func Compare(baseline, candidate []*result.Result, tier config.Tier, opt Options) (*Report, error) {
 	if len(baseline) == 0 {
 		return nil, fmt.Errorf("compare: no baseline runs")
@@ -160,216 +222,220 @@ func Compare(baseline, candidate []*result.Result, tier config.Tier, opt Options
 	if len(candidate) == 0 {
 		return nil, fmt.Errorf("compare: no candidate runs")
 	}
-	if len(tier.Metrics) == 0 {
-		return nil, fmt.Errorf("compare: tier %q gates no metrics", tier.Name)
+	if opt.CandidateSessions != nil && len(opt.CandidateSessions) != len(candidate) {
+		return nil, fmt.Errorf("compare: %d candidate sessions for %d candidate runs", len(opt.CandidateSessions), len(candidate))
 	}
-	conf := opt.Confidence
-	if conf == 0 {
-		conf = tier.Confidence
+	j, rep, err := newJudge(tier, opt, DesignStored)
+	if err != nil {
+		return nil, err
 	}
-	if conf == 0 {
-		conf = DefaultConfidence
-	}
-	if conf <= 0.5 || conf >= 1 {
-		return nil, fmt.Errorf("compare: confidence %g outside (0.5, 1)", conf)
-	}
-	looks := opt.Looks
-	if looks <= 0 {
-		looks = 2
-	}
-	rep := &Report{Tier: tier.Name, Confidence: conf}
-	base := validRuns("baseline", baseline, rep)
-	cand := validRuns("candidate", candidate, rep)
+	base, _ := validRuns("baseline", baseline, nil, rep)
+	cand, sessions := validRuns("candidate", candidate, opt.CandidateSessions, rep)
 	rep.BaselineRuns, rep.CandidateRuns = len(base), len(cand)
-	var history [][]*result.Result
-	for _, set := range opt.History {
-		if v := validRuns("", set, nil); len(v) >= 2 {
-			history = append(history, v)
-		}
-	}
+	groups := groupSessions(cand, sessions)
+	rep.CandidateSessions = len(groups)
+	hist := j.historySessions(opt.History)
+	rep.HistorySessions = len(hist)
 
-	var notes []string
 	if len(base) > 0 && len(cand) > 0 {
-		rep.Mismatches, notes = checkEnvironment(base, cand)
+		var notes []string
+		rep.Mismatches, notes = checkEnvironment(base, cand, perfgateFields)
 		rep.Notes = append(rep.Notes, notes...)
 	}
 	if len(base) < MinRuns || len(cand) < MinRuns {
-		rep.Verdict = Inconclusive
 		rep.Notes = append(rep.Notes, fmt.Sprintf("too few valid runs: %d baseline, %d candidate; the gate needs at least %d on each side", len(base), len(cand), MinRuns))
 		if len(cand) < MinRuns {
 			rep.NeedMoreRuns = max(MinRuns, tier.Repeats)
 		}
-		return rep, nil
+		return j.finish(rep, Inconclusive)
 	}
-
-	j := &judge{
-		alpha:  (1 - conf) / float64(looks),
-		sigmas: tier.NoiseSigmas,
-		cache:  newSeriesCache(),
-		rng:    rand.New(rand.NewPCG(opt.Seed, 0x9e3779b97f4a7c15)),
+	measure := func(m config.Metric) (estimate, string) {
+		return j.stored(m, base, groups, hist)
 	}
-	for _, name := range tier.GatedMetrics() {
-		mr, w := j.measure(name, tier.Metrics[name], false, base, cand, history)
-		rep.Metrics, j.work = append(rep.Metrics, mr), append(j.work, w)
-	}
-	for _, name := range tier.SecondaryMetrics() {
-		mr, w := j.measure(name, tier.Secondary[name], true, base, cand, history)
-		if !w.ok {
-			rep.Notes = append(rep.Notes, fmt.Sprintf("secondary metric %s not shown: %s", name, mr.Note))
-			continue
-		}
-		rep.Metrics, j.work = append(rep.Metrics, mr), append(j.work, w)
-	}
-	j.decide(rep.Metrics)
-	rep.Verdict, rep.NeedMoreRuns = verdict(rep, tier)
-	return rep, nil
+	j.measureAll(rep, measure, func(m config.Metric) (float64, float64) { return j.medianOf(base, m), j.medianOf(cand, m) })
+	return j.finish(rep, "")
 }
 
 // validRuns drops runs whose GPU telemetry marked them untrustworthy
 // (throttling, a clock change, another process on the card) and records
-// them in the report.
-func validRuns(side string, runs []*result.Result, rep *Report) []*result.Result {
+// them in the report; sessions, when given, stay parallel to the runs.
+func validRuns(side string, runs []*result.Result, sessions []string, rep *Report) ([]*result.Result, []string) {
 	var out []*result.Result
+	var outS []string
 	unknown := 0
 	for i, r := range runs {
 		if r == nil {
 			continue
 		}
-		g := (*result.GPUSummary)(nil)
-		if r.Perfgate != nil {
-			g = r.Perfgate.GPU
-		}
-		if g != nil && !g.Valid && (g.Available || len(g.Invalid) > 0) {
+		if why, bad := invalid(r); bad {
 			if rep != nil {
-				why := "marked invalid"
-				if len(g.Invalid) > 0 {
-					why = fmt.Sprint(g.Invalid)
-				}
 				rep.ExcludedRuns = append(rep.ExcludedRuns, fmt.Sprintf("%s run %d: %s", side, i+1, why))
 			}
 			continue
 		}
-		if g != nil && !g.Available {
+		if r.Perfgate != nil && r.Perfgate.GPU != nil && !r.Perfgate.GPU.Available {
 			unknown++
 		}
 		out = append(out, r)
+		if sessions != nil {
+			outS = append(outS, sessions[i])
+		}
 	}
 	if unknown > 0 && rep != nil {
 		rep.Notes = append(rep.Notes, fmt.Sprintf("%d %s run(s) have no GPU telemetry: their validity is unknown", unknown, side))
 	}
+	return out, outS
+}
+
+// invalid says why GPU telemetry marked a run untrustworthy.
+func invalid(r *result.Result) (string, bool) {
+	if r.Perfgate == nil || r.Perfgate.GPU == nil {
+		return "", false
+	}
+	g := r.Perfgate.GPU
+	if g.Valid || (!g.Available && len(g.Invalid) == 0) {
+		return "", false
+	}
+	if len(g.Invalid) > 0 {
+		return fmt.Sprint(g.Invalid), true
+	}
+	return "marked invalid", true
+}
+
+// groupSessions splits runs by session, in order of first appearance.
+func groupSessions(runs []*result.Result, sessions []string) [][]*result.Result {
+	if sessions == nil {
+		return [][]*result.Result{runs}
+	}
+	idx := map[string]int{}
+	var out [][]*result.Result
+	for i, r := range runs {
+		g, ok := idx[sessions[i]]
+		if !ok {
+			g = len(out)
+			idx[sessions[i]] = g
+			out = append(out, nil)
+		}
+		out[g] = append(out[g], r)
+	}
 	return out
 }
 
-// judge holds what the metrics of one comparison share.
-type judge struct {
-	alpha  float64 // one-sided, per look
-	sigmas float64
-	cache  *seriesCache
-	rng    *rand.Rand
-
-	// Per metric, parallel to Report.Metrics, read by decide.
-	work []metricWork
-}
-
-// metricWork is the state decide needs beyond the MetricResult.
-type metricWork struct {
-	ok        bool
-	d         float64 // mean transformed change, positive = worse
-	medianD   float64 // the same for the medians shown, positive = worse
-	tau       float64 // threshold in the test's space
-	band      float64 // noise band in the test's space
-	upper     float64 // one-sided upper bound of d at α
-	pWorse    float64 // one-sided p of "d > 0"
-	pBetter   float64 // one-sided p of "d < 0"
-	secondary bool
-}
-
-func (j *judge) measure(name string, th config.Threshold, secondary bool, base, cand []*result.Result, history [][]*result.Result) (MetricResult, metricWork) {
-	m, known := config.LookupMetric(name)
-	mr := MetricResult{Metric: name, Key: m.Key, Unit: m.Unit, Direction: th.Direction, Threshold: th.Limit,
-		Secondary: secondary, BaselineRuns: len(base), CandidateRuns: len(cand)}
-	if mr.Direction == "" {
-		mr.Direction = m.Natural
+// stored estimates a stored comparison's change and its standard error:
+//
+//	SE² = σ_r²·(1/n + 1/k) + σ_s²·(1 + Σ w_g²)
+//
+// σ_r² pools the within-session spread of the baseline, of each candidate
+// session and of the history; σ_s² is the session variance (see
+// sessionVariance) over the baseline's and the history's set means, and
+// w_g the share of the candidate runs from session g (retests add
+// sessions). The t test's degrees of freedom are Satterthwaite's.
+func (j *judge) stored(m config.Metric, base []*result.Result, groups [][]*result.Result, hist []Session) (estimate, string) {
+	xb, ok := j.logValues(base, m)
+	if !ok {
+		return estimate{}, "missing in some runs"
 	}
-	w := metricWork{secondary: secondary}
-	if !known {
-		mr.Verdict, mr.Note = MetricInconclusive, "unknown metric"
-		return mr, w
-	}
-	vb, okB := j.values(base, m)
-	vc, okC := j.values(cand, m)
-	if !okB || !okC {
-		mr.Note = "missing in some runs"
-		mr.Verdict = MetricInconclusive
-		return mr, w
-	}
-	sign := mr.Direction.Sign()
-	xb, xc := transformAll(m, vb), transformAll(m, vc)
-	n, k := float64(len(xb)), float64(len(xc))
-
-	// Run-to-run variance: the current runs' pooled spread, shrunk toward
-	// the A/A history's: σ̂² = (ν₀σ_h² + ν s²)/(ν₀+ν), t with ν₀+ν df.
-	ss, df := stats.SumSq(xb)+stats.SumSq(xc), n+k-2
-	var histSS, nu0 float64
-	for _, set := range history {
-		vh, ok := j.values(set, m)
+	var xc []float64
+	var run pooled
+	run.add(xb)
+	k := 0.0
+	var sizes []float64
+	for _, g := range groups {
+		x, ok := j.logValues(g, m)
 		if !ok {
+			return estimate{}, "missing in some runs"
+		}
+		run.add(x)
+		xc = append(xc, x...)
+		sizes = append(sizes, float64(len(x)))
+		k += float64(len(x))
+	}
+	var histRun pooled
+	means := []float64{stats.Mean(xb)}
+	ns := []int{len(xb)}
+	for _, s := range hist {
+		x, ok := j.logValues(s.Runs, m)
+		if !ok || len(x) < 2 {
 			continue
 		}
-		histSS += stats.SumSq(transformAll(m, vh))
-		nu0 += float64(len(vh) - 1)
+		histRun.add(x)
+		means = append(means, stats.Mean(x))
+		ns = append(ns, len(x))
 	}
-	variance := (histSS + ss) / (nu0 + df)
-	// The noise band comes from the history alone when there is one, else
-	// from the baseline runs: it is the spread the baseline is known to
-	// have, which the current runs cannot talk down.
-	noiseVar := stats.Variance(xb)
-	if nu0 > 0 {
-		noiseVar = histSS / nu0
+	run.ss += histRun.ss
+	run.df += histRun.df
+	n := float64(len(xb))
+	runVar := math.Max(run.variance(), j.floor(m))
+	sessVar, sessDF := sessionVariance(means, ns, runVar, j.sessionPrior(m), SessionPriorDF)
+	w2 := 0.0
+	for _, s := range sizes {
+		w2 += (s / k) * (s / k)
 	}
-	within, ci := j.requestBootstrap(m, base, cand)
-	floor := within
-	if !m.Absolute {
-		floor = math.Max(floor, relVarFloor)
+	a := runVar * (1/n + 1/k)
+	b := sessVar * (1 + w2)
+	e := estimate{
+		d:         stats.Mean(xc) - stats.Mean(xb),
+		medianD:   transform(m, j.medianOf(candAll(groups), m)) - transform(m, j.medianOf(base, m)),
+		se:        math.Sqrt(a + b),
+		df:        satterthwaite(a, run.df, b, sessDF),
+		runSD:     math.Sqrt(runVar),
+		sessionSD: math.Sqrt(sessVar),
 	}
-	variance = math.Max(variance, floor)
-	noiseVar = math.Max(noiseVar, floor)
-	se := math.Sqrt(variance * (1/n + 1/k))
-	dfAll := nu0 + df
-
-	w.d = sign * (stats.Mean(xc) - stats.Mean(xb))
-	mr.Baseline, mr.Candidate = stats.Median(vb), stats.Median(vc)
-	if m.Absolute {
-		mr.Delta = mr.Candidate - mr.Baseline
-		w.medianD = sign * mr.Delta
-		w.tau = th.Limit
-	} else {
-		mr.Delta = mr.Candidate/mr.Baseline - 1
-		w.medianD = sign * (math.Log(mr.Candidate) - math.Log(mr.Baseline))
-		w.tau = math.Log1p(th.Limit)
+	// The noise band is the spread the baseline is known to have, which
+	// today's runs cannot talk down: the history's run-to-run variance when
+	// there is one, else the baseline runs'.
+	bandVar := stats.Variance(xb)
+	if histRun.df > 0 {
+		bandVar = histRun.variance()
 	}
-	w.band = j.sigmas * math.Sqrt(noiseVar*(1/n+1/k))
-	q := stats.TQuantile(1-j.alpha, dfAll)
-	w.upper = w.d + q*se
-	tstat := w.d / se
-	w.pWorse = 1 - stats.TCDF(tstat, dfAll)
-	w.pBetter = stats.TCDF(tstat, dfAll)
-	w.ok = true
-
-	raw := sign * w.d // change by value, in the test's space
-	mr.CILow, mr.CIHigh = back(m, raw-q*se), back(m, raw+q*se)
-	mr.NoiseBand = back(m, w.band)
-	mr.PValue = stats.MannWhitney(vb, vc)
-	mr.RequestCI = ci
-	return mr, w
+	bandVar = math.Max(bandVar, j.floor(m))
+	e.band = j.sigmas * math.Sqrt(bandVar*(1/n+1/k)+b)
+	return e, ""
 }
 
-// back maps a change in the test's space to the reported one.
-func back(m config.Metric, x float64) float64 {
-	if m.Absolute {
-		return x
+func candAll(groups [][]*result.Result) []*result.Result {
+	var out []*result.Result
+	for _, g := range groups {
+		out = append(out, g...)
 	}
-	return math.Expm1(x)
+	return out
+}
+
+// historySessions keeps the history sessions with at least two valid runs.
+func (j *judge) historySessions(h History) []Session {
+	var out []Session
+	for _, s := range h.Sessions {
+		if v, _ := validRuns("", s.Runs, nil, nil); len(v) >= 2 {
+			out = append(out, Session{Label: s.Label, Runs: v})
+		}
+	}
+	return out
+}
+
+// sessionPrior is the tier's session variance assumption for a metric:
+// relative metrics only (an absolute error rate has no CV).
+func (j *judge) sessionPrior(m config.Metric) float64 {
+	if m.Absolute {
+		return 0
+	}
+	return j.sessionCV * j.sessionCV
+}
+
+func (j *judge) floor(m config.Metric) float64 {
+	if m.Absolute {
+		return 0
+	}
+	return relVarFloor
+}
+
+// logValues is the metric's value of each run in the test's space (log for
+// ratios, identity for absolute metrics); false when a run lacks it.
+func (j *judge) logValues(runs []*result.Result, m config.Metric) ([]float64, bool) {
+	vs, ok := j.values(runs, m)
+	if !ok {
+		return nil, false
+	}
+	return transformAll(m, vs), true
 }
 
 func (j *judge) values(runs []*result.Result, m config.Metric) ([]float64, bool) {
@@ -384,6 +450,15 @@ func (j *judge) values(runs []*result.Result, m config.Metric) ([]float64, bool)
 	return out, true
 }
 
+// medianOf is the median over runs of the metric's value; 0 when missing.
+func (j *judge) medianOf(runs []*result.Result, m config.Metric) float64 {
+	vs, ok := j.values(runs, m)
+	if !ok || len(vs) == 0 {
+		return 0
+	}
+	return stats.Median(vs)
+}
+
 func transformAll(m config.Metric, vs []float64) []float64 {
 	out := make([]float64, len(vs))
 	for i, v := range vs {
@@ -392,164 +467,23 @@ func transformAll(m config.Metric, vs []float64) []float64 {
 	return out
 }
 
-// requestBootstrap resamples each run's requests (by order statistics for
-// quantiles, by the CLT for means) and returns the mean within-run variance
-// of a run's log statistic and a 95% interval of the relative change that
-// this within-run error alone allows. Metrics without per-request samples
-// (throughputs, error rate, GPU) return 0 and nil.
-func (j *judge) requestBootstrap(m config.Metric, base, cand []*result.Result) (float64, *Interval) {
-	if m.Series == "" {
-		return 0, nil
+// back maps a change in the test's space to the reported one.
+func back(m config.Metric, x float64) float64 {
+	if m.Absolute {
+		return x
 	}
-	type runSamples struct {
-		sorted     []float64
-		mean, se   float64
-		sum, sumSq float64
-	}
-	collect := func(runs []*result.Result) []*runSamples {
-		out := make([]*runSamples, len(runs))
-		for i, r := range runs {
-			s := j.cache.get(r, m.Series)
-			if len(s) < 2 {
-				return nil
-			}
-			rs := &runSamples{sorted: s}
-			if m.Stat == "mean" {
-				rs.mean = stats.Mean(s)
-				rs.se = math.Sqrt(stats.Variance(s) / float64(len(s)))
-			}
-			out[i] = rs
-		}
-		return out
-	}
-	b, c := collect(base), collect(cand)
-	if b == nil || c == nil {
-		return 0, nil
-	}
-	draw := func(rs *runSamples) float64 {
-		var v float64
-		if m.Stat == "mean" {
-			v = stats.MeanDraw(j.rng, rs.mean, rs.se)
-		} else {
-			v = stats.QuantileDraw(j.rng, rs.sorted, m.Percentile/100)
-		}
-		lv := math.Log(math.Max(v, 1e-12))
-		rs.sum += lv
-		rs.sumSq += lv * lv
-		return lv
-	}
-	diffs := make([]float64, bootstrapReplicates)
-	for i := range diffs {
-		sb, sc := 0.0, 0.0
-		for _, rs := range b {
-			sb += draw(rs)
-		}
-		for _, rs := range c {
-			sc += draw(rs)
-		}
-		diffs[i] = sc/float64(len(c)) - sb/float64(len(b))
-	}
-	sort.Float64s(diffs)
-	within := 0.0
-	all := append(b, c...)
-	for _, rs := range all {
-		mean := rs.sum / bootstrapReplicates
-		within += rs.sumSq/bootstrapReplicates - mean*mean
-	}
-	within /= float64(len(all))
-	return within, &Interval{Low: math.Expm1(stats.Quantile(diffs, 0.025)), High: math.Expm1(stats.Quantile(diffs, 0.975))}
+	return math.Expm1(x)
 }
 
-// decide applies the three-zone rule to every measured metric, with Holm's
-// correction across the gated ones.
-func (j *judge) decide(ms []MetricResult) {
-	var worse, better []float64
-	var idx []int
-	for i, w := range j.work {
-		if w.ok && !w.secondary {
-			worse = append(worse, w.pWorse)
-			better = append(better, w.pBetter)
-			idx = append(idx, i)
-		}
+// tau is a threshold in the test's space, signed so that positive is
+// worse: a higher-is-worse limit L fires at a ratio of 1+L, a
+// lower-is-worse one at 1−L — so "−5%" fires at −5.00%, not −4.76%.
+func tau(m config.Metric, th config.Threshold, dir config.Direction) float64 {
+	if m.Absolute {
+		return th.Limit
 	}
-	holmWorse, holmBetter := stats.Holm(worse), stats.Holm(better)
-	adjWorse := make([]float64, len(j.work))
-	adjBetter := make([]float64, len(j.work))
-	for i, w := range j.work {
-		adjWorse[i], adjBetter[i] = w.pWorse, w.pBetter // secondary: not in the family
+	if dir == config.LowerIsWorse {
+		return -math.Log1p(-th.Limit)
 	}
-	for n, i := range idx {
-		adjWorse[i], adjBetter[i] = holmWorse[n], holmBetter[n]
-	}
-	for i := range ms {
-		w := j.work[i]
-		if !w.ok {
-			continue
-		}
-		mr := &ms[i]
-		mr.HolmP = adjWorse[i]
-		sigWorse, sigBetter := adjWorse[i] <= j.alpha, adjBetter[i] <= j.alpha
-		mr.Significant = sigWorse || sigBetter
-		switch {
-		// Regression: real (the interval excludes 0), beyond the noise
-		// band, and worse than the threshold both by the test statistic and
-		// by the medians shown.
-		case sigWorse && w.d > w.band && w.d > w.tau && w.medianD > w.tau:
-			mr.Verdict = MetricRegression
-		case sigBetter && -w.d > w.band:
-			mr.Verdict = MetricImprovement
-		case w.upper < w.tau || w.d <= w.tau/2:
-			if mr.Significant {
-				mr.Verdict = MetricPass
-			} else {
-				mr.Verdict = MetricSame
-			}
-		default:
-			mr.Verdict = MetricInconclusive
-		}
-	}
-}
-
-// verdict folds the gated metrics into the tier's verdict.
-func verdict(rep *Report, tier config.Tier) (Verdict, int) {
-	var regressed, unsure, unusable []string
-	for _, m := range rep.Metrics {
-		if m.Secondary {
-			if m.Verdict == MetricRegression {
-				rep.Notes = append(rep.Notes, fmt.Sprintf("secondary metric %s is worse by %+.1f%%: shown, does not block", m.Metric, 100*m.Delta))
-			}
-			continue
-		}
-		switch m.Verdict {
-		case MetricRegression:
-			regressed = append(regressed, m.Metric)
-		case MetricInconclusive:
-			if m.Note != "" {
-				unusable = append(unusable, m.Metric)
-			} else {
-				unsure = append(unsure, m.Metric)
-			}
-		}
-	}
-	if len(rep.Mismatches) > 0 {
-		rep.Notes = append(rep.Notes, fmt.Sprintf("environment differs in %d field(s): the runs are not comparable; rerun the baseline or the candidate on a matching runner", len(rep.Mismatches)))
-		return Inconclusive, 0
-	}
-	if len(regressed) > 0 {
-		return Regression, 0
-	}
-	if len(unusable) > 0 {
-		rep.Notes = append(rep.Notes, fmt.Sprintf("gated metric(s) %v missing from some runs: more runs will not help; fix the benchmark or the tier's metrics", unusable))
-		return Inconclusive, 0
-	}
-	if len(unsure) == 0 {
-		return Pass, 0
-	}
-	target := 2 * max(tier.Repeats, MinRuns)
-	if rep.CandidateRuns < target {
-		rep.Notes = append(rep.Notes, fmt.Sprintf("inconclusive on %v: run %d more candidate run(s) and compare again with all %d", unsure, target-rep.CandidateRuns, target))
-		return Inconclusive, target
-	}
-	rep.Notes = append(rep.Notes, fmt.Sprintf("still inconclusive on %v after %d candidate runs: the change is too close to the threshold for this noise", unsure, rep.CandidateRuns))
-	return Inconclusive, 0
+	return math.Log1p(th.Limit)
 }

@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"sort"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/perfgate/perfgate/internal/config"
@@ -33,17 +34,40 @@ var DefaultNoiseModels = []NoiseModel{
 	{Name: "t(5) CV 5% + 3% outlier runs", CV: 0.05, TailDF: 5, OutlierProb: 0.03, OutlierShift: 4},
 }
 
-// SimConfig sets up a simulation of many gates.
+// SimConfig sets up a simulation of many gates the way production runs
+// them: every set of runs is one session (an engine start) with its own
+// shift, runs within a session drift, the first judgement adds runs once
+// when inconclusive, and each retest adds a session and judges all the
+// evidence again at the next look's α.
 type SimConfig struct {
-	Tier         config.Tier
-	Gates        int     // per model, for the false-alarm and the detection rate each
-	Runs         int     // candidate runs (the tier's repeats)
-	BaselineRuns int     // runs in the stored baseline
-	HistorySets  int     // earlier A/A run sets of BaselineRuns runs for the prior; 0 = none
-	Delta        float64 // the true regression injected into tpot_p99, e.g. 0.08
-	Seed         uint64
-	Models       []NoiseModel
-	// Sweep, when set, also finds the smallest tpot_p99 regression each
+	Tier   config.Tier
+	Design string // DesignStored or DesignInterleaved
+	Gates  int    // per model and rate
+	// Runs is the candidate's runs per session (stored) or pairs per job
+	// (interleaved); BaselineRuns the runs of the stored baseline and of
+	// each history session.
+	Runs         int
+	BaselineRuns int
+	// HistorySets is how many earlier sessions of unchanged code (stored
+	// baselines, A/A sets) the gate gets as its noise history; 0 is a
+	// repository whose history is empty.
+	HistorySets int
+	// SessionCV is the session-to-session shift: every run of a session
+	// is scaled by exp(SessionCV·z), z shared by the session.
+	SessionCV float64
+	// Drift is the step of a random walk within a session, per run, in the
+	// same units (a slow thermal or clock drift shared by every metric).
+	Drift float64
+	// Metric is the gated metric a true regression is injected into;
+	// Deltas the regressions whose detection rates are reported.
+	Metric string
+	Deltas []float64
+	// Retests is the length of the retest sequence whose cumulative false
+	// alarms are reported (0…Retests).
+	Retests int
+	Seed    uint64
+	Models  []NoiseModel
+	// Sweep, when set, also finds the smallest regression of Metric each
 	// rule catches with 80% and 95% probability, over these deltas.
 	Sweep      []float64
 	SweepGates int
@@ -52,40 +76,80 @@ type SimConfig struct {
 // SimRow is one rule under one noise model.
 type SimRow struct {
 	Model, Rule string
-	FalseAlarm  float64 // share of A/A gates called a regression
-	Detection   float64 // share of gates with a true Delta called a regression
-	// Inconclusive is the share of regressed gates left inconclusive.
-	Inconclusive float64
-	MeanRuns     float64 // candidate runs spent per regressed gate
+	FalseAlarm  float64 // share of A/A gates called a regression at the first judgement
+	// InconclusiveAA is the share of A/A gates left inconclusive: under
+	// needs_ack, the unchanged PRs a maintainer must acknowledge.
+	InconclusiveAA float64
+	// Detection is the share of gates with a true regression Deltas[i]
+	// called a regression; Inconclusive the share left inconclusive.
+	Detection    []float64
+	Inconclusive []float64
+	MeanRuns     float64 // candidate runs (pairs) spent per A/A gate, before retests
+	// Retest is the cumulative false-alarm rate after 1…Retests retests:
+	// a regression called at any look so far (nil for rules without
+	// looks).
+	Retest       []float64
 	Min80, Min95 float64 // smallest swept delta detected that often; NaN if none
 }
 
 // Rules in the simulation.
 const (
-	RuleNaive   = "naive: 1 run, |Δ| > 3% on tpot_p99"
-	RuleGate    = "gate: runs vs baseline"
-	RuleAutoAdd = "gate + auto-add runs once"
+	RuleNaive   = "naive: 1 run each, |Δ| > 3%"
+	RuleGate    = "gate, first look only"
+	RuleAutoAdd = "gate (adds runs once when inconclusive)"
 )
+
+// DefaultSimMetric is where simulated regressions go: the gated latency
+// metric of the merge tier.
+const DefaultSimMetric = "tpot_p90"
 
 // Simulate runs the gates and returns a row per model and rule.
 func Simulate(cfg SimConfig) ([]SimRow, error) {
+	if cfg.Design == "" {
+		cfg.Design = DesignStored
+		if cfg.Tier.Interleave {
+			cfg.Design = DesignInterleaved
+		}
+	}
+	if cfg.Design != DesignStored && cfg.Design != DesignInterleaved {
+		return nil, fmt.Errorf("simulate: design %q: want %s or %s", cfg.Design, DesignStored, DesignInterleaved)
+	}
+	if cfg.Metric == "" {
+		cfg.Metric = DefaultSimMetric
+	}
+	m, ok := config.LookupMetric(cfg.Metric)
+	if !ok || m.Series == "" {
+		return nil, fmt.Errorf("simulate: %q is not a latency metric", cfg.Metric)
+	}
+	if _, ok := simMetrics[m.Key]; !ok {
+		return nil, fmt.Errorf("simulate: no simulated level for %s", m.Key)
+	}
+	if cfg.Runs < 1 || cfg.BaselineRuns < 1 || cfg.Gates < 1 {
+		return nil, fmt.Errorf("simulate: need runs, baseline runs and gates ≥ 1")
+	}
+	// Secondary metrics never change a verdict: leave them out.
+	cfg.Tier.Secondary = nil
 	var rows []SimRow
 	for mi, model := range cfg.Models {
-		s := &simulator{cfg: cfg, model: model, rng: rand.New(rand.NewPCG(cfg.Seed, uint64(mi)+1))}
-		null, err := s.rates(0, cfg.Gates)
+		s := &simulator{cfg: cfg, model: model, key: m.Key, rng: rand.New(rand.NewPCG(cfg.Seed, uint64(mi)+1))}
+		null, err := s.rates(0, cfg.Gates, cfg.Retests)
 		if err != nil {
 			return nil, err
 		}
-		alt, err := s.rates(cfg.Delta, cfg.Gates)
-		if err != nil {
-			return nil, err
+		var alt [][3]rate
+		for _, d := range cfg.Deltas {
+			a, err := s.rates(d, cfg.Gates, 0)
+			if err != nil {
+				return nil, err
+			}
+			alt = append(alt, a)
 		}
 		var min80, min95 [3]float64
 		for r := range min80 {
 			min80[r], min95[r] = math.NaN(), math.NaN()
 		}
 		for _, d := range cfg.Sweep {
-			sw, err := s.rates(d, cfg.SweepGates)
+			sw, err := s.rates(d, cfg.SweepGates, 0)
 			if err != nil {
 				return nil, err
 			}
@@ -99,8 +163,16 @@ func Simulate(cfg SimConfig) ([]SimRow, error) {
 			}
 		}
 		for r, name := range []string{RuleNaive, RuleGate, RuleAutoAdd} {
-			rows = append(rows, SimRow{Model: model.Name, Rule: name, FalseAlarm: null[r].detected, Detection: alt[r].detected,
-				Inconclusive: alt[r].inconclusive, MeanRuns: alt[r].runs, Min80: min80[r], Min95: min95[r]})
+			row := SimRow{Model: model.Name, Rule: name, FalseAlarm: null[r].detected, InconclusiveAA: null[r].inconclusive,
+				MeanRuns: null[r].runs, Min80: min80[r], Min95: min95[r]}
+			for _, a := range alt {
+				row.Detection = append(row.Detection, a[r].detected)
+				row.Inconclusive = append(row.Inconclusive, a[r].inconclusive)
+			}
+			if r == 2 {
+				row.Retest = null[r].retest
+			}
+			rows = append(rows, row)
 		}
 	}
 	return rows, nil
@@ -108,10 +180,29 @@ func Simulate(cfg SimConfig) ([]SimRow, error) {
 
 // WriteSimTable prints the rows as a table.
 func WriteSimTable(w io.Writer, cfg SimConfig, rows []SimRow) error {
-	fmt.Fprintf(w, "tier %s: %d candidate vs %d baseline runs, %d A/A history set(s), %d gates per cell, true regression +%.0f%% on tpot_p99, seed %d\n\n",
-		cfg.Tier.Name, cfg.Runs, cfg.BaselineRuns, cfg.HistorySets, cfg.Gates, 100*cfg.Delta, cfg.Seed)
+	design := fmt.Sprintf("stored baseline: %d candidate vs %d baseline runs", cfg.Runs, cfg.BaselineRuns)
+	if cfg.Design == DesignInterleaved || (cfg.Design == "" && cfg.Tier.Interleave) {
+		design = fmt.Sprintf("interleaved: %d base/head pairs per job (ABBA)", cfg.Runs)
+	}
+	metric := cfg.Metric
+	if metric == "" {
+		metric = DefaultSimMetric
+	}
+	fmt.Fprintf(w, "tier %s, %s; history: %d earlier session(s) of %d runs; session shift %.1f%%, drift %.2f%%/run; regressions on %s; %d gates per cell, seed %d\n\n",
+		cfg.Tier.Name, design, cfg.HistorySets, cfg.BaselineRuns, 100*cfg.SessionCV, 100*cfg.Drift, metric, cfg.Gates, cfg.Seed)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "noise\trule\tfalse alarm\tdetected\tinconclusive\truns used\tmin δ 80%\tmin δ 95%")
+	head := []string{"noise", "rule", "false alarm", "A/A inconclusive"}
+	for _, d := range cfg.Deltas {
+		head = append(head, fmt.Sprintf("detected +%.0f%%", 100*d), fmt.Sprintf("inconclusive +%.0f%%", 100*d))
+	}
+	head = append(head, "runs used")
+	for i := 1; i <= cfg.Retests; i++ {
+		head = append(head, fmt.Sprintf("FA %d retest%s", i, map[bool]string{true: "", false: "s"}[i == 1]))
+	}
+	if len(cfg.Sweep) > 0 {
+		head = append(head, "min δ 80%", "min δ 95%")
+	}
+	fmt.Fprintln(tw, strings.Join(head, "\t"))
 	pct := func(v float64) string {
 		if math.IsNaN(v) {
 			return "-"
@@ -119,8 +210,22 @@ func WriteSimTable(w io.Writer, cfg SimConfig, rows []SimRow) error {
 		return fmt.Sprintf("%.1f%%", 100*v)
 	}
 	for _, r := range rows {
-		fmt.Fprintf(tw, "%s\t%s\t%.2f%%\t%.1f%%\t%.1f%%\t%.1f\t%s\t%s\n", r.Model, r.Rule, 100*r.FalseAlarm, 100*r.Detection,
-			100*r.Inconclusive, r.MeanRuns, pct(r.Min80), pct(r.Min95))
+		cells := []string{r.Model, r.Rule, fmt.Sprintf("%.2f%%", 100*r.FalseAlarm), pct(r.InconclusiveAA)}
+		for i := range cfg.Deltas {
+			cells = append(cells, pct(r.Detection[i]), pct(r.Inconclusive[i]))
+		}
+		cells = append(cells, fmt.Sprintf("%.1f", r.MeanRuns))
+		for i := 0; i < cfg.Retests; i++ {
+			if i < len(r.Retest) {
+				cells = append(cells, fmt.Sprintf("%.2f%%", 100*r.Retest[i]))
+			} else {
+				cells = append(cells, "-")
+			}
+		}
+		if len(cfg.Sweep) > 0 {
+			cells = append(cells, pct(r.Min80), pct(r.Min95))
+		}
+		fmt.Fprintln(tw, strings.Join(cells, "\t"))
 	}
 	return tw.Flush()
 }
@@ -128,10 +233,14 @@ func WriteSimTable(w io.Writer, cfg SimConfig, rows []SimRow) error {
 type simulator struct {
 	cfg   SimConfig
 	model NoiseModel
+	key   string // result key of the regressed metric
 	rng   *rand.Rand
 }
 
-type rate struct{ detected, inconclusive, runs float64 }
+type rate struct {
+	detected, inconclusive, runs float64
+	retest                       []float64
+}
 
 // simMetricKeys orders simMetrics: drawing noise in map order would make a
 // seeded simulation differ from run to run.
@@ -144,88 +253,220 @@ var simMetricKeys = func() []string {
 	return keys
 }()
 
-// simMetrics are the typical levels of the merge tier's metrics.
+// simMetrics are typical levels of the latency metrics the tiers use.
 var simMetrics = map[string]float64{
 	"p99_tpot_ms": 14, "median_tpot_ms": 11, "p99_ttft_ms": 900, "median_ttft_ms": 250,
 	"p99_itl_ms": 40, "median_itl_ms": 10, "p99_e2el_ms": 3000, "median_e2el_ms": 1800,
 	"mean_ttft_ms": 300, "mean_tpot_ms": 11.5, "mean_itl_ms": 11, "mean_e2el_ms": 1900,
 	"p90_ttft_ms": 700, "p90_tpot_ms": 13, "p95_ttft_ms": 800, "p95_tpot_ms": 13.5,
+	"p90_itl_ms": 14, "p90_e2el_ms": 2600,
 }
 
-func (s *simulator) rates(delta float64, gates int) ([3]rate, error) {
+// rates simulates gates with a true regression delta and returns, per
+// rule, the share called a regression, the share left inconclusive and
+// the runs used; for the production rule also the cumulative false-alarm
+// share after each of retests retests.
+func (s *simulator) rates(delta float64, gates, retests int) ([3]rate, error) {
 	var out [3]rate
+	out[2].retest = make([]float64, retests)
+	tier := s.cfg.Tier
 	for g := 0; g < gates; g++ {
-		base := s.runs(s.cfg.BaselineRuns, 0)
-		cand := s.runs(s.cfg.Runs, delta)
-		var hist [][]*result.Result
+		var hist History
 		for h := 0; h < s.cfg.HistorySets; h++ {
-			hist = append(hist, s.runs(s.cfg.BaselineRuns, 0))
+			hist.Sessions = append(hist.Sessions, Session{Label: fmt.Sprintf("history %d", h+1), Runs: s.session(s.cfg.BaselineRuns, 0)})
 		}
+		ev := s.newEvidence(delta)
 		// The seed's rule: one run each, 3% either way.
-		b, c := base[0].Metrics["p99_tpot_ms"], cand[0].Metrics["p99_tpot_ms"]
+		b, c := ev.naive()
 		if math.Abs(c/b-1) > 0.03 {
 			out[0].detected++
 		}
 		out[0].runs++
-		rep, err := Compare(base, cand, s.cfg.Tier, Options{History: hist})
+		opt := Options{History: hist}
+		rep, err := ev.judge(tier, opt)
 		if err != nil {
 			return out, err
 		}
-		out[1].runs += float64(len(cand))
-		if rep.Verdict == Regression {
+		out[1].runs += float64(ev.size())
+		switch rep.Verdict {
+		case Regression:
 			out[1].detected++
-		}
-		if rep.Verdict == Inconclusive {
+		case Inconclusive:
 			out[1].inconclusive++
 		}
-		if rep.Verdict == Inconclusive && rep.NeedMoreRuns > len(cand) {
-			cand = append(cand, s.runs(rep.NeedMoreRuns-len(cand), delta)...)
-			if rep, err = Compare(base, cand, s.cfg.Tier, Options{History: hist}); err != nil {
+		if rep.Verdict == Inconclusive && rep.NeedMoreRuns > ev.size() {
+			ev.add(rep.NeedMoreRuns - ev.size())
+			opt.Looks = rep.Looks
+			if rep, err = ev.judge(tier, opt); err != nil {
 				return out, err
 			}
 		}
-		out[2].runs += float64(len(cand))
+		out[2].runs += float64(ev.size())
+		alarmed := rep.Verdict == Regression
 		switch rep.Verdict {
 		case Regression:
 			out[2].detected++
 		case Inconclusive:
 			out[2].inconclusive++
 		}
+		for r := 0; r < retests; r++ {
+			ev.add(s.cfg.Runs)
+			opt.Looks = rep.Looks
+			if rep, err = ev.judge(tier, opt); err != nil {
+				return out, err
+			}
+			if rep.Verdict == Regression {
+				alarmed = true
+			}
+			if alarmed {
+				out[2].retest[r]++
+			}
+		}
 	}
 	for i := range out {
 		out[i].detected /= float64(gates)
 		out[i].inconclusive /= float64(gates)
 		out[i].runs /= float64(gates)
+		for r := range out[i].retest {
+			out[i].retest[r] /= float64(gates)
+		}
 	}
 	return out, nil
 }
 
-// runs makes n synthetic results carrying only the aggregate keys. A run's
-// noise is half shared by its metrics (the card's state moves them
-// together: latencies up, throughputs down) and half its own.
-func (s *simulator) runs(n int, delta float64) []*result.Result {
+// evidence is one simulated commit's growing evidence.
+type evidence struct {
+	s        *simulator
+	delta    float64
+	base     []*result.Result // stored: the baseline session
+	cand     []*result.Result // stored: candidate runs, all sessions
+	sessions []string
+	pairs    []Pair // interleaved
+	nSession int
+}
+
+func (s *simulator) newEvidence(delta float64) *evidence {
+	ev := &evidence{s: s, delta: delta}
+	if s.cfg.Design == DesignStored {
+		ev.base = s.session(s.cfg.BaselineRuns, 0)
+	}
+	ev.add(s.cfg.Runs)
+	return ev
+}
+
+// add measures n more candidate runs (pairs) in a new session, as an
+// added-runs job or a retest does.
+func (ev *evidence) add(n int) {
+	ev.nSession++
+	name := fmt.Sprint(ev.nSession)
+	if ev.s.cfg.Design == DesignStored {
+		for _, r := range ev.s.session(n, ev.delta) {
+			ev.cand = append(ev.cand, r)
+			ev.sessions = append(ev.sessions, name)
+		}
+		return
+	}
+	ev.pairs = append(ev.pairs, ev.s.pairSession(n, ev.delta, name)...)
+}
+
+func (ev *evidence) size() int {
+	if ev.s.cfg.Design == DesignStored {
+		return len(ev.cand)
+	}
+	return len(ev.pairs)
+}
+
+func (ev *evidence) naive() (float64, float64) {
+	if ev.s.cfg.Design == DesignStored {
+		return ev.base[0].Metrics[ev.s.key], ev.cand[0].Metrics[ev.s.key]
+	}
+	return ev.pairs[0].Base.Metrics[ev.s.key], ev.pairs[0].Head.Metrics[ev.s.key]
+}
+
+func (ev *evidence) judge(tier config.Tier, opt Options) (*Report, error) {
+	if ev.s.cfg.Design == DesignStored {
+		opt.CandidateSessions = ev.sessions
+		return Compare(ev.base, ev.cand, tier, opt)
+	}
+	return ComparePaired(ev.pairs, tier, opt)
+}
+
+// session makes n runs of one engine session: a session shift shared by
+// the runs, a random-walk drift from run to run, and each run's own noise.
+// Latencies scale by 1+delta on the regressed metric.
+func (s *simulator) session(n int, delta float64) []*result.Result {
+	st := s.newSessionState()
 	out := make([]*result.Result, n)
 	for i := range out {
-		shared := s.noise()
-		if s.rng.Float64() < s.model.OutlierProb {
-			shared += s.model.OutlierShift
-		}
-		r := &result.Result{Metrics: make(map[string]float64, len(simMetrics)), Completed: 1000, Perfgate: &result.Section{}}
-		f := func(level float64) float64 {
-			z := math.Sqrt(0.5)*shared + math.Sqrt(0.5)*s.noise()
-			return level * math.Exp(s.model.CV*z)
-		}
-		for _, k := range simMetricKeys {
-			r.Metrics[k] = f(simMetrics[k])
-		}
-		r.Metrics["p99_tpot_ms"] *= 1 + delta
-		inv := func(level float64) float64 { return level * level / f(level) }
-		r.OutputThroughput = inv(5000)
-		r.RequestThroughput = inv(40)
-		r.TotalTokenThroughput = inv(45000)
-		out[i] = r
+		out[i] = s.run(st, delta)
 	}
 	return out
+}
+
+// pairSession makes n base/head pairs in one session, in ABBA order.
+func (s *simulator) pairSession(n int, delta float64, name string) []Pair {
+	st := s.newSessionState()
+	out := make([]Pair, n)
+	for i := range out {
+		headFirst := i%2 == 1
+		var first, second *result.Result
+		if headFirst {
+			first, second = s.run(st, delta), s.run(st, 0)
+			out[i] = Pair{Session: name, Index: i, Head: first, Base: second, HeadFirst: true}
+		} else {
+			first, second = s.run(st, 0), s.run(st, delta)
+			out[i] = Pair{Session: name, Index: i, Base: first, Head: second}
+		}
+	}
+	return out
+}
+
+// sessionState is what a session's runs share.
+type sessionState struct {
+	shared float64            // the session shift's part common to every metric
+	own    map[string]float64 // its part per metric
+	walk   float64            // the drift so far
+}
+
+func (s *simulator) newSessionState() *sessionState {
+	st := &sessionState{own: make(map[string]float64, len(simMetricKeys)+3)}
+	if s.cfg.SessionCV > 0 {
+		st.shared = s.rng.NormFloat64()
+		for _, k := range simMetricKeys {
+			st.own[k] = s.rng.NormFloat64()
+		}
+		for _, k := range []string{"output_throughput", "request_throughput", "total_token_throughput"} {
+			st.own[k] = s.rng.NormFloat64()
+		}
+	}
+	return st
+}
+
+// run is one run's values. A run's noise is half shared by its metrics
+// (the card's state moves them together: latencies up, throughputs down)
+// and half its own; so is the session shift.
+func (s *simulator) run(st *sessionState, delta float64) *result.Result {
+	if s.cfg.Drift > 0 {
+		st.walk += s.cfg.Drift * s.rng.NormFloat64()
+	}
+	shared := s.noise()
+	if s.rng.Float64() < s.model.OutlierProb {
+		shared += s.model.OutlierShift
+	}
+	r := &result.Result{Metrics: make(map[string]float64, len(simMetrics)), Completed: 1000, Perfgate: &result.Section{}}
+	logf := func(k string) float64 {
+		z := math.Sqrt(0.5)*shared + math.Sqrt(0.5)*s.noise()
+		sess := s.cfg.SessionCV * (math.Sqrt(0.5)*st.shared + math.Sqrt(0.5)*st.own[k])
+		return s.model.CV*z + sess + st.walk
+	}
+	for _, k := range simMetricKeys {
+		r.Metrics[k] = simMetrics[k] * math.Exp(logf(k))
+	}
+	r.Metrics[s.key] *= 1 + delta
+	r.OutputThroughput = 5000 * math.Exp(-logf("output_throughput"))
+	r.RequestThroughput = 40 * math.Exp(-logf("request_throughput"))
+	r.TotalTokenThroughput = 45000 * math.Exp(-logf("total_token_throughput"))
+	return r
 }
 
 // noise is a unit-variance draw from the model's distribution.

@@ -4,19 +4,23 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"strconv"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/perfgate/perfgate/internal/config"
 )
 
 // WriteText prints the report as a benchstat-like plain-text table: values
 // with units, signed deltas, "~" where the change is not distinguishable
-// from noise, then the p-value and run counts.
+// from noise, then the test that decided (one-sided p after Holm, its
+// interval, degrees of freedom), the evidence and the α it spent.
 func (r *Report) WriteText(w io.Writer) error {
-	fmt.Fprintf(w, "tier %s: %s — %d baseline run(s) vs %d candidate run(s), confidence %.1f%%\n\n",
-		r.Tier, strings.ToUpper(string(r.Verdict)), r.BaselineRuns, r.CandidateRuns, 100*r.Confidence)
+	fmt.Fprintf(w, "tier %s: %s — %s\n", r.Tier, strings.ToUpper(string(r.Verdict)), r.Evidence())
+	fmt.Fprintf(w, "%s\n\n", r.Policy())
 	if len(r.Metrics) > 0 {
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "metric\tbaseline\tcandidate\tΔ\tthreshold\tnoise\tverdict\ttest")
+		fmt.Fprintln(tw, "metric\tbaseline\tcandidate\tΔ\tthreshold\tnoise\tverdict\ttest (one-sided p after Holm, interval)")
 		for _, m := range r.Metrics {
 			name := m.Metric
 			if m.Secondary {
@@ -26,11 +30,13 @@ func (r *Report) WriteText(w io.Writer) error {
 			if m.Verdict != MetricSame {
 				delta = signedChange(m)
 			}
-			detail := ""
-			if m.Note != "" {
-				detail = m.Note
-			} else {
-				detail = fmt.Sprintf("p=%.3f n=%d+%d", m.PValue, m.BaselineRuns, m.CandidateRuns)
+			detail := m.Note
+			if detail == "" {
+				p := fmt.Sprintf("p=%.2g", m.HolmP)
+				if m.Secondary {
+					p = fmt.Sprintf("p=%.2g (not in the family)", m.P)
+				}
+				detail = fmt.Sprintf("%s [%s, %s] df=%.0f", p, signed(m, m.CILow), signed(m, m.CIHigh), m.DF)
 			}
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", name, value(m, m.Baseline), value(m, m.Candidate),
 				delta, threshold(m), band(m), m.Verdict, detail)
@@ -57,6 +63,62 @@ func (r *Report) WriteText(w io.Writer) error {
 		fmt.Fprintf(w, "note: %s\n", n)
 	}
 	return nil
+}
+
+// Evidence says what the verdict rests on: runs or pairs, sessions,
+// history, and the α this look spent out of the commit's budget.
+func (r *Report) Evidence() string {
+	var runs string
+	switch r.Design {
+	case DesignInterleaved:
+		runs = fmt.Sprintf("%d interleaved %s", r.Pairs, plural(r.Pairs, "pair", "pairs"))
+	case DesignRecent:
+		runs = fmt.Sprintf("%d run(s) vs %d run(s) of the recent baselines", r.CandidateRuns, r.BaselineRuns)
+	default:
+		runs = fmt.Sprintf("%d baseline run(s) vs %d candidate run(s)", r.BaselineRuns, r.CandidateRuns)
+	}
+	if r.CandidateSessions > 1 {
+		runs += fmt.Sprintf(" from %d sessions", r.CandidateSessions)
+	}
+	hist := "no noise history"
+	if r.HistorySessions > 0 {
+		hist = fmt.Sprintf("noise history of %d %s", r.HistorySessions, plural(r.HistorySessions, "session", "sessions"))
+	}
+	return fmt.Sprintf("%s, %s; look %d: α %s of the commit's %s (%s spent), confidence %s",
+		runs, hist, r.Look(), pctg(r.Alpha), pctg(1-r.Confidence), pctg(r.Looks.SpentAlpha()), pctg(r.Confidence))
+}
+
+// Policy says how the tier turns evidence into a verdict.
+func (r *Report) Policy() string {
+	at := "past its threshold (a change exactly at the threshold is caught half the time)"
+	if r.RegressionAt == config.RegressionAtHalf {
+		at = "past half its threshold"
+	}
+	inc := "an inconclusive result leaves the check neutral (inconclusive: neutral)"
+	if r.InconclusivePolicy == config.InconclusiveNeedsAck {
+		inc = "an inconclusive result holds the check until a maintainer acknowledges it or more runs decide (inconclusive: needs_ack)"
+	}
+	return fmt.Sprintf("policy: a significant change regresses %s; %s", at, inc)
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
+// pctg prints a small probability: 0.25%, 0.0625%.
+func pctg(p float64) string {
+	return strconv.FormatFloat(100*p, 'g', 3, 64) + "%"
+}
+
+// signed prints a change the metric's way: percent or points.
+func signed(m MetricResult, x float64) string {
+	if absolute(m) {
+		return fmt.Sprintf("%+.2fpp", 100*x)
+	}
+	return fmt.Sprintf("%+.1f%%", 100*x)
 }
 
 func absolute(m MetricResult) bool { return m.Key == "error_rate" }

@@ -49,6 +49,9 @@ func summaryDataOf(v View) summaryData {
 	case Inconclusive:
 		d.Icon, d.Headline = "❔", fmt.Sprintf("perfgate / %s: inconclusive", v.Tier)
 		d.Lead = fmt.Sprintf("The runs of %s could not settle whether it regressed. This does not block the PR.", short)
+		if v.NeedsAck {
+			d.Lead = fmt.Sprintf("The runs of %s could not settle whether it regressed. This tier does not pass an inconclusive result: the check needs action until a maintainer acknowledges it or more runs decide.", short)
+		}
 	case Skipped:
 		d.Icon, d.Headline = "⏭️", fmt.Sprintf("perfgate / %s: skipped", v.Tier)
 		d.Lead = "This PR changes no files that match the repository's perfgate paths, so nothing was measured."
@@ -64,7 +67,10 @@ func summaryDataOf(v View) summaryData {
 			"Comment `/perf appeal <reason>` to explain why the regression is acceptable; a maintainer answers `/perf appeal accept` or `/perf appeal reject`.",
 		}
 	case Inconclusive:
-		d.NextSteps = []string{"Comment `/perf retest` to add runs; more runs narrow the interval."}
+		d.NextSteps = []string{"Comment `/perf retest` to add runs; more runs narrow the interval (each retest spends part of the commit's false-alarm budget, so retesting cannot turn noise into a verdict)."}
+		if v.NeedsAck {
+			d.NextSteps = append(d.NextSteps, "A maintainer who accepts the uncertainty comments `/perf ack`; it is recorded in the audit log.")
+		}
 	case Broken:
 		d.NextSteps = []string{"Fix the problem above and push, or comment `/perf retest` if it was the runner's fault."}
 	}

@@ -18,6 +18,8 @@ func FromGate(v View, rep *gate.Report, env *result.Environment) View {
 	v.Tier = rep.Tier
 	v.BaselineRuns, v.CandidateRuns = rep.BaselineRuns, rep.CandidateRuns
 	v.Confidence = strconv.FormatFloat(rep.Confidence*100, 'f', -1, 64) + "%"
+	v.Evidence = rep.Evidence()
+	v.Policy = strings.TrimPrefix(rep.Policy(), "policy: ")
 	v.Excluded = append(v.Excluded, rep.ExcludedRuns...)
 	v.Notes = append(v.Notes, rep.Notes...)
 	widest := 0.0

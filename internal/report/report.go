@@ -52,11 +52,21 @@ type View struct {
 	CandidateRuns int
 	NoiseBand     string
 	Confidence    string
-	Excluded      []string
-	Notes         []string
-	Problems      []string // for Broken: what is wrong, quoted in the summary
-	RunDetail     string   // markdown detail, truncated first
-	Log           string   // runner log tail, truncated first
+	// Evidence says what the verdict rests on (runs or pairs, sessions,
+	// history, the look and the α it spent); Policy how the tier judges.
+	// Both come from the gate's report; empty hides them.
+	Evidence string
+	Policy   string
+	// NeedsAck marks an inconclusive check the tier holds (action
+	// required) until a maintainer acknowledges it with `/perf ack` or
+	// more runs decide. The caller sets it when it concludes the check
+	// that way (gate.Report.NeedsAck says when the policy asks for it).
+	NeedsAck  bool
+	Excluded  []string
+	Notes     []string
+	Problems  []string // for Broken: what is wrong, quoted in the summary
+	RunDetail string   // markdown detail, truncated first
+	Log       string   // runner log tail, truncated first
 }
 
 // Row is one line of the regression table.
@@ -162,6 +172,9 @@ func title(v View) string {
 	case Inconclusive:
 		if len(v.Mismatches) > 0 {
 			return "Inconclusive: environment differs from the baseline"
+		}
+		if v.NeedsAck {
+			return "Inconclusive: needs a maintainer's acknowledgement"
 		}
 		return "Inconclusive"
 	case Skipped:

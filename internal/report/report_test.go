@@ -51,6 +51,13 @@ func TestGolden(t *testing.T) {
 			BaselineRuns: 5, CandidateRuns: 10, NoiseBand: "±1.9%", Confidence: "99.5%", Rows: regressionRows()}},
 		{"inconclusive_env", View{Tier: "quick", Verdict: Inconclusive, SHA: "4f1c9e2ab7", BaselineRuns: 3, CandidateRuns: 3, NoiseBand: "±2.4%", Confidence: "99.5%",
 			Mismatches: []Mismatch{{"gpu_name", "NVIDIA A100-SXM4-80GB", "NVIDIA H100 80GB HBM3"}, {"driver_version", "550.54.15", "555.42.02"}}}},
+		{"inconclusive_ack", View{Tier: "merge", Verdict: Inconclusive, SHA: "4f1c9e2ab7", NeedsAck: true, NoiseBand: "±3.0%",
+			Evidence: "8 interleaved pairs, noise history of 4 sessions; look 1: α 0.25% of the commit's 0.5% (0.25% spent), confidence 99.5%",
+			Policy:   "a significant change regresses past half its threshold; an inconclusive result holds the check until a maintainer acknowledges it or more runs decide (inconclusive: needs_ack)",
+			Rows: []Row{
+				{"TPOT p90", FormatValue(11.52, "ms"), FormatValue(11.93, "ms"), FormatDelta(0.036), "+5%", "❔ inconclusive"},
+				{"output throughput", FormatValue(4210.7, "tok/s"), FormatValue(4190.0, "tok/s"), FormatDelta(-0.005), "−5%", "~"},
+			}}},
 		{"skipped", View{Tier: "quick", Verdict: Skipped, SHA: "4f1c9e2ab7"}},
 		{"broken", View{Tier: "quick", Verdict: Broken, SHA: "4f1c9e2ab7",
 			Problems: []string{".github/perfgate.yml:7:5: tiers.merge.metrics.tpot_p98: unknown metric (did you mean tpot_p99?)"}}},

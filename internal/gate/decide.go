@@ -1,0 +1,365 @@
+package gate
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/perfgate/perfgate/internal/config"
+	"github.com/perfgate/perfgate/internal/stats"
+)
+
+// judge holds what the metrics of one comparison share.
+type judge struct {
+	tier      config.Tier
+	design    string
+	alpha     float64 // family-wise, one-sided, this look
+	beta      float64 // the pass test's one-sided level, this look
+	sigmas    float64
+	sessionCV float64
+	half      bool // regression_at: half
+	cache     *seriesCache
+
+	// Per metric, parallel to Report.Metrics, read by decide.
+	work []metricWork
+}
+
+// estimate is one metric's change and its uncertainty, in the test's
+// space, signed by value (higher = larger).
+type estimate struct {
+	d, se, df float64
+	band      float64 // noise band, ≥ 0
+	// medianD is the change of the medians shown, by value; NaN when the
+	// design has no separate median condition.
+	medianD                  float64
+	runSD, sessionSD, pairSD float64
+}
+
+// metricWork is the state decide needs beyond the MetricResult.
+type metricWork struct {
+	ok        bool
+	secondary bool
+	d         float64 // estimate, positive = worse
+	medianD   float64 // medians' change, positive = worse (NaN: none)
+	se, df    float64
+	tau       float64 // threshold in the test's space
+	band      float64
+	pWorse    float64 // one-sided p of "d > 0"
+	pBetter   float64 // one-sided p of "d < 0"
+	sign      float64 // +1 higher is worse, −1 lower is worse
+	m         config.Metric
+}
+
+func newJudge(tier config.Tier, opt Options, design string) (*judge, *Report, error) {
+	if len(tier.Metrics) == 0 {
+		return nil, nil, fmt.Errorf("compare: tier %q gates no metrics", tier.Name)
+	}
+	conf := opt.Confidence
+	if conf == 0 {
+		conf = tier.Confidence
+	}
+	if conf == 0 {
+		conf = DefaultConfidence
+	}
+	if conf <= 0.5 || conf >= 1 || math.IsNaN(conf) {
+		return nil, nil, fmt.Errorf("compare: confidence %g outside (0.5, 1)", conf)
+	}
+	looks, alpha, err := opt.Looks.next(1 - conf)
+	if err != nil {
+		return nil, nil, fmt.Errorf("compare: %w", err)
+	}
+	regAt, policy := tier.RegressionAt, tier.Inconclusive
+	if regAt == "" {
+		regAt = config.RegressionAtThreshold
+	}
+	if policy == "" {
+		policy = config.InconclusiveNeutral
+	}
+	j := &judge{tier: tier, design: design, alpha: alpha, beta: PassMissRate * alpha / looks.Alpha, sigmas: tier.NoiseSigmas, sessionCV: float64(tier.SessionNoise),
+		half: regAt == config.RegressionAtHalf, cache: newSeriesCache()}
+	rep := &Report{Tier: tier.Name, Design: design, Confidence: conf, Alpha: alpha, Looks: looks,
+		RegressionAt: regAt, InconclusivePolicy: policy}
+	return j, rep, nil
+}
+
+// measureAll estimates every gated and secondary metric and fills the
+// report's rows; decide runs afterwards, in finish.
+func (j *judge) measureAll(rep *Report, measure func(config.Metric) (estimate, string), medians func(config.Metric) (float64, float64)) {
+	for _, name := range j.tier.GatedMetrics() {
+		mr, w := j.row(name, j.tier.Metrics[name], false, rep, measure, medians)
+		rep.Metrics, j.work = append(rep.Metrics, mr), append(j.work, w)
+	}
+	for _, name := range j.tier.SecondaryMetrics() {
+		mr, w := j.row(name, j.tier.Secondary[name], true, rep, measure, medians)
+		if !w.ok {
+			rep.Notes = append(rep.Notes, fmt.Sprintf("secondary metric %s not shown: %s", name, mr.Note))
+			continue
+		}
+		rep.Metrics, j.work = append(rep.Metrics, mr), append(j.work, w)
+	}
+}
+
+func (j *judge) row(name string, th config.Threshold, secondary bool, rep *Report, measure func(config.Metric) (estimate, string), medians func(config.Metric) (float64, float64)) (MetricResult, metricWork) {
+	m, known := config.LookupMetric(name)
+	mr := MetricResult{Metric: name, Key: m.Key, Unit: m.Unit, Direction: th.Direction, Threshold: th.Limit,
+		Secondary: secondary, BaselineRuns: rep.BaselineRuns, CandidateRuns: rep.CandidateRuns}
+	if mr.Direction == "" {
+		mr.Direction = m.Natural
+	}
+	w := metricWork{secondary: secondary, m: m, sign: mr.Direction.Sign()}
+	// A metric that cannot be measured is no evidence either way.
+	mr.P, mr.HolmP = 1, 1
+	if !known {
+		mr.Verdict, mr.Note = MetricInconclusive, "unknown metric"
+		return mr, w
+	}
+	e, note := measure(m)
+	if note != "" {
+		mr.Verdict, mr.Note = MetricInconclusive, note
+		return mr, w
+	}
+	mr.Baseline, mr.Candidate = medians(m)
+	if m.Absolute {
+		mr.Delta = mr.Candidate - mr.Baseline
+	} else if mr.Baseline > 0 {
+		mr.Delta = mr.Candidate/mr.Baseline - 1
+	}
+	w.ok = true
+	w.d, w.se, w.df, w.band = w.sign*e.d, e.se, e.df, e.band
+	w.medianD = w.sign * e.medianD
+	w.tau = tau(m, th, mr.Direction)
+	w.pWorse, w.pBetter = oneSided(w.d, w.se, w.df)
+	mr.Estimate = back(m, e.d)
+	if j.design == DesignInterleaved {
+		// The pairs' ratio is the change; the medians of each side are
+		// context.
+		mr.Delta = mr.Estimate
+	}
+	mr.NoiseBand = back(m, e.band)
+	mr.DF = e.df
+	mr.RunSD, mr.SessionSD, mr.PairSD = e.runSD, e.sessionSD, e.pairSD
+	mr.P = w.pWorse
+	return mr, w
+}
+
+// oneSided is the pair of one-sided p-values of a t statistic d/se with df
+// degrees of freedom. No difference and no spread is no evidence either
+// way (p = 1, not 0/0); a difference with no spread is certain.
+func oneSided(d, se, df float64) (worse, better float64) {
+	switch {
+	case math.IsNaN(d) || math.IsNaN(se) || math.IsNaN(df) || df <= 0:
+		return 1, 1
+	case se <= 0 && d == 0:
+		return 1, 1
+	case se <= 0 && d > 0:
+		return 0, 1
+	case se <= 0:
+		return 1, 0
+	}
+	t := d / se
+	worse = 1 - stats.TCDF(t, df)
+	better = stats.TCDF(t, df)
+	if math.IsNaN(worse) || math.IsNaN(better) {
+		return 1, 1
+	}
+	return worse, better
+}
+
+// PassMissRate bounds how often a change exactly at the threshold passes,
+// over all looks at one commit together: each look's pass test runs at
+// the same share of it as its α is of the tier's α (5% at the first look
+// by default). It is the other error of the three-zone rule: a pass test
+// as strict as the regression test would leave most unchanged PRs
+// inconclusive at CV 5%.
+const PassMissRate = 0.10
+
+// decide applies the three-zone rule to every measured metric, with Holm's
+// correction across the gated ones:
+//
+//   - regression: the Holm-adjusted one-sided p of "worse" is at most the
+//     look's α, the estimate passes the threshold (half of it under
+//     regression_at: half), the noise band, and — for a stored comparison —
+//     the change of the medians shown passes the threshold too;
+//   - improvement: significantly better, beyond the noise band;
+//   - pass: the upper confidence bound on "worse", at the look's β, is
+//     below the threshold (shown "~" when the change is not significant);
+//   - inconclusive otherwise.
+func (j *judge) decide(ms []MetricResult) {
+	var worse, better []float64
+	var idx []int
+	for i, w := range j.work {
+		if w.ok && !w.secondary {
+			worse = append(worse, w.pWorse)
+			better = append(better, w.pBetter)
+			idx = append(idx, i)
+		}
+	}
+	holmWorse, holmBetter := stats.Holm(worse), stats.Holm(better)
+	levels := holmLevels(worse, j.alpha)
+	adjWorse := make([]float64, len(j.work))
+	adjBetter := make([]float64, len(j.work))
+	level := make([]float64, len(j.work))
+	for i, w := range j.work {
+		adjWorse[i], adjBetter[i], level[i] = w.pWorse, w.pBetter, j.alpha // secondary: not in the family
+	}
+	for n, i := range idx {
+		adjWorse[i], adjBetter[i], level[i] = holmWorse[n], holmBetter[n], levels[n]
+	}
+	for i := range ms {
+		w := j.work[i]
+		if !w.ok {
+			continue
+		}
+		mr := &ms[i]
+		mr.HolmP = adjWorse[i]
+		upper := w.d + tq(1-j.beta, w.df)*w.se // worse side: the pass test
+		lower := w.d - tq(1-level[i], w.df)*w.se
+		// By value: the worse side is the high end for higher-is-worse.
+		lo, hi := w.sign*lower, w.sign*upper
+		if lo > hi {
+			lo, hi = hi, lo
+		}
+		mr.CILow, mr.CIHigh = back(w.m, lo), back(w.m, hi)
+		sigWorse, sigBetter := adjWorse[i] <= j.alpha, adjBetter[i] <= j.alpha
+		mr.Significant = sigWorse || sigBetter
+		call := w.tau
+		if j.half {
+			call = w.tau / 2
+		}
+		medianOK := math.IsNaN(w.medianD) || w.medianD > call
+		switch {
+		case sigWorse && w.d > call && w.d > w.band && medianOK:
+			mr.Verdict = MetricRegression
+		case sigBetter && -w.d > w.band:
+			mr.Verdict = MetricImprovement
+		case upper < w.tau:
+			if mr.Significant {
+				mr.Verdict = MetricPass
+			} else {
+				mr.Verdict = MetricSame
+			}
+		default:
+			mr.Verdict = MetricInconclusive
+		}
+	}
+}
+
+// holmLevels is the level Holm's step-down tests each p-value at: α/(k −
+// rank) for the rank-th smallest (0-based); NaN p-values sort last.
+func holmLevels(p []float64, alpha float64) []float64 {
+	k := len(p)
+	out := make([]float64, k)
+	for i, pi := range p {
+		rank := 0
+		for j, pj := range p {
+			if pj < pi || (pj == pi && j < i) || (math.IsNaN(pi) && !math.IsNaN(pj)) {
+				rank++
+			}
+		}
+		out[i] = alpha / float64(k-rank)
+	}
+	return out
+}
+
+// tq is Student's t quantile, finite for every df the gate produces.
+func tq(p, df float64) float64 {
+	if df <= 0 || math.IsNaN(df) {
+		df = 1
+	}
+	return stats.TQuantile(p, math.Min(df, maxDF))
+}
+
+// finish decides (unless the verdict is already known), records the look
+// in the budget and checks the report for non-finite numbers.
+func (j *judge) finish(rep *Report, known Verdict) (*Report, error) {
+	if known != "" {
+		rep.Verdict = known
+	} else {
+		j.decide(rep.Metrics)
+		rep.Verdict, rep.NeedMoreRuns = j.verdict(rep)
+	}
+	rep.Looks.record(rep.BaselineRuns, rep.CandidateRuns, rep.Verdict)
+	if err := rep.checkFinite(); err != nil {
+		return nil, fmt.Errorf("compare: %w", err)
+	}
+	return rep, nil
+}
+
+// verdict folds the gated metrics into the tier's verdict.
+func (j *judge) verdict(rep *Report) (Verdict, int) {
+	var regressed, unsure, unusable []string
+	for _, m := range rep.Metrics {
+		if m.Secondary {
+			if m.Verdict == MetricRegression {
+				rep.Notes = append(rep.Notes, fmt.Sprintf("secondary metric %s is worse by %s: shown, does not block", m.Metric, change(m)))
+			}
+			continue
+		}
+		switch m.Verdict {
+		case MetricRegression:
+			regressed = append(regressed, m.Metric)
+		case MetricInconclusive:
+			if m.Note != "" {
+				unusable = append(unusable, m.Metric)
+			} else {
+				unsure = append(unsure, m.Metric)
+			}
+		}
+	}
+	if len(rep.Mismatches) > 0 {
+		rep.Notes = append(rep.Notes, fmt.Sprintf("environment differs in %d field(s): the runs are not comparable; rerun the baseline or the candidate on a matching runner", len(rep.Mismatches)))
+		return Inconclusive, 0
+	}
+	if len(regressed) > 0 {
+		return Regression, 0
+	}
+	if len(unusable) > 0 {
+		rep.Notes = append(rep.Notes, fmt.Sprintf("gated metric(s) %v missing from some runs: more runs will not help; fix the benchmark or the tier's metrics", unusable))
+		return Inconclusive, 0
+	}
+	if len(unsure) == 0 {
+		return Pass, 0
+	}
+	unit, target := "candidate run(s)", 2*max(j.tier.Repeats, MinRuns)
+	if j.design == DesignInterleaved {
+		unit, target = "pair(s)", 2*max(j.tier.Pairs, MinPairs)
+	}
+	if j.design != DesignRecent && rep.CandidateRuns < target {
+		rep.Notes = append(rep.Notes, fmt.Sprintf("inconclusive on %v: run %d more %s and compare again with all %d", unsure, target-rep.CandidateRuns, unit, target))
+		return Inconclusive, target
+	}
+	rep.Notes = append(rep.Notes, fmt.Sprintf("still inconclusive on %v after %d %s: the change is too close to the threshold for this noise", unsure, rep.CandidateRuns, unit))
+	return Inconclusive, 0
+}
+
+// change prints a metric's change the way its unit reads.
+func change(m MetricResult) string {
+	if m.Unit == "" && m.Key == "error_rate" {
+		return fmt.Sprintf("%+.2f points", 100*m.Delta)
+	}
+	return fmt.Sprintf("%+.1f%%", 100*m.Delta)
+}
+
+// checkFinite refuses a report with a NaN or infinity in it: encoding/json
+// cannot write one, and a verdict must never be stored empty.
+func (r *Report) checkFinite() error {
+	bad := func(x float64) bool { return math.IsNaN(x) || math.IsInf(x, 0) }
+	if bad(r.Confidence) || bad(r.Alpha) || bad(r.Looks.Alpha) || bad(r.Looks.Share) {
+		return fmt.Errorf("report of tier %s: non-finite confidence or α", r.Tier)
+	}
+	for _, l := range r.Looks.Spent {
+		if bad(l.Alpha) {
+			return fmt.Errorf("report of tier %s: non-finite α in the look budget", r.Tier)
+		}
+	}
+	names := [...]string{"baseline", "candidate", "delta", "estimate", "threshold", "noise_band", "p", "holm_p", "df",
+		"ci_low", "ci_high", "run_sd", "session_sd", "pair_sd"}
+	for _, m := range r.Metrics {
+		for i, x := range [...]float64{m.Baseline, m.Candidate, m.Delta, m.Estimate, m.Threshold, m.NoiseBand, m.P, m.HolmP, m.DF,
+			m.CILow, m.CIHigh, m.RunSD, m.SessionSD, m.PairSD} {
+			if bad(x) {
+				return fmt.Errorf("report of tier %s: metric %s has a non-finite %s (%v)", r.Tier, m.Metric, names[i], x)
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,31 @@
+package gate
+
+import (
+	"fmt"
+	"math"
+	"strings"
+	"testing"
+)
+
+// The text report shows the test that decided: the one-sided p after Holm
+// and its interval, the evidence and the α spent, and the tier's policy.
+func TestWriteText(t *testing.T) {
+	levels := map[string]float64{"p99_tpot_ms": 14, "output_throughput": 5000}
+	rep := compare(t, runs(levels, 0.005, 0), runs(levels, 0.005, math.Log(1.15), "p99_tpot_ms"), tier(0.05, 3, "tpot_p99", "output_throughput"), Options{})
+	var sb strings.Builder
+	if err := rep.WriteText(&sb); err != nil {
+		t.Fatal(err)
+	}
+	out := sb.String()
+	m := metric(t, rep, "tpot_p99")
+	for _, want := range []string{"REGRESSION", "14.00 ms", "16.10 ms", "+15.00%", "+5%", "-5%", "5000 tok/s", "regression", "~",
+		"one-sided p after Holm", fmt.Sprintf("p=%.2g [%+.1f%%, %+.1f%%] df=8", m.HolmP, 100*m.CILow, 100*m.CIHigh), "5 baseline run(s) vs 5 candidate run(s)",
+		"look 1: α 0.25% of the commit's 0.5%", "policy: a significant change regresses past its threshold", "inconclusive: neutral"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("text lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "p=0.008") {
+		t.Errorf("text still shows the 5+5 Mann–Whitney p (0.008):\n%s", out)
+	}
+}
