@@ -23,7 +23,8 @@ var noiseModels = map[string]gate.NoiseModel{
 func runSimulateGate(ctx context.Context, env *cliEnv, args []string) int {
 	fs := env.flags("simulate-gate", "[--gates 20000] [--tier merge] [--design stored|interleaved] [flags]")
 	gates := fs.Int("gates", 20000, "gates per noise model, for each rate")
-	tierName := fs.String("tier", "merge", "tier whose defaults are simulated")
+	tierName := fs.String("tier", "merge", "tier simulated")
+	cfgPath := fs.String("config", "", "perfgate config whose tier is simulated (default: the built-in defaults)")
 	design := fs.String("design", "", "stored (candidate runs vs a stored baseline) or interleaved (base/head pairs); default: the tier's")
 	runs := fs.Int("runs", 0, "candidate runs per session (stored) or pairs per job (interleaved); default: the tier's repeats or pairs")
 	baseRuns := fs.Int("baseline-runs", 5, "runs in the stored baseline and in each history session")
@@ -44,7 +45,15 @@ func runSimulateGate(ctx context.Context, env *cliEnv, args []string) int {
 		fmt.Fprintf(env.stderr, "perfgate simulate-gate: "+format+"\n", a...)
 		return 3
 	}
-	tier, err := config.Default().Tier(*tierName)
+	cfg0 := config.Default()
+	if *cfgPath != "" {
+		c, err := config.Load(*cfgPath)
+		if err != nil {
+			return bad("%v", err)
+		}
+		cfg0 = c
+	}
+	tier, err := cfg0.Tier(*tierName)
 	if err != nil {
 		return bad("%v", err)
 	}

@@ -195,7 +195,7 @@ func WriteSimTable(w io.Writer, cfg SimConfig, rows []SimRow) error {
 	for _, d := range cfg.Deltas {
 		head = append(head, fmt.Sprintf("detected +%.0f%%", 100*d), fmt.Sprintf("inconclusive +%.0f%%", 100*d))
 	}
-	head = append(head, "runs used")
+	head = append(head, "runs used (pairs when interleaved)")
 	for i := 1; i <= cfg.Retests; i++ {
 		head = append(head, fmt.Sprintf("FA %d retest%s", i, map[bool]string{true: "", false: "s"}[i == 1]))
 	}
