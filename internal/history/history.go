@@ -78,6 +78,9 @@ func Seed(ctx context.Context, st store.Store, s Spec) ([]Night, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The runner this history pretends to have shifts from night to night
+	// by Noise: say so, as a repository's config would (session_noise).
+	tier.SessionNoise = config.Percent(s.Noise)
 	rng := rand.New(rand.NewPCG(s.Seed, 7))
 	var nights []Night
 	for d := 0; d < s.Days; d++ {
@@ -218,7 +221,6 @@ func storeCheck(ctx context.Context, st store.Store, repo, sha string, jobIDs []
 	case merged.Verdict == gate.Inconclusive:
 		state = store.CheckInconclusive
 	}
-	finite(merged)
 	doc, err := json.Marshal(map[string]any{"report": merged, "environment": env})
 	if err != nil {
 		return fmt.Errorf("seed verdict: %w", err)
@@ -278,27 +280,4 @@ func Run(rng *rand.Rand, sha string, conc, n int, slow float64) *result.Result {
 	r.TotalTokenThroughput = float64(outTok+256*n) / dur
 	r.Perfgate = pg
 	return r
-}
-
-// finite replaces the NaNs the gate can return today (an error rate of
-// zero in every run has no variance: issue 9) so the verdict encodes.
-func finite(rep *gate.Report) {
-	fix := func(f *float64, v float64) {
-		if math.IsNaN(*f) || math.IsInf(*f, 0) {
-			*f = v
-		}
-	}
-	for i := range rep.Metrics {
-		m := &rep.Metrics[i]
-		fix(&m.PValue, 1)
-		fix(&m.HolmP, 1)
-		fix(&m.CILow, 0)
-		fix(&m.CIHigh, 0)
-		fix(&m.NoiseBand, 0)
-		fix(&m.Delta, 0)
-		if m.RequestCI != nil {
-			fix(&m.RequestCI.Low, 0)
-			fix(&m.RequestCI.High, 0)
-		}
-	}
 }
