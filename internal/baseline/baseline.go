@@ -475,22 +475,28 @@ func Options(ctx context.Context, st Store, repo, key string, against int, looks
 }
 
 func audit(ctx context.Context, st Store, b store.Baseline, meta Meta, prev store.Baseline, worse []Worse) error {
-	detail, _ := json.Marshal(map[string]any{
+	detail, err := json.Marshal(map[string]any{
 		"key": b.Key, "version": b.Version, "label": meta.Version, "commit": b.Commit,
 		"image_digest": b.ImageDigest, "gpu": b.GPU, "gpu_uuid": b.GPUUUID, "driver": b.Driver,
 		"previous_version": prev.Version, "lowered": len(worse) > 0, "reason": meta.Reason,
 		"baseline_id": b.ID, "created_at": b.CreatedAt.Format(time.RFC3339Nano),
 	})
+	if err != nil {
+		return fmt.Errorf("audit: encode promotion: %w", err)
+	}
 	if _, err := st.AppendAudit(ctx, store.AuditEntry{Actor: meta.By, Action: ActionPromoted, Repo: b.Repo, Detail: detail}); err != nil {
 		return fmt.Errorf("audit: %w", err)
 	}
 	if len(worse) == 0 {
 		return nil
 	}
-	detail, _ = json.Marshal(map[string]any{
+	detail, err = json.Marshal(map[string]any{
 		"key": b.Key, "version": b.Version, "label": meta.Version, "previous_version": prev.Version,
 		"previous_commit": prev.Commit, "reason": meta.Reason, "worse": worse,
 	})
+	if err != nil {
+		return fmt.Errorf("audit: encode lowering: %w", err)
+	}
 	if _, err := st.AppendAudit(ctx, store.AuditEntry{Actor: meta.By, Action: ActionLowered, Repo: b.Repo, Detail: detail}); err != nil {
 		return fmt.Errorf("audit: %w", err)
 	}
