@@ -1,0 +1,175 @@
+// Package checkstate is the life of one perfgate check run — one tier on
+// one commit — as a pure function: Transition(state, event) returns the
+// new state and the effects it calls for (write the check to GitHub, warn
+// the author, cancel jobs, audit), and performs none of them. The
+// dispatcher applies the state and effects in one store transaction and
+// the outbox carries the GitHub writes out, retrying until GitHub confirms.
+//
+// The rules are rows of one table (rules.go), tried in order; the first
+// whose event and guard match decides. A new rule is a new row.
+package checkstate
+
+import (
+	"errors"
+	"time"
+)
+
+// Phase is where a check run is. The values are the store's state strings.
+type Phase string
+
+// Phases.
+const (
+	None          Phase = ""             // no check run for this commit yet
+	Queued        Phase = "queued"       // jobs queued, none started
+	InProgress    Phase = "in_progress"  // a runner is measuring
+	Passed        Phase = "passed"       // no regression
+	Warned        Phase = "warned"       // a regression, not yet blocking; the clock runs
+	Escalated     Phase = "escalated"    // a regression unresolved past its deadline: blocking
+	Accepted      Phase = "accepted"     // a regression accepted on appeal
+	Inconclusive  Phase = "inconclusive" // the evidence cannot decide (or the runner failed)
+	Errored       Phase = "errored"      // the commit's engine could not be measured
+	Skipped       Phase = "skipped"      // nothing gated changed, or a draft
+	Superseded    Phase = "superseded"   // a newer push replaced the commit before it was judged
+	Closed        Phase = "closed"       // the pull request was closed before the check ended
+	Waiting       Phase = "waiting"      // a fork's code waits for a maintainer
+	ConfigError   Phase = "config_error" // .github/perfgate.yml is broken
+	NotConfigured Phase = "not_configured"
+)
+
+// Open reports whether the phase still waits for jobs.
+func (p Phase) Open() bool { return p == Queued || p == InProgress }
+
+// Check is how GitHub shows the phase: the check run's status and, once
+// completed, its conclusion. For required checks GitHub counts neutral and
+// skipped as passing, so a warning is neutral and only an escalated
+// regression, a broken config or a broken engine block.
+func (p Phase) Check() (status, conclusion string) {
+	switch p {
+	case Queued, None:
+		return "queued", ""
+	case InProgress:
+		return "in_progress", ""
+	case Passed, Accepted:
+		return "completed", "success"
+	case Warned, Inconclusive, NotConfigured:
+		return "completed", "neutral"
+	case Skipped:
+		return "completed", "skipped"
+	case Superseded, Closed:
+		return "completed", "cancelled"
+	case Waiting:
+		return "completed", "action_required"
+	default: // escalated, errored, config error: fail safe
+		return "completed", "failure"
+	}
+}
+
+// State is what the lifecycle remembers of a check run.
+type State struct {
+	Phase Phase
+	// Deadline is the escalation clock of the commit's regression (zero:
+	// none). It belongs to the commit: a re-run keeps it.
+	Deadline time.Time
+	// Held is Escalated or Accepted when an earlier run of this commit
+	// reached it: a re-run that confirms the regression keeps it rather
+	// than starting a fresh warning.
+	Held Phase
+}
+
+// Kind names an event.
+type Kind string
+
+// Events.
+const (
+	// Requested: a new run of the commit (first run, retest, appeal,
+	// approval, reopened PR). The check reports to a new GitHub run.
+	Requested Kind = "requested"
+	// Concluded: a verdict without a run (Event.Phase: skipped, waiting,
+	// config error, not configured, errored).
+	Concluded Kind = "concluded"
+	// Started: a runner claimed one of the jobs.
+	Started Kind = "started"
+	// Progressed: still running, with news (adding runs, measuring the
+	// base commit).
+	Progressed Kind = "progressed"
+	// GatePass, GateRegression and GateUndecided are the gate's verdict on
+	// the finished jobs.
+	GatePass       Kind = "gate_pass"
+	GateRegression Kind = "gate_regression"
+	GateUndecided  Kind = "gate_undecided"
+	// Broken: the jobs ended with nothing to compare (Event.RunnerFault
+	// says whether only the runner failed).
+	Broken Kind = "broken"
+	// DeadlinePassed: the escalation deadline is at or before now.
+	DeadlinePassed Kind = "deadline_passed"
+	// AppealAccepted: a maintainer accepted the commit's regression.
+	AppealAccepted Kind = "appeal_accepted"
+	// NewerPush: the pull request moved on to another commit.
+	NewerPush Kind = "newer_push"
+	// PRClosed: the pull request was closed.
+	PRClosed Kind = "pr_closed"
+)
+
+// Event is something that happened to a check run.
+type Event struct {
+	Kind Kind
+	Now  time.Time
+	// EscalateAfter is the grace period a fresh regression gets (Regressed).
+	EscalateAfter time.Duration
+	// AcceptedOnAppeal: an appeal of this commit was accepted while the
+	// run measured it (Regressed).
+	AcceptedOnAppeal bool
+	// RunnerFault: only the runner failed (agents lost), not the commit
+	// (Broken).
+	RunnerFault bool
+	// Phase is the verdict of a Concluded event.
+	Phase Phase
+	// Tier is the check's tier, for rules that depend on it.
+	Tier string
+}
+
+// EffectKind names an effect.
+type EffectKind string
+
+// Effects.
+const (
+	// SyncCheck: GitHub must show the new phase.
+	SyncCheck EffectKind = "sync_check"
+	// NewCheck: report to a new GitHub check run (the old one, if still
+	// open on GitHub, is concluded as replaced).
+	NewCheck EffectKind = "new_check"
+	// CancelJobs: the check's queued jobs are cancelled, running ones told
+	// to stop.
+	CancelJobs EffectKind = "cancel_jobs"
+	// WarnAuthor: the one comment that tells the author of the regression
+	// and its deadline.
+	WarnAuthor EffectKind = "warn_author"
+	// AnnounceEscalation: the comment that says the regression now blocks.
+	AnnounceEscalation EffectKind = "announce_escalation"
+	// Audit: an audit log entry (Effect.Action).
+	Audit EffectKind = "audit"
+)
+
+// Effect is one thing a transition asks for.
+type Effect struct {
+	Kind   EffectKind
+	Action string // Audit
+}
+
+// ErrIgnored is returned for an event that does not apply in the state
+// (a late job result on a superseded check, a second escalation): the
+// caller does nothing.
+var ErrIgnored = errors.New("checkstate: event does not apply in this state")
+
+// Transition is the lifecycle: the first rule matching the event and state
+// decides the new state and its effects.
+func Transition(s State, e Event) (State, []Effect, error) {
+	for _, r := range rules {
+		if r.on != e.Kind || !r.from(s.Phase) || (r.when != nil && !r.when(s, e)) {
+			continue
+		}
+		next, effects := r.to(s, e)
+		return next, effects, nil
+	}
+	return s, nil, ErrIgnored
+}

@@ -1,0 +1,294 @@
+package checkstate
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"testing"
+	"time"
+)
+
+var (
+	now      = time.Date(2026, 12, 2, 9, 0, 0, 0, time.UTC)
+	deadline = now.Add(48 * time.Hour)
+	after    = 48 * time.Hour
+)
+
+var allPhases = []Phase{None, Queued, InProgress, Passed, Warned, Escalated, Accepted, Inconclusive, Errored,
+	Skipped, Superseded, Closed, Waiting, ConfigError, NotConfigured}
+
+var allKinds = []Kind{Requested, Concluded, Started, Progressed, GatePass, GateRegression, GateUndecided, Broken,
+	DeadlinePassed, AppealAccepted, NewerPush, PRClosed}
+
+// fx abbreviates effect lists in the table.
+func fx(kinds ...any) []Effect {
+	var out []Effect
+	for _, k := range kinds {
+		switch k := k.(type) {
+		case EffectKind:
+			out = append(out, Effect{Kind: k})
+		case string:
+			out = append(out, Effect{Kind: Audit, Action: k})
+		}
+	}
+	return out
+}
+
+type row struct {
+	name    string
+	from    State
+	ev      Event
+	to      State
+	effects []Effect
+}
+
+// table is every transition the lifecycle makes. A (phase, event) pair not
+// listed here for a state must be ignored: TestEveryOtherEventIgnored
+// checks that.
+var table = []row{
+	// Requested: from anywhere, a new GitHub run; the clock and a held
+	// regression carry over.
+	{"first run", State{}, Event{Kind: Requested}, State{Phase: Queued}, fx(SyncCheck, NewCheck)},
+	{"retest of a warning keeps the clock", State{Phase: Warned, Deadline: deadline}, Event{Kind: Requested},
+		State{Phase: Queued, Deadline: deadline}, fx(SyncCheck, NewCheck)},
+	{"retest of an escalation holds it", State{Phase: Escalated}, Event{Kind: Requested}, State{Phase: Queued, Held: Escalated}, fx(SyncCheck, NewCheck)},
+	{"retest of an accepted regression holds it", State{Phase: Accepted, Held: Accepted}, Event{Kind: Requested}, State{Phase: Queued, Held: Accepted}, fx(SyncCheck, NewCheck)},
+	{"retest while a retest runs keeps what it held", State{Phase: InProgress, Held: Escalated, Deadline: deadline}, Event{Kind: Requested},
+		State{Phase: Queued, Held: Escalated, Deadline: deadline}, fx(SyncCheck, NewCheck)},
+	{"re-run after a pass holds nothing", State{Phase: Passed, Held: Accepted}, Event{Kind: Requested}, State{Phase: Queued}, fx(SyncCheck, NewCheck)},
+	{"reopened after close", State{Phase: Closed}, Event{Kind: Requested}, State{Phase: Queued}, fx(SyncCheck, NewCheck)},
+	{"fork approved after waiting", State{Phase: Waiting}, Event{Kind: Requested}, State{Phase: Queued}, fx(SyncCheck, NewCheck)},
+
+	// Concluded without a run.
+	{"skipped", State{}, Event{Kind: Concluded, Phase: Skipped}, State{Phase: Skipped}, fx(SyncCheck, NewCheck)},
+	{"config broken while a run is queued", State{Phase: Queued}, Event{Kind: Concluded, Phase: ConfigError},
+		State{Phase: ConfigError}, fx(SyncCheck, NewCheck, CancelJobs)},
+	{"waiting replaces a warning and its clock", State{Phase: Warned, Deadline: deadline}, Event{Kind: Concluded, Phase: Waiting},
+		State{Phase: Waiting}, fx(SyncCheck, NewCheck)},
+
+	{"started", State{Phase: Queued, Deadline: deadline}, Event{Kind: Started}, State{Phase: InProgress, Deadline: deadline}, fx(SyncCheck)},
+	{"progress while queued", State{Phase: Queued}, Event{Kind: Progressed}, State{Phase: InProgress}, fx(SyncCheck)},
+	{"progress while running", State{Phase: InProgress, Held: Accepted}, Event{Kind: Progressed}, State{Phase: InProgress, Held: Accepted}, fx(SyncCheck)},
+
+	// The gate.
+	{"pass", State{Phase: InProgress}, Event{Kind: GatePass}, State{Phase: Passed}, fx(SyncCheck, "gate.pass")},
+	{"pass resolves a warned commit", State{Phase: InProgress, Deadline: deadline}, Event{Kind: GatePass}, State{Phase: Passed}, fx(SyncCheck, "regression.resolved", "gate.pass")},
+	{"pass resolves an escalation", State{Phase: Queued, Held: Escalated}, Event{Kind: GatePass}, State{Phase: Passed}, fx(SyncCheck, "regression.resolved", "gate.pass")},
+	{"fresh regression warns", State{Phase: InProgress}, Event{Kind: GateRegression, Now: now, EscalateAfter: after},
+		State{Phase: Warned, Deadline: now.Add(after)}, fx(SyncCheck, WarnAuthor, "gate.regression")},
+	{"regression again keeps the clock, no second warning", State{Phase: InProgress, Deadline: deadline}, Event{Kind: GateRegression, Now: now.Add(time.Hour), EscalateAfter: after},
+		State{Phase: Warned, Deadline: deadline}, fx(SyncCheck, "gate.regression")},
+	{"escalation confirmed stays blocking", State{Phase: InProgress, Held: Escalated}, Event{Kind: GateRegression, Now: now, EscalateAfter: after},
+		State{Phase: Escalated, Held: Escalated}, fx(SyncCheck, "gate.regression")},
+	{"accepted regression confirmed stays accepted", State{Phase: InProgress, Held: Accepted, Deadline: deadline}, Event{Kind: GateRegression, Now: now},
+		State{Phase: Accepted, Held: Accepted}, fx(SyncCheck, "gate.regression")},
+	{"appeal accepted while the retest ran", State{Phase: InProgress, Deadline: deadline}, Event{Kind: GateRegression, Now: now, AcceptedOnAppeal: true},
+		State{Phase: Accepted, Held: Accepted}, fx(SyncCheck, "gate.regression")},
+	{"regression on the first runs while a retest is queued", State{Phase: Queued}, Event{Kind: GateRegression, Now: now, EscalateAfter: after},
+		State{Phase: Warned, Deadline: now.Add(after)}, fx(SyncCheck, WarnAuthor, "gate.regression")},
+	{"undecided while queued", State{Phase: Queued}, Event{Kind: GateUndecided}, State{Phase: Inconclusive}, fx(SyncCheck, "gate.inconclusive")},
+	{"undecided", State{Phase: InProgress, Deadline: deadline, Held: Escalated}, Event{Kind: GateUndecided}, State{Phase: Inconclusive}, fx(SyncCheck, "gate.inconclusive")},
+	{"runner lost", State{Phase: InProgress}, Event{Kind: Broken, RunnerFault: true}, State{Phase: Inconclusive}, fx(SyncCheck, "gate.broken")},
+	{"engine failed", State{Phase: Queued, Deadline: deadline}, Event{Kind: Broken}, State{Phase: Errored}, fx(SyncCheck, "gate.broken")},
+
+	// The clock.
+	{"deadline escalates a warning", State{Phase: Warned, Deadline: deadline}, Event{Kind: DeadlinePassed},
+		State{Phase: Escalated, Held: Escalated}, fx(SyncCheck, AnnounceEscalation, "regression.escalated")},
+	{"deadline on an accepted commit is cleared", State{Phase: Accepted, Held: Accepted, Deadline: deadline}, Event{Kind: DeadlinePassed}, State{Phase: Accepted, Held: Accepted}, nil},
+
+	{"appeal accepted on a warning", State{Phase: Warned, Deadline: deadline}, Event{Kind: AppealAccepted}, State{Phase: Accepted, Held: Accepted}, fx(SyncCheck)},
+	{"appeal accepted on an escalation", State{Phase: Escalated, Held: Escalated}, Event{Kind: AppealAccepted}, State{Phase: Accepted, Held: Accepted}, fx(SyncCheck)},
+	{"appeal accepted on a warning whose clock a push stopped", State{Phase: Warned}, Event{Kind: AppealAccepted}, State{Phase: Accepted, Held: Accepted}, fx(SyncCheck)},
+	{"appeal accepted on an escalation with a stale clock", State{Phase: Escalated, Deadline: deadline}, Event{Kind: AppealAccepted}, State{Phase: Accepted, Held: Accepted}, fx(SyncCheck)},
+
+	{"newer push concludes a queued check", State{Phase: Queued, Deadline: deadline}, Event{Kind: NewerPush}, State{Phase: Superseded}, fx(SyncCheck, CancelJobs)},
+	{"newer push concludes a running check", State{Phase: InProgress}, Event{Kind: NewerPush}, State{Phase: Superseded}, fx(SyncCheck, CancelJobs)},
+
+	{"closed PR cancels a queued check", State{Phase: Queued}, Event{Kind: PRClosed}, State{Phase: Closed}, fx(SyncCheck, CancelJobs, "check.closed")},
+	{"closed PR cancels a running check", State{Phase: InProgress, Held: Escalated, Deadline: deadline}, Event{Kind: PRClosed}, State{Phase: Closed}, fx(SyncCheck, CancelJobs, "check.closed")},
+}
+
+// The gate, the push and the close act on a queued check (a retest's jobs
+// judged with the first, a runner lost before it started) exactly as on a
+// running one, with the clock and without.
+func init() {
+	for _, p := range []Phase{Queued, InProgress} {
+		for _, clock := range []time.Time{{}, deadline} {
+			withClock := func(ph Phase) State { return State{Phase: ph, Deadline: clock} }
+			warnedAt := clock
+			warn := fx(SyncCheck, "gate.regression")
+			if clock.IsZero() {
+				warnedAt, warn = now.Add(after), fx(SyncCheck, WarnAuthor, "gate.regression")
+			}
+			pass := fx(SyncCheck, "gate.pass")
+			if !clock.IsZero() {
+				pass = fx(SyncCheck, "regression.resolved", "gate.pass")
+			}
+			for _, r := range []row{
+				{"progress", withClock(p), Event{Kind: Progressed}, withClock(InProgress), fx(SyncCheck)},
+				{"pass", withClock(p), Event{Kind: GatePass}, State{Phase: Passed}, pass},
+				{"regression", withClock(p), Event{Kind: GateRegression, Now: now, EscalateAfter: after}, State{Phase: Warned, Deadline: warnedAt}, warn},
+				{"undecided", withClock(p), Event{Kind: GateUndecided}, State{Phase: Inconclusive}, fx(SyncCheck, "gate.inconclusive")},
+				{"runner lost", withClock(p), Event{Kind: Broken, RunnerFault: true}, State{Phase: Inconclusive}, fx(SyncCheck, "gate.broken")},
+				{"engine failed", withClock(p), Event{Kind: Broken}, State{Phase: Errored}, fx(SyncCheck, "gate.broken")},
+				{"newer push", withClock(p), Event{Kind: NewerPush}, State{Phase: Superseded}, fx(SyncCheck, CancelJobs)},
+				{"PR closed", withClock(p), Event{Kind: PRClosed}, State{Phase: Closed}, fx(SyncCheck, CancelJobs, "check.closed")},
+				{"deadline waits for the run", withClock(p), Event{Kind: DeadlinePassed}, State{}, nil},
+			} {
+				r.name = fmt.Sprintf("%s while %s (clock %v)", r.name, p, !clock.IsZero())
+				if r.ev.Kind == DeadlinePassed {
+					ignoredRows = append(ignoredRows, r)
+					continue
+				}
+				table = append(table, r)
+			}
+		}
+		table = append(table, row{fmt.Sprintf("concluded while %s cancels its jobs", p), State{Phase: p}, Event{Kind: Concluded, Phase: NotConfigured},
+			State{Phase: NotConfigured}, fx(SyncCheck, NewCheck, CancelJobs)})
+	}
+	table = append(table, row{"started with a clock", State{Phase: Queued, Deadline: deadline}, Event{Kind: Started}, State{Phase: InProgress, Deadline: deadline}, fx(SyncCheck)},
+		row{"started", State{Phase: Queued}, Event{Kind: Started}, State{Phase: InProgress}, fx(SyncCheck)})
+}
+
+// ignoredRows are named events that must do nothing.
+var ignoredRows []row
+
+func TestIgnored(t *testing.T) {
+	extra := []row{
+		{"late result on a superseded check", State{Phase: Superseded}, Event{Kind: GateRegression}, State{}, nil},
+		{"late result on a closed PR's check", State{Phase: Closed}, Event{Kind: GatePass}, State{}, nil},
+		{"second escalation", State{Phase: Escalated, Held: Escalated}, Event{Kind: DeadlinePassed}, State{}, nil},
+		{"appeal on a passed check", State{Phase: Passed}, Event{Kind: AppealAccepted}, State{}, nil},
+		{"appeal while the retest runs", State{Phase: InProgress, Deadline: deadline}, Event{Kind: AppealAccepted}, State{}, nil},
+		{"start of a running check", State{Phase: InProgress}, Event{Kind: Started}, State{}, nil},
+		{"push over a check with no clock", State{Phase: Passed}, Event{Kind: NewerPush}, State{}, nil},
+	}
+	for _, r := range append(ignoredRows, extra...) {
+		if _, effects, err := Transition(r.from, r.ev); !errors.Is(err, ErrIgnored) || effects != nil {
+			t.Errorf("%s: %v %v, want ErrIgnored and no effects", r.name, effects, err)
+		}
+	}
+}
+
+// On every settled phase a clock that no longer applies is cleared: a
+// deadline that passes on anything but a warning, a newer push, a closed PR.
+func init() {
+	for _, p := range allPhases {
+		if p == None || p.Open() {
+			continue
+		}
+		for _, k := range []Kind{DeadlinePassed, NewerPush, PRClosed} {
+			if k == DeadlinePassed && p == Warned {
+				continue // escalates: its own row
+			}
+			table = append(table, row{fmt.Sprintf("%s on %s clears the clock", k, p),
+				State{Phase: p, Deadline: deadline}, Event{Kind: k}, State{Phase: p}, nil})
+		}
+	}
+}
+
+func TestTransitions(t *testing.T) {
+	for _, tt := range table {
+		t.Run(tt.name, func(t *testing.T) {
+			got, effects, err := Transition(tt.from, tt.ev)
+			if err != nil {
+				t.Fatalf("Transition(%+v, %s): %v", tt.from, tt.ev.Kind, err)
+			}
+			if got != tt.to {
+				t.Errorf("state = %+v, want %+v", got, tt.to)
+			}
+			if !reflect.DeepEqual(effects, tt.effects) {
+				t.Errorf("effects = %v, want %v", effects, tt.effects)
+			}
+		})
+	}
+}
+
+// Every (phase, event) pair that the table does not list is ignored: a
+// late job result on a superseded or closed check, a second escalation, an
+// appeal on a passed check, a start of a running check. States are tried
+// with and without a clock and a held regression.
+func TestEveryOtherEventIgnored(t *testing.T) {
+	listed := map[string]bool{}
+	for _, tt := range table {
+		listed[key(tt.from, tt.ev.Kind)] = true
+	}
+	if len(listed) < 40 {
+		t.Fatalf("the table lists %d transitions; expected the whole lifecycle", len(listed))
+	}
+	var variants []State
+	for _, p := range allPhases {
+		for _, d := range []time.Time{{}, deadline} {
+			for _, h := range []Phase{None, Escalated, Accepted} {
+				variants = append(variants, State{Phase: p, Deadline: d, Held: h})
+			}
+		}
+	}
+	for _, s := range variants {
+		for _, k := range allKinds {
+			_, _, err := Transition(s, Event{Kind: k, Phase: Skipped, Now: now, EscalateAfter: after})
+			if err == nil && !listed[key(s, k)] && k != Requested && k != Concluded {
+				t.Errorf("%s applies in %+v but no table row covers it", k, s)
+			}
+			if err != nil && !errors.Is(err, ErrIgnored) {
+				t.Errorf("%s in %+v: %v", k, s, err)
+			}
+			if err != nil && mustApply(s, k) {
+				t.Errorf("%s in %+v is ignored, want it to apply", k, s)
+			}
+		}
+	}
+}
+
+// mustApply are the pairs the lifecycle may never ignore.
+func mustApply(s State, k Kind) bool {
+	switch k {
+	case Requested, Concluded:
+		return true
+	case GatePass, GateRegression, GateUndecided, Broken, NewerPush, PRClosed, Progressed:
+		return s.Phase.Open()
+	case Started:
+		return s.Phase == Queued
+	case AppealAccepted:
+		return s.Phase == Warned || s.Phase == Escalated
+	case DeadlinePassed:
+		return s.Phase == Warned && !s.Deadline.IsZero()
+	}
+	return false
+}
+
+// key identifies a transition by phase, event and whether a clock runs;
+// the held regression only selects among rows the table names.
+func key(s State, k Kind) string {
+	return fmt.Sprintf("%s/%s/clock=%v", s.Phase, k, !s.Deadline.IsZero())
+}
+
+// No open check survives its jobs' verdict, and every settled phase shows
+// as completed on GitHub.
+func TestEveryVerdictCompletesTheCheck(t *testing.T) {
+	for _, k := range []Kind{GatePass, GateRegression, GateUndecided, Broken, NewerPush, PRClosed} {
+		for _, p := range []Phase{Queued, InProgress} {
+			for _, h := range []Phase{None, Escalated, Accepted} {
+				got, _, err := Transition(State{Phase: p, Held: h}, Event{Kind: k, Now: now, EscalateAfter: after})
+				if err != nil {
+					t.Fatalf("%s on %s: %v", k, p, err)
+				}
+				if status, _ := got.Phase.Check(); status != "completed" {
+					t.Errorf("%s on %s (held %s) leaves the check %s (%s)", k, p, h, status, got.Phase)
+				}
+			}
+		}
+	}
+	for _, p := range allPhases {
+		status, conclusion := p.Check()
+		if p.Open() || p == None {
+			if status == "completed" {
+				t.Errorf("open phase %s shows completed", p)
+			}
+			continue
+		}
+		if status != "completed" || conclusion == "" {
+			t.Errorf("settled phase %s shows %s/%q", p, status, conclusion)
+		}
+	}
+}

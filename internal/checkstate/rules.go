@@ -1,0 +1,142 @@
+package checkstate
+
+import "time"
+
+// rule is one row of the lifecycle: on event on, from a phase from accepts,
+// when the guard (if any) holds, the state becomes what to returns.
+type rule struct {
+	on   Kind
+	from func(Phase) bool
+	when func(State, Event) bool
+	to   func(State, Event) (State, []Effect)
+}
+
+// Phase sets for the from column.
+func anyPhase(Phase) bool    { return true }
+func isOpen(p Phase) bool    { return p.Open() }
+func queued(p Phase) bool    { return p == Queued }
+func settled(p Phase) bool   { return p != None && !p.Open() }
+func regressed(p Phase) bool { return p == Warned || p == Escalated }
+func is(want Phase) func(Phase) bool {
+	return func(p Phase) bool { return p == want }
+}
+
+// Guards.
+func hasClock(s State, _ Event) bool      { return !s.Deadline.IsZero() }
+func heldEscalated(s State, _ Event) bool { return s.Held == Escalated }
+func heldAccepted(s State, e Event) bool  { return s.Held == Accepted || e.AcceptedOnAppeal }
+
+func sync(more ...Effect) []Effect { return append([]Effect{{Kind: SyncCheck}}, more...) }
+func audit(action string) Effect   { return Effect{Kind: Audit, Action: action} }
+
+// rules is the lifecycle, in priority order. To add a rule (a merge-tier
+// check that needs an acknowledgement, a budget that runs out), add a
+// phase if it needs one, give Phase.Check its GitHub face, and put a row
+// here above the general row it refines; then add its rows to the table
+// in checkstate_test.go.
+var rules = []rule{
+	// A new run of the commit: a fresh GitHub check run, the commit's clock
+	// kept, an escalated or accepted regression held for the new verdict.
+	{on: Requested, from: anyPhase, to: func(s State, e Event) (State, []Effect) {
+		return State{Phase: Queued, Deadline: s.Deadline, Held: carried(s)}, sync(Effect{Kind: NewCheck})
+	}},
+	// A verdict without a run replaces whatever ran before.
+	{on: Concluded, from: isOpen, to: func(s State, e Event) (State, []Effect) {
+		return State{Phase: e.Phase}, sync(Effect{Kind: NewCheck}, Effect{Kind: CancelJobs})
+	}},
+	{on: Concluded, from: anyPhase, to: func(s State, e Event) (State, []Effect) {
+		return State{Phase: e.Phase}, sync(Effect{Kind: NewCheck})
+	}},
+
+	{on: Started, from: queued, to: func(s State, e Event) (State, []Effect) {
+		s.Phase = InProgress
+		return s, sync()
+	}},
+	{on: Progressed, from: isOpen, to: func(s State, e Event) (State, []Effect) {
+		s.Phase = InProgress
+		return s, sync()
+	}},
+
+	// The gate's verdicts, on an open check only: a late result on a
+	// superseded, closed or replaced check is ignored.
+	{on: GatePass, from: isOpen, when: func(s State, _ Event) bool { return !s.Deadline.IsZero() || s.Held == Escalated },
+		to: func(s State, e Event) (State, []Effect) {
+			return State{Phase: Passed}, sync(audit("regression.resolved"), audit("gate.pass"))
+		}},
+	{on: GatePass, from: isOpen, to: func(s State, e Event) (State, []Effect) {
+		return State{Phase: Passed}, sync(audit("gate.pass"))
+	}},
+	// Confirmed on a re-run: still blocking, or still accepted.
+	{on: GateRegression, from: isOpen, when: heldEscalated, to: func(s State, e Event) (State, []Effect) {
+		return State{Phase: Escalated, Held: Escalated}, sync(audit("gate.regression"))
+	}},
+	{on: GateRegression, from: isOpen, when: heldAccepted, to: func(s State, e Event) (State, []Effect) {
+		return State{Phase: Accepted, Held: Accepted}, sync(audit("gate.regression"))
+	}},
+	// A regression seen again on the same commit keeps its clock (a past
+	// deadline is escalated by the next escalation pass) and does not warn
+	// the author twice.
+	{on: GateRegression, from: isOpen, when: hasClock, to: func(s State, e Event) (State, []Effect) {
+		return State{Phase: Warned, Deadline: s.Deadline}, sync(audit("gate.regression"))
+	}},
+	{on: GateRegression, from: isOpen, to: func(s State, e Event) (State, []Effect) {
+		return State{Phase: Warned, Deadline: e.Now.Add(e.EscalateAfter)}, sync(Effect{Kind: WarnAuthor}, audit("gate.regression"))
+	}},
+	{on: GateUndecided, from: isOpen, to: func(s State, e Event) (State, []Effect) {
+		return State{Phase: Inconclusive}, sync(audit("gate.inconclusive"))
+	}},
+	{on: Broken, from: isOpen, when: func(_ State, e Event) bool { return e.RunnerFault }, to: func(s State, e Event) (State, []Effect) {
+		return State{Phase: Inconclusive}, sync(audit("gate.broken"))
+	}},
+	{on: Broken, from: isOpen, to: func(s State, e Event) (State, []Effect) {
+		return State{Phase: Errored}, sync(audit("gate.broken"))
+	}},
+
+	// The clock: a warning past its deadline blocks. While a re-run
+	// measures the commit its verdict decides, so the deadline waits; on
+	// any other phase the clock no longer applies and is cleared.
+	{on: DeadlinePassed, from: is(Warned), when: hasClock, to: func(s State, e Event) (State, []Effect) {
+		return State{Phase: Escalated, Held: Escalated}, sync(Effect{Kind: AnnounceEscalation}, audit("regression.escalated"))
+	}},
+	{on: DeadlinePassed, from: settled, when: hasClock, to: func(s State, e Event) (State, []Effect) {
+		s.Deadline = time.Time{}
+		return s, nil
+	}},
+
+	{on: AppealAccepted, from: regressed, to: func(s State, e Event) (State, []Effect) {
+		return State{Phase: Accepted, Held: Accepted}, sync()
+	}},
+
+	// A newer push: an open check is concluded (its jobs stopped); a
+	// settled one keeps its conclusion but loses its clock — the new
+	// commit gets its own.
+	{on: NewerPush, from: isOpen, to: func(s State, e Event) (State, []Effect) {
+		return State{Phase: Superseded}, sync(Effect{Kind: CancelJobs})
+	}},
+	{on: NewerPush, from: settled, when: hasClock, to: func(s State, e Event) (State, []Effect) {
+		s.Deadline = time.Time{}
+		return s, nil
+	}},
+
+	// A closed pull request: nothing runs, nothing escalates. Reopening it
+	// requests a new run.
+	{on: PRClosed, from: isOpen, to: func(s State, e Event) (State, []Effect) {
+		return State{Phase: Closed}, sync(Effect{Kind: CancelJobs}, audit("check.closed"))
+	}},
+	{on: PRClosed, from: settled, when: hasClock, to: func(s State, e Event) (State, []Effect) {
+		s.Deadline = time.Time{}
+		return s, nil
+	}},
+}
+
+// carried is the regression a re-run holds: what an escalated or accepted
+// check reached, or what an open one (a re-run of a re-run) carried.
+func carried(s State) Phase {
+	switch {
+	case s.Phase == Escalated || s.Phase == Accepted:
+		return s.Phase
+	case s.Phase.Open():
+		return s.Held
+	}
+	return None
+}
