@@ -12,11 +12,12 @@ import (
 )
 
 func init() {
-	register("config", command{summary: "check a perfgate.yml: perfgate config validate FILE", run: runConfigCmd})
+	register("config", command{summary: "check a perfgate.yml (validate FILE) or which changed paths gate a PR (match FILE PATH...)", run: runConfigCmd})
 }
 
 func runConfigCmd(ctx context.Context, env *cliEnv, args []string) int {
-	const usage = "usage: perfgate config validate [FILE]   (default " + config.DefaultPath + ")\n\nRun 'perfgate config validate -h' for its flags.\n"
+	const usage = "usage: perfgate config validate [FILE]      (default " + config.DefaultPath + ")\n" +
+		"       perfgate config match FILE PATH...   which changed paths would run the gate\n\nRun 'perfgate config validate -h' or 'perfgate config match -h' for their flags.\n"
 	if len(args) == 0 {
 		fmt.Fprint(env.stderr, usage)
 		return 3
@@ -26,9 +27,11 @@ func runConfigCmd(ctx context.Context, env *cliEnv, args []string) int {
 		fmt.Fprint(env.stdout, usage)
 		return 0
 	case "validate":
+	case "match":
+		return runConfigMatch(env, args[1:])
 	default:
 		fmt.Fprintf(env.stderr, "perfgate config: unknown subcommand %q", args[0])
-		if s := suggest.Closest(args[0], []string{"validate"}); s != "" {
+		if s := suggest.Closest(args[0], []string{"validate", "match"}); s != "" {
 			fmt.Fprintf(env.stderr, "; did you mean %q?", s)
 		}
 		fmt.Fprintf(env.stderr, "\n%s", usage)
@@ -92,4 +95,53 @@ func writeConfigSummary(w io.Writer, c *config.Config) {
 		fmt.Fprintf(w, ", gpu %s", c.Runner.GPUUUID)
 	}
 	fmt.Fprintf(w, "; escalate after %s\n", c.EscalateAfter)
+}
+
+// runConfigMatch prints, for each path, whether a PR changing it would run
+// the gate and which pattern decided; as grep, it exits 0 when every path
+// would run the gate, 1 when any would not, 2 on an error (an unreadable
+// or invalid file, no paths).
+func runConfigMatch(env *cliEnv, args []string) int {
+	fs := env.flags("config match", "FILE PATH...")
+	fs.epilog = "Prints, per path, whether a PR changing it would run the gate and which pattern decided.\n" +
+		"Exit status (as grep): 0 every path would run the gate, 1 some would not, 2 an invalid or unreadable file.\n"
+	if code, ok := fs.parse(args); !ok {
+		if code != 0 {
+			code = 2
+		}
+		return code
+	}
+	args = fs.Args()
+	if len(args) < 2 {
+		fmt.Fprintln(env.stderr, "usage: perfgate config match FILE PATH...")
+		return 2
+	}
+	file, paths := args[0], args[1:]
+	c, err := config.Load(file)
+	if err != nil {
+		var ve *config.ValidationError
+		if errors.As(err, &ve) {
+			fmt.Fprintln(env.stderr, ve.Error())
+			fmt.Fprintf(env.stderr, "%s: %d error(s): fix them first (perfgate config validate %s)\n", file, len(ve.Errors), file)
+			return 2
+		}
+		fmt.Fprintf(env.stderr, "perfgate config match: %v\n", err)
+		return 2
+	}
+	f := c.Filter()
+	code := 0
+	for _, p := range paths {
+		gated, pattern := f.Decide(p)
+		switch {
+		case gated:
+			fmt.Fprintf(env.stdout, "%s: runs the gate (matches %q)\n", p, pattern)
+		case pattern != "":
+			fmt.Fprintf(env.stdout, "%s: does not run the gate (excluded by %q)\n", p, pattern)
+			code = 1
+		default:
+			fmt.Fprintf(env.stdout, "%s: does not run the gate (no pattern matches; paths: %s)\n", p, strings.Join(c.Paths, ", "))
+			code = 1
+		}
+	}
+	return code
 }

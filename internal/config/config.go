@@ -19,8 +19,9 @@ const DefaultPath = ".github/perfgate.yml"
 
 // Config is one repository's perfgate configuration.
 type Config struct {
-	// Paths are globs ("**" spans directories); a PR is eligible when a
-	// changed file matches one.
+	// Paths are globs ("**" spans directories, "{a,b}" either, "!glob"
+	// excludes; the last matching pattern decides); a PR is eligible when
+	// a changed file is gated by them (see PathFilter).
 	Paths         []string        `yaml:"paths"`
 	Server        Server          `yaml:"server"`
 	Workload      Workload        `yaml:"workload"`
@@ -286,11 +287,10 @@ func (c *Config) Tier(name string) (Tier, error) {
 // Matches reports whether any changed file matches Paths. For a rename the
 // caller passes both the old and the new name.
 func (c *Config) Matches(changedFiles []string) bool {
-	for _, f := range changedFiles {
-		for _, p := range c.Paths {
-			if MatchGlob(p, f) {
-				return true
-			}
+	f := c.Filter()
+	for _, name := range changedFiles {
+		if f.Gates(name) {
+			return true
 		}
 	}
 	return false

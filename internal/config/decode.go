@@ -58,6 +58,15 @@ type decoder struct {
 	pos    map[string]position
 	set    map[string]bool // fields the file wrote
 	signed map[string]bool // thresholds whose direction came from a sign
+	// values and aliases count what decoding has expanded (see maxValues).
+	values, aliases int
+	aborted         bool
+}
+
+// abort stops decoding with one error: nothing after it is read.
+func (d *decoder) abort(n *yaml.Node, field, msg string) {
+	d.errAt(n, field, msg, "write the values out; perfgate reads at most a few hundred")
+	d.aborted = true
 }
 
 func (d *decoder) errAt(n *yaml.Node, field, msg, hint string) {
@@ -97,8 +106,27 @@ func join(path, key string) string {
 	return path + "." + key
 }
 
+// Limits on what one file may expand to. YAML aliases let a few lines
+// stand for billions of values ("billion laughs"); a perfgate config has a
+// few hundred, so these only stop a file built to exhaust the server.
+const (
+	maxAliases = 100
+	maxValues  = 10000
+)
+
 func (d *decoder) decode(path string, n *yaml.Node, v reflect.Value) {
+	if d.aborted {
+		return
+	}
+	if d.values++; d.values > maxValues {
+		d.abort(n, path, fmt.Sprintf("the file expands to more than %d values", maxValues))
+		return
+	}
 	if n.Kind == yaml.AliasNode {
+		if d.aliases++; d.aliases > maxAliases {
+			d.abort(n, path, fmt.Sprintf("more than %d alias expansions (*name)", maxAliases))
+			return
+		}
 		n = n.Alias
 	}
 	d.pos[path] = position{n.Line, n.Column}

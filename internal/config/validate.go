@@ -55,11 +55,14 @@ func (d *decoder) validate(c *Config) {
 	}
 	for i, p := range c.Paths {
 		f := fmt.Sprintf("paths[%d]", i)
-		if strings.HasPrefix(p, "/") {
+		if strings.HasPrefix(strings.TrimPrefix(p, "!"), "/") {
 			d.errField(f, fmt.Sprintf("glob %q is absolute", p), "paths are relative to the repository root: drop the leading /")
 		} else if err := checkGlob(p); err != nil {
 			d.errField(f, fmt.Sprintf("bad glob %q: %v", p, err), "")
 		}
+	}
+	if problem, hint := checkPaths(c.Paths); problem != "" {
+		d.errField("paths", problem, hint)
 	}
 	d.validateServer(&c.Server)
 	d.validateWorkload(&c.Workload)
