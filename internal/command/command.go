@@ -195,10 +195,14 @@ func HelpText() string {
 	b.WriteString("perfgate commands (comment on the pull request, one per comment):\n\n")
 	b.WriteString("| Command | What it does | Who may run it |\n|---|---|---|\n")
 	for _, s := range table {
-		fmt.Fprintf(&b, "| `%s` | %s | %s |\n", s.usage, s.summary, permissionText(s.permission))
+		fmt.Fprintf(&b, "| `%s` | %s | %s |\n", cell(s.usage), cell(s.summary), cell(permissionText(s.permission)))
 	}
 	return b.String()
 }
+
+// cell escapes a table cell: in GitHub's markdown a "|" ends the cell even
+// inside a code span (`[quick|merge]`) unless it is written "\|".
+func cell(s string) string { return strings.ReplaceAll(s, "|", `\|`) }
 
 // PermissionFor returns the permission a command kind needs.
 func PermissionFor(k Kind) Permission {

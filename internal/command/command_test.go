@@ -106,13 +106,30 @@ func TestParseIgnored(t *testing.T) {
 	}
 }
 
+// The help table keeps its columns: a "|" inside a cell (the tiers of
+// retest) is escaped, so every row splits into exactly three cells.
+func TestHelpTableColumns(t *testing.T) {
+	for _, line := range strings.Split(strings.TrimSpace(HelpText()), "\n") {
+		if !strings.HasPrefix(line, "|") {
+			continue
+		}
+		unescaped := strings.ReplaceAll(line, `\|`, "")
+		if n := strings.Count(unescaped, "|"); n != 4 {
+			t.Errorf("row %q has %d cell borders, want 4", line, n)
+		}
+	}
+	if !strings.Contains(HelpText(), "`/perf retest [quick\\|merge]`") {
+		t.Errorf("retest usage not escaped:\n%s", HelpText())
+	}
+}
+
 // TestHelpTextFromTable guards that help is generated from the same table
 // that parsing uses: every row's usage appears and parses (with a sample
 // argument where one is required).
 func TestHelpTextFromTable(t *testing.T) {
 	help := HelpText()
 	for _, s := range table {
-		if !strings.Contains(help, "`"+s.usage+"`") {
+		if !strings.Contains(help, "`"+strings.ReplaceAll(s.usage, "|", `\|`)+"`") {
 			t.Errorf("help text lacks %q", s.usage)
 		}
 		body := strings.NewReplacer("<reason>", "sample reason", "[quick|merge]", "quick", " [reason]", "").Replace(s.usage)
