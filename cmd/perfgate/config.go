@@ -17,7 +17,7 @@ func init() {
 
 func runConfigCmd(ctx context.Context, env *cliEnv, args []string) int {
 	const usage = "usage: perfgate config validate [FILE]      (default " + config.DefaultPath + ")\n" +
-		"       perfgate config match FILE PATH...   which changed paths would run the gate\n\nRun 'perfgate config validate -h' or 'perfgate config match -h' for their flags.\n"
+		"       perfgate config match FILE PATH...   which changed paths would run the gate\nRun 'perfgate config validate -h' or 'perfgate config match -h' for their flags.\n"
 	if len(args) == 0 {
 		fmt.Fprint(env.stderr, usage)
 		return 3

@@ -1,7 +1,11 @@
 // Package app is perfgate's GitHub App: the webhook endpoint, one handler per
-// event, the check runs it posts and the `/perf` comment commands. Handlers
-// parse the payload, load context and call domain services through the small
-// interfaces in deps.go; they know nothing of the store or the gate.
+// event, and the `/perf` comment commands. The endpoint verifies a delivery
+// and stores it in the inbox before answering; a worker then runs its
+// handler (Process), which parses the payload, reads what it needs from
+// GitHub and records its decisions through the small interfaces in
+// deps.go. Handlers write nothing to GitHub themselves: check runs,
+// comments and reactions go through the outbox, so a handler retried after
+// a failure does no harm and a GitHub outage loses nothing.
 package app
 
 import (
@@ -9,15 +13,36 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"sync"
+	"strings"
 	"time"
 
 	"github.com/palantir/go-githubapp/githubapp"
 	"github.com/rs/zerolog"
+	"golang.org/x/sync/semaphore"
 )
 
 // WebhookPath is where GitHub delivers events.
 const WebhookPath = githubapp.DefaultWebhookRoute
+
+// MinSecretLength is the shortest webhook secret perfgate accepts: a
+// secret is what stands between the internet and the event handlers.
+const MinSecretLength = 16
+
+// DocsURL is where a "not configured" check points.
+const DocsURL = "https://github.com/perfgate/perfgate#repository-configuration-githubperfgateyml"
+
+// Unconfigured says what perfgate does on a repository without
+// .github/perfgate.yml.
+type Unconfigured string
+
+const (
+	// UnconfiguredQuiet posts nothing (the default): installing the app on
+	// a whole organisation must not put checks on every repository.
+	UnconfiguredQuiet Unconfigured = "quiet"
+	// UnconfiguredNeutral posts a neutral "not configured" check that
+	// links the documentation.
+	UnconfiguredNeutral Unconfigured = "neutral"
+)
 
 // Config configures the app.
 type Config struct {
@@ -26,16 +51,23 @@ type Config struct {
 	AppSlug string
 	// MaxBodyBytes caps a delivery's body (GitHub caps payloads at 25 MB).
 	MaxBodyBytes int64
-	// QueueSize and Workers size the async event queue (policy-bot: 100, 10).
-	QueueSize, Workers int
-	// HandlerTimeout bounds one event's processing: the async context has
-	// no deadline of its own.
+	// MaxInFlightBytes caps the webhook bodies held in memory across all
+	// connections before their signatures are verified (default 64 MiB).
+	MaxInFlightBytes int64
+	// BodyReadTimeout bounds reading one delivery's body (default 10 s:
+	// GitHub gives up after 10 s anyway).
+	BodyReadTimeout time.Duration
+	// InFlightWait is how long a delivery waits for room under
+	// MaxInFlightBytes before it is refused with 503 (default 5 s).
+	InFlightWait time.Duration
+	// HandlerTimeout bounds one event's processing.
 	HandlerTimeout time.Duration
 	// ClientTimeout bounds one GitHub API HTTP call.
 	ClientTimeout time.Duration
 	Retry         RetryPolicy
-	Checks        Checks
-	Logger        zerolog.Logger
+	// Unconfigured: "quiet" (default) or "neutral".
+	Unconfigured Unconfigured
+	Logger       zerolog.Logger
 	// ClientMiddleware wraps every GitHub API call inside the retries, so
 	// it sees each attempt (metrics).
 	ClientMiddleware []githubapp.ClientMiddleware
@@ -56,11 +88,16 @@ func (c *Config) setDefaults() {
 	if c.MaxBodyBytes <= 0 {
 		c.MaxBodyBytes = 25 << 20
 	}
-	if c.QueueSize <= 0 {
-		c.QueueSize = 100
+	if c.MaxInFlightBytes <= 0 {
+		c.MaxInFlightBytes = 64 << 20
 	}
-	if c.Workers <= 0 {
-		c.Workers = 10
+	// One delivery must fit the budget, or it could never be read.
+	c.MaxBodyBytes = min(c.MaxBodyBytes, c.MaxInFlightBytes)
+	if c.BodyReadTimeout <= 0 {
+		c.BodyReadTimeout = 10 * time.Second
+	}
+	if c.InFlightWait <= 0 {
+		c.InFlightWait = 5 * time.Second
 	}
 	if c.HandlerTimeout <= 0 {
 		c.HandlerTimeout = 2 * time.Minute
@@ -71,12 +108,18 @@ func (c *Config) setDefaults() {
 	if c.Retry.MaxAttempts == 0 {
 		c.Retry = DefaultRetryPolicy()
 	}
+	if c.Unconfigured == "" {
+		c.Unconfigured = UnconfiguredQuiet
+	}
 }
 
 func (c *Config) validate() error {
 	var problems []error
-	if c.GitHub.App.WebhookSecret == "" {
+	switch secret := c.GitHub.App.WebhookSecret; {
+	case secret == "":
 		problems = append(problems, errors.New("webhook secret is empty: unsigned deliveries would be accepted; set PERFGATE_GITHUB_APP_WEBHOOK_SECRET to the secret configured on the GitHub App"))
+	case len(strings.TrimSpace(secret)) < MinSecretLength:
+		problems = append(problems, fmt.Errorf("webhook secret is shorter than %d characters: anyone could guess it; set a long random one on the GitHub App and in PERFGATE_GITHUB_APP_WEBHOOK_SECRET (e.g. openssl rand -hex 32)", MinSecretLength))
 	}
 	if c.GitHub.App.IntegrationID <= 0 {
 		problems = append(problems, errors.New("GitHub App integration ID is not set (a positive integer from the app's settings page)"))
@@ -87,13 +130,20 @@ func (c *Config) validate() error {
 	if c.GitHub.V3APIURL == "" {
 		problems = append(problems, errors.New("GitHub v3 API URL is empty (https://api.github.com/ for github.com)"))
 	}
+	if c.Unconfigured != UnconfiguredQuiet && c.Unconfigured != UnconfiguredNeutral {
+		problems = append(problems, fmt.Errorf("unconfigured repositories: %q is not quiet or neutral", c.Unconfigured))
+	}
 	return errors.Join(problems...)
 }
 
 // Deps are the domain services the handlers call.
 type Deps struct {
 	Dispatcher Dispatcher
-	Deliveries Deliveries
+	Inbox      Inbox
+	Outbox     Outbox
+	// Accepted is called after a delivery is stored (to wake the inbox
+	// worker); optional.
+	Accepted func()
 	// Config loads per-repo config; nil means ContentsConfigLoader.
 	Config ConfigLoader
 	// Appeals is optional; without it `/perf appeal` answers that appeals
@@ -109,50 +159,49 @@ type App struct {
 	deps     Deps
 	clients  githubapp.ClientCreator
 	handler  http.Handler
-	inflight sync.WaitGroup
+	handlers map[string]githubapp.EventHandler
 }
 
-// New validates cfg and builds the app. It refuses to run without a webhook
-// secret, because go-githubapp accepts unsigned requests when the secret is
-// empty.
+// New validates cfg and builds the app. It refuses to run without a long
+// enough webhook secret.
 func New(cfg Config, deps Deps) (*App, error) {
 	cfg.setDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("github app config: %w", err)
 	}
-	if deps.Dispatcher == nil || deps.Deliveries == nil {
-		return nil, errors.New("github app: Dispatcher and Deliveries are required")
+	if deps.Dispatcher == nil || deps.Inbox == nil || deps.Outbox == nil {
+		return nil, errors.New("github app: Dispatcher, Inbox and Outbox are required")
 	}
 	if deps.Config == nil {
 		deps.Config = ContentsConfigLoader{}
 	}
-	clients, err := githubapp.NewDefaultCachingClientCreator(cfg.GitHub,
-		githubapp.WithClientUserAgent("perfgate"),
-		githubapp.WithClientTimeout(cfg.ClientTimeout),
-		// One call: WithClientMiddleware replaces, it does not append.
-		githubapp.WithClientMiddleware(append([]githubapp.ClientMiddleware{RetryMiddleware(cfg.Retry)}, cfg.ClientMiddleware...)...),
-	)
+	retry := RetryMiddleware(cfg.Retry)
+	clients, err := newClients(cfg.GitHub, cfg.ClientTimeout, func(rt http.RoundTripper) http.RoundTripper {
+		for i := len(cfg.ClientMiddleware) - 1; i >= 0; i-- {
+			rt = cfg.ClientMiddleware[i](rt)
+		}
+		return retry(rt)
+	})
 	if err != nil {
-		return nil, fmt.Errorf("github client creator: %w", err)
+		return nil, err
 	}
-	a := &App{cfg: cfg, deps: deps, clients: clients}
-	b := &base{clients: clients, deps: deps, checks: cfg.Checks, appSlug: cfg.AppSlug, appID: cfg.GitHub.App.IntegrationID}
-	handlers := []githubapp.EventHandler{
+	a := &App{cfg: cfg, deps: deps, clients: clients, handlers: map[string]githubapp.EventHandler{}}
+	b := &base{clients: clients, deps: deps, appSlug: cfg.AppSlug, appID: cfg.GitHub.App.IntegrationID, unconfigured: cfg.Unconfigured}
+	for _, h := range []githubapp.EventHandler{
 		&pullRequestHandler{b}, &pullRequestReviewHandler{b}, &issueCommentHandler{b},
 		&checkRunHandler{b}, &checkSuiteHandler{b}, &mergeGroupHandler{b}, &installationHandler{b}, &releaseHandler{b},
+	} {
+		for _, ev := range h.Handles() {
+			a.handlers[ev] = h
+		}
 	}
-	for i, h := range handlers {
-		handlers[i] = &deadlineHandler{EventHandler: h, timeout: cfg.HandlerTimeout, done: a.inflight.Done, events: cfg.Events}
+	rc := &receiver{
+		secret: []byte(cfg.GitHub.App.WebhookSecret), maxBody: cfg.MaxBodyBytes,
+		budget: semaphore.NewWeighted(cfg.MaxInFlightBytes), budgetWait: cfg.InFlightWait, readTimeout: cfg.BodyReadTimeout,
+		handles: func(ev string) bool { _, ok := a.handlers[ev]; return ok }, inbox: deps.Inbox, accepted: deps.Accepted,
 	}
-	sched := githubapp.QueueAsyncScheduler(cfg.QueueSize, cfg.Workers,
-		githubapp.WithAsyncErrorCallback(func(ctx context.Context, d githubapp.Dispatch, err error) {
-			zerolog.Ctx(ctx).Error().Err(err).Str("event", d.EventType).Str("delivery", d.DeliveryID).Msg("webhook handler failed")
-		}))
-	dispatcher := githubapp.NewEventDispatcher(handlers, cfg.GitHub.App.WebhookSecret,
-		githubapp.WithScheduler(&dedupeScheduler{next: sched, deliveries: deps.Deliveries, inflight: &a.inflight}))
-
 	mux := http.NewServeMux()
-	mux.Handle(WebhookPath, verifyDelivery(cfg.GitHub.App.WebhookSecret, cfg.MaxBodyBytes, dispatcher))
+	mux.Handle(WebhookPath, rc)
 	a.handler = withRequestLog(cfg.Logger, mux)
 	return a, nil
 }
@@ -161,103 +210,28 @@ func New(cfg Config, deps Deps) (*App, error) {
 func (a *App) Handler() http.Handler { return a.handler }
 
 // ClientCreator is the app's GitHub client factory (retrying, installation
-// authenticated), for the code that later updates check runs.
+// authenticated, renewing a revoked token), for the outbox and the
+// dispatcher.
 func (a *App) ClientCreator() githubapp.ClientCreator { return a.clients }
 
-// Drain waits until every accepted event has been handled, or ctx ends. Use
-// it on shutdown, and in tests.
-func (a *App) Drain(ctx context.Context) error {
-	done := make(chan struct{})
-	go func() { a.inflight.Wait(); close(done) }()
-	select {
-	case <-done:
+// Process runs the handler of one stored delivery, under its own deadline.
+// An error means "try again later" unless it is backoff.Permanent.
+func (a *App) Process(ctx context.Context, event, deliveryID string, payload []byte) error {
+	h, ok := a.handlers[event]
+	if !ok {
 		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("drain webhook handlers: %w", ctx.Err())
 	}
-}
-
-// deadlineHandler gives each event its own deadline: go-githubapp's async
-// context derives from context.Background and never expires.
-type deadlineHandler struct {
-	githubapp.EventHandler
-	timeout time.Duration
-	done    func()
-	events  EventObserver
-}
-
-func (h *deadlineHandler) Handle(ctx context.Context, eventType, deliveryID string, payload []byte) error {
-	defer h.done()
-	ctx, cancel := context.WithTimeout(ctx, h.timeout)
+	ctx, cancel := context.WithTimeout(ctx, a.cfg.HandlerTimeout)
 	defer cancel()
+	log := zerolog.Ctx(ctx)
+	if log.GetLevel() == zerolog.Disabled {
+		l := a.cfg.Logger.With().Str("event", event).Str("delivery", deliveryID).Logger()
+		ctx = l.WithContext(ctx)
+	}
 	start := time.Now()
-	err := h.EventHandler.Handle(ctx, eventType, deliveryID, payload)
-	if h.events != nil {
-		h.events.EventHandled(eventType, time.Since(start), err)
+	err := h.Handle(ctx, event, deliveryID, payload)
+	if a.cfg.Events != nil {
+		a.cfg.Events.EventHandled(event, time.Since(start), err)
 	}
 	return err
-}
-
-// dedupeScheduler marks the delivery GUID before queueing, so a redelivery
-// of an event already accepted is acknowledged and dropped. It runs after
-// go-githubapp has checked the signature, so forged deliveries cannot burn
-// GUIDs.
-type dedupeScheduler struct {
-	next       githubapp.Scheduler
-	deliveries Deliveries
-	inflight   *sync.WaitGroup
-}
-
-func (s *dedupeScheduler) Schedule(ctx context.Context, d githubapp.Dispatch) error {
-	log := zerolog.Ctx(ctx)
-	if d.DeliveryID == "" {
-		return githubapp.ValidationError{EventType: d.EventType, Cause: errors.New("missing X-GitHub-Delivery header")}
-	}
-	first, err := s.deliveries.MarkDelivery(ctx, d.DeliveryID, d.EventType)
-	if err != nil {
-		return fmt.Errorf("mark delivery %s: %w", d.DeliveryID, err)
-	}
-	if !first {
-		log.Info().Str("delivery", d.DeliveryID).Msg("duplicate delivery ignored")
-		return nil
-	}
-	s.inflight.Add(1)
-	if err := s.next.Schedule(ctx, d); err != nil {
-		s.inflight.Done()
-		// The event was not queued: let a redelivery through again.
-		if f, ok := s.deliveries.(interface {
-			ForgetDelivery(ctx context.Context, id string) error
-		}); ok {
-			if ferr := f.ForgetDelivery(ctx, d.DeliveryID); ferr != nil {
-				log.Error().Err(ferr).Str("delivery", d.DeliveryID).Msg("forget unqueued delivery")
-			}
-		}
-		return err
-	}
-	return nil
-}
-
-// withRequestLog puts log in each request's context (go-githubapp adds the
-// event and delivery fields to it) and logs one line per request.
-func withRequestLog(log zerolog.Logger, next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		start := time.Now()
-		rec := &statusWriter{ResponseWriter: w, status: http.StatusOK}
-		next.ServeHTTP(rec, r.WithContext(log.WithContext(r.Context())))
-		log.Info().
-			Str("method", r.Method).Str("path", r.URL.Path).
-			Str("event", r.Header.Get("X-GitHub-Event")).Str("delivery", r.Header.Get("X-GitHub-Delivery")).
-			Int("status", rec.status).Dur("elapsed", time.Since(start)).
-			Msg("http request")
-	})
-}
-
-type statusWriter struct {
-	http.ResponseWriter
-	status int
-}
-
-func (w *statusWriter) WriteHeader(code int) {
-	w.status = code
-	w.ResponseWriter.WriteHeader(code)
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/perfgate/perfgate/internal/backoff"
 	"github.com/perfgate/perfgate/internal/githubtest"
 )
 
@@ -28,12 +29,13 @@ const (
 	checkPath = "/repos/acme/inference/check-runs"
 )
 
-// fakeDispatcher records what the handlers asked for. It is the seam the
-// lead fills with the store and queue.
+// fakeDispatcher records what the handlers asked for.
 type fakeDispatcher struct {
 	mu         sync.Mutex
 	runs       []RunRequest
+	concluded  []ConcludeRequest
 	superseded []string
+	closed     []string
 	calls      []string
 	fail       error
 }
@@ -49,11 +51,27 @@ func (d *fakeDispatcher) RequestRun(ctx context.Context, req RunRequest) error {
 	return nil
 }
 
+func (d *fakeDispatcher) Conclude(ctx context.Context, c ConcludeRequest) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.calls = append(d.calls, "conclude:"+string(c.Verdict))
+	d.concluded = append(d.concluded, c)
+	return nil
+}
+
 func (d *fakeDispatcher) Supersede(ctx context.Context, repo string, pr int, sha string) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.calls = append(d.calls, "supersede:"+sha)
 	d.superseded = append(d.superseded, fmt.Sprintf("%s#%d@%s", repo, pr, sha))
+	return nil
+}
+
+func (d *fakeDispatcher) Close(ctx context.Context, repo string, pr int, by string) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.calls = append(d.calls, "close")
+	d.closed = append(d.closed, fmt.Sprintf("%s#%d by %s", repo, pr, by))
 	return nil
 }
 
@@ -63,19 +81,67 @@ func (d *fakeDispatcher) Runs() []RunRequest {
 	return append([]RunRequest(nil), d.runs...)
 }
 
-type fakeDeliveries struct {
-	mu   sync.Mutex
-	seen map[string]bool
+func (d *fakeDispatcher) Concluded() []ConcludeRequest {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return append([]ConcludeRequest(nil), d.concluded...)
 }
 
-func (f *fakeDeliveries) MarkDelivery(ctx context.Context, id, event string) (bool, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.seen[id] {
-		return false, nil
+// fakeOutbox keeps writes by key, as the store's outbox does.
+type fakeOutbox struct {
+	mu        sync.Mutex
+	keys      map[string]bool
+	comments  []Comment
+	reactions []Reaction
+}
+
+func (o *fakeOutbox) Comment(ctx context.Context, c Comment) error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if !o.keys[c.Key] {
+		o.keys[c.Key] = true
+		o.comments = append(o.comments, c)
 	}
-	f.seen[id] = true
-	return true, nil
+	return nil
+}
+
+func (o *fakeOutbox) React(ctx context.Context, r Reaction) error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if !o.keys[r.Key] {
+		o.keys[r.Key] = true
+		o.reactions = append(o.reactions, r)
+	}
+	return nil
+}
+
+func (o *fakeOutbox) Comments() []Comment {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return append([]Comment(nil), o.comments...)
+}
+
+// fakeInbox is the store's inbox in memory: a delivery is a duplicate only
+// once it was processed.
+type fakeInbox struct {
+	mu      sync.Mutex
+	pending map[string]delivery
+	done    map[string]bool
+}
+
+type delivery struct {
+	event   string
+	payload []byte
+}
+
+func (i *fakeInbox) Accept(ctx context.Context, id, event string, payload []byte) (bool, error) {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	if i.done[id] {
+		return true, nil
+	}
+	i.pending[id] = delivery{event, payload}
+	return false, nil
 }
 
 type fakeAppeals struct {
@@ -105,8 +171,12 @@ type harness struct {
 	gh      *githubtest.Server
 	app     *App
 	disp    *fakeDispatcher
+	out     *fakeOutbox
+	inbox   *fakeInbox
 	appeals *fakeAppeals
 	n       int
+	// errs are the handler errors of the deliveries processed.
+	errs []error
 }
 
 func newHarness(t *testing.T, mutate ...func(*Config)) *harness {
@@ -120,8 +190,9 @@ func newHarness(t *testing.T, mutate ...func(*Config)) *harness {
 	for _, m := range mutate {
 		m(&cfg)
 	}
-	h := &harness{gh: gh, disp: &fakeDispatcher{}, appeals: &fakeAppeals{}}
-	a, err := New(cfg, Deps{Dispatcher: h.disp, Deliveries: &fakeDeliveries{seen: map[string]bool{}}, Appeals: h.appeals})
+	h := &harness{gh: gh, disp: &fakeDispatcher{}, appeals: &fakeAppeals{}, out: &fakeOutbox{keys: map[string]bool{}},
+		inbox: &fakeInbox{pending: map[string]delivery{}, done: map[string]bool{}}}
+	a, err := New(cfg, Deps{Dispatcher: h.disp, Inbox: h.inbox, Outbox: h.out, Appeals: h.appeals})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,11 +208,12 @@ func newHarness(t *testing.T, mutate ...func(*Config)) *harness {
 	gh.SetFiles(repoName, prNumber, []githubtest.File{{Filename: "README.md"}, {Filename: "model/attention.py"}})
 	gh.SetPermission(repoName, "monalisa", "write", "maintain")
 	gh.SetPermission(repoName, "octocat", "read", "read")
+	gh.SetContent(repoName, "main", ConfigPath, []byte("# defaults\n"))
 	return h
 }
 
-// deliver sends a signed fixture through App.Handler and waits for the
-// async handlers to finish.
+// deliver sends a signed fixture through App.Handler and processes what
+// was stored, as the inbox worker does.
 func (h *harness) deliver(t *testing.T, event, fixture string) *httptest.ResponseRecorder {
 	t.Helper()
 	h.n++
@@ -156,21 +228,45 @@ func (h *harness) deliverID(t *testing.T, event, fixture, id string) *httptest.R
 	}
 	rec := httptest.NewRecorder()
 	h.app.Handler().ServeHTTP(rec, req)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := h.app.Drain(ctx); err != nil {
-		t.Fatal(err)
-	}
+	h.process(t)
 	return rec
 }
 
-func TestNewRefusesEmptySecret(t *testing.T) {
-	gh := githubtest.New(t)
-	cfg := Config{GitHub: gh.AppConfig()}
-	cfg.GitHub.App.WebhookSecret = ""
-	_, err := New(cfg, Deps{Dispatcher: &fakeDispatcher{}, Deliveries: &fakeDeliveries{}})
-	if err == nil || !strings.Contains(err.Error(), "webhook secret is empty") {
-		t.Fatalf("err = %v, want a refusal naming the webhook secret", err)
+// process runs the handlers of the stored deliveries once; a delivery
+// whose handler succeeds is done.
+func (h *harness) process(t *testing.T) {
+	t.Helper()
+	h.inbox.mu.Lock()
+	pending := h.inbox.pending
+	h.inbox.pending = map[string]delivery{}
+	h.inbox.mu.Unlock()
+	for id, d := range pending {
+		err := h.app.Process(context.Background(), d.event, id, d.payload)
+		h.errs = append(h.errs, err)
+		if err == nil {
+			h.inbox.mu.Lock()
+			h.inbox.done[id] = true
+			h.inbox.mu.Unlock()
+		}
+	}
+}
+
+// comments are the replies queued for GitHub.
+func (h *harness) comments() []Comment { return h.out.Comments() }
+
+func TestNewRefusesWeakSecret(t *testing.T) {
+	for _, tc := range []struct{ secret, want string }{
+		{"", "webhook secret is empty"},
+		{" ", "shorter than 16 characters"},
+		{"hunter2", "shorter than 16 characters"},
+	} {
+		gh := githubtest.New(t)
+		cfg := Config{GitHub: gh.AppConfig()}
+		cfg.GitHub.App.WebhookSecret = tc.secret
+		_, err := New(cfg, Deps{Dispatcher: &fakeDispatcher{}, Inbox: &fakeInbox{}, Outbox: &fakeOutbox{}})
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("secret %q: err = %v, want a refusal saying %q", tc.secret, err, tc.want)
+		}
 	}
 }
 
@@ -186,7 +282,10 @@ func TestDeliveryRejected(t *testing.T) {
 		{"bad signature", 0, []byte("not-the-secret"), nil, http.StatusUnauthorized},
 		{"no signature", 0, nil, nil, http.StatusUnauthorized},
 		{"sha1 only", 0, nil, func(r *http.Request) { r.Header.Set("X-Hub-Signature", "sha1=00") }, http.StatusUnauthorized},
+		{"malformed signature", 0, []byte(githubtest.WebhookSecret), func(r *http.Request) { r.Header.Set("X-Hub-Signature-256", "sha256=zz") }, http.StatusUnauthorized},
 		{"body too large", 1024, []byte(githubtest.WebhookSecret), nil, http.StatusRequestEntityTooLarge},
+		{"no length", 0, []byte(githubtest.WebhookSecret), func(r *http.Request) { r.ContentLength = -1 }, http.StatusLengthRequired},
+		{"no delivery id", 0, []byte(githubtest.WebhookSecret), func(r *http.Request) { r.Header.Del("X-GitHub-Delivery") }, http.StatusBadRequest},
 		{"GET", 0, []byte(githubtest.WebhookSecret), func(r *http.Request) { r.Method = http.MethodGet }, http.StatusMethodNotAllowed},
 	}
 	for _, tt := range tests {
@@ -201,11 +300,11 @@ func TestDeliveryRejected(t *testing.T) {
 			}
 			rec := httptest.NewRecorder()
 			h.app.Handler().ServeHTTP(rec, req)
-			if err := h.app.Drain(context.Background()); err != nil {
-				t.Fatal(err)
-			}
 			if rec.Code != tt.want {
 				t.Errorf("status = %d (%s), want %d", rec.Code, strings.TrimSpace(rec.Body.String()), tt.want)
+			}
+			if n := len(h.inbox.pending); n != 0 {
+				t.Errorf("rejected delivery was stored")
 			}
 			if n := len(h.gh.Requests()); n != 0 {
 				t.Errorf("rejected delivery reached GitHub with %d calls", n)
@@ -214,18 +313,59 @@ func TestDeliveryRejected(t *testing.T) {
 	}
 }
 
-func TestRedeliveryProcessedOnce(t *testing.T) {
+// A delivery is stored before the 2xx; a redelivery of one that succeeded
+// is acknowledged and dropped; of one whose processing failed, processed.
+func TestRedelivery(t *testing.T) {
 	h := newHarness(t)
-	for i := 0; i < 2; i++ {
-		if rec := h.deliverID(t, "pull_request", "pull_request/opened.json", "same-guid"); rec.Code != http.StatusOK {
-			t.Fatalf("delivery %d: status %d", i, rec.Code)
+	for i, want := range []int{http.StatusAccepted, http.StatusOK} {
+		if rec := h.deliverID(t, "pull_request", "pull_request/opened.json", "same-guid"); rec.Code != want {
+			t.Fatalf("delivery %d: status %d, want %d", i, rec.Code, want)
 		}
 	}
 	if n := len(h.disp.Runs()); n != 1 {
 		t.Errorf("RequestRun called %d times, want 1", n)
 	}
-	if n := len(h.gh.CheckRuns()); n != 1 {
-		t.Errorf("%d check runs, want 1", n)
+
+	h.gh.FailNext("GET", "/repos/acme/inference/pulls/17/files", 3, http.StatusBadGateway, nil)
+	h.deliverID(t, "pull_request", "pull_request/opened.json", "flaky-guid")
+	if err := h.errs[len(h.errs)-1]; err == nil {
+		t.Fatal("a delivery whose GitHub calls all failed reported success")
+	}
+	if rec := h.deliverID(t, "pull_request", "pull_request/opened.json", "flaky-guid"); rec.Code != http.StatusAccepted {
+		t.Fatalf("redelivery of a failed delivery: %d, want 202", rec.Code)
+	}
+	if n := len(h.disp.Runs()); n != 2 {
+		t.Errorf("RequestRun called %d times, want 2 (the redelivered one processed)", n)
+	}
+}
+
+// A repository without .github/perfgate.yml gets no check by default, or a
+// neutral "not configured" one that links the docs; never a failure.
+func TestUnconfiguredRepository(t *testing.T) {
+	for _, mode := range []Unconfigured{UnconfiguredQuiet, UnconfiguredNeutral} {
+		t.Run(string(mode), func(t *testing.T) {
+			h := newHarness(t, func(c *Config) { c.Unconfigured = mode })
+			h.gh.SetContent(repoName, "main", ConfigPath, nil)
+			h.deliver(t, "pull_request", "pull_request/opened.json")
+			if len(h.disp.Runs()) != 0 {
+				t.Error("an unconfigured repository was benchmarked")
+			}
+			c := h.disp.Concluded()
+			if mode == UnconfiguredQuiet {
+				if len(c) != 0 {
+					t.Errorf("quiet mode concluded %+v", c)
+				}
+				return
+			}
+			if len(c) != 1 || c[0].Verdict != VerdictNotConfigured || Conclusion(c[0].Verdict) != "neutral" || !strings.Contains(c[0].Output.Summary, DocsURL) {
+				t.Errorf("neutral mode: %+v, want one neutral not-configured check linking %s", c, DocsURL)
+			}
+			// A command there is answered, not run.
+			h.deliver(t, "issue_comment", "issue_comment/created.retest.json")
+			if cs := h.comments(); len(cs) != 1 || !strings.Contains(cs[0].Body, "has no `.github/perfgate.yml`") {
+				t.Errorf("reply to /perf retest: %+v", cs)
+			}
+		})
 	}
 }
 
@@ -233,16 +373,12 @@ func TestPullRequestNoMatchingPaths(t *testing.T) {
 	h := newHarness(t)
 	h.gh.SetFiles(repoName, prNumber, []githubtest.File{{Filename: "docs/index.md"}, {Filename: "models.md"}})
 	h.deliver(t, "pull_request", "pull_request/opened.json")
-	runs := h.gh.CheckRuns()
-	if len(runs) != 1 {
-		t.Fatalf("%d check runs, want 1", len(runs))
+	c := h.disp.Concluded()
+	if len(c) != 1 || c[0].Tier != TierQuick || c[0].HeadSHA != headSHA || c[0].Verdict != VerdictSkipped || c[0].PR != prNumber {
+		t.Fatalf("concluded = %+v, want one skipped quick check", c)
 	}
-	cr := runs[0]
-	if cr.Name != "perfgate / quick" || cr.HeadSHA != headSHA || cr.Status != "completed" || cr.Conclusion != "skipped" {
-		t.Errorf("check run = %+v", cr)
-	}
-	if cr.Summary != "no model/** or inference_engine/** changes" {
-		t.Errorf("summary = %q", cr.Summary)
+	if c[0].Output.Summary != "no model/** or inference_engine/** changes" {
+		t.Errorf("summary = %q", c[0].Output.Summary)
 	}
 	if n := len(h.disp.Runs()); n != 0 {
 		t.Errorf("RequestRun called %d times for an unmatched PR", n)
@@ -251,27 +387,28 @@ func TestPullRequestNoMatchingPaths(t *testing.T) {
 
 func TestPullRequestMatchingPaths(t *testing.T) {
 	tests := []struct {
-		name    string
-		fixture string
-		files   []githubtest.File
+		name      string
+		fixture   string
+		files     []githubtest.File
+		wantPages int // file pages listed: listing stops at the first match
 	}{
-		{"opened, match on page 3", "pull_request/opened.json", append(manyFiles(250), githubtest.File{Filename: "inference_engine/kv/cache.cc"})},
-		{"renamed out of model/", "pull_request/reopened.json", []githubtest.File{{Filename: "legacy/attn.py", PreviousFilename: "model/attn.py", Status: "renamed"}}},
-		{"ready for review", "pull_request/ready_for_review.json", []githubtest.File{{Filename: "model/x.py"}}},
-		{"over 3000 files: fail safe", "pull_request/opened.json", manyFiles(3100)},
+		{"opened, match on page 3", "pull_request/opened.json", append(manyFiles(250), githubtest.File{Filename: "inference_engine/kv/cache.cc"}), 3},
+		{"match on page 1 of 40", "pull_request/opened.json", append([]githubtest.File{{Filename: "model/x.py"}}, manyFiles(3999)...), 1},
+		{"renamed out of model/", "pull_request/reopened.json", []githubtest.File{{Filename: "legacy/attn.py", PreviousFilename: "model/attn.py", Status: "renamed"}}, 1},
+		{"ready for review", "pull_request/ready_for_review.json", []githubtest.File{{Filename: "model/x.py"}}, 1},
+		{"over 3000 files: fail safe", "pull_request/opened.json", manyFiles(3100), 30},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			h := newHarness(t)
 			h.gh.SetFiles(repoName, prNumber, tt.files)
 			h.deliver(t, "pull_request", tt.fixture)
-			runs := h.gh.CheckRuns()
-			if len(runs) != 1 || runs[0].Status != "queued" || runs[0].HeadSHA != headSHA || runs[0].ExternalID != "17" {
-				t.Fatalf("check runs = %+v, want one queued on %s with external_id 17", runs, headSHA)
-			}
 			reqs := h.disp.Runs()
-			if len(reqs) != 1 || reqs[0].Tier != TierQuick || reqs[0].HeadSHA != headSHA || reqs[0].CheckRunID != runs[0].ID || reqs[0].PR != prNumber {
+			if len(reqs) != 1 || reqs[0].Tier != TierQuick || reqs[0].HeadSHA != headSHA || reqs[0].PR != prNumber || reqs[0].Author != "octocat" {
 				t.Errorf("RequestRun = %+v", reqs)
+			}
+			if n := len(h.gh.RequestsTo("GET", "/repos/acme/inference/pulls/17/files")); n != tt.wantPages {
+				t.Errorf("listed %d pages of files, want %d", n, tt.wantPages)
 			}
 		})
 	}
@@ -294,20 +431,31 @@ func TestSynchronizeSupersedesFirst(t *testing.T) {
 	}
 }
 
+// A closed PR stops its work; nothing is read from GitHub for it.
+func TestClosedPR(t *testing.T) {
+	h := newHarness(t)
+	h.deliver(t, "pull_request", "pull_request/closed.json")
+	if fmt.Sprint(h.disp.closed) != "[acme/inference#17 by octocat]" || len(h.disp.Runs()) != 0 {
+		t.Errorf("closed = %v, runs = %v", h.disp.closed, h.disp.Runs())
+	}
+}
+
 func TestDraftAndFork(t *testing.T) {
 	tests := []struct {
-		fixture, conclusion, summary string
+		fixture string
+		verdict Verdict
+		summary string
 	}{
-		{"pull_request/opened.draft.json", "skipped", "ready for review"},
-		{"pull_request/opened.fork.json", "action_required", "/perf retest"},
+		{"pull_request/opened.draft.json", VerdictSkipped, "ready for review"},
+		{"pull_request/opened.fork.json", VerdictWaiting, "/perf retest"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.fixture, func(t *testing.T) {
 			h := newHarness(t)
 			h.deliver(t, "pull_request", tt.fixture)
-			runs := h.gh.CheckRuns()
-			if len(runs) != 1 || runs[0].Conclusion != tt.conclusion || !strings.Contains(runs[0].Summary, tt.summary) {
-				t.Fatalf("check runs = %+v", runs)
+			c := h.disp.Concluded()
+			if len(c) != 1 || c[0].Verdict != tt.verdict || !strings.Contains(c[0].Output.Summary, tt.summary) {
+				t.Fatalf("concluded = %+v", c)
 			}
 			if len(h.disp.Runs()) != 0 {
 				t.Errorf("run requested: %+v", h.disp.Runs())
@@ -320,13 +468,13 @@ func TestBrokenConfigFailsCheck(t *testing.T) {
 	h := newHarness(t)
 	h.gh.SetContent(repoName, "main", ConfigPath, []byte("paths: [\"model/***\"]\ntriggers:\n  forks: sometimes\n"))
 	h.deliver(t, "pull_request", "pull_request/opened.json")
-	runs := h.gh.CheckRuns()
-	if len(runs) != 1 || runs[0].Conclusion != "failure" {
-		t.Fatalf("check runs = %+v, want one failure", runs)
+	c := h.disp.Concluded()
+	if len(c) != 1 || Conclusion(c[0].Verdict) != "failure" {
+		t.Fatalf("concluded = %+v, want one failure", c)
 	}
 	for _, want := range []string{`paths[0]: bad glob "model/***": "**" must be a whole path segment`, `triggers.forks: unknown value "sometimes"`} {
-		if !strings.Contains(runs[0].Summary, want) {
-			t.Errorf("summary lacks %q:\n%s", want, runs[0].Summary)
+		if !strings.Contains(c[0].Output.Summary, want) {
+			t.Errorf("summary lacks %q:\n%s", want, c[0].Output.Summary)
 		}
 	}
 	// Read from the base ref, never the PR's head.
@@ -380,10 +528,10 @@ func TestCommentCommands(t *testing.T) {
 				tt.setup(h)
 			}
 			h.deliver(t, "issue_comment", "issue_comment/"+tt.fixture)
-			comments := h.gh.Comments()
+			comments := h.comments()
 			if tt.wantReply == "" {
-				if n := len(h.gh.Requests()); n != 0 {
-					t.Errorf("ignored comment caused %d GitHub calls", n)
+				if n := len(h.gh.Requests()); n != 0 || len(comments) != 0 || len(h.out.reactions) != 0 {
+					t.Errorf("ignored comment caused %d GitHub calls and %d writes", n, len(comments)+len(h.out.reactions))
 				}
 				return
 			}
@@ -397,8 +545,8 @@ func TestCommentCommands(t *testing.T) {
 				Comment struct{ ID int64 } `json:"comment"`
 			}
 			_ = json.Unmarshal(githubtest.Fixture(t, "issue_comment/"+tt.fixture), &ev)
-			if !h.gh.HasReaction(repoName, ev.Comment.ID, "eyes") {
-				t.Error("no 👀 reaction on the command")
+			if r := h.out.reactions; len(r) != 1 || r[0].CommentID != ev.Comment.ID || r[0].Content != "eyes" {
+				t.Errorf("reactions = %+v, want 👀 on the command", r)
 			}
 			runs := h.disp.Runs()
 			if len(runs) != tt.wantRuns {
@@ -411,6 +559,21 @@ func TestCommentCommands(t *testing.T) {
 				t.Errorf("decisions = %+v", h.appeals.decisions)
 			}
 		})
+	}
+}
+
+// A command whose processing failed and is retried answers once.
+func TestRetriedCommandAnswersOnce(t *testing.T) {
+	h := newHarness(t)
+	h.gh.FailNext("GET", "/repos/acme/inference/pulls/17", 3, http.StatusBadGateway, nil)
+	h.deliverID(t, "issue_comment", "issue_comment/created.retest.json", "cmd-1")
+	if len(h.comments()) != 0 {
+		t.Fatalf("a failing attempt answered: %+v", h.comments())
+	}
+	h.deliverID(t, "issue_comment", "issue_comment/created.retest.json", "cmd-1") // GitHub redelivers
+	h.deliverID(t, "issue_comment", "issue_comment/created.retest.json", "cmd-1") // and once more: a duplicate
+	if cs := h.comments(); len(cs) != 1 || len(h.disp.Runs()) != 1 {
+		t.Errorf("%d replies and %d runs, want one each", len(cs), len(h.disp.Runs()))
 	}
 }
 
@@ -436,10 +599,6 @@ func TestMergeTierTriggers(t *testing.T) {
 			if len(runs) != 1 || runs[0].Tier != TierMerge || runs[0].HeadSHA != tt.sha {
 				t.Fatalf("runs = %+v, want one merge run on %s", runs, tt.sha)
 			}
-			crs := h.gh.CheckRuns()
-			if len(crs) != 1 || crs[0].Name != "perfgate / merge" || crs[0].HeadSHA != tt.sha {
-				t.Errorf("check runs = %+v", crs)
-			}
 			if runs[0].PR != prNumber {
 				t.Errorf("PR = %d, want 17", runs[0].PR)
 			}
@@ -450,7 +609,7 @@ func TestMergeTierTriggers(t *testing.T) {
 func TestLabelOtherThanConfiguredIgnored(t *testing.T) {
 	h := newHarness(t) // default config has no merge label
 	h.deliver(t, "pull_request", "pull_request/labeled.json")
-	if len(h.disp.Runs()) != 0 || len(h.gh.CheckRuns()) != 0 {
+	if len(h.disp.Runs()) != 0 || len(h.disp.Concluded()) != 0 {
 		t.Errorf("label without configuration ran something")
 	}
 }
@@ -458,16 +617,22 @@ func TestLabelOtherThanConfiguredIgnored(t *testing.T) {
 func TestCheckRunActions(t *testing.T) {
 	tests := []struct {
 		name, fixture string
+		setup         func(*harness)
 		wantRuns      int
 		wantComment   string
 	}{
-		{"rerequested", "check_run/rerequested.json", 1, ""},
-		{"retest button", "check_run/requested_action.retest.json", 1, ""},
-		{"appeal button", "check_run/requested_action.appeal.json", 0, "/perf appeal <reason>"},
+		{"rerequested", "check_run/rerequested.json", nil, 1, ""},
+		{"retest button", "check_run/requested_action.retest.json", nil, 1, ""},
+		{"retest button by a read-only user is answered", "check_run/requested_action.retest.json",
+			func(h *harness) { h.gh.SetPermission(repoName, "monalisa", "read", "read") }, 0, "@monalisa the Retest button on `perfgate / quick` needs write access"},
+		{"appeal button", "check_run/requested_action.appeal.json", nil, 0, "/perf appeal <reason>"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			h := newHarness(t)
+			if tt.setup != nil {
+				tt.setup(h)
+			}
 			h.deliver(t, "check_run", tt.fixture)
 			runs := h.disp.Runs()
 			if len(runs) != tt.wantRuns {
@@ -476,11 +641,9 @@ func TestCheckRunActions(t *testing.T) {
 			if tt.wantRuns > 0 && (runs[0].Tier != TierQuick || runs[0].HeadSHA != headSHA || runs[0].PR != prNumber) {
 				t.Errorf("run = %+v", runs[0])
 			}
-			if tt.wantComment != "" {
-				c := h.gh.Comments()
-				if len(c) != 1 || !strings.Contains(c[0].Body, tt.wantComment) {
-					t.Errorf("comments = %+v", c)
-				}
+			c := h.comments()
+			if tt.wantComment == "" && len(c) != 0 || tt.wantComment != "" && (len(c) != 1 || !strings.Contains(c[0].Body, tt.wantComment)) {
+				t.Errorf("comments = %+v, want %q", c, tt.wantComment)
 			}
 		})
 	}
@@ -494,30 +657,40 @@ func TestCheckSuiteRerequested(t *testing.T) {
 	if len(runs) != 1 || runs[0].Tier != TierQuick || runs[0].HeadSHA != headSHA || runs[0].PR != prNumber || !runs[0].Confirm {
 		t.Fatalf("runs = %+v, want one confirming quick run of PR #17's head", runs)
 	}
-	if crs := h.gh.CheckRuns(); len(crs) != 1 || crs[0].Status != "queued" {
-		t.Errorf("check runs = %+v, want one queued", crs)
-	}
 }
 
 func TestGitHub502Retried(t *testing.T) {
 	h := newHarness(t)
-	h.gh.FailNext("POST", checkPath, 2, http.StatusBadGateway, nil)
+	h.gh.FailNext("GET", "/repos/acme/inference/pulls/17/files", 2, http.StatusBadGateway, nil)
 	h.deliver(t, "pull_request", "pull_request/opened.json")
-	if got := h.gh.RequestsTo("POST", checkPath); len(got) != 3 || got[2].Status != http.StatusCreated {
-		t.Fatalf("check-run POSTs = %d, want 2 failures then a 201", len(got))
+	if got := h.gh.RequestsTo("GET", "/repos/acme/inference/pulls/17/files"); len(got) != 3 || got[2].Status != http.StatusOK {
+		t.Fatalf("file listings = %d, want 2 failures then a 200", len(got))
 	}
 	if len(h.disp.Runs()) != 1 {
 		t.Errorf("run not requested after retries")
 	}
 }
 
-func TestRequestRunFailureConcludesCheck(t *testing.T) {
+// A run that cannot be recorded fails the delivery, which the inbox
+// retries; no check was shown, so none is left queued.
+func TestRequestRunFailureFailsTheDelivery(t *testing.T) {
 	h := newHarness(t)
 	h.disp.fail = errors.New("store down")
 	h.deliver(t, "pull_request", "pull_request/opened.json")
-	runs := h.gh.CheckRuns()
-	if len(runs) != 1 || runs[0].Conclusion != "failure" || fmt.Sprint(runs[0].Statuses) != "[queued completed]" {
-		t.Errorf("check runs = %+v, want queued then failed", runs)
+	if err := h.errs[len(h.errs)-1]; err == nil || !strings.Contains(err.Error(), "store down") {
+		t.Errorf("handler error = %v, want the store's", err)
+	}
+	if n := len(h.gh.RequestsTo("POST", checkPath)); n != 0 {
+		t.Errorf("%d check runs created by the handler", n)
+	}
+}
+
+// A payload that does not parse fails for good (retrying cannot help).
+func TestUnparseablePayloadIsPermanent(t *testing.T) {
+	h := newHarness(t)
+	err := h.app.Process(context.Background(), "pull_request", "d-x", []byte(`{"action": `))
+	if err == nil || !backoff.IsPermanent(err) {
+		t.Errorf("err = %v, want a permanent parse error", err)
 	}
 }
 
@@ -528,7 +701,7 @@ func TestInstallationAndReleaseAccepted(t *testing.T) {
 		{"installation_repositories", "installation_repositories/added.json"},
 		{"release", "release/published.json"},
 	} {
-		if rec := h.deliver(t, d.event, d.fixture); rec.Code != http.StatusOK {
+		if rec := h.deliver(t, d.event, d.fixture); rec.Code != http.StatusAccepted {
 			t.Errorf("%s: status %d", d.event, rec.Code)
 		}
 	}

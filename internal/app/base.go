@@ -2,6 +2,8 @@ package app
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -10,16 +12,17 @@ import (
 	"github.com/palantir/go-githubapp/githubapp"
 	"github.com/rs/zerolog"
 
+	"github.com/perfgate/perfgate/internal/backoff"
 	"github.com/perfgate/perfgate/internal/command"
 )
 
 // base is what every event handler shares.
 type base struct {
-	clients githubapp.ClientCreator
-	deps    Deps
-	checks  Checks
-	appSlug string
-	appID   int64
+	clients      githubapp.ClientCreator
+	deps         Deps
+	appSlug      string
+	appID        int64
+	unconfigured Unconfigured
 }
 
 // prTarget is a pull request as the handlers need it.
@@ -54,17 +57,47 @@ func targetOf(installationID int64, repo *github.Repository, pr *github.PullRequ
 
 func (t prTarget) fullName() string { return t.owner + "/" + t.repo }
 
+// parse decodes an event payload; a payload that does not parse never
+// will, so retrying it is pointless.
+func parse(event string, payload []byte, v any) error {
+	if err := json.Unmarshal(payload, v); err != nil {
+		return backoff.Permanent(fmt.Errorf("parse %s event: %w", event, err))
+	}
+	return nil
+}
+
+// configState is what loadConfig found.
+type configState int
+
+const (
+	configOK      configState = iota
+	configInvalid             // a failing check quotes the problems
+	configMissing             // no .github/perfgate.yml: quiet, or a neutral check
+)
+
 // loadConfig reads the repo config from the PR's base ref, so a PR cannot
 // relax its own gate. A broken file becomes a failing check quoting the
-// problems, and ok=false tells the caller to stop.
-func (b *base) loadConfig(ctx context.Context, client *github.Client, t prTarget, tier Tier, ref string) (RepoConfig, bool, error) {
+// problems; a missing one stays quiet or gets a neutral "not configured"
+// check, as the server is set. Either way the caller stops.
+func (b *base) loadConfig(ctx context.Context, client *github.Client, t prTarget, tier Tier, ref, deliveryID string) (RepoConfig, configState, error) {
 	cfg, err := b.deps.Config.Load(ctx, client, t.owner, t.repo, ref)
 	if err == nil {
-		return cfg, true, nil
+		return cfg, configOK, nil
+	}
+	if errors.Is(err, ErrNotConfigured) {
+		if b.unconfigured != UnconfiguredNeutral {
+			zerolog.Ctx(ctx).Info().Str("ref", ref).Msg("no " + ConfigPath + ": perfgate stays quiet")
+			return RepoConfig{}, configMissing, nil
+		}
+		return RepoConfig{}, configMissing, b.conclude(ctx, t, tier, VerdictNotConfigured, Output{
+			Title: "perfgate is not configured",
+			Summary: fmt.Sprintf("This repository has no `%s` on `%s`, so perfgate does not gate it. To gate pull requests, add the file (an empty one uses the defaults): see [the configuration reference](%s).",
+				ConfigPath, ref, DocsURL),
+		}, deliveryID)
 	}
 	v, invalid := asValidation(err)
 	if !invalid {
-		return RepoConfig{}, false, fmt.Errorf("load perfgate config for %s at %s: %w", t.fullName(), ref, err)
+		return RepoConfig{}, configInvalid, fmt.Errorf("load perfgate config for %s at %s: %w", t.fullName(), ref, err)
 	}
 	zerolog.Ctx(ctx).Warn().Strs("problems", v.ValidationErrors()).Msg("invalid perfgate config")
 	var sb strings.Builder
@@ -72,29 +105,24 @@ func (b *base) loadConfig(ctx context.Context, client *github.Client, t prTarget
 	for _, p := range v.ValidationErrors() {
 		fmt.Fprintf(&sb, "- %s\n", p)
 	}
-	_, cerr := b.checks.Conclude(ctx, client, t.owner, t.repo, tier, t.headSHA, t.number, VerdictConfigError,
-		Output{Title: "Invalid " + ConfigPath, Summary: sb.String()})
-	return RepoConfig{}, false, cerr
+	return RepoConfig{}, configInvalid, b.conclude(ctx, t, tier, VerdictConfigError, Output{Title: "Invalid " + ConfigPath, Summary: sb.String()}, deliveryID)
 }
 
-// queueRun creates the queued check run and records the job. If recording
-// fails the check is concluded as a failure so the PR is not left waiting
-// on a run that will never start.
-func (b *base) queueRun(ctx context.Context, client *github.Client, req RunRequest) error {
-	id, err := b.checks.Queue(ctx, client, req.Owner, req.Repo, req.Tier, req.HeadSHA, req.PR,
-		Output{Title: "Queued", Summary: fmt.Sprintf("Waiting for a runner to benchmark `%s` (%s tier).", short(req.HeadSHA), req.Tier)})
-	if err != nil {
-		return err
-	}
-	req.CheckRunID = id
+// conclude records a check run decided without a benchmark.
+func (b *base) conclude(ctx context.Context, t prTarget, tier Tier, v Verdict, out Output, deliveryID string) error {
+	return b.deps.Dispatcher.Conclude(ctx, ConcludeRequest{
+		InstallationID: t.installationID, Owner: t.owner, Repo: t.repo, PR: t.number, HeadSHA: t.headSHA,
+		Tier: tier, Verdict: v, Output: out, DeliveryID: deliveryID,
+	})
+}
+
+// queueRun asks the dispatcher for the run: it records the check run and
+// the jobs, and the outbox shows the queued check on GitHub.
+func (b *base) queueRun(ctx context.Context, req RunRequest) error {
 	if err := b.deps.Dispatcher.RequestRun(ctx, req); err != nil {
-		out := Output{Title: "Could not queue the benchmark", Summary: "perfgate failed to record this run; comment `/perf retest` to try again."}
-		if cerr := b.checks.Complete(ctx, client, req.Owner, req.Repo, id, req.Tier, VerdictError, out); cerr != nil {
-			zerolog.Ctx(ctx).Error().Err(cerr).Int64("check_run_id", id).Msg("conclude unqueued check run")
-		}
 		return fmt.Errorf("request %s run for %s@%s: %w", req.Tier, req.FullName(), short(req.HeadSHA), err)
 	}
-	zerolog.Ctx(ctx).Info().Str("tier", string(req.Tier)).Str("sha", req.HeadSHA).Int64("check_run_id", id).Str("trigger", req.Trigger).Msg("benchmark requested")
+	zerolog.Ctx(ctx).Info().Str("tier", string(req.Tier)).Str("sha", req.HeadSHA).Str("trigger", req.Trigger).Msg("benchmark requested")
 	return nil
 }
 
@@ -102,7 +130,7 @@ func (b *base) runRequest(t prTarget, tier Tier, trigger, by, deliveryID string)
 	return RunRequest{
 		InstallationID: t.installationID, Owner: t.owner, Repo: t.repo, PR: t.number,
 		HeadSHA: t.headSHA, BaseSHA: t.baseSHA, BaseRef: t.baseRef, Tier: tier,
-		Trigger: trigger, RequestedBy: by, DeliveryID: deliveryID, Fork: t.fork,
+		Trigger: trigger, RequestedBy: by, Author: t.author, DeliveryID: deliveryID, Fork: t.fork,
 	}
 }
 
@@ -177,9 +205,10 @@ func allowed(p command.Permission, a access, isAuthor bool) bool {
 	return false
 }
 
-func (b *base) comment(ctx context.Context, client *github.Client, owner, repo string, number int, body string) error {
-	body = truncate(body, 65536)
-	if _, _, err := client.Issues.CreateComment(ctx, owner, repo, number, &github.IssueComment{Body: github.String(body)}); err != nil {
+// comment posts a PR comment through the outbox; key (from the delivery)
+// makes a retried delivery post it once.
+func (b *base) comment(ctx context.Context, installationID int64, owner, repo string, number int, body, key string) error {
+	if err := b.deps.Outbox.Comment(ctx, Comment{Key: key, InstallationID: installationID, Owner: owner, Repo: repo, Number: number, Body: truncate(body, 65536)}); err != nil {
 		return fmt.Errorf("comment on %s/%s#%d: %w", owner, repo, number, err)
 	}
 	return nil

@@ -2,9 +2,7 @@ package app
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"strconv"
 
 	"github.com/google/go-github/v62/github"
 	"github.com/palantir/go-githubapp/githubapp"
@@ -12,14 +10,15 @@ import (
 
 // checkRunHandler re-runs a check when GitHub's "Re-run" or perfgate's own
 // Retest button is pressed, and explains how to appeal when Appeal is.
+// Every press gets an answer: a refused one too.
 type checkRunHandler struct{ *base }
 
 func (h *checkRunHandler) Handles() []string { return []string{"check_run"} }
 
 func (h *checkRunHandler) Handle(ctx context.Context, eventType, deliveryID string, payload []byte) error {
 	var ev github.CheckRunEvent
-	if err := json.Unmarshal(payload, &ev); err != nil {
-		return fmt.Errorf("parse check_run event: %w", err)
+	if err := parse(eventType, payload, &ev); err != nil {
+		return err
 	}
 	action := ev.GetAction()
 	if action != "rerequested" && action != "requested_action" {
@@ -52,6 +51,14 @@ func (h *checkRunHandler) Handle(ctx context.Context, eventType, deliveryID stri
 		fetched.headSHA = run.GetHeadSHA() // re-run what was run, even if the PR moved on
 		t = fetched
 	}
+	answer := func(body string) error {
+		if pr == 0 {
+			// A merge-queue run has no pull request to answer on.
+			log.Info().Str("sender", sender).Str("answer", body).Msg("check run action on a run without a pull request")
+			return nil
+		}
+		return h.comment(ctx, installationID, t.owner, t.repo, pr, "@"+sender+" "+body, "reply:"+deliveryID)
+	}
 	trigger := "check_run.rerequested"
 	if action == "requested_action" {
 		switch ev.GetRequestedAction().Identifier {
@@ -64,30 +71,33 @@ func (h *checkRunHandler) Handle(ctx context.Context, eventType, deliveryID stri
 				return err
 			}
 			if a < accessWrite {
-				log.Info().Str("sender", sender).Msg("retest button by a non-writer ignored")
-				return nil
+				log.Info().Str("sender", sender).Msg("retest button by a non-writer refused")
+				return answer(fmt.Sprintf("the Retest button on `%s` needs write access to the repository; you have %s access, so nothing was run. A maintainer can comment `/perf retest`.", run.GetName(), accessWord(a)))
 			}
 		case "appeal":
-			if pr == 0 {
-				return nil
-			}
-			return h.comment(ctx, client, t.owner, t.repo, pr, fmt.Sprintf("@%s to appeal `%s` on `%s`, comment `/perf appeal <reason>` on this pull request; the reason is recorded and the PR re-tested.", sender, run.GetName(), short(t.headSHA)))
+			return answer(fmt.Sprintf("to appeal `%s` on `%s`, comment `/perf appeal <reason>` on this pull request; the reason is recorded and the PR re-tested.", run.GetName(), short(t.headSHA)))
 		default:
-			return nil
+			return answer(fmt.Sprintf("perfgate has no button %q; nothing was run.", ev.GetRequestedAction().Identifier))
 		}
 	}
-	if _, ok, err := h.loadConfig(ctx, client, t, tier, t.baseRef); !ok {
+	_, state, err := h.loadConfig(ctx, client, t, tier, t.baseRef, deliveryID)
+	switch {
+	case err != nil:
 		return err
+	case state == configInvalid:
+		return answer(fmt.Sprintf("`%s` is invalid on `%s`, so nothing was run; see the failing check run.", ConfigPath, t.baseRef))
+	case state == configMissing:
+		return answer(fmt.Sprintf("this repository has no `%s`, so perfgate does not gate it and nothing was run: %s", ConfigPath, DocsURL))
 	}
 	req := h.runRequest(t, tier, trigger, sender, deliveryID)
 	req.Confirm = true
-	return h.queueRun(ctx, client, req)
+	return h.queueRun(ctx, req)
 }
 
 // prNumberOf reads the PR from external_id (set by perfgate, present for
 // forks) or else from the run's pull_requests.
 func prNumberOf(run *github.CheckRun) int {
-	if n, err := strconv.Atoi(run.GetExternalID()); err == nil && n > 0 {
+	if n, ok := prFromExternalID(run.GetExternalID()); ok {
 		return n
 	}
 	if len(run.PullRequests) > 0 {

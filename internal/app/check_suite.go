@@ -2,7 +2,6 @@ package app
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 
 	"github.com/google/go-github/v62/github"
@@ -17,8 +16,8 @@ func (h *checkSuiteHandler) Handles() []string { return []string{"check_suite"} 
 
 func (h *checkSuiteHandler) Handle(ctx context.Context, eventType, deliveryID string, payload []byte) error {
 	var ev github.CheckSuiteEvent
-	if err := json.Unmarshal(payload, &ev); err != nil {
-		return fmt.Errorf("parse check_suite event: %w", err)
+	if err := parse(eventType, payload, &ev); err != nil {
+		return err
 	}
 	suite := ev.GetCheckSuite()
 	if ev.GetAction() != "rerequested" || len(suite.PullRequests) == 0 {
@@ -41,10 +40,10 @@ func (h *checkSuiteHandler) Handle(ctx context.Context, eventType, deliveryID st
 		return err
 	}
 	t.headSHA = suite.GetHeadSHA() // re-run what was run, even if the PR moved on
-	if _, ok, err := h.loadConfig(ctx, client, t, TierQuick, t.baseRef); !ok {
+	if _, state, err := h.loadConfig(ctx, client, t, TierQuick, t.baseRef, deliveryID); state != configOK {
 		return err
 	}
 	req := h.runRequest(t, TierQuick, "check_suite.rerequested", ev.GetSender().GetLogin(), deliveryID)
 	req.Confirm = true
-	return h.queueRun(ctx, client, req)
+	return h.queueRun(ctx, req)
 }

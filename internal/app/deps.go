@@ -19,8 +19,9 @@ const (
 	TierNightly Tier = "nightly"
 )
 
-// RunRequest asks for one benchmark run of a tier on a commit. The check run
-// it reports to already exists (CheckRunID, status queued).
+// RunRequest asks for one benchmark run of a tier on a commit. The
+// dispatcher records the check run (GitHub learns of it through the
+// outbox) and its jobs.
 type RunRequest struct {
 	InstallationID int64
 	Owner, Repo    string
@@ -29,11 +30,13 @@ type RunRequest struct {
 	BaseSHA        string
 	BaseRef        string
 	Tier           Tier
-	CheckRunID     int64
 	Trigger        string // e.g. "pull_request.opened", "/perf retest", "merge_group"
 	RequestedBy    string // GitHub login of whoever caused the run
-	DeliveryID     string
-	Fork           bool // head lives in a fork: the run was approved by a maintainer
+	Author         string // the PR's author, whom a regression warning mentions
+	// DeliveryID is the webhook delivery that asked; a retried delivery
+	// asks once.
+	DeliveryID string
+	Fork       bool // head lives in a fork: the run was approved by a maintainer
 	// Confirm asks for repeated measurements on the same runner: set for
 	// retests and appeals, which follow a suspected regression.
 	Confirm bool
@@ -42,33 +45,83 @@ type RunRequest struct {
 // FullName is "owner/repo".
 func (r RunRequest) FullName() string { return r.Owner + "/" + r.Repo }
 
-// Dispatcher turns requests into durable jobs (internal/dispatch implements
-// it over the store, queue and gate).
+// Dispatcher turns requests into durable check runs and jobs
+// (internal/dispatch implements it over the store, queue and gate). Every
+// method is idempotent for a retried delivery.
 type Dispatcher interface {
-	// RequestRun records a check run + job for (repo, sha, tier) durably
-	// BEFORE returning.
+	// RequestRun records a check run + jobs for (repo, sha, tier) durably
+	// before returning.
 	RequestRun(ctx context.Context, req RunRequest) error
+	// Conclude records a check run that is decided without a run (skipped,
+	// waiting for a maintainer, broken or missing config).
+	Conclude(ctx context.Context, c ConcludeRequest) error
 	// Supersede cancels the PR's pending work for older head SHAs.
 	Supersede(ctx context.Context, repo string, pr int, newHeadSHA string) error
+	// Close stops a closed PR's work: its jobs are cancelled, its open
+	// checks concluded, its clocks stopped.
+	Close(ctx context.Context, repo string, pr int, by string) error
 }
 
-// Deliveries remembers webhook delivery GUIDs so a redelivery runs once.
-type Deliveries interface {
-	// MarkDelivery records id and reports whether this is its first sighting.
-	MarkDelivery(ctx context.Context, id, event string) (first bool, err error)
+// ConcludeRequest is a check run decided without a benchmark.
+type ConcludeRequest struct {
+	InstallationID int64
+	Owner, Repo    string
+	PR             int
+	HeadSHA        string
+	Tier           Tier
+	Verdict        Verdict // skipped, waiting, config_error, not_configured, error
+	Output         Output
+	DeliveryID     string
+}
+
+// Inbox keeps verified webhook deliveries until a worker has processed
+// them (the store's webhook inbox).
+type Inbox interface {
+	// Accept stores the delivery durably before the webhook is answered.
+	// duplicate is true for a redelivery of a delivery already processed.
+	Accept(ctx context.Context, id, event string, payload []byte) (duplicate bool, err error)
+}
+
+// Outbox records GitHub writes that a worker sends until GitHub confirms
+// them. A write's Key makes it idempotent: a retried delivery writes once.
+type Outbox interface {
+	Comment(ctx context.Context, c Comment) error
+	React(ctx context.Context, r Reaction) error
+}
+
+// Comment is a pull request comment to post.
+type Comment struct {
+	Key            string
+	InstallationID int64
+	Owner, Repo    string
+	Number         int
+	Body           string
+}
+
+// Reaction is a reaction to add to an issue comment.
+type Reaction struct {
+	Key            string
+	InstallationID int64
+	Owner, Repo    string
+	CommentID      int64
+	Content        string
 }
 
 // ConfigLoader reads a repository's perfgate configuration at a ref. An
 // invalid file is reported as an error satisfying ValidationErrors (see
-// ConfigError) so the app can show the problems on a failing check run.
+// ConfigError) so the app can show the problems on a failing check run; a
+// missing file as ErrNotConfigured.
 type ConfigLoader interface {
 	Load(ctx context.Context, client *github.Client, owner, repo, ref string) (RepoConfig, error)
 }
 
 // RepoConfig is what the GitHub handlers need from a repository's config.
 type RepoConfig struct {
-	// Paths are globs ("model/**"); a PR touching none of them is skipped.
+	// Paths are globs ("model/**", "!model/docs/**"); a PR touching none
+	// of them is skipped.
 	Paths []string
+	// Filter decides a changed file against Paths.
+	Filter config.PathFilter
 	// NoCheckWhenUnmatched posts no check at all for unmatched PRs instead
 	// of a skipped one.
 	NoCheckWhenUnmatched bool
@@ -96,8 +149,13 @@ const (
 	ForksRun  ForkPolicy = "run"
 )
 
-// DefaultRepoConfig is used when a repository has no perfgate.yml.
+// DefaultRepoConfig is the configuration an empty perfgate.yml gives.
 func DefaultRepoConfig() RepoConfig { return RepoConfigOf(config.Default()) }
+
+// ErrNotConfigured is what a ConfigLoader returns for a repository without
+// .github/perfgate.yml: perfgate stays quiet there (or posts a neutral
+// "not configured" check, as the server is set), never a failure.
+var ErrNotConfigured = errors.New("the repository has no " + config.DefaultPath)
 
 // ConfigError is an invalid configuration file. Loaders may return any error
 // with a ValidationErrors method instead; the app looks for that method.

@@ -2,8 +2,6 @@ package app
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
 
 	"github.com/google/go-github/v62/github"
 	"github.com/rs/zerolog"
@@ -22,8 +20,8 @@ func (h *installationHandler) Handle(ctx context.Context, eventType, deliveryID 
 	switch eventType {
 	case "installation":
 		var ev github.InstallationEvent
-		if err := json.Unmarshal(payload, &ev); err != nil {
-			return fmt.Errorf("parse installation event: %w", err)
+		if err := parse(eventType, payload, &ev); err != nil {
+			return err
 		}
 		names := make([]string, 0, len(ev.Repositories))
 		for _, r := range ev.Repositories {
@@ -34,8 +32,8 @@ func (h *installationHandler) Handle(ctx context.Context, eventType, deliveryID 
 			Str("by", ev.GetSender().GetLogin()).Msg("installation event")
 	case "installation_repositories":
 		var ev github.InstallationRepositoriesEvent
-		if err := json.Unmarshal(payload, &ev); err != nil {
-			return fmt.Errorf("parse installation_repositories event: %w", err)
+		if err := parse(eventType, payload, &ev); err != nil {
+			return err
 		}
 		var added, removed []string
 		for _, r := range ev.RepositoriesAdded {

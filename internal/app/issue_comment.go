@@ -2,7 +2,6 @@ package app
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -11,6 +10,7 @@ import (
 	"github.com/palantir/go-githubapp/githubapp"
 	"github.com/rs/zerolog"
 
+	"github.com/perfgate/perfgate/internal/backoff"
 	"github.com/perfgate/perfgate/internal/command"
 )
 
@@ -22,8 +22,8 @@ func (h *issueCommentHandler) Handles() []string { return []string{"issue_commen
 
 func (h *issueCommentHandler) Handle(ctx context.Context, eventType, deliveryID string, payload []byte) error {
 	var ev github.IssueCommentEvent
-	if err := json.Unmarshal(payload, &ev); err != nil {
-		return fmt.Errorf("parse issue_comment event: %w", err)
+	if err := parse(eventType, payload, &ev); err != nil {
+		return err
 	}
 	// Edits and deletions never re-run a command: only what was posted.
 	if ev.GetAction() != "created" || !ev.GetIssue().IsPullRequest() || h.isBot(ev.GetComment().GetUser()) {
@@ -43,12 +43,14 @@ func (h *issueCommentHandler) Handle(ctx context.Context, eventType, deliveryID 
 	}
 	owner, name := repo.GetOwner().GetLogin(), repo.GetName()
 	commenter := ev.GetComment().GetUser().GetLogin()
-	if _, _, err := client.Reactions.CreateIssueCommentReaction(ctx, owner, name, ev.GetComment().GetID(), "eyes"); err != nil {
-		// The reaction is a courtesy; the command still runs.
-		log.Warn().Err(err).Msg("react to command comment")
+	commentID := ev.GetComment().GetID()
+	if err := h.deps.Outbox.React(ctx, Reaction{Key: fmt.Sprintf("eyes:%s:%d", repo.GetFullName(), commentID), InstallationID: installationID,
+		Owner: owner, Repo: name, CommentID: commentID, Content: "eyes"}); err != nil {
+		return fmt.Errorf("react to command comment: %w", err)
 	}
+	// One reply per delivery: a retried delivery does not answer twice.
 	reply := func(body string) error {
-		return h.comment(ctx, client, owner, name, number, "@"+commenter+" "+body)
+		return h.comment(ctx, installationID, owner, name, number, "@"+commenter+" "+body, "reply:"+deliveryID)
 	}
 	if outcome.Action == command.Reply {
 		return reply(outcome.Reply)
@@ -74,9 +76,14 @@ func (h *issueCommentHandler) Handle(ctx context.Context, eventType, deliveryID 
 	}
 	msg, err := h.run(ctx, client, t, cmd, commenter, ev.GetComment().GetHTMLURL(), deliveryID)
 	if err != nil {
+		// The delivery is retried (a GitHub or store hiccup); the reply
+		// comes with the attempt that succeeds. One that cannot succeed
+		// still gets an answer.
 		log.Error().Err(err).Msg("command failed")
-		if rerr := reply(fmt.Sprintf("`%s` failed: perfgate could not complete it. Try again later; the error was logged.", usage(cmd))); rerr != nil {
-			log.Error().Err(rerr).Msg("reply with failure")
+		if backoff.IsPermanent(err) {
+			if rerr := reply(fmt.Sprintf("`%s` failed: perfgate could not complete it (%v).", usage(cmd), err)); rerr != nil {
+				log.Error().Err(rerr).Msg("reply with failure")
+			}
 		}
 		return err
 	}
@@ -88,15 +95,12 @@ func (h *issueCommentHandler) run(ctx context.Context, client *github.Client, t 
 	switch cmd.Kind {
 	case command.Retest:
 		tier := Tier(cmd.Tier)
-		if _, ok, err := h.loadConfig(ctx, client, t, tier, t.baseRef); !ok {
-			if err != nil {
-				return "", err
-			}
-			return fmt.Sprintf("`%s` is invalid on `%s`; see the failing check run.", ConfigPath, t.baseRef), nil
+		if msg, ok, err := h.configured(ctx, client, t, tier, deliveryID); !ok {
+			return msg, err
 		}
 		req := h.runRequest(t, tier, "/perf retest", by, deliveryID)
 		req.Confirm = true
-		if err := h.queueRun(ctx, client, req); err != nil {
+		if err := h.queueRun(ctx, req); err != nil {
 			return "", err
 		}
 		return fmt.Sprintf("Re-testing `%s` on `%s`.", CheckName(tier), short(t.headSHA)), nil
@@ -105,12 +109,15 @@ func (h *issueCommentHandler) run(ctx context.Context, client *github.Client, t 
 		if h.deps.Appeals == nil {
 			return "appeals are not enabled on this perfgate server.", nil
 		}
+		if msg, ok, err := h.configured(ctx, client, t, TierQuick, deliveryID); !ok {
+			return msg, err
+		}
 		if err := h.deps.Appeals.Open(ctx, Appeal{Owner: t.owner, Repo: t.repo, PR: t.number, HeadSHA: t.headSHA, By: by, Reason: cmd.Reason, CommentURL: commentURL}); err != nil {
 			return "", fmt.Errorf("open appeal on %s#%d: %w", t.fullName(), t.number, err)
 		}
 		req := h.runRequest(t, TierQuick, "/perf appeal", by, deliveryID)
 		req.Confirm = true
-		if err := h.queueRun(ctx, client, req); err != nil {
+		if err := h.queueRun(ctx, req); err != nil {
 			return "", err
 		}
 		return fmt.Sprintf("Appeal recorded:\n\n> %s\n\nRe-testing `%s` on `%s`. A maintainer can then `/perf appeal accept` or `/perf appeal reject [reason]`.",
@@ -139,6 +146,21 @@ func (h *issueCommentHandler) run(ctx context.Context, client *github.Client, t 
 	}
 	zerolog.Ctx(ctx).Warn().Str("kind", string(cmd.Kind)).Msg("command without an action")
 	return command.HelpText(), nil
+}
+
+// configured loads the config for a command that runs the benchmark; when
+// the config is broken or missing it returns the reply that says so.
+func (h *issueCommentHandler) configured(ctx context.Context, client *github.Client, t prTarget, tier Tier, deliveryID string) (string, bool, error) {
+	_, state, err := h.loadConfig(ctx, client, t, tier, t.baseRef, deliveryID)
+	switch {
+	case err != nil:
+		return "", false, err
+	case state == configInvalid:
+		return fmt.Sprintf("`%s` is invalid on `%s`, so nothing was run; see the failing check run.", ConfigPath, t.baseRef), false, nil
+	case state == configMissing:
+		return fmt.Sprintf("this repository has no `%s` on `%s`, so perfgate does not gate it and nothing was run. Add the file (an empty one uses the defaults): %s", ConfigPath, t.baseRef, DocsURL), false, nil
+	}
+	return "", true, nil
 }
 
 func usage(c command.Command) string {

@@ -2,7 +2,6 @@ package app
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"regexp"
 	"strconv"
@@ -24,8 +23,8 @@ var queuePR = regexp.MustCompile(`/pr-(\d+)-[0-9a-f]+$`)
 
 func (h *mergeGroupHandler) Handle(ctx context.Context, eventType, deliveryID string, payload []byte) error {
 	var ev github.MergeGroupEvent
-	if err := json.Unmarshal(payload, &ev); err != nil {
-		return fmt.Errorf("parse merge_group event: %w", err)
+	if err := parse(eventType, payload, &ev); err != nil {
+		return err
 	}
 	if ev.GetAction() != "checks_requested" {
 		return nil
@@ -46,8 +45,8 @@ func (h *mergeGroupHandler) Handle(ctx context.Context, eventType, deliveryID st
 		installationID: installationID, owner: repo.GetOwner().GetLogin(), repo: repo.GetName(), number: pr,
 		headSHA: mg.GetHeadSHA(), baseSHA: mg.GetBaseSHA(), baseRef: mg.GetBaseRef(),
 	}
-	if _, ok, err := h.loadConfig(ctx, client, t, TierMerge, t.baseRef); !ok {
+	if _, state, err := h.loadConfig(ctx, client, t, TierMerge, t.baseRef, deliveryID); state != configOK {
 		return err
 	}
-	return h.queueRun(ctx, client, h.runRequest(t, TierMerge, "merge_group", ev.GetSender().GetLogin(), deliveryID))
+	return h.queueRun(ctx, h.runRequest(t, TierMerge, "merge_group", ev.GetSender().GetLogin(), deliveryID))
 }

@@ -2,7 +2,6 @@ package app
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 
@@ -17,8 +16,8 @@ func (h *pullRequestReviewHandler) Handles() []string { return []string{"pull_re
 
 func (h *pullRequestReviewHandler) Handle(ctx context.Context, eventType, deliveryID string, payload []byte) error {
 	var ev github.PullRequestReviewEvent
-	if err := json.Unmarshal(payload, &ev); err != nil {
-		return fmt.Errorf("parse pull_request_review event: %w", err)
+	if err := parse(eventType, payload, &ev); err != nil {
+		return err
 	}
 	if ev.GetAction() != "submitted" || !strings.EqualFold(ev.GetReview().GetState(), "approved") {
 		return nil
@@ -41,8 +40,8 @@ func (h *pullRequestReviewHandler) Handle(ctx context.Context, eventType, delive
 		log.Info().Str("reviewer", reviewer).Msg("approval by a non-writer; merge tier not run")
 		return nil
 	}
-	cfg, ok, err := h.loadConfig(ctx, client, t, TierMerge, t.baseRef)
-	if !ok {
+	cfg, state, err := h.loadConfig(ctx, client, t, TierMerge, t.baseRef, deliveryID)
+	if state != configOK {
 		return err
 	}
 	if !cfg.MergeOnApproval {
@@ -52,5 +51,5 @@ func (h *pullRequestReviewHandler) Handle(ctx context.Context, eventType, delive
 	if sha := ev.GetReview().GetCommitID(); sha != "" {
 		t.headSHA = sha
 	}
-	return h.queueRun(ctx, client, h.runRequest(t, TierMerge, "pull_request_review.approved", reviewer, deliveryID))
+	return h.queueRun(ctx, h.runRequest(t, TierMerge, "pull_request_review.approved", reviewer, deliveryID))
 }

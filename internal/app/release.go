@@ -2,7 +2,6 @@ package app
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 
 	"github.com/google/go-github/v62/github"
@@ -16,8 +15,8 @@ func (h *releaseHandler) Handles() []string { return []string{"release"} }
 
 func (h *releaseHandler) Handle(ctx context.Context, eventType, deliveryID string, payload []byte) error {
 	var ev github.ReleaseEvent
-	if err := json.Unmarshal(payload, &ev); err != nil {
-		return fmt.Errorf("parse release event: %w", err)
+	if err := parse(eventType, payload, &ev); err != nil {
+		return err
 	}
 	if ev.GetAction() != "published" {
 		return nil

@@ -18,13 +18,14 @@ const ConfigPath = config.DefaultPath
 // the dispatcher read one file one way.
 type ContentsConfigLoader struct{}
 
-// Full returns the parsed config at ref; a missing file is the defaults. An
-// invalid file comes back as a *ConfigError quoting every problem with its
-// line, which the handlers turn into a failing check.
+// Full returns the parsed config at ref. A missing file is
+// ErrNotConfigured; an invalid one comes back as a *ConfigError quoting
+// every problem with its line, which the handlers turn into a failing
+// check.
 func (ContentsConfigLoader) Full(ctx context.Context, client *github.Client, owner, repo, ref string) (*config.Config, error) {
 	fc, _, resp, err := client.Repositories.GetContents(ctx, owner, repo, ConfigPath, &github.RepositoryContentGetOptions{Ref: ref})
 	if resp != nil && resp.StatusCode == http.StatusNotFound {
-		return config.Default(), nil
+		return nil, ErrNotConfigured
 	}
 	if err != nil {
 		return nil, fmt.Errorf("fetch %s at %s: %w", ConfigPath, ref, err)
@@ -66,6 +67,7 @@ func (c ContentsConfigLoader) Load(ctx context.Context, client *github.Client, o
 func RepoConfigOf(cfg *config.Config) RepoConfig {
 	rc := RepoConfig{
 		Paths:                cfg.Paths,
+		Filter:               cfg.Filter(),
 		NoCheckWhenUnmatched: cfg.Triggers.SkipCheckWhenNoMatch,
 		Drafts:               DraftsSkip,
 		Forks:                ForksWait,
@@ -81,19 +83,13 @@ func RepoConfigOf(cfg *config.Config) RepoConfig {
 	return rc
 }
 
-// MatchPath reports whether name matches glob, where "**" spans any number
-// of path segments and "*", "?" and "[…]" work within one segment.
-func MatchPath(glob, name string) bool { return config.MatchGlob(glob, name) }
-
-// matchesAny reports whether any changed file (or its name before a rename)
-// matches any glob.
-func matchesAny(globs []string, files []*github.CommitFile) bool {
-	for _, f := range files {
-		for _, g := range globs {
-			if MatchPath(g, f.GetFilename()) || (f.GetPreviousFilename() != "" && MatchPath(g, f.GetPreviousFilename())) {
-				return true
-			}
-		}
-	}
-	return false
+// gates reports whether a changed file (or its name before a rename) gates
+// the PR.
+func gates(cfg RepoConfig, f *github.CommitFile) bool {
+	return cfg.Filter.Gates(f.GetFilename()) || (f.GetPreviousFilename() != "" && cfg.Filter.Gates(f.GetPreviousFilename()))
 }
+
+// MatchPath reports whether name matches one glob (doublestar syntax: "**"
+// spans directories, "*", "?" and "[…]" work within one, "{a,b}" is
+// either).
+func MatchPath(glob, name string) bool { return config.MatchGlob(glob, name) }

@@ -28,11 +28,12 @@ type RetryPolicy struct {
 	Now func() time.Time
 }
 
-// DefaultRetryPolicy: four tries over a few seconds, and up to a minute for
-// a rate limit — long enough for a short reset, short enough that a webhook
-// handler's deadline still means something.
+// DefaultRetryPolicy: three tries within a few seconds, and up to 10 s for
+// a rate limit. Longer outages and waits are the inbox's and the outbox's:
+// they keep the work in the store and come back after GitHub's
+// Retry-After, so no goroutine sleeps through a minute-long limit.
 func DefaultRetryPolicy() RetryPolicy {
-	return RetryPolicy{MaxAttempts: 4, BaseDelay: 200 * time.Millisecond, MaxDelay: 5 * time.Second, MaxRateLimitWait: time.Minute}
+	return RetryPolicy{MaxAttempts: 3, BaseDelay: 200 * time.Millisecond, MaxDelay: 2 * time.Second, MaxRateLimitWait: 10 * time.Second}
 }
 
 // RateLimitedError is returned instead of waiting for a reset that is too far
@@ -44,9 +45,13 @@ type RateLimitedError struct {
 }
 
 func (e *RateLimitedError) Error() string {
-	return fmt.Sprintf("GitHub rate limit spent for %s %s: resets at %s (in %s), more than perfgate waits; the call fails and the event must be redelivered or retried later",
+	return fmt.Sprintf("GitHub rate limit spent for %s %s: resets at %s (in %s); perfgate tries again then",
 		e.Method, e.URL, e.Reset.UTC().Format(time.RFC3339), e.Wait.Round(time.Second))
 }
+
+// RetryAfter is how long GitHub asked to wait (the inbox and outbox
+// schedule their next attempt by it).
+func (e *RateLimitedError) RetryAfter() time.Duration { return e.Wait }
 
 // RetryMiddleware retries GitHub API calls on 5xx answers and connection
 // errors with exponential backoff and jitter, and honours Retry-After and a

@@ -135,8 +135,8 @@ func Start(ctx context.Context, dir string, log zerolog.Logger, opts ...StartOpt
 		h.Close()
 		return nil, err
 	}
-	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 5 * time.Second}
-	go hs.Serve(ln)
+	hs := srv.HTTPServer()
+	go hs.Serve(srv.Listener(ln))
 	h.stop = append(h.stop, func() { hs.Close() })
 	h.URL = "http://" + ln.Addr().String()
 	return h, nil

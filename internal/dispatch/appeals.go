@@ -2,10 +2,10 @@ package dispatch
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 
 	"github.com/perfgate/perfgate/internal/app"
+	"github.com/perfgate/perfgate/internal/checkstate"
 	"github.com/perfgate/perfgate/internal/store"
 )
 
@@ -53,45 +53,15 @@ func (s *Service) Decide(ctx context.Context, d app.Decision) error {
 	if !d.Accept {
 		return nil
 	}
-	runs, err := s.st.ListCheckRuns(ctx, repo, d.PR)
-	if err != nil {
-		return err
-	}
-	for _, cr := range runs {
-		if cr.HeadSHA != d.HeadSHA || (cr.State != store.CheckWarned && cr.State != store.CheckEscalated) {
-			continue
-		}
-		won, err := s.st.TransitionCheckRun(ctx, cr.ID, cr.State, store.CheckTransition{State: store.CheckAccepted})
-		if err != nil {
-			return err
-		}
-		if !won {
-			continue // another replica, or a finishing job, moved it first
-		}
-		cr.State = store.CheckAccepted
-		var doc verdictDoc
-		if len(cr.Verdict) > 0 {
-			if err := json.Unmarshal(cr.Verdict, &doc); err != nil {
-				return fmt.Errorf("decode stored verdict: %w", err)
-			}
-		}
-		doc.Notes = append(doc.Notes, fmt.Sprintf(acceptedNotePrefix+"@%s: %s", d.By, open.Reason))
-		if raw, err := json.Marshal(doc); err == nil {
-			// Keep the note, so a re-run that confirms the accepted
-			// regression still shows who accepted it and why.
-			if _, err := s.st.TransitionCheckRun(ctx, cr.ID, store.CheckAccepted, store.CheckTransition{State: store.CheckAccepted, Verdict: raw}); err != nil {
-				return err
-			}
-		}
-		client, err := s.clients.NewInstallationClient(cr.InstallationID)
-		if err != nil {
-			return err
-		}
-		if err := s.render(ctx, client, cr, s.view(cr, doc)); err != nil {
-			return err
-		}
-	}
-	return nil
+	note := fmt.Sprintf(acceptedNotePrefix+"@%s: %s", d.By, open.Reason)
+	return s.eachRow(ctx, repo, d.PR, func(cr store.CheckRun) bool {
+		return cr.HeadSHA == d.HeadSHA && (cr.State == store.CheckWarned || cr.State == store.CheckEscalated)
+	}, step{
+		ev: checkstate.Event{Kind: checkstate.AppealAccepted},
+		// Keep the note, so a re-run that confirms the accepted regression
+		// still shows who accepted it and why.
+		docFor: func(doc verdictDoc) verdictDoc { doc.Notes = append(doc.Notes, note); return doc },
+	})
 }
 
 // acceptedAppeals returns the accepted-appeal notes of the check's commit:

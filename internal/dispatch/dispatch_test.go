@@ -16,8 +16,10 @@ import (
 
 	"github.com/perfgate/perfgate/internal/agentapi"
 	"github.com/perfgate/perfgate/internal/app"
+	"github.com/perfgate/perfgate/internal/backoff"
 	"github.com/perfgate/perfgate/internal/config"
 	"github.com/perfgate/perfgate/internal/githubtest"
+	"github.com/perfgate/perfgate/internal/outbox"
 	"github.com/perfgate/perfgate/internal/result"
 	"github.com/perfgate/perfgate/internal/store"
 )
@@ -49,82 +51,87 @@ func newService(t *testing.T, gh *githubtest.Server, dsn string, clock *testCloc
 	if err != nil {
 		t.Fatal(err)
 	}
-	return New(Options{Store: st, Clients: clients, Now: clock.now, Log: zerolog.Nop()}), st
+	// An empty perfgate.yml: the defaults.
+	gh.SetContent(testRepo, "main", config.DefaultPath, []byte("# perfgate defaults\n"))
+	return New(Options{Store: st, Clients: clients, Now: clock.now, Log: zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel),
+		JudgePolicy: backoff.Policy{Base: time.Millisecond, Max: time.Millisecond, MaxAttempts: 2}}), st
+}
+
+// sender is the outbox over the same store and clock, with retries due at
+// once on the test clock.
+func sender(svc *Service, st store.Store, clock *testClock) *outbox.Sender {
+	return outbox.New(outbox.Options{Store: st, Clients: svc.clients, Now: clock.now, Log: zerolog.Nop(),
+		Policy: backoff.Policy{Base: time.Nanosecond, Max: time.Nanosecond}})
+}
+
+// flush sends every due GitHub write.
+func flush(t *testing.T, ob *outbox.Sender) {
+	t.Helper()
+	for range 50 {
+		n, err := ob.Pass(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			return
+		}
+	}
+	t.Fatal("the outbox did not drain")
 }
 
 // The escalation deadline lives in the store: a server that restarts in
 // the 48 hours still escalates, once, with one comment.
 func TestEscalationSurvivesRestart(t *testing.T) {
 	ctx := context.Background()
-	gh := githubtest.New(t)
-	dsn := filepath.Join(t.TempDir(), "perfgate.db")
-	clock := &testClock{t: time.Date(2026, 12, 2, 9, 0, 0, 0, time.UTC)}
-	svc, st := newService(t, gh, dsn, clock)
-	client, err := svc.clients.NewInstallationClient(githubtest.InstallationID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	id, err := app.Checks{}.Queue(ctx, client, "acme", "inference", app.TierQuick, headSHA, 17, app.Output{Title: "Queued", Summary: "q"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	doc, _ := json.Marshal(verdictDoc{Author: "octocat", After: 48 * time.Hour})
-	if _, err := st.PutCheckRun(ctx, store.CheckRun{Repo: testRepo, HeadSHA: headSHA, Tier: "quick", PRNumber: 17,
-		InstallationID: githubtest.InstallationID, GitHubID: id, State: store.CheckWarned, Verdict: doc, Deadline: clock.now().Add(48 * time.Hour)}); err != nil {
-		t.Fatal(err)
+	l := newLifecycle(t)
+	l.baseline(1.3)
+	id := l.request(headSHA, false)
+	l.runAll()
+	if c := l.check(id); c.Conclusion != "neutral" {
+		t.Fatalf("first verdict %s", c.Conclusion)
 	}
 	// Before the deadline nothing happens.
-	if err := svc.Escalate(ctx); err != nil {
+	if err := l.svc.Escalate(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if n := len(gh.Comments()); n != 0 {
-		t.Fatalf("escalated early: %d comments", n)
+	l.flush()
+	if n := len(l.gh.Comments()); n != 1 {
+		t.Fatalf("escalated early: %d comments, want only the warning", n)
 	}
-	st.Close()
-
-	clock.add(49 * time.Hour)
-	svc2, st2 := newService(t, gh, dsn, clock) // the restarted server
-	defer st2.Close()
+	l.restart()
+	l.clock.add(49 * time.Hour)
 	for i := 0; i < 2; i++ {
-		if err := svc2.Escalate(ctx); err != nil {
+		if err := l.svc.Escalate(ctx); err != nil {
 			t.Fatal(err)
 		}
 	}
-	var cr githubtest.CheckRun
-	for _, c := range gh.CheckRuns() {
-		if c.ID == id {
-			cr = c
-		}
+	l.flush()
+	if c := l.check(id); c.Conclusion != "failure" {
+		t.Errorf("after the deadline: conclusion %q, want failure", c.Conclusion)
 	}
-	if cr.Conclusion != "failure" {
-		t.Errorf("after the deadline: conclusion %q, want failure", cr.Conclusion)
+	if cs := l.gh.Comments(); len(cs) != 2 || !strings.Contains(cs[1].Body, "now blocking") {
+		t.Errorf("want the warning and exactly one escalation comment, got %d: %v", len(cs), cs)
 	}
-	if cs := gh.Comments(); len(cs) != 1 || !strings.Contains(cs[0].Body, "now blocking") {
-		t.Errorf("want exactly one escalation comment, got %d: %v", len(cs), cs)
-	}
-	row, err := st2.GetCheckRun(ctx, testRepo, headSHA, "quick")
-	if err != nil || row.State != store.CheckEscalated || !row.Deadline.IsZero() {
-		t.Errorf("stored row after escalation: %+v, %v", row, err)
+	if row := l.row(headSHA); row.State != store.CheckEscalated || !row.Deadline.IsZero() {
+		t.Errorf("stored row after escalation: %+v", row)
 	}
 }
 
 // A new push clears the older commit's clock: its warning can no longer
 // escalate.
 func TestSupersedeClearsOldDeadline(t *testing.T) {
-	ctx := context.Background()
-	gh := githubtest.New(t)
-	clock := &testClock{t: time.Date(2026, 12, 2, 9, 0, 0, 0, time.UTC)}
-	svc, st := newService(t, gh, filepath.Join(t.TempDir(), "db"), clock)
-	defer st.Close()
-	if _, err := st.PutCheckRun(ctx, store.CheckRun{Repo: testRepo, HeadSHA: "old", Tier: "quick", PRNumber: 17,
-		InstallationID: githubtest.InstallationID, GitHubID: 1, State: store.CheckWarned, Deadline: clock.now().Add(time.Hour)}); err != nil {
+	l := newLifecycle(t)
+	l.baseline(1.3)
+	l.request(headSHA, false)
+	l.runAll()
+	if l.row(headSHA).Deadline.IsZero() {
+		t.Fatal("no clock after a regression")
+	}
+	if err := l.svc.Supersede(l.ctx, testRepo, 17, newSHA); err != nil {
 		t.Fatal(err)
 	}
-	if err := svc.Supersede(ctx, testRepo, 17, headSHA); err != nil {
-		t.Fatal(err)
-	}
-	clock.add(2 * time.Hour)
-	due, err := st.DueCheckRuns(ctx)
+	l.clock.add(49 * time.Hour)
+	due, err := l.st.DueCheckRuns(l.ctx)
 	if err != nil || len(due) != 0 {
 		t.Errorf("old commit still due for escalation after a new push: %v %v", due, err)
 	}

@@ -2,22 +2,19 @@ package dispatch
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
-	"github.com/google/go-github/v62/github"
-
-	"github.com/perfgate/perfgate/internal/report"
+	"github.com/perfgate/perfgate/internal/checkstate"
 	"github.com/perfgate/perfgate/internal/store"
 )
 
 // Escalate turns every warned check whose deadline has passed into a
 // blocking failure and says so on the PR. Deadlines live in the store, so a
-// restarted server escalates on time; the warned→escalated transition is
-// conditional, so of several replicas only one posts the comment.
+// restarted server escalates on time; the step is a compare-and-set, so of
+// several replicas one queues the comment; the outbox posts it and the
+// failing check, retrying until GitHub takes them.
 func (s *Service) Escalate(ctx context.Context) error {
 	due, err := s.st.DueCheckRuns(ctx)
 	if err != nil {
@@ -25,68 +22,15 @@ func (s *Service) Escalate(ctx context.Context) error {
 	}
 	var errs []error
 	for _, cr := range due {
-		if open(cr.State) {
-			// A retest is measuring the commit: its verdict decides, and a
-			// regression it confirms meets this same, already past,
-			// deadline on the next pass.
-			continue
-		}
-		if cr.State != store.CheckWarned {
-			// Resolved some other way: the clock no longer applies.
-			if _, err := s.st.TransitionCheckRun(ctx, cr.ID, cr.State, store.CheckTransition{State: cr.State}); err != nil {
-				errs = append(errs, err)
-			}
-			continue
-		}
-		won, err := s.st.TransitionCheckRun(ctx, cr.ID, store.CheckWarned, store.CheckTransition{State: store.CheckEscalated})
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		if !won {
-			continue
-		}
-		cr.State = store.CheckEscalated
-		if err := s.announceEscalation(ctx, cr); err != nil {
-			// Put the warning and its clock back so the next pass tries
-			// again; otherwise the regression would never block. One
-			// failing repository must not hold up the others either.
-			if _, rerr := s.st.TransitionCheckRun(ctx, cr.ID, store.CheckEscalated, store.CheckTransition{State: store.CheckWarned, Deadline: cr.Deadline}); rerr != nil {
-				err = errors.Join(err, fmt.Errorf("restore warning: %w", rerr))
-			}
+		// An open check (a retest measuring the commit) lets its verdict
+		// decide: the lifecycle ignores the deadline until then. On any
+		// other phase the clock no longer applies and is cleared.
+		_, _, err := s.apply(ctx, cr, step{ev: checkstate.Event{Kind: checkstate.DeadlinePassed}})
+		if err != nil && !errors.Is(err, errIgnored) {
 			errs = append(errs, fmt.Errorf("escalate %s@%s %s: %w", cr.Repo, short(cr.HeadSHA), cr.Tier, err))
 		}
 	}
 	return errors.Join(errs...)
-}
-
-func (s *Service) announceEscalation(ctx context.Context, cr store.CheckRun) error {
-	var doc verdictDoc
-	if len(cr.Verdict) > 0 {
-		if err := json.Unmarshal(cr.Verdict, &doc); err != nil {
-			return fmt.Errorf("decode stored verdict: %w", err)
-		}
-	}
-	client, err := s.clients.NewInstallationClient(cr.InstallationID)
-	if err != nil {
-		return err
-	}
-	v := s.view(cr, doc)
-	if err := s.render(ctx, client, cr, v); err != nil {
-		return err
-	}
-	if cr.PRNumber > 0 {
-		body, err := report.RenderComment(v)
-		if err != nil {
-			return err
-		}
-		owner, repo, _ := strings.Cut(cr.Repo, "/")
-		if _, _, err := client.Issues.CreateComment(ctx, owner, repo, cr.PRNumber, &github.IssueComment{Body: github.String(body)}); err != nil {
-			return fmt.Errorf("post escalation comment: %w", err)
-		}
-	}
-	s.audit(ctx, "perfgate", "regression.escalated", cr.Repo, cr.PRNumber, map[string]any{"sha": cr.HeadSHA, "tier": cr.Tier})
-	return nil
 }
 
 // RunEscalations calls Escalate every interval until ctx ends.
@@ -108,4 +52,63 @@ func (s *Service) every(ctx context.Context, d time.Duration, what string, fn fu
 		case <-t.C:
 		}
 	}
+}
+
+// openJobsJudged reports whether every job of an open row has ended and
+// been judged — the row should not be open any more.
+func (s *Service) openJobsJudged(ctx context.Context, cr store.CheckRun) (bool, store.Job, error) {
+	ids := cr.JobIDs
+	if b := s.docOf(cr).BaselineJob; b != 0 {
+		ids = append(append([]int64{}, ids...), b)
+	}
+	var last store.Job
+	for _, id := range ids {
+		j, err := s.st.GetJob(ctx, id)
+		if err != nil {
+			return false, store.Job{}, err
+		}
+		if j.JudgedAt.IsZero() {
+			return false, store.Job{}, nil
+		}
+		if j.Kind != kindBaseline {
+			last = j
+		}
+	}
+	return len(cr.JobIDs) > 0, last, nil
+}
+
+// Reconcile is the safety net behind the judge: an open check whose jobs
+// all ended and were judged (a judgement lost to a crash between replicas,
+// a row whose race was lost) is judged again, and concluded with the
+// reason if that fails — no check stays open after its jobs end. An open
+// check with no jobs at all is concluded too.
+func (s *Service) Reconcile(ctx context.Context) error {
+	open, err := s.st.ListOpenCheckRuns(ctx)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, cr := range open {
+		if len(cr.JobIDs) == 0 {
+			errs = append(errs, s.broken(ctx, cr, true, []string{"the check run has no jobs: perfgate lost its request; comment `/perf retest`"}))
+			continue
+		}
+		done, job, err := s.openJobsJudged(ctx, cr)
+		if err != nil || !done {
+			errs = append(errs, err)
+			continue
+		}
+		s.log.Warn().Int64("check_run", cr.ID).Str("repo", cr.Repo).Str("sha", cr.HeadSHA).Str("tier", cr.Tier).
+			Msg("open check run whose jobs all ended: judging it again")
+		if err := s.jobDone(ctx, job); err != nil {
+			err = s.cannotJudge(ctx, job, err)
+		}
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// RunReconcile calls Reconcile every interval until ctx ends.
+func (s *Service) RunReconcile(ctx context.Context, every time.Duration) {
+	s.every(ctx, every, "reconcile open check runs", s.Reconcile)
 }

@@ -2,17 +2,18 @@ package dispatch
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
-	"github.com/google/go-github/v62/github"
 	"github.com/rs/zerolog"
 
 	"github.com/perfgate/perfgate/internal/app"
+	"github.com/perfgate/perfgate/internal/backoff"
 	"github.com/perfgate/perfgate/internal/baseline"
+	"github.com/perfgate/perfgate/internal/checkstate"
 	"github.com/perfgate/perfgate/internal/gate"
 	"github.com/perfgate/perfgate/internal/report"
 	"github.com/perfgate/perfgate/internal/result"
@@ -27,36 +28,161 @@ type verdictDoc struct {
 	Author string              `json:"author,omitempty"`
 	After  time.Duration       `json:"escalate_after,omitempty"`
 	Notes  []string            `json:"notes,omitempty"`
-	// Held is store.CheckEscalated or store.CheckAccepted when an earlier
-	// run of this commit reached that state: a re-run that finds the same
-	// regression keeps it (still blocking, or still accepted) instead of
-	// starting a fresh warning.
+	// Held is the lifecycle's held regression (checkstate.State.Held).
 	Held string `json:"held,omitempty"`
+	// BaselineJob is the job measuring the base commit for this check
+	// while it runs.
+	BaselineJob int64 `json:"baseline_job,omitempty"`
+}
+
+// judging is the judge worker's configuration.
+type judging struct {
+	policy backoff.Policy
+	poll   time.Duration
+	wake   chan struct{}
 }
 
 // JobDone is the agent API's hook: a job finished, failed or was given up
-// on. When every job of its check run is done, the check is judged.
-func (s *Service) JobDone(ctx context.Context, job store.Job) {
-	log := s.log.With().Int64("job_id", job.ID).Str("repo", job.Repo).Int("pr", job.PRNumber).Str("tier", job.Tier).Logger()
-	ctx = log.WithContext(ctx)
-	if err := s.jobDone(ctx, job); err != nil {
-		log.Error().Err(err).Msg("judge finished job")
+// on. The finished job waits in the store until the judge has judged it,
+// so this only wakes the judge: judging never runs inside an agent's
+// request, and a crash between the finish and the verdict loses nothing.
+func (s *Service) JobDone(ctx context.Context, job store.Job) { s.WakeJudge() }
+
+// WakeJudge makes an idle judge look for finished jobs now.
+func (s *Service) WakeJudge() {
+	select {
+	case s.judging.wake <- struct{}{}:
+	default:
 	}
 }
 
-func (s *Service) jobDone(ctx context.Context, job store.Job) error {
-	if job.Status == store.StatusCancelled {
-		return nil // superseded: the newer commit has its own check
+// RunJudge judges finished jobs until ctx ends.
+func (s *Service) RunJudge(ctx context.Context) {
+	t := time.NewTicker(s.judging.poll)
+	defer t.Stop()
+	for {
+		for {
+			n, err := s.JudgePass(ctx)
+			if err != nil && ctx.Err() == nil {
+				s.log.Error().Err(err).Msg("judge pass")
+			}
+			if n == 0 || err != nil || ctx.Err() != nil {
+				break
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.judging.wake:
+		case <-t.C:
+		}
 	}
-	cr, err := s.checkOf(ctx, job)
-	if errors.Is(err, store.ErrNotFound) {
-		return nil // a job with no check run (queued by hand or by the demo)
+}
+
+// judgeLease bounds one judgement (the gate, a store write, perhaps one
+// GitHub read); another replica takes the job over after it.
+const judgeLease = 2 * time.Minute
+
+// JudgePass judges a batch of finished jobs and returns how many it
+// handled. A judgement that fails is tried again with backoff; one that
+// keeps failing concludes its check with the reason, so no check stays
+// open after its jobs end.
+func (s *Service) JudgePass(ctx context.Context) (int, error) {
+	claims, err := s.st.ClaimFinishedJobs(ctx, 16, judgeLease)
+	if err != nil {
+		return 0, err
+	}
+	for _, c := range claims {
+		s.judgeClaim(ctx, c)
+	}
+	return len(claims), nil
+}
+
+func (s *Service) judgeClaim(ctx context.Context, c store.JudgeClaim) {
+	job := c.Job
+	log := s.log.With().Int64("job_id", job.ID).Str("repo", job.Repo).Int("pr", job.PRNumber).Str("tier", job.Tier).Int("attempt", c.Attempt).Logger()
+	jctx, cancel := context.WithTimeout(log.WithContext(ctx), judgeLease)
+	err := s.jobDone(jctx, job)
+	cancel()
+	if ctx.Err() != nil {
+		return
 	}
 	if err != nil {
-		return err
+		d := s.judging.policy.Next(s.now(), c.Attempt, err)
+		if !d.GiveUp {
+			log.Warn().Err(err).Time("retry_at", d.At).Msg("judging a finished job failed; will retry")
+			if rerr := s.st.RetryJudge(ctx, job.ID, c.LeaseID, d.At); rerr != nil {
+				log.Warn().Err(rerr).Msg("reschedule judging")
+			}
+			return
+		}
+		log.Error().Err(err).Msg("cannot judge a finished job: concluding its check with the reason")
+		if cerr := s.cannotJudge(jctx, job, err); cerr != nil {
+			log.Error().Err(cerr).Msg("conclude a check that cannot be judged")
+			if rerr := s.st.RetryJudge(ctx, job.ID, c.LeaseID, s.now().Add(s.judging.policy.Max)); rerr != nil {
+				log.Warn().Err(rerr).Msg("reschedule judging")
+			}
+			return
+		}
 	}
-	if cr.State == checkSuperseded {
-		return nil // a newer push replaced the commit; its check is concluded
+	if err := s.st.JobJudged(ctx, job.ID, c.LeaseID); err != nil {
+		log.Warn().Err(err).Msg("record a judged job")
+	}
+}
+
+// cannotJudge concludes the check of a job perfgate failed to judge, saying
+// why. It is perfgate's failure, not the commit's, so it does not block.
+func (s *Service) cannotJudge(ctx context.Context, job store.Job, cause error) error {
+	for range 5 {
+		cr, ok, err := s.checkOf(ctx, job)
+		if err != nil || !ok || !checkstate.Phase(cr.State).Open() {
+			return err
+		}
+		err = s.broken(ctx, cr, true, []string{fmt.Sprintf("perfgate could not judge job %d: %v", job.ID, cause)})
+		if !errors.Is(err, errMoved) {
+			return err
+		}
+	}
+	return errMoved
+}
+
+// errMoved: the check run changed while it was being judged (a runner
+// started, a retest was requested, another replica judged it); judging
+// starts over from the row as it now is.
+var errMoved = errors.New("check run changed while judging")
+
+func (s *Service) jobDone(ctx context.Context, job store.Job) error {
+	for range 5 {
+		if err := s.jobDoneOnce(ctx, job); !errors.Is(err, errMoved) {
+			return err
+		}
+	}
+	return errMoved
+}
+
+// settle applies a judging step: a lost race is errMoved, an event that no
+// longer applies is done.
+func (s *Service) settle(ctx context.Context, cr store.CheckRun, st step) error {
+	_, applied, err := s.apply(ctx, cr, st)
+	if errors.Is(err, errIgnored) {
+		return nil
+	}
+	if err == nil && !applied {
+		return errMoved
+	}
+	return err
+}
+
+func (s *Service) jobDoneOnce(ctx context.Context, job store.Job) error {
+	if job.Status == store.StatusCancelled {
+		return nil // superseded, closed or replaced: that check is concluded
+	}
+	cr, ok, err := s.checkOf(ctx, job)
+	if err != nil || !ok {
+		return err // not found: a job queued by hand, or one a retest replaced
+	}
+	if !checkstate.Phase(cr.State).Open() {
+		return nil // already concluded (superseded, closed, judged by another)
 	}
 	if job.Kind == kindBaseline {
 		return s.baselineDone(ctx, cr, job)
@@ -65,18 +191,25 @@ func (s *Service) jobDone(ctx context.Context, job store.Job) error {
 	if err != nil || pending {
 		return err
 	}
-	if cells, err := s.cellsOf(ctx, cr.JobIDs); err != nil || isMatrix(cells) {
-		if err != nil {
-			return err
-		}
-		return s.judgeMatrix(ctx, cr, job, cells)
-	}
-	cand, failures, err := s.runsOf(ctx, cr.JobIDs)
+	return s.judgeRow(ctx, cr, job)
+}
+
+// judgeRow judges a check run whose jobs have all ended; job is one of
+// them, for its plan.
+func (s *Service) judgeRow(ctx context.Context, cr store.CheckRun, job store.Job) error {
+	cells, err := s.cellsOf(ctx, cr.JobIDs)
 	if err != nil {
 		return err
 	}
-	if len(cand) == 0 {
-		return s.fail(ctx, cr, job, failures)
+	if isMatrix(cells) {
+		return s.judgeMatrix(ctx, cr, job, cells)
+	}
+	ev, err := s.runsOf(ctx, cr.JobIDs)
+	if err != nil {
+		return err
+	}
+	if len(ev.runs) == 0 {
+		return s.fail(ctx, cr, job, ev)
 	}
 	snap, err := baseline.Latest(ctx, s.st, cr.Repo, cr.Tier)
 	if errors.Is(err, store.ErrNotFound) {
@@ -85,17 +218,32 @@ func (s *Service) jobDone(ctx context.Context, job store.Job) error {
 	if err != nil {
 		return err
 	}
-	return s.judge(ctx, cr, job, snap.Runs, cand, nil)
+	return s.judge(ctx, cr, job, snap.Runs, ev.runs, ev.bad)
 }
 
-// checkOf finds the check run row a job reports to.
-func (s *Service) checkOf(ctx context.Context, job store.Job) (store.CheckRun, error) {
+// checkOf finds the check run row a job reports to, and whether the job
+// still counts there (a retest that replaced the row's jobs, or a newer
+// baseline measurement, makes it stale).
+func (s *Service) checkOf(ctx context.Context, job store.Job) (store.CheckRun, bool, error) {
+	var (
+		cr  store.CheckRun
+		err error
+	)
 	if job.CheckRunID != 0 {
-		if cr, err := s.st.CheckRunByGitHubID(ctx, job.CheckRunID); err == nil {
-			return cr, nil
-		}
+		cr, err = s.st.GetCheckRunByID(ctx, job.CheckRunID)
+	} else {
+		cr, err = s.st.GetCheckRun(ctx, job.Repo, job.HeadSHA, job.Tier)
 	}
-	return s.st.GetCheckRun(ctx, job.Repo, job.HeadSHA, job.Tier)
+	if errors.Is(err, store.ErrNotFound) {
+		return store.CheckRun{}, false, nil
+	}
+	if err != nil {
+		return store.CheckRun{}, false, err
+	}
+	if job.Kind == kindBaseline {
+		return cr, s.docOf(cr).BaselineJob == job.ID, nil
+	}
+	return cr, slices.Contains(cr.JobIDs, job.ID), nil
 }
 
 func (s *Service) pending(ctx context.Context, ids []int64) (bool, error) {
@@ -111,25 +259,33 @@ func (s *Service) pending(ctx context.Context, ids []int64) (bool, error) {
 	return false, nil
 }
 
+// evidence is what a set of jobs measured: the runs the gate can use, the
+// reasons jobs failed, and the runs that cannot be judged.
+type evidence struct {
+	runs     []*result.Result
+	failures []string // jobs that failed, with their reasons
+	bad      []string // runs whose results cannot be judged, with why
+}
+
 // runsOf decodes the measured runs of the succeeded jobs and collects the
-// failure reasons of the others.
-func (s *Service) runsOf(ctx context.Context, ids []int64) ([]*result.Result, []string, error) {
-	var runs []*result.Result
-	var failures []string
+// failure reasons of the others. A result that cannot be decoded is left
+// out and named, never a reason to leave the check open.
+func (s *Service) runsOf(ctx context.Context, ids []int64) (evidence, error) {
+	var ev evidence
 	for _, id := range ids {
 		j, err := s.st.GetJob(ctx, id)
 		if err != nil {
-			return nil, nil, err
+			return evidence{}, err
 		}
 		if j.Status != store.StatusSucceeded {
 			if j.FailureReason != "" {
-				failures = append(failures, fmt.Sprintf("job %d: %s", j.ID, j.FailureReason))
+				ev.failures = append(ev.failures, fmt.Sprintf("job %d: %s", j.ID, j.FailureReason))
 			}
 			continue
 		}
 		res, err := s.st.ListResults(ctx, id)
 		if err != nil {
-			return nil, nil, err
+			return evidence{}, err
 		}
 		for _, r := range res {
 			if r.Kind != store.KindMeasured || r.Attempt != j.Attempts {
@@ -137,23 +293,28 @@ func (s *Service) runsOf(ctx context.Context, ids []int64) ([]*result.Result, []
 			}
 			rr, err := result.Parse(r.Samples)
 			if err != nil {
-				return nil, nil, fmt.Errorf("decode result %d of job %d: %w", r.ID, id, err)
+				ev.bad = append(ev.bad, fmt.Sprintf("run %d of job %d was left out: its result cannot be judged (%v)", r.RunIndex, id, err))
+				continue
 			}
-			runs = append(runs, rr)
+			ev.runs = append(ev.runs, rr)
 		}
 	}
-	return runs, failures, nil
+	return ev, nil
 }
 
 // measureBaseline queues a measurement of the base commit with the same
 // plan, so the first PR of a repository compares against its own base on
 // the same kind of runner instead of against nothing.
 func (s *Service) measureBaseline(ctx context.Context, cr store.CheckRun, job store.Job) error {
+	doc := s.docOf(cr)
+	if doc.BaselineJob != 0 {
+		return nil // already measuring it (a retried judgement)
+	}
 	if job.BaseSHA == "" {
-		return s.conclude(ctx, cr, app.VerdictInconclusive, store.CheckInconclusive, app.Output{
+		return s.settle(ctx, cr, step{ev: checkstate.Event{Kind: checkstate.GateUndecided}, out: app.Output{
 			Title:   "No baseline",
 			Summary: fmt.Sprintf("There is no `%s` baseline for this repository yet and this run has no base commit to measure. Promote one with `perfgate baseline promote`.", cr.Tier),
-		}, nil)
+		}})
 	}
 	snap, err := snapshotOf(job)
 	if err != nil {
@@ -167,32 +328,39 @@ func (s *Service) measureBaseline(ctx context.Context, cr store.CheckRun, job st
 	bj, err := s.st.Enqueue(ctx, store.JobSpec{
 		Tier: job.Tier, Kind: kindBaseline, Repo: job.Repo, InstallationID: job.InstallationID, PRNumber: job.PRNumber,
 		HeadSHA: job.BaseSHA, BaseSHA: job.BaseSHA, Config: snapshot, Labels: job.Labels, GPUUUID: s.cardOf(ctx, cr.JobIDs),
-		CheckRunID: cr.GitHubID,
+		CheckRunID: cr.ID,
 	})
 	if err != nil {
 		return fmt.Errorf("enqueue baseline job: %w", err)
 	}
 	zerolog.Ctx(ctx).Info().Int64("baseline_job", bj.ID).Str("base_sha", job.BaseSHA).Msg("no baseline: measuring the base commit")
-	return s.update(ctx, cr, app.Output{
+	doc.BaselineJob = bj.ID
+	err = s.settle(ctx, cr, step{ev: checkstate.Event{Kind: checkstate.Progressed}, doc: &doc, out: app.Output{
 		Title:   "Measuring the baseline",
 		Summary: fmt.Sprintf("There is no `%s` baseline yet, so perfgate is measuring the base commit `%s` on the same runner class; the comparison follows.", cr.Tier, short(job.BaseSHA)),
-	})
+	}})
+	if errors.Is(err, errMoved) {
+		// Not recorded on the row: this measurement is nobody's.
+		if _, cerr := s.st.CancelJob(ctx, bj.ID, "the check it measured for changed"); cerr != nil {
+			return errors.Join(err, cerr)
+		}
+	}
+	return err
 }
 
 // baselineDone promotes the base commit's runs (under the baseline rules)
 // and judges the waiting check against them.
 func (s *Service) baselineDone(ctx context.Context, cr store.CheckRun, job store.Job) error {
-	base, failures, err := s.runsOf(ctx, []int64{job.ID})
+	base, err := s.runsOf(ctx, []int64{job.ID})
 	if err != nil {
 		return err
 	}
-	if len(base) == 0 {
+	if len(base.runs) == 0 {
 		// The PR's own runs succeeded; a base commit that cannot be
 		// measured is not its fault, so this does not block it.
-		return s.broken(ctx, cr, app.VerdictInconclusive, store.CheckInconclusive,
-			append([]string{"the baseline measurement of the base commit failed"}, failures...))
+		return s.broken(ctx, cr, true, append(append([]string{"the baseline measurement of the base commit failed"}, base.failures...), base.bad...))
 	}
-	cand, _, err := s.runsOf(ctx, cr.JobIDs)
+	cand, err := s.runsOf(ctx, cr.JobIDs)
 	if err != nil {
 		return err
 	}
@@ -200,15 +368,18 @@ func (s *Service) baselineDone(ctx context.Context, cr store.CheckRun, job store
 	if err != nil {
 		return err
 	}
-	var notes []string
+	notes := cand.bad
 	meta := baseline.Meta{Repo: job.Repo, Key: job.Tier, Version: "base-" + short(job.HeadSHA), Commit: job.HeadSHA, By: "perfgate",
 		Reason: fmt.Sprintf("first baseline, measured for PR #%d", job.PRNumber)}
-	if _, _, err := baseline.Promote(ctx, s.st, base, meta, tier); err != nil {
+	if _, _, err := baseline.Promote(ctx, s.st, base.runs, meta, tier); err != nil {
 		notes = append(notes, "the base commit's runs were compared but not stored as the baseline: "+err.Error())
 	} else {
 		notes = append(notes, fmt.Sprintf("baseline: the base commit %s, measured for this PR and promoted as the first `%s` baseline", short(job.HeadSHA), job.Tier))
 	}
-	return s.judge(ctx, cr, job, base, cand, notes)
+	if len(cand.runs) == 0 {
+		return s.fail(ctx, cr, job, cand)
+	}
+	return s.judge(ctx, cr, job, base.runs, cand.runs, notes)
 }
 
 // judge runs the gate and reports the verdict on the check run.
@@ -219,7 +390,7 @@ func (s *Service) judge(ctx context.Context, cr store.CheckRun, job store.Job, b
 	}
 	rep, err := gate.Compare(base, cand, tier, gate.Options{})
 	if err != nil {
-		return s.fail(ctx, cr, job, []string{"compare: " + err.Error()})
+		return s.broken(ctx, cr, false, append([]string{"compare: " + err.Error()}, notes...))
 	}
 	if rep.Verdict == gate.Inconclusive && rep.NeedMoreRuns > len(cand) && !s.extended(ctx, cr.JobIDs) {
 		return s.extend(ctx, cr, job, rep.NeedMoreRuns-len(cand))
@@ -230,92 +401,54 @@ func (s *Service) judge(ctx context.Context, cr store.CheckRun, job store.Job, b
 	return s.publish(ctx, cr, job, rep, envOf(cand), notes)
 }
 
-// publish stores a verdict on the check run row, renders it on GitHub and,
-// for a fresh regression, posts the one warning comment with its deadline.
+// publish records the gate's verdict as a lifecycle step: the check's new
+// phase, its rendered table, and for a fresh regression the one warning
+// comment with its deadline — all in one transaction, sent by the outbox.
 func (s *Service) publish(ctx context.Context, cr store.CheckRun, job store.Job, rep *gate.Report, env *result.Environment, notes []string) error {
-	client, err := s.clients.NewInstallationClient(cr.InstallationID)
-	if err != nil {
-		return err
+	prior := s.docOf(cr)
+	doc := verdictDoc{Report: rep, Env: env, Notes: notes, After: escalateAfter(job), Author: prior.Author}
+	if doc.Author == "" {
+		doc.Author = s.authorOf(ctx, cr)
 	}
-	owner, repo, _ := strings.Cut(cr.Repo, "/")
-	doc := verdictDoc{Report: rep, Env: env, Notes: notes, After: escalateAfter(job)}
-	var prior verdictDoc
-	if len(cr.Verdict) > 0 {
-		_ = json.Unmarshal(cr.Verdict, &prior) // an unreadable verdict holds nothing
-	}
-	held := prior.Held
-	if cr.State == store.CheckEscalated || cr.State == store.CheckAccepted {
-		held = cr.State
-	}
-	// An appeal accepted while its retest was still running holds too.
-	var acceptedBy []string
-	if held == "" && rep.Verdict == gate.Regression {
-		if acceptedBy = s.acceptedAppeals(ctx, cr); len(acceptedBy) > 0 {
-			held = store.CheckAccepted
-		}
-	}
-	if cr.PRNumber > 0 {
-		if pr, _, err := client.PullRequests.Get(ctx, owner, repo, cr.PRNumber); err == nil {
-			doc.Author = pr.GetUser().GetLogin()
-		}
-	}
-	state, deadline := store.CheckInconclusive, time.Time{}
+	ev := checkstate.Event{Kind: checkstate.GateUndecided}
 	switch rep.Verdict {
 	case gate.Pass:
-		state = store.CheckPassed
-		if cr.State == store.CheckWarned || cr.State == store.CheckEscalated || !cr.Deadline.IsZero() {
-			s.audit(ctx, "perfgate", "regression.resolved", cr.Repo, cr.PRNumber, map[string]any{"sha": cr.HeadSHA, "tier": cr.Tier})
-		}
+		ev.Kind = checkstate.GatePass
 	case gate.Regression:
-		switch held {
-		case store.CheckEscalated, store.CheckAccepted:
-			// Confirmed on a re-run: still blocking, or still accepted.
-			state, doc.Held = held, held
-			if held == store.CheckAccepted {
-				doc.Notes = append(doc.Notes, acceptedNotes(prior.Notes)...)
-				doc.Notes = append(doc.Notes, acceptedBy...)
-			}
-		default:
-			// A deadline already past (a retest was still running when it
-			// came) is escalated by the next escalation pass.
-			state, deadline = store.CheckWarned, cr.Deadline
-			if deadline.IsZero() {
-				deadline = s.now().Add(doc.After)
-			}
+		ev = checkstate.Event{Kind: checkstate.GateRegression, EscalateAfter: doc.After}
+		// An appeal accepted while its retest was still running holds too.
+		var acceptedBy []string
+		if prior.Held == "" {
+			acceptedBy = s.acceptedAppeals(ctx, cr)
+			ev.AcceptedOnAppeal = len(acceptedBy) > 0
+		}
+		if prior.Held == string(checkstate.Accepted) || ev.AcceptedOnAppeal {
+			doc.Notes = append(doc.Notes, acceptedNotes(prior.Notes)...)
+			doc.Notes = append(doc.Notes, acceptedBy...)
 		}
 	}
-	raw, _ := json.Marshal(doc)
-	// A retest may have replaced the row (new jobs, new GitHub check run)
-	// while this verdict was computed: then this verdict is stale and the
-	// retest's jobs will be judged when they finish. The store has no row
-	// version, so a window of one read remains.
-	if now, err := s.st.GetCheckRun(ctx, cr.Repo, cr.HeadSHA, cr.Tier); err == nil &&
-		(now.GitHubID != cr.GitHubID || len(now.JobIDs) != len(cr.JobIDs)) {
-		zerolog.Ctx(ctx).Info().Int64("check_run_id", cr.GitHubID).Msg("check run replaced while judging: verdict dropped")
-		return nil
+	// A row that changed meanwhile (a retest replaced its jobs, another
+	// replica judged it) is judged again as it now is.
+	return s.settle(ctx, cr, step{ev: ev, doc: &doc, detail: map[string]any{"runs": rep.CandidateRuns}})
+}
+
+// authorOf asks GitHub for the PR's author, for the warning's mention. It
+// is a courtesy: without GitHub the comment names no one.
+func (s *Service) authorOf(ctx context.Context, cr store.CheckRun) string {
+	if cr.PRNumber <= 0 {
+		return ""
 	}
-	wasWarned := !cr.Deadline.IsZero()
-	cr.State, cr.Deadline, cr.Verdict = state, deadline, raw
-	if cr, err = s.st.PutCheckRun(ctx, cr); err != nil {
-		return err
+	client, err := s.clients.NewInstallationClient(cr.InstallationID)
+	if err != nil {
+		return ""
 	}
-	v := s.view(cr, doc)
-	if err := s.render(ctx, client, cr, v); err != nil {
-		return err
+	owner, repo, _ := strings.Cut(cr.Repo, "/")
+	pr, _, err := client.PullRequests.Get(ctx, owner, repo, cr.PRNumber)
+	if err != nil {
+		zerolog.Ctx(ctx).Warn().Err(err).Msg("look up the PR's author")
+		return ""
 	}
-	if state == store.CheckWarned && !wasWarned && cr.PRNumber > 0 {
-		body, err := report.RenderComment(v)
-		if err != nil {
-			return err
-		}
-		if _, _, err := client.Issues.CreateComment(ctx, owner, repo, cr.PRNumber, &github.IssueComment{Body: github.String(body)}); err != nil {
-			return fmt.Errorf("post warning comment: %w", err)
-		}
-	}
-	s.audit(ctx, "perfgate", "gate."+string(rep.Verdict), cr.Repo, cr.PRNumber, map[string]any{
-		"sha": cr.HeadSHA, "tier": cr.Tier, "runs": rep.CandidateRuns, "deadline": deadline,
-	})
-	return nil
+	return pr.GetUser().GetLogin()
 }
 
 // extended reports whether one of the jobs already added runs.
@@ -340,107 +473,55 @@ func (s *Service) extend(ctx context.Context, cr store.CheckRun, job store.Job, 
 	if err != nil {
 		return err
 	}
-	ej, err := s.st.Enqueue(ctx, store.JobSpec{
-		Tier: job.Tier, Kind: kindExtend, Repo: job.Repo, InstallationID: job.InstallationID, PRNumber: job.PRNumber,
-		HeadSHA: cr.HeadSHA, BaseSHA: job.BaseSHA, Config: snapshot, Labels: job.Labels, GPUUUID: snap.GPUUUID, CheckRunID: cr.GitHubID,
-	})
-	if err != nil {
-		return fmt.Errorf("enqueue extension job: %w", err)
-	}
-	cr.JobIDs = append(cr.JobIDs, ej.ID)
-	cr.State = store.CheckInProgress
-	if _, err := s.st.PutCheckRun(ctx, cr); err != nil {
-		return err
-	}
-	return s.update(ctx, cr, app.Output{
-		Title:   "Adding runs",
-		Summary: fmt.Sprintf("The first runs could not settle the comparison; perfgate is adding %d more on the same card and will decide on all of them.", more),
+	return s.settle(ctx, cr, step{
+		ev: checkstate.Event{Kind: checkstate.Progressed},
+		jobs: []store.JobSpec{{
+			Tier: job.Tier, Kind: kindExtend, Repo: job.Repo, InstallationID: job.InstallationID, PRNumber: job.PRNumber,
+			HeadSHA: cr.HeadSHA, BaseSHA: job.BaseSHA, Config: snapshot, Labels: job.Labels, GPUUUID: snap.GPUUUID,
+		}},
+		out: app.Output{
+			Title:   "Adding runs",
+			Summary: fmt.Sprintf("The first runs could not settle the comparison; perfgate is adding %d more on the same card and will decide on all of them.", more),
+		},
 	})
 }
 
-// fail concludes a check whose runs could not be measured. A lost agent is
-// the runner's fault and stays neutral; an engine that would not start or
-// answered errors is the commit's, and fails.
-func (s *Service) fail(ctx context.Context, cr store.CheckRun, job store.Job, reasons []string) error {
+// fail concludes a check whose runs could not be measured or judged. A
+// lost agent or an unreadable result is the runner's fault and stays
+// neutral; an engine that would not start or answered errors is the
+// commit's, and fails.
+func (s *Service) fail(ctx context.Context, cr store.CheckRun, job store.Job, ev evidence) error {
+	reasons := append(append([]string{}, ev.failures...), ev.bad...)
 	if len(reasons) == 0 {
 		reason := job.FailureReason
 		if reason == "" {
 			reason = fmt.Sprintf("job %d ended %s with no measured runs", job.ID, job.Status)
 		}
 		reasons = []string{reason}
+		ev.failures = reasons
 	}
 	// Neutral only when every failure was the runner's: one engine failure
 	// among them is the commit's, whatever else was lost.
-	verdict, state := app.VerdictInconclusive, store.CheckInconclusive
-	for _, r := range reasons {
-		if !strings.Contains(r, "agent lost") {
-			verdict, state = app.VerdictError, store.CheckErrored
+	runnerFault := true
+	for _, r := range ev.failures {
+		if !isAgentLost(r) {
+			runnerFault = false
 		}
 	}
-	return s.broken(ctx, cr, verdict, state, reasons)
+	return s.broken(ctx, cr, runnerFault, reasons)
 }
 
 // broken concludes a check that has no comparison to show, quoting why.
-func (s *Service) broken(ctx context.Context, cr store.CheckRun, verdict app.Verdict, state string, reasons []string) error {
+func (s *Service) broken(ctx context.Context, cr store.CheckRun, runnerFault bool, reasons []string) error {
 	c, err := report.RenderCheck(report.View{Tier: cr.Tier, Verdict: report.Broken, SHA: cr.HeadSHA, Problems: reasons})
 	if err != nil {
 		return err
 	}
-	return s.conclude(ctx, cr, verdict, state, app.Output{Title: "The benchmark failed", Summary: c.Summary, Text: c.Text}, nil)
-}
-
-func (s *Service) conclude(ctx context.Context, cr store.CheckRun, v app.Verdict, state string, out app.Output, verdict json.RawMessage) error {
-	cr.State, cr.Deadline = state, time.Time{}
-	if verdict != nil {
-		cr.Verdict = verdict
-	}
-	if _, err := s.st.PutCheckRun(ctx, cr); err != nil {
-		return err
-	}
-	client, err := s.clients.NewInstallationClient(cr.InstallationID)
-	if err != nil {
-		return err
-	}
-	owner, repo, _ := strings.Cut(cr.Repo, "/")
-	return s.checks.Complete(ctx, client, owner, repo, cr.GitHubID, app.Tier(cr.Tier), v, out)
-}
-
-// update rewrites an open check's output and marks it in progress.
-func (s *Service) update(ctx context.Context, cr store.CheckRun, out app.Output) error {
-	client, err := s.clients.NewInstallationClient(cr.InstallationID)
-	if err != nil {
-		return err
-	}
-	owner, repo, _ := strings.Cut(cr.Repo, "/")
-	return s.checks.Start(ctx, client, owner, repo, cr.GitHubID, app.Tier(cr.Tier), out)
-}
-
-// view builds the report for a check run row's current state.
-func (s *Service) view(cr store.CheckRun, doc verdictDoc) report.View {
-	v := report.View{SHA: cr.HeadSHA, Author: doc.Author, Deadline: cr.Deadline, EscalateAfter: doc.After, Notes: doc.Notes}
-	if doc.Report != nil {
-		v = report.FromGate(v, doc.Report, doc.Env)
-		v.Verdict = report.VerdictOf(doc.Report.Verdict)
-	}
-	v.Tier = cr.Tier
-	switch cr.State {
-	case store.CheckEscalated:
-		v.Verdict = report.Escalated
-	case store.CheckAccepted:
-		v.Verdict = report.Accepted
-	}
-	return v
-}
-
-// render writes the view onto the GitHub check run.
-func (s *Service) render(ctx context.Context, client *github.Client, cr store.CheckRun, v report.View) error {
-	c, err := report.RenderCheck(v)
-	if err != nil {
-		return err
-	}
-	owner, repo, _ := strings.Cut(cr.Repo, "/")
-	return s.checks.Complete(ctx, client, owner, repo, cr.GitHubID, app.Tier(cr.Tier), appVerdict(v.Verdict),
-		app.Output{Title: c.Title, Summary: c.Summary, Text: c.Text})
+	return s.settle(ctx, cr, step{
+		ev:     checkstate.Event{Kind: checkstate.Broken, RunnerFault: runnerFault},
+		out:    app.Output{Title: "The benchmark failed", Summary: c.Summary, Text: c.Text},
+		detail: map[string]any{"reasons": reasons},
+	})
 }
 
 // acceptedNotes are the notes an accepted appeal added to a verdict.
@@ -454,22 +535,6 @@ func acceptedNotes(notes []string) []string {
 	return out
 }
 
-func appVerdict(v report.Verdict) app.Verdict {
-	switch v {
-	case report.Pass, report.Accepted:
-		return app.VerdictPass
-	case report.Warning:
-		return app.VerdictWarning
-	case report.Escalated:
-		return app.VerdictEscalated
-	case report.Skipped:
-		return app.VerdictSkipped
-	case report.Broken:
-		return app.VerdictError
-	}
-	return app.VerdictInconclusive
-}
-
 func envOf(runs []*result.Result) *result.Environment {
 	for _, r := range runs {
 		if r.Perfgate != nil {
@@ -478,11 +543,4 @@ func envOf(runs []*result.Result) *result.Environment {
 		}
 	}
 	return nil
-}
-
-func short(sha string) string {
-	if len(sha) > 7 {
-		return sha[:7]
-	}
-	return sha
 }

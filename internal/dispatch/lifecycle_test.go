@@ -19,6 +19,7 @@ import (
 	"github.com/perfgate/perfgate/internal/baseline"
 	"github.com/perfgate/perfgate/internal/config"
 	"github.com/perfgate/perfgate/internal/githubtest"
+	"github.com/perfgate/perfgate/internal/outbox"
 	"github.com/perfgate/perfgate/internal/result"
 	"github.com/perfgate/perfgate/internal/store"
 )
@@ -26,28 +27,66 @@ import (
 const newSHA = "0a1b2c3d4e5f60718293a4b5c6d7e8f90a1b2c3d"
 
 // lifecycle is a Service over a real SQLite store and the fake GitHub, with
-// one registered runner, for driving check runs through their states.
+// one registered runner and the outbox, for driving check runs through
+// their states.
 type lifecycle struct {
 	t     *testing.T
 	ctx   context.Context
 	gh    *githubtest.Server
 	svc   *Service
 	st    store.Store
+	ob    *outbox.Sender
+	dsn   string
 	clock *testClock
 	agent store.Agent
+	n     int
 }
 
 func newLifecycle(t *testing.T) *lifecycle {
 	t.Helper()
-	l := &lifecycle{t: t, ctx: context.Background(), gh: githubtest.New(t), clock: &testClock{t: time.Date(2026, 12, 2, 9, 0, 0, 0, time.UTC)}}
-	l.svc, l.st = newService(t, l.gh, filepath.Join(t.TempDir(), "db"), l.clock)
-	t.Cleanup(func() { l.st.Close() })
+	l := &lifecycle{t: t, ctx: context.Background(), gh: githubtest.New(t), clock: &testClock{t: time.Date(2026, 12, 2, 9, 0, 0, 0, time.UTC)},
+		dsn: filepath.Join(t.TempDir(), "db")}
+	l.open()
 	ag, err := l.st.RegisterAgent(l.ctx, store.AgentRegistration{Name: "runner", Labels: []string{"gpu"}, TokenHash: store.HashToken("t")})
 	if err != nil {
 		t.Fatal(err)
 	}
 	l.agent = ag
 	return l
+}
+
+func (l *lifecycle) open() {
+	l.svc, l.st = newService(l.t, l.gh, l.dsn, l.clock)
+	l.ob = sender(l.svc, l.st, l.clock)
+	st := l.st
+	l.t.Cleanup(func() { st.Close() })
+}
+
+// restart closes the store and opens a new service on the same file.
+func (l *lifecycle) restart() {
+	l.t.Helper()
+	if err := l.st.Close(); err != nil {
+		l.t.Fatal(err)
+	}
+	l.open()
+}
+
+// flush sends every due GitHub write.
+func (l *lifecycle) flush() { l.t.Helper(); flush(l.t, l.ob) }
+
+// judge judges every finished job and sends what that wrote.
+func (l *lifecycle) judge() {
+	l.t.Helper()
+	for {
+		n, err := l.svc.JudgePass(l.ctx)
+		if err != nil {
+			l.t.Fatal(err)
+		}
+		if n == 0 {
+			break
+		}
+	}
+	l.flush()
 }
 
 // quickRuns are verifiedRuns with every metric the default quick tier gates.
@@ -80,23 +119,18 @@ func (l *lifecycle) baseline(factor float64) {
 	}
 }
 
-// request does what the app does for a trigger: queue the GitHub check run,
-// then ask the dispatcher for the run.
+// request does what the app does for a trigger: ask the dispatcher for the
+// run; the outbox creates the GitHub check. It returns the check's ID.
 func (l *lifecycle) request(sha string, confirm bool) int64 {
 	l.t.Helper()
-	client, err := l.svc.clients.NewInstallationClient(githubtest.InstallationID)
-	if err != nil {
-		l.t.Fatal(err)
-	}
-	id, err := app.Checks{}.Queue(l.ctx, client, "acme", "inference", app.TierQuick, sha, 17, app.Output{Title: "Queued", Summary: "q"})
-	if err != nil {
-		l.t.Fatal(err)
-	}
+	l.n++
 	if err := l.svc.RequestRun(l.ctx, app.RunRequest{InstallationID: githubtest.InstallationID, Owner: "acme", Repo: "inference", PR: 17,
-		HeadSHA: sha, BaseSHA: headSHA, BaseRef: "main", Tier: app.TierQuick, CheckRunID: id, Trigger: "test", Confirm: confirm}); err != nil {
+		HeadSHA: sha, BaseSHA: headSHA, BaseRef: "main", Tier: app.TierQuick, Trigger: "test", Confirm: confirm, Author: "octocat",
+		DeliveryID: fmt.Sprintf("d-%d", l.n)}); err != nil {
 		l.t.Fatal(err)
 	}
-	return id
+	l.flush()
+	return l.row(sha).GitHubID
 }
 
 // claim takes the oldest queued job.
@@ -109,27 +143,26 @@ func (l *lifecycle) claim() store.Job {
 	return j
 }
 
-// succeed uploads runs for a claimed job, finishes it and tells the service.
+// succeed uploads runs for a claimed job, finishes it and lets the judge
+// and the outbox run.
 func (l *lifecycle) succeed(j store.Job, runs []*result.Result) {
 	l.t.Helper()
 	for i, r := range runs {
 		upload(l.t, l.st, j, i, r)
 	}
-	done, err := l.st.Finish(l.ctx, j.ID, j.LeaseID, store.StatusSucceeded, "")
-	if err != nil {
+	if _, err := l.st.Finish(l.ctx, j.ID, j.LeaseID, store.StatusSucceeded, ""); err != nil {
 		l.t.Fatal(err)
 	}
-	l.svc.JobDone(l.ctx, done)
+	l.judge()
 }
 
 // failJob finishes a claimed job as failed with reason.
 func (l *lifecycle) failJob(j store.Job, reason string) {
 	l.t.Helper()
-	done, err := l.st.Finish(l.ctx, j.ID, j.LeaseID, store.StatusFailed, reason)
-	if err != nil {
+	if _, err := l.st.Finish(l.ctx, j.ID, j.LeaseID, store.StatusFailed, reason); err != nil {
 		l.t.Fatal(err)
 	}
-	l.svc.JobDone(l.ctx, done)
+	l.judge()
 }
 
 // runAll claims and succeeds every queued job.
@@ -178,6 +211,7 @@ func TestSupersedeConcludesOpenChecks(t *testing.T) {
 	if err := l.svc.Supersede(l.ctx, testRepo, 17, newSHA); err != nil {
 		t.Fatal(err)
 	}
+	l.flush()
 	c := l.check(old)
 	if c.Status != "completed" || c.Conclusion != "cancelled" || !strings.Contains(c.Summary, short(newSHA)) {
 		t.Errorf("old head's check after a push: %s/%s %q, want completed/cancelled naming %s", c.Status, c.Conclusion, c.Summary, short(newSHA))
@@ -237,6 +271,7 @@ func TestRetestKeepsTheClock(t *testing.T) {
 				if err := l.svc.Escalate(l.ctx); err != nil {
 					t.Fatal(err)
 				}
+				l.flush()
 				if c := l.check(first); c.Conclusion != "failure" {
 					t.Fatalf("not escalated: %s", c.Conclusion)
 				}
@@ -256,6 +291,7 @@ func TestRetestKeepsTheClock(t *testing.T) {
 			if err := l.svc.Escalate(l.ctx); err != nil {
 				t.Fatal(err)
 			}
+			l.flush()
 			if c := l.check(retest); c.Conclusion != "failure" {
 				t.Errorf("retest check %s, want failure (escalated)\n%s", c.Conclusion, c.Summary)
 			}
@@ -277,33 +313,36 @@ func TestRetestKeepsTheClock(t *testing.T) {
 	}
 }
 
-// One check that cannot be escalated (its installation is gone) neither
-// stops the others nor loses its own escalation: it is retried.
+// Escalation is a store step; a check whose GitHub write fails (its
+// installation is gone) neither stops the others nor loses its own
+// escalation: the row is escalated and the refused write is kept in the
+// outbox with GitHub's answer.
 func TestEscalateContinuesPastAFailure(t *testing.T) {
 	l := newLifecycle(t)
-	client, _ := l.svc.clients.NewInstallationClient(githubtest.InstallationID)
-	good, err := app.Checks{}.Queue(l.ctx, client, "acme", "inference", app.TierQuick, newSHA, 17, app.Output{Title: "Queued", Summary: "q"})
-	if err != nil {
+	l.baseline(1.3)
+	good := l.request(newSHA, false)
+	l.runAll()
+	// The other commit's check belongs to an installation GitHub no longer
+	// knows.
+	if _, err := l.st.PutCheckRun(l.ctx, store.CheckRun{Repo: testRepo, HeadSHA: headSHA, Tier: "quick", PRNumber: 17, InstallationID: 999,
+		GitHubID: 12345, State: store.CheckWarned, Deadline: l.clock.now().Add(time.Hour)}); err != nil {
 		t.Fatal(err)
 	}
-	for _, r := range []store.CheckRun{
-		{Repo: testRepo, HeadSHA: headSHA, Tier: "quick", PRNumber: 17, InstallationID: 999, GitHubID: 12345, State: store.CheckWarned, Deadline: l.clock.now().Add(time.Hour)},
-		{Repo: testRepo, HeadSHA: newSHA, Tier: "quick", PRNumber: 17, InstallationID: githubtest.InstallationID, GitHubID: good, State: store.CheckWarned, Deadline: l.clock.now().Add(2 * time.Hour)},
-	} {
-		if _, err := l.st.PutCheckRun(l.ctx, r); err != nil {
-			t.Fatal(err)
-		}
+	l.clock.add(49 * time.Hour)
+	if err := l.svc.Escalate(l.ctx); err != nil {
+		t.Fatal(err)
 	}
-	l.clock.add(3 * time.Hour)
-	if err := l.svc.Escalate(l.ctx); err == nil {
-		t.Error("Escalate hid the failure")
-	}
+	l.flush()
 	if c := l.check(good); c.Conclusion != "failure" {
-		t.Errorf("the healthy check was not escalated behind the broken one: %q", c.Conclusion)
+		t.Errorf("the healthy check was not escalated beside the broken one: %q", c.Conclusion)
 	}
 	broken := l.row(headSHA)
-	if broken.State != store.CheckWarned || broken.Deadline.IsZero() {
-		t.Errorf("the check whose escalation failed: state %s deadline %v; want still warned and due, to retry", broken.State, broken.Deadline)
+	if broken.State != store.CheckEscalated || broken.SyncedVersion >= broken.DesiredVersion {
+		t.Errorf("the check whose GitHub write fails: state %s synced %d of %d; want escalated, not yet synced", broken.State, broken.SyncedVersion, broken.DesiredVersion)
+	}
+	sync, err := l.st.GetEffect(l.ctx, store.CheckSyncKey(broken.ID))
+	if err != nil || sync.Status != store.EffectFailed || !strings.Contains(sync.LastError, "404") {
+		t.Errorf("its sync: %+v %v, want failed with GitHub's 404 recorded (the installation is gone)", sync, err)
 	}
 }
 
@@ -418,6 +457,7 @@ func TestNightlyConcludesCheckItCouldNotQueue(t *testing.T) {
 	if err := l.svc.Nightly(l.ctx, clients, testRepo); err == nil {
 		t.Error("Nightly hid the failure")
 	}
+	l.flush()
 	runs := l.gh.CheckRuns()
 	if len(runs) != 1 {
 		t.Fatalf("%d check runs, want the one nightly", len(runs))
@@ -440,6 +480,7 @@ func TestRetestKeepsAnAcceptedAppeal(t *testing.T) {
 	if err := l.svc.Decide(l.ctx, app.Decision{Owner: "acme", Repo: "inference", PR: 17, HeadSHA: headSHA, Accept: true, By: "maintainer"}); err != nil {
 		t.Fatal(err)
 	}
+	l.flush()
 	comments := len(l.gh.Comments())
 	retest := l.request(headSHA, true)
 	l.runAll()
@@ -470,6 +511,7 @@ func TestAcceptWhileAppealRetestRuns(t *testing.T) {
 	if err := l.svc.Decide(l.ctx, app.Decision{Owner: "acme", Repo: "inference", PR: 17, HeadSHA: headSHA, Accept: true, By: "maintainer"}); err != nil {
 		t.Fatal(err)
 	}
+	l.flush()
 	comments := len(l.gh.Comments())
 	l.runAll()
 	c := l.check(retest)

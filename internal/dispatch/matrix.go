@@ -106,14 +106,20 @@ func (s *Service) judgeMatrix(ctx context.Context, cr store.CheckRun, job store.
 	}
 	sort.Strings(labels)
 	merged := &gate.Report{Tier: cr.Tier, Verdict: gate.Pass}
-	var notes, failures []string
+	var notes []string
+	var all evidence
 	var env *result.Environment
 	for _, label := range labels {
-		cand, fails, err := s.runsOf(ctx, cells[label])
+		ev, err := s.runsOf(ctx, cells[label])
 		if err != nil {
 			return err
 		}
-		failures = append(failures, fails...)
+		cand := ev.runs
+		all.failures = append(all.failures, ev.failures...)
+		all.bad = append(all.bad, ev.bad...)
+		for _, b := range ev.bad {
+			notes = append(notes, label+": "+b)
+		}
 		if len(cand) == 0 {
 			merged.Verdict = worse(merged.Verdict, gate.Inconclusive)
 			notes = append(notes, fmt.Sprintf("%s: no runs measured", label))
@@ -161,8 +167,8 @@ func (s *Service) judgeMatrix(ctx context.Context, cr store.CheckRun, job store.
 		}
 		merged.ExcludedRuns = append(merged.ExcludedRuns, rep.ExcludedRuns...)
 	}
-	if len(merged.Metrics) == 0 && len(failures) > 0 {
-		return s.fail(ctx, cr, job, failures)
+	if len(merged.Metrics) == 0 && len(all.failures)+len(all.bad) > 0 {
+		return s.fail(ctx, cr, job, all)
 	}
 	return s.publish(ctx, cr, job, merged, env, notes)
 }

@@ -56,11 +56,6 @@ func TestNightlyMatrixJudgedPerCell(t *testing.T) {
 	clock := &testClock{t: time.Date(2026, 12, 2, 3, 0, 0, 0, time.UTC)}
 	svc, st := newService(t, gh, filepath.Join(t.TempDir(), "db"), clock)
 	defer st.Close()
-	client, _ := svc.clients.NewInstallationClient(githubtest.InstallationID)
-	checkID, err := app.Checks{}.Queue(ctx, client, "acme", "inference", app.TierNightly, headSHA, 0, app.Output{Title: "Queued", Summary: "q"})
-	if err != nil {
-		t.Fatal(err)
-	}
 	ag, err := st.RegisterAgent(ctx, store.AgentRegistration{Name: "runner", Labels: []string{"gpu"}, TokenHash: store.HashToken("t")})
 	if err != nil {
 		t.Fatal(err)
@@ -78,25 +73,18 @@ func TestNightlyMatrixJudgedPerCell(t *testing.T) {
 	if _, _, err := baseline.Promote(ctx, st, base, baseline.Meta{Repo: testRepo, Key: "nightly/c=1", Version: "v1", Commit: headSHA, By: "t"}, tier); err != nil {
 		t.Fatal(err)
 	}
-	var ids []int64
-	for _, cell := range []string{"c=1", "c=16"} {
-		plan, _ := agentapi.PlanFromConfig(cfg, "nightly")
-		plan.Repo, plan.HeadSHA = testRepo, headSHA
-		snap, _ := newSnapshot(cfg, plan)
-		snap.Cell = cell
-		raw, _ := snap.encode()
-		job, err := st.Enqueue(ctx, store.JobSpec{Tier: "nightly", Kind: "nightly", Repo: testRepo, InstallationID: githubtest.InstallationID,
-			HeadSHA: headSHA, BaseSHA: headSHA, Config: raw, Labels: []string{"gpu"}, CheckRunID: checkID})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ids = append(ids, job.ID)
-	}
-	if _, err := st.PutCheckRun(ctx, store.CheckRun{Repo: testRepo, HeadSHA: headSHA, Tier: "nightly", InstallationID: githubtest.InstallationID,
-		GitHubID: checkID, JobIDs: ids, State: store.CheckQueued}); err != nil {
+	if err := svc.RequestRun(ctx, app.RunRequest{InstallationID: githubtest.InstallationID, Owner: "acme", Repo: "inference",
+		HeadSHA: headSHA, BaseSHA: headSHA, BaseRef: "main", Tier: app.TierNightly, Trigger: "nightly", DeliveryID: "nightly-1"}); err != nil {
 		t.Fatal(err)
 	}
-	var last store.Job
+	row, err := st.GetCheckRun(ctx, testRepo, headSHA, "nightly")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := row.JobIDs
+	if len(ids) != len(tier.Matrix) {
+		t.Fatalf("%d jobs for %d matrix cells", len(ids), len(tier.Matrix))
+	}
 	for range ids {
 		c, err := st.Claim(ctx, store.ClaimRequest{AgentID: ag.ID, Labels: ag.Labels, Lease: time.Minute})
 		if err != nil {
@@ -105,17 +93,25 @@ func TestNightlyMatrixJudgedPerCell(t *testing.T) {
 		for i, r := range verifiedRuns(5) {
 			upload(t, st, c, i, r)
 		}
-		if last, err = st.Finish(ctx, c.ID, c.LeaseID, store.StatusSucceeded, ""); err != nil {
+		if _, err := st.Finish(ctx, c.ID, c.LeaseID, store.StatusSucceeded, ""); err != nil {
 			t.Fatal(err)
 		}
-		svc.JobDone(ctx, last)
 	}
-	var cr githubtest.CheckRun
-	for _, c := range gh.CheckRuns() {
-		if c.ID == checkID {
-			cr = c
+	for {
+		n, err := svc.JudgePass(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			break
 		}
 	}
+	flush(t, sender(svc, st, clock))
+	crs := gh.CheckRuns()
+	if len(crs) != 1 {
+		t.Fatalf("%d check runs, want the one nightly", len(crs))
+	}
+	cr := crs[0]
 	if cr.Conclusion != "neutral" {
 		t.Errorf("nightly with a regressed cell: conclusion %q, want neutral (warning)\n%s", cr.Conclusion, cr.Summary)
 	}

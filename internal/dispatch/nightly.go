@@ -67,24 +67,25 @@ func (s *Service) Nightly(ctx context.Context, clients githubapp.ClientCreator, 
 		return fmt.Errorf("get %s default branch: %w", fullName, err)
 	}
 	sha := branch.GetCommit().GetSHA()
-	id, err := s.checks.Queue(ctx, client, owner, name, app.TierNightly, sha, 0, app.Output{Title: "Queued", Summary: "Nightly matrix queued."})
-	if err != nil {
-		return err
-	}
 	err = s.RequestRun(ctx, app.RunRequest{
 		InstallationID: inst.GetID(), Owner: owner, Repo: name, HeadSHA: sha, BaseSHA: sha, BaseRef: repo.GetDefaultBranch(),
-		Tier: app.TierNightly, CheckRunID: id, Trigger: "nightly", RequestedBy: "perfgate",
+		Tier: app.TierNightly, Trigger: "nightly", RequestedBy: "perfgate", DeliveryID: "nightly-" + s.now().UTC().Format("2006-01-02"),
 	})
 	if err != nil {
-		// Nothing will ever run for the check just queued: conclude it,
-		// quoting a broken config's problems, rather than leave it queued.
-		v, out := app.VerdictError, app.Output{Title: "Could not queue the nightly", Summary: "perfgate failed to record tonight's run: " + err.Error()}
+		// Nothing will run tonight: say so on a concluded check, quoting
+		// a broken config's problems, rather than stay silent.
+		c := app.ConcludeRequest{InstallationID: inst.GetID(), Owner: owner, Repo: name, HeadSHA: sha, Tier: app.TierNightly,
+			Verdict: app.VerdictError, Output: app.Output{Title: "Could not queue the nightly", Summary: "perfgate failed to record tonight's run: " + err.Error()}}
 		var cerr *app.ConfigError
-		if errors.As(err, &cerr) {
-			v = app.VerdictConfigError
-			out = app.Output{Title: "Invalid " + cerr.Path, Summary: fmt.Sprintf("perfgate could not read `%s` on `%s`:\n\n- %s\n", cerr.Path, repo.GetDefaultBranch(), strings.Join(cerr.Problems, "\n- "))}
+		switch {
+		case errors.As(err, &cerr):
+			c.Verdict = app.VerdictConfigError
+			c.Output = app.Output{Title: "Invalid " + cerr.Path, Summary: fmt.Sprintf("perfgate could not read `%s` on `%s`:\n\n- %s\n", cerr.Path, repo.GetDefaultBranch(), strings.Join(cerr.Problems, "\n- "))}
+		case errors.Is(err, app.ErrNotConfigured):
+			c.Verdict = app.VerdictNotConfigured
+			c.Output = app.Output{Title: "perfgate is not configured", Summary: fmt.Sprintf("The nightly is scheduled for %s, but it has no `%s` on `%s`: %s", fullName, app.ConfigPath, repo.GetDefaultBranch(), app.DocsURL)}
 		}
-		if xerr := s.checks.Complete(ctx, client, owner, name, id, app.TierNightly, v, out); xerr != nil {
+		if xerr := s.Conclude(ctx, c); xerr != nil {
 			err = errors.Join(err, xerr)
 		}
 		return fmt.Errorf("nightly %s@%s: %w", fullName, short(sha), err)
@@ -149,10 +150,11 @@ func (s *Service) ReleasePublished(ctx context.Context, r app.Release) error {
 		return nil
 	}
 	for key, ids := range byKey {
-		runs, _, err := s.runsOf(ctx, ids)
+		ev, err := s.runsOf(ctx, ids)
 		if err != nil {
 			return err
 		}
+		runs := ev.runs
 		job, err := s.st.GetJob(ctx, ids[len(ids)-1])
 		if err != nil {
 			return err

@@ -1,7 +1,10 @@
 // Package dispatch is the server's domain core: it turns the GitHub
-// handlers' requests into durable jobs, judges finished jobs with the gate,
-// reports the verdict on the check run, and walks a regression from warning
-// to escalation. It knows nothing about HTTP; the app and agent API call it.
+// handlers' requests into durable check runs and jobs, judges finished jobs
+// with the gate, and walks a regression from warning to escalation. Every
+// change of a check run is one step of the pure lifecycle in
+// internal/checkstate, applied with its effects in one store transaction;
+// the GitHub writes those effects call for wait in the store's outbox until
+// internal/outbox has sent them. It knows nothing about HTTP.
 package dispatch
 
 import (
@@ -9,7 +12,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/google/go-github/v62/github"
@@ -17,6 +19,8 @@ import (
 
 	"github.com/perfgate/perfgate/internal/agentapi"
 	"github.com/perfgate/perfgate/internal/app"
+	"github.com/perfgate/perfgate/internal/backoff"
+	"github.com/perfgate/perfgate/internal/checkstate"
 	"github.com/perfgate/perfgate/internal/config"
 	"github.com/perfgate/perfgate/internal/store"
 )
@@ -27,25 +31,42 @@ type Clients interface {
 	NewInstallationClient(installationID int64) (*github.Client, error)
 }
 
-// Service implements app.Dispatcher, app.Appeals and app.Releases, and is
-// the agent API's job-done hook.
+// Service implements app.Dispatcher, app.Outbox, app.Appeals and
+// app.Releases, and judges finished jobs.
 type Service struct {
-	st      store.Store
-	clients Clients
-	checks  app.Checks
-	configs app.ContentsConfigLoader
-	now     func() time.Time
-	log     zerolog.Logger
+	st         store.Store
+	clients    Clients
+	configs    app.ContentsConfigLoader
+	detailsURL string
+	details    func(repo, headSHA string, tier app.Tier) string
+	now        func() time.Time
+	log        zerolog.Logger
+	written    func()
+	judging    judging
 }
 
 // Options configure a Service.
 type Options struct {
 	Store   store.Store
 	Clients Clients
-	Checks  app.Checks
+	// DetailsURL, when set, links each check run to the perfgate server.
+	DetailsURL string
+	// Details, when set, is each check run's own "Details" link (its
+	// dashboard page); it wins over DetailsURL.
+	Details func(repo, headSHA string, tier app.Tier) string
 	// Now is the clock for deadlines; it must agree with the store's.
 	Now func() time.Time
 	Log zerolog.Logger
+	// Written is called after a step queued GitHub writes (to wake the
+	// outbox); optional.
+	Written func()
+	// JudgePolicy spaces the attempts to judge a job whose judging failed
+	// (a store hiccup, GitHub unreachable for the PR's author); after its
+	// MaxAttempts the check is concluded saying why. Default: 1 s doubling
+	// to 2 minutes, 8 attempts.
+	JudgePolicy backoff.Policy
+	// JudgePoll is how often an idle judge looks for finished jobs (1 s).
+	JudgePoll time.Duration
 }
 
 // New builds a Service.
@@ -53,7 +74,14 @@ func New(o Options) *Service {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	return &Service{st: o.Store, clients: o.Clients, checks: o.Checks, now: o.Now, log: o.Log}
+	if o.JudgePolicy.Base <= 0 {
+		o.JudgePolicy = backoff.Policy{Base: time.Second, Max: 2 * time.Minute, MaxAttempts: 8}
+	}
+	if o.JudgePoll <= 0 {
+		o.JudgePoll = time.Second
+	}
+	return &Service{st: o.Store, clients: o.Clients, detailsURL: o.DetailsURL, details: o.Details, now: o.Now, log: o.Log, written: o.Written,
+		judging: judging{policy: o.JudgePolicy, poll: o.JudgePoll, wake: make(chan struct{}, 1)}}
 }
 
 // Job kinds beyond the triggers the app names.
@@ -63,8 +91,9 @@ const (
 )
 
 // RequestRun implements app.Dispatcher: it snapshots the base branch's
-// config into a plan, enqueues the job and links it to the check run, all
-// before returning, so a crash after the webhook's 2xx loses nothing.
+// config into a plan and records the check run and its jobs in one
+// transaction, before returning, so a crash after the webhook's 2xx loses
+// nothing and a retried delivery asks once.
 func (s *Service) RequestRun(ctx context.Context, req app.RunRequest) error {
 	client, err := s.clients.NewInstallationClient(req.InstallationID)
 	if err != nil {
@@ -78,183 +107,211 @@ func (s *Service) RequestRun(ctx context.Context, req app.RunRequest) error {
 	if err != nil {
 		return err
 	}
-	plan, err := agentapi.PlanFromConfig(cfg, string(req.Tier))
-	if err != nil {
-		return fmt.Errorf("plan %s tier: %w", req.Tier, err)
-	}
-	plan.Repo, plan.HeadSHA = req.FullName(), req.HeadSHA
-
-	prev, err := s.st.GetCheckRun(ctx, req.FullName(), req.HeadSHA, string(req.Tier))
-	if err != nil && !errors.Is(err, store.ErrNotFound) {
-		return err
-	}
-	found := err == nil
-	var jobIDs []int64
-	var deadline time.Time
-	var carried json.RawMessage
-	if found {
-		// The escalation clock belongs to the commit, not to one run of
-		// it: re-running the same SHA (a retest, a reopened PR, a second
-		// approval) keeps its deadline, and an escalated or accepted
-		// regression stays so unless the new runs pass.
-		deadline, carried = prev.Deadline, carryVerdict(prev)
-	}
-	if found && req.Confirm {
-		// A retest after a suspected regression re-measures three times on
-		// the same card, and the new runs join the evidence: pressing
-		// retest must not be a way to draw a fresh sample until green.
-		jobIDs = prev.JobIDs
-		plan.Repeats = 3
-		if uuid := s.cardOf(ctx, prev.JobIDs); uuid != "" {
-			plan.GPUUUID = uuid
-		}
-	}
 	tier, err := cfg.Tier(string(req.Tier))
 	if err != nil {
-		return err
+		return backoff.Permanent(err)
 	}
-	plans, cells := matrixPlans(plan, tier)
-	var newIDs []int64
-	for i, p := range plans {
-		job, err := s.enqueue(ctx, req, cfg, p, cells[i], req.Trigger)
+	return s.retryCAS(ctx, func() (bool, error) {
+		prev, found, err := s.row(ctx, req.FullName(), req.HeadSHA, string(req.Tier))
 		if err != nil {
-			return err
+			return false, err
 		}
-		newIDs = append(newIDs, job.ID)
-	}
-	if _, err := s.st.PutCheckRun(ctx, store.CheckRun{
-		Repo: req.FullName(), HeadSHA: req.HeadSHA, Tier: string(req.Tier), PRNumber: req.PR,
-		InstallationID: req.InstallationID, GitHubID: req.CheckRunID, JobIDs: append(jobIDs, newIDs...),
-		State: store.CheckQueued, Deadline: deadline, Verdict: carried,
-	}); err != nil {
-		return err
-	}
-	if found && prev.GitHubID != 0 && prev.GitHubID != req.CheckRunID && open(prev.State) {
-		// The row now reports to the new check run; the old one would
-		// otherwise stay queued on GitHub forever.
-		s.cancelCheck(ctx, prev, "Replaced by a newer run",
-			fmt.Sprintf("A newer run of `%s` (%s) replaced this one before it finished; see the latest `%s` check.", short(req.HeadSHA), req.Trigger, app.CheckName(req.Tier)))
-	}
-	s.audit(ctx, req.RequestedBy, "run.requested", req.FullName(), req.PR, map[string]any{
-		"tier": req.Tier, "sha": req.HeadSHA, "job_ids": newIDs, "trigger": req.Trigger, "delivery": req.DeliveryID,
+		key := requestKey(req.DeliveryID, req.Tier)
+		if found && key != "" && prev.RequestKey == key {
+			return true, nil // this delivery already asked
+		}
+		plan, err := agentapi.PlanFromConfig(cfg, string(req.Tier))
+		if err != nil {
+			return false, backoff.Permanent(fmt.Errorf("plan %s tier: %w", req.Tier, err))
+		}
+		plan.Repo, plan.HeadSHA = req.FullName(), req.HeadSHA
+		jobIDs := []int64{}
+		if found && req.Confirm {
+			// A retest after a suspected regression re-measures three times
+			// on the same card, and the new runs join the evidence:
+			// pressing retest must not be a way to draw a fresh sample
+			// until green.
+			jobIDs = prev.JobIDs
+			plan.Repeats = 3
+			if uuid := s.cardOf(ctx, prev.JobIDs); uuid != "" {
+				plan.GPUUUID = uuid
+			}
+		}
+		plans, cells := matrixPlans(plan, tier)
+		var specs []store.JobSpec
+		for i, p := range plans {
+			spec, err := jobSpec(req, cfg, p, cells[i])
+			if err != nil {
+				return false, err
+			}
+			specs = append(specs, spec)
+		}
+		if !found {
+			prev = store.CheckRun{Repo: req.FullName(), HeadSHA: req.HeadSHA, Tier: string(req.Tier)}
+		}
+		prev.PRNumber, prev.InstallationID = req.PR, req.InstallationID
+		doc := s.docOf(prev)
+		if req.Author != "" {
+			doc.Author = req.Author
+		}
+		_, applied, err := s.apply(ctx, prev, step{
+			ev:       checkstate.Event{Kind: checkstate.Requested, Tier: string(req.Tier)},
+			doc:      &doc,
+			out:      app.Output{Title: "Queued", Summary: fmt.Sprintf("Waiting for a runner to benchmark `%s` (%s tier).", short(req.HeadSHA), req.Tier)},
+			jobIDs:   jobIDs,
+			jobs:     specs,
+			key:      key,
+			replaced: [2]string{"Replaced by a newer run", fmt.Sprintf("A newer run of `%s` (%s) replaced this one before it finished; see the latest `%s` check.", short(req.HeadSHA), req.Trigger, app.CheckName(req.Tier))},
+			actor:    req.RequestedBy,
+			action:   "run.requested",
+			detail:   map[string]any{"trigger": req.Trigger, "delivery": req.DeliveryID, "jobs": len(specs)},
+		})
+		return applied, err
 	})
-	return nil
 }
 
-func (s *Service) enqueue(ctx context.Context, req app.RunRequest, cfg *config.Config, plan agentapi.Plan, cell, kind string) (store.Job, error) {
+// requestKey identifies a delivery's request for one tier.
+func requestKey(deliveryID string, tier app.Tier) string {
+	if deliveryID == "" {
+		return ""
+	}
+	return deliveryID + "/" + string(tier)
+}
+
+func jobSpec(req app.RunRequest, cfg *config.Config, plan agentapi.Plan, cell string) (store.JobSpec, error) {
 	snap, err := newSnapshot(cfg, plan)
 	if err != nil {
-		return store.Job{}, err
+		return store.JobSpec{}, err
 	}
 	snap.Cell = cell
 	snapshot, err := snap.encode()
 	if err != nil {
-		return store.Job{}, err
+		return store.JobSpec{}, err
 	}
-	job, err := s.st.Enqueue(ctx, store.JobSpec{
-		Tier: plan.Tier, Kind: kind, Repo: req.FullName(), InstallationID: req.InstallationID,
+	return store.JobSpec{
+		Tier: plan.Tier, Kind: req.Trigger, Repo: req.FullName(), InstallationID: req.InstallationID,
 		PRNumber: req.PR, HeadSHA: plan.HeadSHA, BaseSHA: req.BaseSHA, Config: snapshot,
-		Labels: cfg.Runner.Labels, GPUUUID: plan.GPUUUID, CheckRunID: req.CheckRunID,
+		Labels: cfg.Runner.Labels, GPUUUID: plan.GPUUUID,
+	}, nil
+}
+
+// Conclude implements app.Dispatcher: a check decided without a run
+// (skipped, waiting for a maintainer, broken or missing config).
+func (s *Service) Conclude(ctx context.Context, c app.ConcludeRequest) error {
+	repo := c.Owner + "/" + c.Repo
+	return s.retryCAS(ctx, func() (bool, error) {
+		prev, found, err := s.row(ctx, repo, c.HeadSHA, string(c.Tier))
+		if err != nil {
+			return false, err
+		}
+		key := requestKey(c.DeliveryID, c.Tier)
+		if found && key != "" && prev.RequestKey == key {
+			return true, nil
+		}
+		if !found {
+			prev = store.CheckRun{Repo: repo, HeadSHA: c.HeadSHA, Tier: string(c.Tier)}
+		}
+		prev.PRNumber, prev.InstallationID = c.PR, c.InstallationID
+		_, applied, err := s.apply(ctx, prev, step{
+			ev:           checkstate.Event{Kind: checkstate.Concluded, Phase: phaseOf(c.Verdict), Tier: string(c.Tier)},
+			doc:          &verdictDoc{},
+			out:          c.Output,
+			key:          key,
+			replaced:     [2]string{"Replaced", fmt.Sprintf("perfgate concluded `%s` without a run: %s", app.CheckName(c.Tier), c.Output.Title)},
+			cancelReason: "concluded without a run: " + c.Output.Title,
+		})
+		return applied, err
 	})
-	if err != nil {
-		return store.Job{}, fmt.Errorf("enqueue %s job: %w", plan.Tier, err)
+}
+
+// phaseOf is the lifecycle phase of a verdict given without a run.
+func phaseOf(v app.Verdict) checkstate.Phase {
+	switch v {
+	case app.VerdictSkipped:
+		return checkstate.Skipped
+	case app.VerdictWaiting:
+		return checkstate.Waiting
+	case app.VerdictConfigError:
+		return checkstate.ConfigError
+	case app.VerdictNotConfigured:
+		return checkstate.NotConfigured
+	case app.VerdictPass:
+		return checkstate.Passed
+	case app.VerdictInconclusive:
+		return checkstate.Inconclusive
 	}
-	return job, nil
+	return checkstate.Errored
 }
 
 // Supersede implements app.Dispatcher: a new push cancels the PR's older
-// queued jobs, asks running ones to stop, and clears the escalation clocks
-// of older commits (the new SHA gets its own).
+// queued jobs, asks running ones to stop, concludes the older commits' open
+// checks and stops their clocks (the new SHA gets its own).
 func (s *Service) Supersede(ctx context.Context, repo string, pr int, newHeadSHA string) error {
-	sup, err := s.st.CancelSuperseded(ctx, repo, pr, newHeadSHA)
-	if err != nil {
+	if _, err := s.st.CancelSuperseded(ctx, repo, pr, newHeadSHA); err != nil {
 		return err
 	}
+	return s.eachRow(ctx, repo, pr, func(cr store.CheckRun) bool { return cr.HeadSHA != newHeadSHA }, step{
+		ev:           checkstate.Event{Kind: checkstate.NewerPush},
+		cancelReason: "superseded by " + short(newHeadSHA),
+		outFor: func(cr store.CheckRun) app.Output {
+			return app.Output{Title: "Superseded by a newer push",
+				Summary: fmt.Sprintf("The pull request moved on to `%s`; perfgate measures that commit instead of `%s`.", short(newHeadSHA), short(cr.HeadSHA))}
+		},
+	})
+}
+
+// Close implements app.Dispatcher: a closed pull request's jobs are
+// cancelled, its open checks concluded as cancelled and its clocks
+// stopped, so nothing escalates or mentions its author afterwards.
+func (s *Service) Close(ctx context.Context, repo string, pr int, by string) error {
+	if _, err := s.st.CancelPRJobs(ctx, repo, pr, "pull request closed"); err != nil {
+		return err
+	}
+	return s.eachRow(ctx, repo, pr, nil, step{
+		ev:           checkstate.Event{Kind: checkstate.PRClosed},
+		cancelReason: "pull request closed",
+		actor:        by,
+		out: app.Output{Title: "PR closed",
+			Summary: "The pull request was closed before perfgate finished, so nothing more runs for it. Reopening it measures it again."},
+	})
+}
+
+// eachRow applies st to every check run of the PR that keep selects.
+func (s *Service) eachRow(ctx context.Context, repo string, pr int, keep func(store.CheckRun) bool, st step) error {
 	runs, err := s.st.ListCheckRuns(ctx, repo, pr)
 	if err != nil {
 		return err
 	}
+	var errs []error
 	for _, cr := range runs {
-		if cr.HeadSHA == newHeadSHA {
+		if keep != nil && !keep(cr) {
 			continue
 		}
-		if open(cr.State) {
-			// Its jobs are cancelled above; conclude the check too, or
-			// GitHub shows the old commit queued forever. The transition
-			// is conditional, so of several replicas one updates GitHub.
-			won, err := s.st.TransitionCheckRun(ctx, cr.ID, cr.State, store.CheckTransition{State: checkSuperseded})
+		err := s.retryCAS(ctx, func() (bool, error) {
+			cur, err := s.st.GetCheckRunByID(ctx, cr.ID)
 			if err != nil {
-				return err
+				return false, err
 			}
-			if won {
-				s.cancelCheck(ctx, cr, "Superseded by a newer push",
-					fmt.Sprintf("The pull request moved on to `%s`; perfgate measures that commit instead of `%s`.", short(newHeadSHA), short(cr.HeadSHA)))
+			_, applied, err := s.apply(ctx, cur, st)
+			if errors.Is(err, errIgnored) {
+				return true, nil
 			}
-			continue
-		}
-		if cr.Deadline.IsZero() {
-			continue
-		}
-		if _, err := s.st.TransitionCheckRun(ctx, cr.ID, cr.State, store.CheckTransition{State: cr.State}); err != nil {
-			return err
-		}
-	}
-	if n := len(sup.Cancelled) + len(sup.Signalled); n > 0 {
-		s.audit(ctx, "perfgate", "run.superseded", repo, pr, map[string]any{"new_sha": newHeadSHA, "cancelled": len(sup.Cancelled), "signalled": len(sup.Signalled)})
-	}
-	return nil
-}
-
-// checkSuperseded is the state of a check run whose commit a newer push
-// replaced before it was judged; results that still arrive are dropped.
-const checkSuperseded = "superseded"
-
-// open reports whether a check run state is still waiting for its jobs.
-func open(state string) bool {
-	return state == store.CheckQueued || state == store.CheckInProgress
-}
-
-// carryVerdict is the verdict a re-run of the same commit starts from: the
-// previous one, remembering whether its regression was escalated or
-// accepted, so the re-run's regression is judged as such rather than as a
-// fresh warning.
-func carryVerdict(prev store.CheckRun) json.RawMessage {
-	var doc verdictDoc
-	if len(prev.Verdict) > 0 {
-		_ = json.Unmarshal(prev.Verdict, &doc) // an unreadable verdict carries nothing
-	}
-	held := doc.Held // a re-run of a re-run keeps what the first one carried
-	if !open(prev.State) {
-		held = ""
-	}
-	if prev.State == store.CheckEscalated || prev.State == store.CheckAccepted {
-		held = prev.State
-	}
-	if held == "" {
-		return nil
-	}
-	raw, _ := json.Marshal(verdictDoc{Held: held, Notes: doc.Notes})
-	return raw
-}
-
-// cancelCheck concludes an open GitHub check run as cancelled. app.Checks
-// has no cancelled verdict (it is not a judgement of the commit), so this
-// updates the run through go-github directly. Failures are logged, not
-// returned: the caller's real work (queueing the new run) must go on.
-func (s *Service) cancelCheck(ctx context.Context, cr store.CheckRun, title, summary string) {
-	client, err := s.clients.NewInstallationClient(cr.InstallationID)
-	if err == nil {
-		owner, repo, _ := strings.Cut(cr.Repo, "/")
-		_, _, err = client.Checks.UpdateCheckRun(ctx, owner, repo, cr.GitHubID, github.UpdateCheckRunOptions{
-			Name:       app.CheckName(app.Tier(cr.Tier)), // go-github v62 sends name even when empty: always set it
-			Status:     github.String("completed"),
-			Conclusion: github.String("cancelled"),
-			Output:     &github.CheckRunOutput{Title: github.String(title), Summary: github.String(summary)},
+			return applied, err
 		})
+		if err != nil {
+			errs = append(errs, err)
+		}
 	}
-	if err != nil {
-		s.log.Error().Err(err).Str("repo", cr.Repo).Int64("check_run_id", cr.GitHubID).Str("sha", cr.HeadSHA).Msg("conclude replaced check run as cancelled")
+	return errors.Join(errs...)
+}
+
+// row reads the check run of (repo, sha, tier), reporting whether it exists.
+func (s *Service) row(ctx context.Context, repo, sha, tier string) (store.CheckRun, bool, error) {
+	cr, err := s.st.GetCheckRun(ctx, repo, sha, tier)
+	if errors.Is(err, store.ErrNotFound) {
+		return store.CheckRun{}, false, nil
 	}
+	return cr, err == nil, err
 }
 
 // cardOf returns the GPU the jobs' measured runs used, for pinning a retest.
@@ -273,8 +330,13 @@ func (s *Service) cardOf(ctx context.Context, jobIDs []int64) string {
 	return ""
 }
 
+// audit writes an audit entry outside a lifecycle step.
 func (s *Service) audit(ctx context.Context, actor, action, repo string, pr int, detail map[string]any) {
-	raw, _ := json.Marshal(detail)
+	raw, err := json.Marshal(detail)
+	if err != nil {
+		s.log.Error().Err(err).Str("action", action).Msg("encode audit detail")
+		raw = nil
+	}
 	if actor == "" {
 		actor = "perfgate"
 	}

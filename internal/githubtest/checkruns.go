@@ -181,6 +181,7 @@ func checkRunJSON(cr *CheckRun) map[string]any {
 		"id": cr.ID, "name": cr.Name, "head_sha": cr.HeadSHA, "external_id": cr.ExternalID, "status": cr.Status,
 		"output":   map[string]any{"title": cr.Title, "summary": cr.Summary, "text": cr.Text},
 		"html_url": fmt.Sprintf("https://github.com/%s/runs/%d", cr.Repo, cr.ID),
+		"app":      map[string]any{"id": AppID, "slug": AppSlug},
 	}
 	if cr.Conclusion != "" {
 		out["conclusion"] = cr.Conclusion

@@ -65,6 +65,7 @@ type Server struct {
 	issues        []*Issue
 	repos         map[string]*repoState
 	failures      []*failure
+	outage        *outage
 	nextID        int64
 	manifest      *manifestState // manifest.go
 }
@@ -185,10 +186,15 @@ func (s *Server) SetFiles(repo string, number int, files []File) {
 	s.files[prKey(repo, number)] = files
 }
 
-// SetContent stores a file at ref ("main", or a SHA) for the contents API.
+// SetContent stores a file at ref ("main", or a SHA) for the contents API;
+// nil content removes it (404).
 func (s *Server) SetContent(repo, ref, path string, content []byte) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if content == nil {
+		delete(s.contents, repo+"@"+ref+":"+path)
+		return
+	}
 	s.contents[repo+"@"+ref+":"+path] = content
 }
 
@@ -272,6 +278,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("POST /app/installations/{id}/access_tokens", s.createToken)
 	mux.HandleFunc("POST /repos/{owner}/{repo}/check-runs", s.auth(s.createCheckRun))
 	mux.HandleFunc("PATCH /repos/{owner}/{repo}/check-runs/{id}", s.auth(s.updateCheckRun))
+	mux.HandleFunc("GET /repos/{owner}/{repo}/commits/{ref}/check-runs", s.auth(s.listCheckRunsForRef))
 	mux.HandleFunc("POST /repos/{owner}/{repo}/issues/{number}/comments", s.auth(s.createComment))
 	mux.HandleFunc("POST /repos/{owner}/{repo}/issues/comments/{id}/reactions", s.auth(s.createReaction))
 	mux.HandleFunc("GET /repos/{owner}/{repo}/pulls/{number}", s.auth(s.getPull))
@@ -296,7 +303,10 @@ func (s *Server) record(next http.Handler) http.Handler {
 		s.mu.Lock()
 		idx := len(s.requests)
 		s.requests = append(s.requests, Request{Method: r.Method, Path: r.URL.Path, Query: r.URL.Query(), Header: r.Header.Clone(), Body: body})
-		f := s.takeFailure(r.Method, r.URL.Path)
+		f := s.outageFailure()
+		if f == nil {
+			f = s.takeFailure(r.Method, r.URL.Path)
+		}
 		s.mu.Unlock()
 		if f != nil {
 			for k, v := range f.header {

@@ -68,6 +68,38 @@ func (s *instrumentedStore) CancelSuperseded(ctx context.Context, repo string, p
 	return sup, err
 }
 
+func (s *instrumentedStore) CancelPRJobs(ctx context.Context, repo string, pr int, reason string) (store.Superseded, error) {
+	sup, err := s.Store.CancelPRJobs(ctx, repo, pr, reason)
+	for _, j := range sup.Cancelled {
+		s.m.moveJob(j, store.StatusQueued, store.StatusCancelled)
+	}
+	return sup, err
+}
+
+// ApplyCheck counts the jobs a check run's step queues and the queued ones
+// it cancels.
+func (s *instrumentedStore) ApplyCheck(ctx context.Context, ch store.CheckChange) (store.CheckRun, bool, error) {
+	var queued []store.Job
+	for _, id := range ch.CancelJobs {
+		if j, err := s.Store.GetJob(ctx, id); err == nil && j.Status == store.StatusQueued {
+			queued = append(queued, j)
+		}
+	}
+	cr, applied, err := s.Store.ApplyCheck(ctx, ch)
+	if err != nil || !applied {
+		return cr, applied, err
+	}
+	for _, spec := range ch.AddJobs {
+		s.m.moveJob(store.Job{JobSpec: spec}, "", store.StatusQueued)
+	}
+	for _, j := range queued {
+		if now, err := s.Store.GetJob(ctx, j.ID); err == nil && now.Status == store.StatusCancelled {
+			s.m.moveJob(j, store.StatusQueued, store.StatusCancelled)
+		}
+	}
+	return cr, applied, err
+}
+
 func (s *instrumentedStore) CancelJob(ctx context.Context, jobID int64, reason string) (store.Job, error) {
 	j, err := s.Store.CancelJob(ctx, jobID, reason)
 	// Only a queued job is cancelled at once; a running one is asked to

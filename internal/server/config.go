@@ -54,6 +54,32 @@ var Settings = []Setting{
 		}
 		return nil
 	}},
+	{Key: "unconfigured", Env: "PERFGATE_UNCONFIGURED", Help: `what a repository without .github/perfgate.yml gets: "quiet" (no check; the default) or "neutral" (a neutral "not configured" check linking the docs)`, set: func(c *Config, v string) error {
+		if v != "quiet" && v != "neutral" {
+			return fmt.Errorf("%q: want quiet or neutral", v)
+		}
+		c.Unconfigured = v
+		return nil
+	}},
+	{Key: "http.read_timeout", Env: "PERFGATE_HTTP_READ_TIMEOUT", Help: "how long reading one request may take, body included (default 1m)", set: dur(func(c *Config) *time.Duration { return &c.HTTP.ReadTimeout })},
+	{Key: "http.write_timeout", Env: "PERFGATE_HTTP_WRITE_TIMEOUT", Help: "how long writing one response may take (default: the long poll plus 1m)", set: dur(func(c *Config) *time.Duration { return &c.HTTP.WriteTimeout })},
+	{Key: "http.idle_timeout", Env: "PERFGATE_HTTP_IDLE_TIMEOUT", Help: "how long an idle keep-alive connection stays open (default 1m)", set: dur(func(c *Config) *time.Duration { return &c.HTTP.IdleTimeout })},
+	{Key: "http.max_connections", Env: "PERFGATE_HTTP_MAX_CONNECTIONS", Help: "open connections at most; more wait to be accepted (default 1024)", set: func(c *Config, v string) error {
+		n, err := strconv.Atoi(strings.TrimSpace(v))
+		if err != nil || n <= 0 {
+			return fmt.Errorf("%q: want a positive whole number", v)
+		}
+		c.HTTP.MaxConnections = n
+		return nil
+	}},
+	{Key: "http.webhook_inflight_bytes", Env: "PERFGATE_WEBHOOK_INFLIGHT_BYTES", Help: "webhook bodies held before their signatures are checked, across all connections, in bytes (default 67108864: 64 MiB)", set: func(c *Config, v string) error {
+		n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		if err != nil || n <= 0 {
+			return fmt.Errorf("%q: want a positive whole number of bytes", v)
+		}
+		c.HTTP.WebhookInFlightBytes = n
+		return nil
+	}},
 	{Key: "dashboard.signing_key", Env: "PERFGATE_DASHBOARD_SIGNING_KEY", Secret: true, Help: "key that signs the dashboard's links to private repositories (default: derived from the webhook secret)", set: str(func(c *Config) *string { return &c.Dashboard.SigningKey })},
 	{Key: "changepoints.cron", Env: "PERFGATE_CHANGEPOINTS_CRON", Help: `cron expression for the nightly change-point pass (default "30 5 * * *")`, set: str(func(c *Config) *string { return &c.ChangePoints.Cron })},
 	{Key: "github.web_url", Env: "PERFGATE_GITHUB_WEB_URL", Help: "GitHub's web address (default https://github.com; a GitHub Enterprise Server's for GHES)", set: str(func(c *Config) *string { return &c.GitHub.WebURL })},
@@ -265,6 +291,9 @@ func Prepare(cfg *Config) (Prepared, error) {
 	if cfg.DatabaseURL == "" {
 		cfg.DatabaseURL = filepath.Join(cfg.DataDir, "perfgate.db")
 	}
+	if cfg.Unconfigured != "" && cfg.Unconfigured != "quiet" && cfg.Unconfigured != "neutral" {
+		bad("PERFGATE_UNCONFIGURED", "%q: want quiet or neutral", cfg.Unconfigured)
+	}
 	if cfg.Lease > 0 && cfg.LongPoll >= cfg.Lease {
 		bad("PERFGATE_LONG_POLL", "%s must be shorter than the lease (%s)", cfg.LongPoll, cfg.Lease)
 	}
@@ -310,8 +339,8 @@ func Prepare(cfg *Config) (Prepared, error) {
 	}
 	switch {
 	case n == 3:
-		if strings.TrimSpace(app.WebhookSecret) == "" {
-			bad("PERFGATE_GITHUB_APP_WEBHOOK_SECRET", "is blank: set the secret configured on the GitHub App")
+		if len(strings.TrimSpace(app.WebhookSecret)) < 16 {
+			bad("PERFGATE_GITHUB_APP_WEBHOOK_SECRET", "blank or shorter than 16 characters: anyone could guess it; set a long random secret on the GitHub App and here (openssl rand -hex 32)")
 		}
 	case n > 0:
 		for _, env := range []string{"PERFGATE_GITHUB_APP_INTEGRATION_ID", "PERFGATE_GITHUB_APP_WEBHOOK_SECRET", "PERFGATE_GITHUB_APP_PRIVATE_KEY"} {

@@ -40,7 +40,7 @@ func TestPrepare(t *testing.T) {
 		t.Fatal(err)
 	}
 	stored := t.TempDir()
-	if err := setup.Save(stored, setup.Credentials{AppID: 77, Slug: "perfgate-acme", WebhookSecret: "whsec", PrivateKeyPEM: key}); err != nil {
+	if err := setup.Save(stored, setup.Credentials{AppID: 77, Slug: "perfgate-acme", WebhookSecret: "stored-webhook-secret-0123456789", PrivateKeyPEM: key}); err != nil {
 		t.Fatal(err)
 	}
 	tok := "0123456789abcdef0123"
@@ -56,16 +56,16 @@ func TestPrepare(t *testing.T) {
 				t.Errorf("prepared %+v, db %s", p, c.DatabaseURL)
 			}
 		}},
-		{"key as a path", map[string]string{"PERFGATE_GITHUB_APP_INTEGRATION_ID": "5", "PERFGATE_GITHUB_APP_WEBHOOK_SECRET": "s", "PERFGATE_GITHUB_APP_PRIVATE_KEY": keyFile, "PERFGATE_AGENT_REGISTRATION_TOKEN": tok}, nil,
+		{"key as a path", map[string]string{"PERFGATE_GITHUB_APP_INTEGRATION_ID": "5", "PERFGATE_GITHUB_APP_WEBHOOK_SECRET": "a-webhook-secret-of-32-characters", "PERFGATE_GITHUB_APP_PRIVATE_KEY": keyFile, "PERFGATE_AGENT_REGISTRATION_TOKEN": tok}, nil,
 			func(t *testing.T, c Config, p Prepared) {
 				if p.Setup || c.GitHub.App.PrivateKey != key {
 					t.Errorf("the key file was not read: setup %v", p.Setup)
 				}
 			}},
-		{"key as PEM", map[string]string{"PERFGATE_GITHUB_APP_INTEGRATION_ID": "5", "PERFGATE_GITHUB_APP_WEBHOOK_SECRET": "s", "PERFGATE_GITHUB_APP_PRIVATE_KEY": key, "PERFGATE_AGENT_REGISTRATION_TOKEN": tok}, nil, nil},
+		{"key as PEM", map[string]string{"PERFGATE_GITHUB_APP_INTEGRATION_ID": "5", "PERFGATE_GITHUB_APP_WEBHOOK_SECRET": "a-webhook-secret-of-32-characters", "PERFGATE_GITHUB_APP_PRIVATE_KEY": key, "PERFGATE_AGENT_REGISTRATION_TOKEN": tok}, nil, nil},
 		{"secret from a _FILE", map[string]string{"PERFGATE_GITHUB_APP_INTEGRATION_ID": "5", "PERFGATE_GITHUB_APP_WEBHOOK_SECRET_FILE": keyFile + ".secret", "PERFGATE_GITHUB_APP_PRIVATE_KEY": key, "PERFGATE_AGENT_REGISTRATION_TOKEN": tok}, nil,
 			func(t *testing.T, c Config, p Prepared) {
-				if c.GitHub.App.WebhookSecret != "from-a-file" {
+				if c.GitHub.App.WebhookSecret != "from-a-file-webhook-secret" {
 					t.Errorf("secret %q", c.GitHub.App.WebhookSecret)
 				}
 			}},
@@ -80,10 +80,14 @@ func TestPrepare(t *testing.T) {
 				t.Errorf("prepared %+v, config app %+v slug %q", p, c.GitHub.App.IntegrationID, c.AppSlug)
 			}
 		}},
-		{"a missing registration token, credentials by hand", map[string]string{"PERFGATE_GITHUB_APP_INTEGRATION_ID": "5", "PERFGATE_GITHUB_APP_WEBHOOK_SECRET": "s", "PERFGATE_GITHUB_APP_PRIVATE_KEY": key},
+		{"a short webhook secret", map[string]string{"PERFGATE_GITHUB_APP_INTEGRATION_ID": "5", "PERFGATE_GITHUB_APP_WEBHOOK_SECRET": "hunter2", "PERFGATE_GITHUB_APP_PRIVATE_KEY": key, "PERFGATE_AGENT_REGISTRATION_TOKEN": tok},
+			[]string{"PERFGATE_GITHUB_APP_WEBHOOK_SECRET (server.yml github.app.webhook_secret): blank or shorter than 16 characters"}, nil},
+		{"an unknown unconfigured mode", map[string]string{"PERFGATE_UNCONFIGURED": "loud", "PERFGATE_PUBLIC_URL": "https://perf.example.org"},
+			[]string{`PERFGATE_UNCONFIGURED (server.yml unconfigured): "loud": want quiet or neutral`}, nil},
+		{"a missing registration token, credentials by hand", map[string]string{"PERFGATE_GITHUB_APP_INTEGRATION_ID": "5", "PERFGATE_GITHUB_APP_WEBHOOK_SECRET": "a-webhook-secret-of-32-characters", "PERFGATE_GITHUB_APP_PRIVATE_KEY": key},
 			[]string{"PERFGATE_AGENT_REGISTRATION_TOKEN (server.yml agent_registration_token): not set"}, nil},
 	}
-	if err := os.WriteFile(keyFile+".secret", []byte("from-a-file\n"), 0o600); err != nil {
+	if err := os.WriteFile(keyFile+".secret", []byte("from-a-file-webhook-secret\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	for _, tt := range tests {

@@ -33,7 +33,7 @@ func TestDashboardIsMounted(t *testing.T) {
 		}
 	}
 	ts := httptest.NewUnstartedServer(nil)
-	srv, err := New(Config{GitHub: gh.AppConfig(), AgentRegistrationToken: "tok", PublicURL: "http://" + ts.Listener.Addr().String()}, st, zerolog.Nop(), nil)
+	srv, err := New(Config{GitHub: gh.AppConfig(), AgentRegistrationToken: testToken, PublicURL: "http://" + ts.Listener.Addr().String()}, st, zerolog.Nop(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

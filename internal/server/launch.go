@@ -108,10 +108,11 @@ func Launch(ctx context.Context, cfg Config, prep Prepared, st store.Store, ln n
 	}
 	top.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { (*current.Load()).ServeHTTP(w, r) }))
 
-	hs := &http.Server{Handler: top, ReadHeaderTimeout: 10 * time.Second}
-	log.Info().Str("addr", ln.Addr().String()).Str("db", store.Redact(cfg.DatabaseURL)).Bool("setup_mode", prep.Setup).Msg("perfgate server listening")
+	hs := httpServer(cfg, top)
+	log.Info().Str("addr", ln.Addr().String()).Str("db", store.Redact(cfg.DatabaseURL)).Str("public_url", store.Redact(cfg.PublicURL)).
+		Bool("setup_mode", prep.Setup).Msg("perfgate server listening")
 	errc := make(chan error, 1)
-	go func() { errc <- hs.Serve(ln) }()
+	go func() { errc <- hs.Serve(limitListener(cfg, ln)) }()
 	select {
 	case err := <-errc:
 		if !errors.Is(err, http.ErrServerClosed) {
@@ -119,13 +120,10 @@ func Launch(ctx context.Context, cfg Config, prep Prepared, st store.Store, ln n
 		}
 	case <-ctx.Done():
 	}
+	// The workers stop with ctx; deliveries, GitHub writes and judgements
+	// they did not finish stay in the store for the next start (or
+	// another replica).
 	shutdown, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	err := hs.Shutdown(shutdown)
-	if s := srv.Load(); s != nil {
-		if derr := s.App().Drain(shutdown); err == nil {
-			err = derr
-		}
-	}
-	return err
+	return hs.Shutdown(shutdown)
 }

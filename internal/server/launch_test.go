@@ -157,14 +157,14 @@ func TestLaunchSetupModeToServing(t *testing.T) {
 func TestLaunchRestartUsesStoredCredentials(t *testing.T) {
 	gh := githubtest.New(t)
 	dataDir := t.TempDir()
-	if err := setup.Save(dataDir, setup.Credentials{AppID: githubtest.AppID, Slug: "perfgate", WebhookSecret: "stored-secret", PrivateKeyPEM: string(gh.KeyPEM)}); err != nil {
+	if err := setup.Save(dataDir, setup.Credentials{AppID: githubtest.AppID, Slug: "perfgate", WebhookSecret: "stored-webhook-secret-0123456789", PrivateKeyPEM: string(gh.KeyPEM)}); err != nil {
 		t.Fatal(err)
 	}
 	base, prep, _ := launch(t, gh, dataDir)
 	if prep.Setup || prep.Stored == nil {
 		t.Fatalf("prepared %+v", prep)
 	}
-	req, err := githubtest.NewDelivery(base+"/api/github/hook", "pull_request", "r-1", githubtest.Fixture(t, "pull_request/opened.json"), []byte("stored-secret"))
+	req, err := githubtest.NewDelivery(base+"/api/github/hook", "pull_request", "r-1", githubtest.Fixture(t, "pull_request/opened.json"), []byte("stored-webhook-secret-0123456789"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,12 +1,16 @@
 // Package server wires perfgate's server process: the GitHub webhook, the
-// agent API, health and metrics endpoints, and the background loops (lease
-// reaper, escalation timer, nightly schedule), all over one store.
+// agent API, health and metrics endpoints, and the background workers —
+// the webhook inbox, the outbox of GitHub writes, the judge of finished
+// jobs, the lease reaper, the escalation timer, the reconciler and the
+// nightly schedule — all over one store.
 package server
 
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/palantir/go-githubapp/githubapp"
@@ -14,14 +18,21 @@ import (
 
 	"github.com/perfgate/perfgate/internal/agentapi"
 	"github.com/perfgate/perfgate/internal/app"
+	"github.com/perfgate/perfgate/internal/backoff"
 	"github.com/perfgate/perfgate/internal/dispatch"
 	"github.com/perfgate/perfgate/internal/drift"
+	"github.com/perfgate/perfgate/internal/inbox"
 	"github.com/perfgate/perfgate/internal/metrics"
+	"github.com/perfgate/perfgate/internal/outbox"
 	"github.com/perfgate/perfgate/internal/store"
 	"github.com/perfgate/perfgate/internal/web"
 )
 
-// Config is the server's configuration; see Load for the file and
+// MinTokenLength is the shortest agent registration token perfgate
+// accepts: it is what lets a machine become a runner.
+const MinTokenLength = 16
+
+// Config is the server's configuration; see LoadConfig for the file and
 // environment it comes from.
 type Config struct {
 	Addr string `yaml:"addr"`
@@ -44,6 +55,12 @@ type Config struct {
 	// matrix on each of NightlyRepos' default branch; empty disables it.
 	NightlyCron  string   `yaml:"nightly_cron"`
 	NightlyRepos []string `yaml:"nightly_repos"`
+	// Unconfigured is what a repository without .github/perfgate.yml
+	// gets: "quiet" (no check; the default) or "neutral" (a neutral "not
+	// configured" check linking the docs).
+	Unconfigured string `yaml:"unconfigured"`
+	// HTTP bounds what one client can hold: see HTTPServer.
+	HTTP HTTPConfig `yaml:"http"`
 
 	// Dashboard and ChangePoints configure the web dashboard and the
 	// nightly change-point pass (dashboard.go).
@@ -52,8 +69,41 @@ type Config struct {
 
 	GitHub githubapp.Config `yaml:"github"`
 
+	// Loop tunes the background workers' timing; tests shrink it.
+	Loop LoopConfig `yaml:"-"`
+
 	// Metrics receives the server's instrumentation; nil makes a new set.
 	Metrics *metrics.Metrics `yaml:"-"`
+}
+
+// HTTPConfig bounds the HTTP server.
+type HTTPConfig struct {
+	// ReadTimeout bounds reading one request, body included (default 1m).
+	ReadTimeout time.Duration `yaml:"read_timeout"`
+	// WriteTimeout bounds one response (default: the long poll plus 1m).
+	WriteTimeout time.Duration `yaml:"write_timeout"`
+	// IdleTimeout closes an idle keep-alive connection (default 1m).
+	IdleTimeout time.Duration `yaml:"idle_timeout"`
+	// MaxConnections caps open connections (default 1024); more wait to
+	// be accepted.
+	MaxConnections int `yaml:"max_connections"`
+	// WebhookInFlightBytes caps webhook bodies held before their signature
+	// is verified, across all connections (default 64 MiB).
+	WebhookInFlightBytes int64 `yaml:"webhook_inflight_bytes"`
+}
+
+// LoopConfig is the timing of the background workers. Zero values are the
+// production defaults.
+type LoopConfig struct {
+	Poll           time.Duration  // how often idle workers look for due rows (1 s)
+	InboxLease     time.Duration  // how long a delivery's worker holds it (3 m)
+	OutboxLease    time.Duration  // how long one GitHub write may take (2 m)
+	InboxPolicy    backoff.Policy // delivery retries (1 s doubling to 10 m, 15 attempts)
+	OutboxPolicy   backoff.Policy // GitHub write retries (1 s doubling to 10 m, no limit)
+	JudgePolicy    backoff.Policy // judging retries (1 s doubling to 2 m, 8 attempts)
+	GitHubRetry    app.RetryPolicy
+	ReconcileEvery time.Duration // how often open checks are reconciled (1 m)
+	StartSyncEvery time.Duration // how often claimed jobs start their checks (1 s)
 }
 
 // Server is the assembled process.
@@ -63,6 +113,8 @@ type Server struct {
 	metrics  *metrics.Metrics
 	app      *app.App
 	dispatch *dispatch.Service
+	inbox    *inbox.Worker
+	outbox   *outbox.Sender
 	handler  http.Handler
 	web      *web.Handler
 	drift    *drift.Pass
@@ -82,45 +134,66 @@ func New(cfg Config, st store.Store, log zerolog.Logger, now func() time.Time) (
 	if cfg.Lease <= 0 {
 		cfg.Lease = agentapi.DefaultLease
 	}
+	if cfg.LongPoll <= 0 {
+		cfg.LongPoll = agentapi.DefaultLongPoll
+	}
+	cfg.HTTP.setDefaults(cfg.LongPoll)
+	if cfg.Loop.ReconcileEvery <= 0 {
+		cfg.Loop.ReconcileEvery = time.Minute
+	}
+	if cfg.Loop.StartSyncEvery <= 0 {
+		cfg.Loop.StartSyncEvery = time.Second
+	}
+	switch tok := cfg.AgentRegistrationToken; {
+	case tok == "":
+		return nil, errors.New("agent registration token is empty: set PERFGATE_AGENT_REGISTRATION_TOKEN so runner agents can register")
+	case len(strings.TrimSpace(tok)) < MinTokenLength:
+		return nil, fmt.Errorf("agent registration token is shorter than %d characters: anyone could guess it and register a runner; set a long random PERFGATE_AGENT_REGISTRATION_TOKEN (e.g. openssl rand -hex 32)", MinTokenLength)
+	}
 	if cfg.Metrics == nil {
 		cfg.Metrics = metrics.New(now)
 	}
 	// Every job move and agent call passes through the store: counting
 	// there keeps the queue gauges without a query per scrape.
 	st = cfg.Metrics.Store(st)
-	checks := app.Checks{}
-	if cfg.PublicURL != "" {
-		checks.DetailsURL = cfg.PublicURL
+	if err := registerLoopMetrics(cfg.Metrics.Registry(), st); err != nil {
+		return nil, err
 	}
 	s := &Server{cfg: cfg, st: st, metrics: cfg.Metrics, log: log, now: now}
+	var details func(repo, sha string, tier app.Tier) string
 	if cfg.PublicURL != "" {
-		checks.Details = s.detailsLink // an absolute link needs the public URL
+		details = s.detailsLink // an absolute link needs the public URL
 	}
 	// The dispatcher needs the app's client creator and the app needs the
 	// dispatcher: build the app with a forwarding dispatcher, then fill it.
 	fwd := &forward{}
-	a, err := app.New(app.Config{GitHub: cfg.GitHub, AppSlug: cfg.AppSlug, Checks: checks, Logger: log,
-		ClientMiddleware: []githubapp.ClientMiddleware{cfg.Metrics.GitHubTransport}, Events: cfg.Metrics},
-		app.Deps{Dispatcher: fwd, Deliveries: st, Config: app.ContentsConfigLoader{}, Appeals: fwd, Releases: fwd})
+	a, err := app.New(app.Config{
+		GitHub: cfg.GitHub, AppSlug: cfg.AppSlug, Logger: log, Retry: cfg.Loop.GitHubRetry,
+		Unconfigured: app.Unconfigured(cfg.Unconfigured), MaxInFlightBytes: cfg.HTTP.WebhookInFlightBytes,
+		ClientMiddleware: []githubapp.ClientMiddleware{cfg.Metrics.GitHubTransport}, Events: cfg.Metrics,
+	}, app.Deps{Dispatcher: fwd, Inbox: storeInbox{st}, Outbox: fwd, Config: app.ContentsConfigLoader{}, Appeals: fwd, Releases: fwd,
+		Accepted: func() { s.inbox.Wake() }})
 	if err != nil {
 		return nil, err
-	}
-	if cfg.AgentRegistrationToken == "" {
-		return nil, errors.New("agent registration token is empty: set PERFGATE_AGENT_REGISTRATION_TOKEN so runner agents can register")
 	}
 	s.app = a
 	if s.web, s.drift, err = s.dashboardParts(cfg, a.ClientCreator()); err != nil {
 		return nil, err
 	}
-	s.dispatch = dispatch.New(dispatch.Options{Store: st, Clients: a.ClientCreator(), Checks: checks, Now: now, Log: log})
+	s.outbox = outbox.New(outbox.Options{Store: st, Clients: a.ClientCreator(), Policy: cfg.Loop.OutboxPolicy,
+		Lease: cfg.Loop.OutboxLease, Poll: cfg.Loop.Poll, Now: now, Log: log})
+	s.dispatch = dispatch.New(dispatch.Options{Store: st, Clients: a.ClientCreator(), DetailsURL: cfg.PublicURL, Details: details,
+		Now: now, Log: log, Written: s.outbox.Wake, JudgePolicy: cfg.Loop.JudgePolicy, JudgePoll: cfg.Loop.Poll})
 	fwd.s = s.dispatch
+	s.inbox = inbox.New(inbox.Options{Store: st, Handler: a, Policy: cfg.Loop.InboxPolicy, Lease: cfg.Loop.InboxLease,
+		Poll: cfg.Loop.Poll, Now: now, Log: log})
 
 	mux := http.NewServeMux()
 	mux.Handle(app.WebhookPath, cfg.Metrics.Webhook(a.Handler()))
-	mux.Handle("/api/v1/", agentapi.NewServer(st, agentapi.Options{
+	mux.Handle("/api/v1/", agentBodyLimits(agentapi.NewServer(st, agentapi.Options{
 		RegistrationToken: cfg.AgentRegistrationToken, Lease: cfg.Lease, LongPoll: cfg.LongPoll,
 		OnJobDone: s.dispatch.JobDone, Log: log, Now: now,
-	}))
+	})))
 	mux.Handle("GET /healthz", Healthz())
 	mux.Handle("GET /readyz", Readyz(st))
 	mux.Handle("GET /metrics", cfg.Metrics.Handler())
@@ -144,8 +217,15 @@ func (s *Server) ChangePoints() *drift.Pass { return s.drift }
 // App is the GitHub side.
 func (s *Server) App() *app.App { return s.app }
 
-// RunBackground runs the reaper, the escalation timer and the nightly
-// schedule until ctx ends.
+// Inbox is the webhook inbox worker (tests run its passes).
+func (s *Server) Inbox() *inbox.Worker { return s.inbox }
+
+// Outbox is the sender of GitHub writes (tests run its passes).
+func (s *Server) Outbox() *outbox.Sender { return s.outbox }
+
+// RunBackground runs the workers and timers until ctx ends: the inbox, the
+// outbox, the judge, the reaper, the escalation and start-sync timers, the
+// reconciler and the nightly schedule.
 func (s *Server) RunBackground(ctx context.Context) error {
 	// The queue gauges start from one read of the database and are re-read
 	// every few minutes (other replicas move jobs too).
@@ -153,9 +233,13 @@ func (s *Server) RunBackground(ctx context.Context) error {
 		s.log.Warn().Err(err).Msg("seed queue metrics")
 	}
 	go s.metrics.RunResync(ctx, s.st, metricsResync, s.log)
+	go s.inbox.Run(ctx)
+	go s.outbox.Run(ctx)
+	go s.dispatch.RunJudge(ctx)
 	go agentapi.RunReaper(ctx, s.st, s.cfg.Lease/4, s.dispatch.JobDone, s.log)
 	go s.dispatch.RunEscalations(ctx, s.cfg.EscalateEvery)
-	go s.dispatch.RunStartSync(ctx, time.Second)
+	go s.dispatch.RunStartSync(ctx, s.cfg.Loop.StartSyncEvery)
+	go s.dispatch.RunReconcile(ctx, s.cfg.Loop.ReconcileEvery)
 	if s.cfg.NightlyCron != "" {
 		stop, err := s.dispatch.ScheduleNightly(ctx, s.cfg.NightlyCron, s.cfg.NightlyRepos, s.app.ClientCreator())
 		if err != nil {
@@ -177,15 +261,31 @@ func (s *Server) RunBackground(ctx context.Context) error {
 // database.
 const metricsResync = 5 * time.Minute
 
+// storeInbox is the app's Inbox over the store.
+type storeInbox struct{ st store.Store }
+
+func (i storeInbox) Accept(ctx context.Context, id, event string, payload []byte) (bool, error) {
+	a, err := i.st.AcceptDelivery(ctx, id, event, payload)
+	return a == store.AcceptedDuplicate, err
+}
+
 // forward lets the app be built before the dispatcher it calls.
 type forward struct{ s *dispatch.Service }
 
 func (f *forward) RequestRun(ctx context.Context, r app.RunRequest) error {
 	return f.s.RequestRun(ctx, r)
 }
+func (f *forward) Conclude(ctx context.Context, c app.ConcludeRequest) error {
+	return f.s.Conclude(ctx, c)
+}
 func (f *forward) Supersede(ctx context.Context, repo string, pr int, sha string) error {
 	return f.s.Supersede(ctx, repo, pr, sha)
 }
+func (f *forward) Close(ctx context.Context, repo string, pr int, by string) error {
+	return f.s.Close(ctx, repo, pr, by)
+}
+func (f *forward) Comment(ctx context.Context, c app.Comment) error { return f.s.Comment(ctx, c) }
+func (f *forward) React(ctx context.Context, r app.Reaction) error  { return f.s.React(ctx, r) }
 func (f *forward) Open(ctx context.Context, a app.Appeal) error     { return f.s.Open(ctx, a) }
 func (f *forward) Decide(ctx context.Context, d app.Decision) error { return f.s.Decide(ctx, d) }
 func (f *forward) ReleasePublished(ctx context.Context, r app.Release) error {

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rs/zerolog"
 
@@ -30,10 +31,14 @@ func TestNewRefusesUnsafeConfig(t *testing.T) {
 	}{
 		{"no webhook secret", func(c *Config) { c.GitHub.App.WebhookSecret = "" }, "webhook secret is empty"},
 		{"no registration token", func(c *Config) { c.AgentRegistrationToken = "" }, "PERFGATE_AGENT_REGISTRATION_TOKEN"},
+		{"blank registration token", func(c *Config) { c.AgentRegistrationToken = "               " }, "shorter than 16 characters"},
+		{"short registration token", func(c *Config) { c.AgentRegistrationToken = "letmein" }, "shorter than 16 characters"},
+		{"short webhook secret", func(c *Config) { c.GitHub.App.WebhookSecret = "s3cret" }, "webhook secret is shorter than 16"},
+		{"unknown unconfigured mode", func(c *Config) { c.Unconfigured = "loud" }, "not quiet or neutral"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			cfg := Config{GitHub: gh.AppConfig(), AgentRegistrationToken: "tok"}
+			cfg := Config{GitHub: gh.AppConfig(), AgentRegistrationToken: testToken}
 			tt.edit(&cfg)
 			_, err := New(cfg, st, zerolog.Nop(), nil)
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
@@ -51,7 +56,7 @@ func TestEndpoints(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	srv, err := New(Config{GitHub: gh.AppConfig(), AgentRegistrationToken: "tok"}, st, zerolog.Nop(), nil)
+	srv, err := New(Config{GitHub: gh.AppConfig(), AgentRegistrationToken: testToken}, st, zerolog.Nop(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,6 +71,10 @@ func TestEndpoints(t *testing.T) {
 		{"GET", "/readyz", "", 200, "ok"},
 		{"GET", "/metrics", "", 200, "perfgate_agents_connected 0"},
 		{"POST", "/api/v1/jobs/claim", "", 401, ""},
+		{"POST", "/api/v1/jobs/claim", strings.Repeat("x", 8<<10), 413, "over this route's limit"},
+		{"POST", "/api/v1/agents/register", strings.Repeat("x", 100<<10), 413, "over this route's limit of 65536"},
+		{"GET", "/metrics", "", 200, `perfgate_webhook_inbox{status="pending"} 0`},
+		{"GET", "/metrics", "", 200, `perfgate_github_writes{status="failed"} 0`},
 		{"POST", "/api/github/hook", `{"action":"opened"}`, 401, ""},
 	}
 	for _, tt := range tests {
@@ -109,5 +118,55 @@ func TestLoadConfigEnvOverridesFile(t *testing.T) {
 	t.Setenv("PERFGATE_LEASE", "soon")
 	if _, err := LoadConfig(""); err == nil || !strings.Contains(err.Error(), "PERFGATE_LEASE") {
 		t.Errorf("bad duration: %v", err)
+	}
+}
+
+// Every timeout a slow client could exploit is set.
+func TestHTTPServerTimeouts(t *testing.T) {
+	gh := githubtest.New(t)
+	st, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	srv, err := New(Config{GitHub: gh.AppConfig(), AgentRegistrationToken: testToken, LongPoll: 30 * time.Second}, st, zerolog.Nop(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := srv.HTTPServer()
+	if hs.ReadHeaderTimeout <= 0 || hs.ReadTimeout <= 0 || hs.IdleTimeout <= 0 || hs.MaxHeaderBytes <= 0 {
+		t.Errorf("server timeouts: %+v", hs)
+	}
+	if hs.WriteTimeout <= 30*time.Second {
+		t.Errorf("write timeout %v does not outlast the 30 s long poll", hs.WriteTimeout)
+	}
+}
+
+// The results route takes a large body from an agent, but refuses one
+// declared over its limit before reading a byte (no authentication needed
+// to be refused, none granted by sending).
+func TestAgentResultsLimit(t *testing.T) {
+	gh := githubtest.New(t)
+	st, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	srv, err := New(Config{GitHub: gh.AppConfig(), AgentRegistrationToken: testToken}, st, zerolog.Nop(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := httptest.NewRequest("POST", "/api/v1/jobs/7/results", strings.NewReader("{}"))
+	req.ContentLength = 65 << 20
+	rec := httptest.NewRecorder()
+	srv.Handler().ServeHTTP(rec, req)
+	if rec.Code != http.StatusRequestEntityTooLarge {
+		t.Errorf("65 MiB result: %d, want 413", rec.Code)
+	}
+	req = httptest.NewRequest("POST", "/api/v1/jobs/7/results", strings.NewReader("{}"))
+	rec = httptest.NewRecorder()
+	srv.Handler().ServeHTTP(rec, req)
+	if rec.Code != http.StatusUnauthorized {
+		t.Errorf("small result without a token: %d, want 401 from the agent API", rec.Code)
 	}
 }

@@ -80,25 +80,6 @@ func (s *sqlStore) ListAudit(ctx context.Context, repo string, pr int) ([]AuditE
 	return out, nil
 }
 
-// MarkDelivery records a webhook delivery ID and reports whether this is
-// the first time it was seen; a redelivery (GitHub's "Redeliver" button or
-// a retry) gets false and must do nothing.
-func (s *sqlStore) MarkDelivery(ctx context.Context, deliveryID, event string) (bool, error) {
-	if deliveryID == "" {
-		return false, fmt.Errorf("mark delivery: empty delivery ID")
-	}
-	res, err := s.w.ExecContext(ctx, s.q(`INSERT INTO webhook_deliveries (delivery_id, event, received_at)
-		VALUES (?, ?, ?) ON CONFLICT (delivery_id) DO NOTHING`), deliveryID, event, s.nowMicros())
-	if err != nil {
-		return false, fmt.Errorf("mark delivery %s: %w", deliveryID, err)
-	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return false, fmt.Errorf("mark delivery %s: %w", deliveryID, err)
-	}
-	return n == 1, nil
-}
-
 const dayFormat = "2006-01-02"
 
 // PutTrend stores one nightly point, replacing the same day's value.

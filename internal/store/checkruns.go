@@ -3,20 +3,23 @@ package store
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
+	"errors"
 	"fmt"
 )
 
 const checkRunCols = `id, repo, head_sha, tier, pr_number, installation_id, github_id, job_ids, state, verdict,
-	deadline_at, created_at, updated_at`
+	deadline_at, created_at, updated_at, generation, desired, desired_version, synced_version, create_attempted, request_key`
 
 func scanCheckRun(sc scanner) (CheckRun, error) {
 	var (
 		c                          CheckRun
-		jobs, verdict              string
+		jobs, verdict, desired     string
 		deadline, created, updated sql.NullInt64
 	)
 	if err := sc.Scan(&c.ID, &c.Repo, &c.HeadSHA, &c.Tier, &c.PRNumber, &c.InstallationID, &c.GitHubID,
-		&jobs, &c.State, &verdict, &deadline, &created, &updated); err != nil {
+		&jobs, &c.State, &verdict, &deadline, &created, &updated, &c.Generation, &desired, &c.DesiredVersion,
+		&c.SyncedVersion, &c.CreateAttempted, &c.RequestKey); err != nil {
 		return CheckRun{}, err
 	}
 	var err error
@@ -24,6 +27,12 @@ func scanCheckRun(sc scanner) (CheckRun, error) {
 		return CheckRun{}, fmt.Errorf("check run %d: %w", c.ID, err)
 	}
 	c.Verdict = parseDoc(verdict)
+	if d := parseDoc(desired); d != nil {
+		c.Desired = &CheckOutput{}
+		if err := json.Unmarshal(d, c.Desired); err != nil {
+			return CheckRun{}, fmt.Errorf("check run %d: desired state: %w", c.ID, err)
+		}
+	}
 	c.Deadline = fromMicros(deadline)
 	c.CreatedAt = fromMicros(created)
 	c.UpdatedAt = fromMicros(updated)
@@ -140,4 +149,266 @@ func (s *sqlStore) queryCheckRuns(ctx context.Context, what, query string, args 
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	return out, nil
+}
+
+// ListOpenCheckRuns returns the rows still waiting for their jobs (queued
+// or in progress), oldest first, for the reconciler.
+func (s *sqlStore) ListOpenCheckRuns(ctx context.Context) ([]CheckRun, error) {
+	return s.queryCheckRuns(ctx, "list open check runs", `SELECT `+checkRunCols+` FROM check_runs
+		WHERE state IN ('queued', 'in_progress') ORDER BY id`)
+}
+
+// GetCheckRunByID returns one row.
+func (s *sqlStore) GetCheckRunByID(ctx context.Context, id int64) (CheckRun, error) {
+	c, err := scanCheckRun(s.r.QueryRowContext(ctx, s.q(`SELECT `+checkRunCols+` FROM check_runs WHERE id = ?`), id))
+	if err != nil {
+		return CheckRun{}, fmt.Errorf("get check run %d: %w", id, notFound(err))
+	}
+	return c, nil
+}
+
+// ApplyCheck makes one lifecycle step of a check run row in one
+// transaction: the row's new state, jobs enqueued or cancelled, the desired
+// GitHub state (re-arming its sync in the outbox), other GitHub writes and
+// audit entries. With ID set it is a compare-and-set on the row's state and
+// generation: when another replica or a concurrent event moved the row
+// first, nothing is written and applied is false. With ID 0 it creates the
+// row for (Repo, HeadSHA, Tier); applied is false when one already exists.
+func (s *sqlStore) ApplyCheck(ctx context.Context, ch CheckChange) (CheckRun, bool, error) {
+	if ch.State == "" {
+		return CheckRun{}, false, fmt.Errorf("apply check change: state is required")
+	}
+	var (
+		out     CheckRun
+		applied bool
+	)
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		now := s.nowMicros()
+		var cur CheckRun
+		if ch.ID == 0 {
+			if ch.Repo == "" || ch.HeadSHA == "" || ch.Tier == "" {
+				return fmt.Errorf("create check run: repo, head SHA and tier are required")
+			}
+			var id int64
+			err := tx.QueryRowContext(ctx, s.q(`INSERT INTO check_runs
+					(repo, head_sha, tier, pr_number, installation_id, state, created_at, updated_at)
+				VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+				ON CONFLICT (repo, head_sha, tier) DO NOTHING RETURNING id`),
+				ch.Repo, ch.HeadSHA, ch.Tier, ch.PRNumber, ch.InstallationID, ch.State, now, now).Scan(&id)
+			if errors.Is(err, sql.ErrNoRows) {
+				return nil // another writer created it first
+			}
+			if err != nil {
+				return fmt.Errorf("create check run %s@%s %s: %w", ch.Repo, ch.HeadSHA, ch.Tier, err)
+			}
+			if cur, err = scanCheckRun(tx.QueryRowContext(ctx, s.q(`SELECT `+checkRunCols+` FROM check_runs WHERE id = ?`), id)); err != nil {
+				return fmt.Errorf("create check run %d: %w", id, err)
+			}
+			ch.From, ch.FromGeneration = cur.State, cur.Generation
+		} else {
+			var err error
+			cur, err = scanCheckRun(tx.QueryRowContext(ctx, s.q(`SELECT `+checkRunCols+` FROM check_runs WHERE id = ?`+s.d.forUpdate), ch.ID))
+			if err != nil {
+				return fmt.Errorf("check run %d: %w", ch.ID, notFound(err))
+			}
+			if cur.State != ch.From || cur.Generation != ch.FromGeneration {
+				return nil
+			}
+		}
+		next, err := s.applyCheck(ctx, tx, cur, ch, now)
+		if err != nil {
+			return err
+		}
+		out, applied = next, true
+		return nil
+	})
+	if err != nil {
+		return CheckRun{}, false, fmt.Errorf("apply check change %s→%s: %w", ch.From, ch.State, err)
+	}
+	if applied && len(ch.AddJobs) > 0 {
+		s.wake.broadcast()
+	}
+	return out, applied, nil
+}
+
+func (s *sqlStore) applyCheck(ctx context.Context, tx *sql.Tx, cur CheckRun, ch CheckChange, now int64) (CheckRun, error) {
+	jobs := cur.JobIDs
+	if ch.JobIDs != nil {
+		jobs = append([]int64{}, ch.JobIDs...)
+	}
+	for _, spec := range ch.AddJobs {
+		spec.CheckRunID = cur.ID
+		j, err := s.enqueueTx(ctx, tx, spec, now)
+		if err != nil {
+			return CheckRun{}, err
+		}
+		jobs = append(jobs, j.ID)
+	}
+	for _, id := range ch.CancelJobs {
+		if _, err := cancelJobTx(ctx, s, tx, id, ch.CancelReason, now); err != nil && !errors.Is(err, ErrNotFound) {
+			return CheckRun{}, err
+		}
+	}
+	verdict := cur.Verdict
+	if ch.Verdict != nil {
+		verdict = ch.Verdict
+	}
+	vdoc, err := jsonDoc(verdict)
+	if err != nil {
+		return CheckRun{}, fmt.Errorf("verdict: %w", err)
+	}
+	gen, githubID, attempted := cur.Generation, cur.GitHubID, cur.CreateAttempted
+	if ch.NewGeneration {
+		if err := s.cancelReplaced(ctx, tx, cur, ch.CancelOld, now); err != nil {
+			return CheckRun{}, err
+		}
+		gen, githubID, attempted = gen+1, 0, false
+	}
+	desired, version := "null", cur.DesiredVersion
+	if cur.Desired != nil {
+		b, err := json.Marshal(cur.Desired)
+		if err != nil {
+			return CheckRun{}, fmt.Errorf("desired state: %w", err)
+		}
+		desired = string(b)
+	}
+	if ch.Desired != nil {
+		b, err := json.Marshal(ch.Desired)
+		if err != nil {
+			return CheckRun{}, fmt.Errorf("desired state: %w", err)
+		}
+		desired, version = string(b), version+1
+	}
+	key := cur.RequestKey
+	if ch.RequestKey != "" {
+		key = ch.RequestKey
+	}
+	pr, inst := cur.PRNumber, cur.InstallationID
+	if ch.PRNumber != 0 {
+		pr = ch.PRNumber
+	}
+	if ch.InstallationID != 0 {
+		inst = ch.InstallationID
+	}
+	next, err := scanCheckRun(tx.QueryRowContext(ctx, s.q(`UPDATE check_runs SET
+			state = ?, deadline_at = ?, verdict = ?, job_ids = ?, generation = ?, github_id = ?, create_attempted = ?,
+			desired = ?, desired_version = ?, request_key = ?, pr_number = ?, installation_id = ?, updated_at = ?
+		WHERE id = ? RETURNING `+checkRunCols),
+		ch.State, micros(ch.Deadline), vdoc, jsonInts(jobs), gen, githubID, attempted,
+		desired, version, key, pr, inst, now, cur.ID))
+	if err != nil {
+		return CheckRun{}, fmt.Errorf("update check run %d: %w", cur.ID, err)
+	}
+	if ch.Desired != nil {
+		if err := s.armCheckSync(ctx, tx, next, now); err != nil {
+			return CheckRun{}, err
+		}
+	}
+	for _, e := range ch.Effects {
+		if e.InstallationID == 0 {
+			e.InstallationID = next.InstallationID
+		}
+		if e.Repo == "" {
+			e.Repo = next.Repo
+		}
+		if _, err := s.putEffect(ctx, tx, e, now); err != nil {
+			return CheckRun{}, err
+		}
+	}
+	for _, a := range ch.Audit {
+		if err := insertAudit(ctx, s, tx, a, now); err != nil {
+			return CheckRun{}, err
+		}
+	}
+	return next, nil
+}
+
+// cancelReplaced queues the conclusion of the GitHub check run a row stops
+// reporting to. A run never created needs nothing; one whose creation was
+// attempted but not recorded (the answer was lost) is looked up by its
+// external ID and cancelled if it exists.
+func (s *sqlStore) cancelReplaced(ctx context.Context, tx txer, cur CheckRun, how *CheckCancelBody, now int64) error {
+	open := cur.State == CheckQueued || cur.State == CheckInProgress
+	if cur.Desired != nil {
+		// Completed on GitHub only once the completed state was synced.
+		open = cur.Desired.Status != "completed" || cur.SyncedVersion < cur.DesiredVersion
+	}
+	if how == nil || !open || cur.GitHubID == 0 && !cur.CreateAttempted {
+		return nil // nothing open on GitHub to conclude
+	}
+	body := *how
+	body.GitHubID = cur.GitHubID
+	if cur.Desired != nil && body.Name == "" {
+		body.Name = cur.Desired.Name
+	}
+	body.HeadSHA = cur.HeadSHA
+	body.ExternalID = ExternalID(cur.PRNumber, cur.ID, cur.Generation)
+	raw, err := json.Marshal(body)
+	if err != nil {
+		return fmt.Errorf("cancel replaced check run: %w", err)
+	}
+	_, err = s.putEffect(ctx, tx, Effect{Key: fmt.Sprintf("cancel:%d.%d", cur.ID, cur.Generation), Kind: EffectCheckCancel,
+		InstallationID: cur.InstallationID, Repo: cur.Repo, Body: raw}, now)
+	return err
+}
+
+// MarkCheckCreateAttempt records that the GitHub check run of the row's
+// generation is being created, so a retry after a lost answer looks for it
+// before creating another.
+func (s *sqlStore) MarkCheckCreateAttempt(ctx context.Context, id int64, generation int) error {
+	_, err := s.w.ExecContext(ctx, s.q(`UPDATE check_runs SET create_attempted = TRUE WHERE id = ? AND generation = ?`), id, generation)
+	if err != nil {
+		return fmt.Errorf("mark check run %d create attempt: %w", id, err)
+	}
+	return nil
+}
+
+// CheckSynced records that GitHub confirmed version of the row's desired
+// state on GitHub check run githubID, for the row's generation gen. When
+// the row moved on to a new generation meanwhile, the check run just
+// created belongs to nobody: it is queued for cancelling and current is
+// false.
+func (s *sqlStore) CheckSynced(ctx context.Context, id int64, gen int, githubID int64, version int) (bool, error) {
+	current := false
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		now := s.nowMicros()
+		cur, err := scanCheckRun(tx.QueryRowContext(ctx, s.q(`SELECT `+checkRunCols+` FROM check_runs WHERE id = ?`+s.d.forUpdate), id))
+		if err != nil {
+			return fmt.Errorf("check run %d: %w", id, notFound(err))
+		}
+		if cur.Generation != gen {
+			if githubID == 0 || githubID == cur.GitHubID {
+				return nil
+			}
+			name := ""
+			if cur.Desired != nil {
+				name = cur.Desired.Name
+			}
+			raw, err := json.Marshal(CheckCancelBody{GitHubID: githubID, Name: name, Title: "Replaced by a newer run",
+				Summary: "perfgate started a newer run of this check before this one was recorded; see the latest run."})
+			if err != nil {
+				return err
+			}
+			_, err = s.putEffect(ctx, tx, Effect{Key: fmt.Sprintf("cancel:%d.%d", id, gen), Kind: EffectCheckCancel,
+				InstallationID: cur.InstallationID, Repo: cur.Repo, Body: raw}, now)
+			return err
+		}
+		current = true
+		_, err = tx.ExecContext(ctx, s.q(`UPDATE check_runs SET
+				github_id = CASE WHEN github_id = 0 THEN ? ELSE github_id END,
+				synced_version = CASE WHEN synced_version < ? THEN ? ELSE synced_version END
+			WHERE id = ?`), githubID, version, version, id)
+		return err
+	})
+	if err != nil {
+		return false, fmt.Errorf("check run %d synced: %w", id, err)
+	}
+	return current, nil
+}
+
+// ExternalID is what perfgate puts in a check run's external_id: the PR
+// number first (check_run.pull_requests is empty for forks), then the row
+// and generation, which find a run whose creation answer was lost.
+func ExternalID(pr int, rowID int64, gen int) string {
+	return fmt.Sprintf("%d:%d.%d", pr, rowID, gen)
 }

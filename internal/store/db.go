@@ -24,6 +24,9 @@ type dialect struct {
 	// concurrent claimers on PostgreSQL pass over each other's rows. SQLite
 	// needs nothing: its write transactions are serial.
 	skipLocked string
+	// forUpdate locks a row read before it is changed in a transaction
+	// (PostgreSQL); SQLite's write transactions are already exclusive.
+	forUpdate string
 	// claimMatch is the WHERE fragment "job j's labels ⊆ agent labels and
 	// its GPU pin is absent or among the agent's GPUs"; it takes two
 	// parameters, both JSON arrays of strings: labels, then GPU UUIDs.
@@ -41,6 +44,7 @@ var postgresDialect = dialect{
 	name:       "postgres",
 	dollar:     true,
 	skipLocked: " FOR UPDATE SKIP LOCKED",
+	forUpdate:  " FOR UPDATE",
 	// The CASE hides the predicate's selectivity from the planner. Bare,
 	// jsonb <@ is estimated to keep ~0 rows, so without fresh statistics
 	// PostgreSQL bitmap-scans and sorts the whole queue on every claim

@@ -6,13 +6,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sort"
 	"strings"
 	"time"
 )
 
 const jobCols = `id, tier, kind, repo, installation_id, pr_number, head_sha, base_sha, config,
 	required_labels, gpu_uuid, check_run_id, status, attempts, max_attempts, failure_reason,
-	lease_id, lease_expires_at, agent_id, cancel_requested, created_at, started_at, finished_at`
+	lease_id, lease_expires_at, agent_id, cancel_requested, created_at, started_at, finished_at, judged_at`
 
 func scanJob(sc scanner) (Job, error) {
 	var (
@@ -20,11 +21,11 @@ func scanJob(sc scanner) (Job, error) {
 		labels                          string
 		status                          string
 		leaseExp, agent, created, start sql.NullInt64
-		finish                          sql.NullInt64
+		finish, judged                  sql.NullInt64
 	)
 	err := sc.Scan(&j.ID, &j.Tier, &j.Kind, &j.Repo, &j.InstallationID, &j.PRNumber, &j.HeadSHA, &j.BaseSHA,
 		&j.Config, &labels, &j.GPUUUID, &j.CheckRunID, &status, &j.Attempts, &j.MaxAttempts, &j.FailureReason,
-		&j.LeaseID, &leaseExp, &agent, &j.CancelRequested, &created, &start, &finish)
+		&j.LeaseID, &leaseExp, &agent, &j.CancelRequested, &created, &start, &finish, &judged)
 	if err != nil {
 		return Job{}, err
 	}
@@ -37,6 +38,7 @@ func scanJob(sc scanner) (Job, error) {
 	j.CreatedAt = fromMicros(created)
 	j.StartedAt = fromMicros(start)
 	j.FinishedAt = fromMicros(finish)
+	j.JudgedAt = fromMicros(judged)
 	return j, nil
 }
 
@@ -55,25 +57,36 @@ func collectJobs(rows *sql.Rows) ([]Job, error) {
 
 // Enqueue adds a queued job and wakes this process's long-polling claimers.
 func (s *sqlStore) Enqueue(ctx context.Context, spec JobSpec) (Job, error) {
+	j, err := s.enqueueTx(ctx, s.w, spec, s.nowMicros())
+	if err != nil {
+		return Job{}, err
+	}
+	s.wake.broadcast()
+	return j, nil
+}
+
+// enqueueTx inserts a queued job through tx (a transaction or the write
+// pool). A caller inside a transaction wakes claimers after committing —
+// ApplyCheck wakes them whatever it enqueued, which is harmless.
+func (s *sqlStore) enqueueTx(ctx context.Context, tx txer, spec JobSpec, now int64) (Job, error) {
 	if spec.Repo == "" || spec.Tier == "" {
 		return Job{}, fmt.Errorf("enqueue: repo and tier are required")
 	}
 	if spec.MaxAttempts <= 0 {
 		spec.MaxAttempts = DefaultMaxAttempts
 	}
-	row := s.w.QueryRowContext(ctx, s.q(`INSERT INTO jobs
+	row := tx.QueryRowContext(ctx, s.q(`INSERT INTO jobs
 		(tier, kind, repo, installation_id, pr_number, head_sha, base_sha, config, required_labels,
 		 gpu_uuid, check_run_id, status, max_attempts, created_at)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		RETURNING `+jobCols),
 		spec.Tier, spec.Kind, spec.Repo, spec.InstallationID, spec.PRNumber, spec.HeadSHA, spec.BaseSHA,
 		blob(spec.Config), jsonList(spec.Labels), spec.GPUUUID, spec.CheckRunID, string(StatusQueued),
-		spec.MaxAttempts, s.nowMicros())
+		spec.MaxAttempts, now)
 	j, err := scanJob(row)
 	if err != nil {
 		return Job{}, fmt.Errorf("enqueue %s %s@%s: %w", spec.Tier, spec.Repo, spec.HeadSHA, err)
 	}
-	s.wake.broadcast()
 	return j, nil
 }
 
@@ -284,13 +297,23 @@ func (s *sqlStore) ReapExpired(ctx context.Context) ([]Job, error) {
 // SHAs are cancelled, its running ones are asked to stop through their next
 // heartbeat.
 func (s *sqlStore) CancelSuperseded(ctx context.Context, repo string, pr int, newHeadSHA string) (Superseded, error) {
+	return s.cancelPR(ctx, repo, pr, newHeadSHA, "superseded by "+shortSHA(newHeadSHA), "jobs.superseded")
+}
+
+// CancelPRJobs stops all of a PR's work (it was closed): queued jobs are
+// cancelled, running ones asked to stop.
+func (s *sqlStore) CancelPRJobs(ctx context.Context, repo string, pr int, reason string) (Superseded, error) {
+	return s.cancelPR(ctx, repo, pr, "", reason, "jobs.cancelled")
+}
+
+// cancelPR cancels the PR's jobs whose head is not keepSHA ("" keeps none).
+func (s *sqlStore) cancelPR(ctx context.Context, repo string, pr int, keepSHA, reason, action string) (Superseded, error) {
 	var out Superseded
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		now := s.nowMicros()
-		reason := "superseded by " + shortSHA(newHeadSHA)
 		rows, err := tx.QueryContext(ctx, s.q(`UPDATE jobs SET status = 'cancelled', failure_reason = ?, finished_at = ?
 			WHERE repo = ? AND pr_number = ? AND head_sha <> ? AND status = 'queued'
-			RETURNING `+jobCols), reason, now, repo, pr, newHeadSHA)
+			RETURNING `+jobCols), reason, now, repo, pr, keepSHA)
 		if err != nil {
 			return fmt.Errorf("cancel queued: %w", err)
 		}
@@ -299,7 +322,7 @@ func (s *sqlStore) CancelSuperseded(ctx context.Context, repo string, pr int, ne
 		}
 		rows, err = tx.QueryContext(ctx, s.q(`UPDATE jobs SET cancel_requested = TRUE
 			WHERE repo = ? AND pr_number = ? AND head_sha <> ? AND status = 'running' AND NOT cancel_requested
-			RETURNING `+jobCols), repo, pr, newHeadSHA)
+			RETURNING `+jobCols), repo, pr, keepSHA)
 		if err != nil {
 			return fmt.Errorf("signal running: %w", err)
 		}
@@ -309,14 +332,17 @@ func (s *sqlStore) CancelSuperseded(ctx context.Context, repo string, pr int, ne
 		if len(out.Cancelled)+len(out.Signalled) == 0 {
 			return nil
 		}
-		detail, _ := json.Marshal(map[string]any{
-			"head_sha": newHeadSHA, "cancelled": jobIDs(out.Cancelled), "signalled": jobIDs(out.Signalled),
+		detail, err := json.Marshal(map[string]any{
+			"head_sha": keepSHA, "reason": reason, "cancelled": jobIDs(out.Cancelled), "signalled": jobIDs(out.Signalled),
 		})
-		return insertAudit(ctx, s, tx, AuditEntry{Actor: "perfgate", Action: "jobs.superseded",
+		if err != nil {
+			return err
+		}
+		return insertAudit(ctx, s, tx, AuditEntry{Actor: "perfgate", Action: action,
 			Repo: repo, PRNumber: pr, Detail: detail}, now)
 	})
 	if err != nil {
-		return Superseded{}, fmt.Errorf("cancel superseded jobs of %s#%d: %w", repo, pr, err)
+		return Superseded{}, fmt.Errorf("cancel jobs of %s#%d: %w", repo, pr, err)
 	}
 	return out, nil
 }
@@ -326,20 +352,109 @@ func (s *sqlStore) CancelSuperseded(ctx context.Context, repo string, pr int, ne
 func (s *sqlStore) CancelJob(ctx context.Context, jobID int64, reason string) (Job, error) {
 	var j Job
 	err := s.tx(ctx, func(tx *sql.Tx) error {
-		row := tx.QueryRowContext(ctx, s.q(`UPDATE jobs SET
-				status = CASE WHEN status = 'queued' THEN 'cancelled' ELSE status END,
-				failure_reason = CASE WHEN status = 'queued' THEN ? ELSE failure_reason END,
-				finished_at = CASE WHEN status = 'queued' THEN ? ELSE finished_at END,
-				cancel_requested = CASE WHEN status = 'running' THEN TRUE ELSE cancel_requested END
-			WHERE id = ? RETURNING `+jobCols), reason, s.nowMicros(), jobID)
 		var err error
-		j, err = scanJob(row)
-		return notFound(err)
+		j, err = cancelJobTx(ctx, s, tx, jobID, reason, s.nowMicros())
+		return err
 	})
 	if err != nil {
 		return Job{}, fmt.Errorf("cancel job %d: %w", jobID, err)
 	}
 	return j, nil
+}
+
+func cancelJobTx(ctx context.Context, s *sqlStore, tx txer, jobID int64, reason string, now int64) (Job, error) {
+	row := tx.QueryRowContext(ctx, s.q(`UPDATE jobs SET
+			status = CASE WHEN status = 'queued' THEN 'cancelled' ELSE status END,
+			failure_reason = CASE WHEN status = 'queued' THEN ? ELSE failure_reason END,
+			finished_at = CASE WHEN status = 'queued' THEN ? ELSE finished_at END,
+			cancel_requested = CASE WHEN status = 'running' THEN TRUE ELSE cancel_requested END
+		WHERE id = ? RETURNING `+jobCols), reason, now, jobID)
+	j, err := scanJob(row)
+	return j, notFound(err)
+}
+
+// ClaimFinishedJobs leases up to limit finished jobs that no worker has
+// judged yet, oldest first. A job finished by an agent's request, by the
+// reaper or by a cancel waits here until JobJudged, so a crash between the
+// finish and the verdict loses nothing.
+func (s *sqlStore) ClaimFinishedJobs(ctx context.Context, limit int, lease time.Duration) ([]JudgeClaim, error) {
+	if limit <= 0 || lease <= 0 {
+		return nil, fmt.Errorf("claim finished jobs: limit and lease must be positive")
+	}
+	leaseID, err := newLeaseID()
+	if err != nil {
+		return nil, err
+	}
+	now := s.now()
+	rows, err := s.w.QueryContext(ctx, s.q(`UPDATE jobs SET judge_lease_id = ?, judge_lease_until = ?, judge_attempts = judge_attempts + 1
+		WHERE id IN (SELECT id FROM jobs
+			WHERE judged_at IS NULL AND status IN ('succeeded', 'failed', 'cancelled')
+				AND (judge_next_at IS NULL OR judge_next_at <= ?) AND (judge_lease_until IS NULL OR judge_lease_until < ?)
+			ORDER BY id LIMIT ?`+s.d.skipLocked+`)
+		RETURNING `+jobCols+`, judge_attempts`),
+		leaseID, now.Add(lease).UnixMicro(), now.UnixMicro(), now.UnixMicro(), limit)
+	if err != nil {
+		return nil, fmt.Errorf("claim finished jobs: %w", err)
+	}
+	defer rows.Close()
+	var out []JudgeClaim
+	for rows.Next() {
+		var (
+			c                               JudgeClaim
+			labels, status                  string
+			leaseExp, agent, created, start sql.NullInt64
+			finish, judged                  sql.NullInt64
+		)
+		j := &c.Job
+		if err := rows.Scan(&j.ID, &j.Tier, &j.Kind, &j.Repo, &j.InstallationID, &j.PRNumber, &j.HeadSHA, &j.BaseSHA,
+			&j.Config, &labels, &j.GPUUUID, &j.CheckRunID, &status, &j.Attempts, &j.MaxAttempts, &j.FailureReason,
+			&j.LeaseID, &leaseExp, &agent, &j.CancelRequested, &created, &start, &finish, &judged, &c.Attempt); err != nil {
+			return nil, fmt.Errorf("claim finished jobs: %w", err)
+		}
+		if j.Labels, err = parseList(labels); err != nil {
+			return nil, fmt.Errorf("claim finished jobs: job %d: %w", j.ID, err)
+		}
+		j.Status = Status(status)
+		j.LeaseExpiresAt, j.AgentID = fromMicros(leaseExp), agent.Int64
+		j.CreatedAt, j.StartedAt, j.FinishedAt, j.JudgedAt = fromMicros(created), fromMicros(start), fromMicros(finish), fromMicros(judged)
+		c.LeaseID = leaseID
+		out = append(out, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("claim finished jobs: %w", err)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out, nil
+}
+
+// JobJudged records that a claimed finished job has been judged.
+func (s *sqlStore) JobJudged(ctx context.Context, jobID int64, leaseID string) error {
+	return s.endJudge(ctx, "judged", jobID, leaseID, `judged_at = ?`, s.nowMicros())
+}
+
+// RetryJudge releases a claimed finished job to be judged again at at.
+func (s *sqlStore) RetryJudge(ctx context.Context, jobID int64, leaseID string, at time.Time) error {
+	return s.endJudge(ctx, "retry judging", jobID, leaseID, `judge_next_at = ?`, at.UnixMicro())
+}
+
+func (s *sqlStore) endJudge(ctx context.Context, what string, jobID int64, leaseID, set string, args ...any) error {
+	if leaseID == "" {
+		return ErrLeaseLost
+	}
+	args = append(args, jobID, leaseID)
+	res, err := s.w.ExecContext(ctx, s.q(`UPDATE jobs SET `+set+`, judge_lease_id = '', judge_lease_until = NULL
+		WHERE id = ? AND judge_lease_id = ? AND judged_at IS NULL`), args...)
+	if err != nil {
+		return fmt.Errorf("%s job %d: %w", what, jobID, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return fmt.Errorf("%s job %d: %w", what, jobID, err)
+	}
+	if n != 1 {
+		return fmt.Errorf("%s job %d: %w", what, jobID, ErrLeaseLost)
+	}
+	return nil
 }
 
 func (s *sqlStore) GetJob(ctx context.Context, jobID int64) (Job, error) {

@@ -45,10 +45,16 @@ type Store interface {
 	Finish(ctx context.Context, jobID int64, leaseID string, status Status, reason string) (Job, error)
 	ReapExpired(ctx context.Context) ([]Job, error)
 	CancelSuperseded(ctx context.Context, repo string, pr int, newHeadSHA string) (Superseded, error)
+	CancelPRJobs(ctx context.Context, repo string, pr int, reason string) (Superseded, error)
 	CancelJob(ctx context.Context, jobID int64, reason string) (Job, error)
 	GetJob(ctx context.Context, jobID int64) (Job, error)
 	ListJobs(ctx context.Context, f JobFilter) ([]Job, error)
 	Notify() <-chan struct{}
+
+	// Judging: finished jobs wait until a worker has judged them.
+	ClaimFinishedJobs(ctx context.Context, limit int, lease time.Duration) ([]JudgeClaim, error)
+	JobJudged(ctx context.Context, jobID int64, leaseID string) error
+	RetryJudge(ctx context.Context, jobID int64, leaseID string, at time.Time) error
 
 	// Results and logs.
 	PutResult(ctx context.Context, up ResultUpload) (res Result, created bool, err error)
@@ -70,6 +76,21 @@ type Store interface {
 	ListCheckRuns(ctx context.Context, repo string, pr int) ([]CheckRun, error)
 	TransitionCheckRun(ctx context.Context, id int64, from string, to CheckTransition) (bool, error)
 	DueCheckRuns(ctx context.Context) ([]CheckRun, error)
+	GetCheckRunByID(ctx context.Context, id int64) (CheckRun, error)
+	ListOpenCheckRuns(ctx context.Context) ([]CheckRun, error)
+	ApplyCheck(ctx context.Context, ch CheckChange) (CheckRun, bool, error)
+	MarkCheckCreateAttempt(ctx context.Context, id int64, generation int) error
+	CheckSynced(ctx context.Context, id int64, generation int, githubID int64, version int) (current bool, err error)
+
+	// Outbox: GitHub writes until GitHub confirms them.
+	PutEffect(ctx context.Context, e Effect) (created bool, err error)
+	ClaimEffects(ctx context.Context, limit int, lease time.Duration) ([]Effect, error)
+	CompleteEffect(ctx context.Context, id int64, leaseID string, version int) error
+	RetryEffect(ctx context.Context, id int64, leaseID string, at time.Time, reason string) error
+	FailEffect(ctx context.Context, id int64, leaseID string, version int, reason string) error
+	ListEffects(ctx context.Context, f EffectFilter) ([]Effect, error)
+	GetEffect(ctx context.Context, key string) (Effect, error)
+	CountEffects(ctx context.Context) (map[EffectStatus]int, error)
 
 	// Appeals.
 	CreateAppeal(ctx context.Context, a Appeal) (Appeal, error)
@@ -77,8 +98,16 @@ type Store interface {
 	DecideAppeal(ctx context.Context, id int64, status AppealStatus, decidedBy string) (Appeal, error)
 	ListAppeals(ctx context.Context, repo string, pr int) ([]Appeal, error)
 
-	// Webhook deliveries, audit log, nightly trend.
-	MarkDelivery(ctx context.Context, deliveryID, event string) (first bool, err error)
+	// Webhook inbox.
+	AcceptDelivery(ctx context.Context, id, event string, payload []byte) (Accepted, error)
+	ClaimDeliveries(ctx context.Context, limit int, lease time.Duration) ([]Delivery, error)
+	CompleteDelivery(ctx context.Context, id, leaseID string) error
+	RetryDelivery(ctx context.Context, id, leaseID string, at time.Time, reason string) error
+	FailDelivery(ctx context.Context, id, leaseID, reason string) error
+	GetDelivery(ctx context.Context, id string) (Delivery, error)
+	CountDeliveries(ctx context.Context) (map[DeliveryStatus]int, error)
+
+	// Audit log, nightly trend.
 	AppendAudit(ctx context.Context, e AuditEntry) (AuditEntry, error)
 	ListAudit(ctx context.Context, repo string, pr int) ([]AuditEntry, error)
 	PutTrend(ctx context.Context, p TrendPoint) error
@@ -210,7 +239,7 @@ type JobSpec struct {
 	Labels         []string // required runner labels: all must be on the agent
 	GPUUUID        string   // when set, only an agent with this GPU may claim
 	MaxAttempts    int      // 0 → DefaultMaxAttempts
-	CheckRunID     int64    // GitHub check run this job reports to, 0 if none
+	CheckRunID     int64    // the check run row (CheckRun.ID) this job reports to, 0 if none; ApplyCheck sets it
 }
 
 // Job is a queued, running or finished job.
@@ -229,6 +258,16 @@ type Job struct {
 	CreatedAt       time.Time
 	StartedAt       time.Time // start of the latest attempt
 	FinishedAt      time.Time
+	// JudgedAt is when a worker judged the finished job (zero: not yet).
+	JudgedAt time.Time
+}
+
+// JudgeClaim is a finished job leased to one judging worker.
+type JudgeClaim struct {
+	Job
+	LeaseID string
+	// Attempt counts the claims to judge this job, this one included.
+	Attempt int
 }
 
 // ClaimRequest asks for the oldest queued job the agent can run: the job's
@@ -324,6 +363,16 @@ const (
 	CheckAccepted     = "accepted"
 	CheckSkipped      = "skipped"
 	CheckErrored      = "errored"
+	// CheckSuperseded: a newer push replaced the commit before it was judged.
+	CheckSuperseded = "superseded"
+	// CheckClosed: the pull request was closed before the check ended.
+	CheckClosed = "closed"
+	// CheckWaiting: a fork's PR waits for a maintainer.
+	CheckWaiting = "waiting"
+	// CheckConfigError: .github/perfgate.yml is broken.
+	CheckConfigError = "config_error"
+	// CheckNotConfigured: the repository has no .github/perfgate.yml.
+	CheckNotConfigured = "not_configured"
 )
 
 // CheckRun links one tier's GitHub check run on one head SHA to its jobs and
@@ -342,6 +391,73 @@ type CheckRun struct {
 	Deadline       time.Time // escalation deadline; zero = none
 	CreatedAt      time.Time
 	UpdatedAt      time.Time
+	// Generation counts the GitHub check runs this row reported to; a
+	// retest starts a new one (GitHubID back to 0 until it is created).
+	Generation int
+	// Desired is what GitHub should show; the outbox sends it until
+	// SyncedVersion reaches DesiredVersion.
+	Desired         *CheckOutput
+	DesiredVersion  int
+	SyncedVersion   int
+	CreateAttempted bool
+	// RequestKey is the delivery (or other request) that last asked for a
+	// run of this row, so a retried webhook does not ask twice.
+	RequestKey string
+}
+
+// CheckOutput is the state a GitHub check run should be in.
+type CheckOutput struct {
+	Name       string        `json:"name"`
+	Status     string        `json:"status"` // queued, in_progress, completed
+	Conclusion string        `json:"conclusion,omitempty"`
+	Title      string        `json:"title,omitempty"`
+	Summary    string        `json:"summary,omitempty"`
+	Text       string        `json:"text,omitempty"`
+	Actions    []CheckAction `json:"actions,omitempty"`
+	DetailsURL string        `json:"details_url,omitempty"`
+}
+
+// CheckAction is a button on a check run.
+type CheckAction struct {
+	Label       string `json:"label"`
+	Description string `json:"description"`
+	Identifier  string `json:"identifier"`
+}
+
+// CheckChange is one step of a check run row, applied atomically by
+// ApplyCheck.
+type CheckChange struct {
+	// ID is the row to change; 0 creates the row for (Repo, HeadSHA, Tier).
+	ID                  int64
+	Repo, HeadSHA, Tier string
+	// PRNumber and InstallationID, when not zero, are written too.
+	PRNumber       int
+	InstallationID int64
+	// From and FromGeneration are what the row must still be (with ID set).
+	From           string
+	FromGeneration int
+	// State and Deadline are the new values (a zero Deadline clears it).
+	State    string
+	Deadline time.Time
+	Verdict  json.RawMessage // nil keeps the stored one
+	// JobIDs, when not nil, replaces the row's jobs; AddJobs are enqueued
+	// and appended.
+	JobIDs  []int64
+	AddJobs []JobSpec
+	// CancelJobs are cancelled (queued) or asked to stop (running).
+	CancelJobs   []int64
+	CancelReason string
+	// NewGeneration makes the row report to a new GitHub check run; the
+	// old one, if open on GitHub, is concluded as CancelOld says.
+	NewGeneration bool
+	CancelOld     *CheckCancelBody
+	// Desired, when set, is the new state for GitHub (synced by the outbox).
+	Desired *CheckOutput
+	// Effects are further GitHub writes (comments); Audit, log entries.
+	Effects []Effect
+	Audit   []AuditEntry
+	// RequestKey, when set, is recorded (see CheckRun.RequestKey).
+	RequestKey string
 }
 
 // CheckTransition is the new state TransitionCheckRun writes. A nil Verdict

@@ -2,7 +2,10 @@ package store_test
 
 import (
 	"context"
+	"database/sql"
+	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -68,4 +71,71 @@ func sqliteDSN(t testing.TB) string {
 func BenchmarkQueue(b *testing.B) {
 	b.Run("sqlite", func(b *testing.B) { storetest.BenchQueue(b, sqliteDSN(b), 50, 10000) })
 	b.Run("postgres", func(b *testing.B) { storetest.BenchQueue(b, storetest.PostgresDSN(b), 50, 10000) })
+}
+
+func TestRedact(t *testing.T) {
+	cases := map[string]string{
+		"postgres://perfgate:s3cret@db:5432/perfgate":                   "postgres://perfgate:xxxxx@db:5432/perfgate",
+		"postgres://db:5432/perfgate?sslmode=require&password=s3cret":   "postgres://db:5432/perfgate?password=xxxxx&sslmode=require",
+		"postgresql://u@db/p?sslpassword=k3y&application_name=perfgate": "postgresql://u@db/p?application_name=perfgate&sslpassword=xxxxx",
+		"https://perfgate.example.com/hook?token=abc":                   "https://perfgate.example.com/hook?token=xxxxx",
+		"/var/lib/perfgate/perfgate.db":                                 "/var/lib/perfgate/perfgate.db",
+		"file:/tmp/x.db?_pragma=busy_timeout(5000)":                     "file:/tmp/x.db?_pragma=busy_timeout(5000)",
+	}
+	for in, want := range cases {
+		if got := store.Redact(in); got != want {
+			t.Errorf("Redact(%q) = %q, want %q", in, got, want)
+		}
+		if strings.Contains(store.Redact(in), "s3cret") || strings.Contains(store.Redact(in), "k3y") {
+			t.Errorf("Redact(%q) leaks the secret", in)
+		}
+	}
+}
+
+// A database written by the first schema keeps its meaning: deliveries
+// seen before are duplicates, finished jobs are not judged again, and jobs
+// name their check run row instead of the GitHub run.
+func TestMigrationFromV1(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "v1.db")
+	db, err := sql.Open("sqlite", "file:"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v1, err := os.ReadFile("migrations/sqlite/0001_init.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, stmt := range []string{string(v1),
+		`CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at BIGINT NOT NULL)`,
+		`INSERT INTO schema_migrations VALUES (1, '0001_init.sql', 0)`,
+		`INSERT INTO webhook_deliveries VALUES ('seen-before', 'pull_request', 1)`,
+		`INSERT INTO check_runs (repo, head_sha, tier, github_id, state, created_at, updated_at) VALUES ('acme/llm', 'abc', 'quick', 555, 'queued', 1, 1)`,
+		`INSERT INTO jobs (tier, repo, config, status, check_run_id, created_at, finished_at) VALUES ('quick', 'acme/llm', x'', 'succeeded', 555, 1, 2)`,
+		`INSERT INTO jobs (tier, repo, config, status, check_run_id, created_at) VALUES ('quick', 'acme/llm', x'', 'queued', 555, 1)`,
+	} {
+		if _, err := db.Exec(stmt); err != nil {
+			t.Fatalf("%s: %v", stmt[:min(len(stmt), 60)], err)
+		}
+	}
+	db.Close()
+	st, err := store.Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if a, err := st.AcceptDelivery(ctx, "seen-before", "pull_request", []byte(`{}`)); err != nil || a != store.AcceptedDuplicate {
+		t.Errorf("a delivery seen before the upgrade: %v %v, want a duplicate", a, err)
+	}
+	claims, err := st.ClaimFinishedJobs(ctx, 10, time.Minute)
+	if err != nil || len(claims) != 0 {
+		t.Errorf("jobs finished before the upgrade are judged again: %+v %v", claims, err)
+	}
+	cr, err := st.GetCheckRun(ctx, "acme/llm", "abc", "quick")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j, _ := st.GetJob(ctx, 2); j.CheckRunID != cr.ID {
+		t.Errorf("job's check run = %d, want the row %d", j.CheckRunID, cr.ID)
+	}
 }

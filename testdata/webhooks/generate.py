@@ -175,7 +175,7 @@ def label(name, lid, color="0e8a16", desc=""):
     }
 
 
-def pull_request(head_sha=HEAD_SHA, draft=False, fork=False, labels=None, updated=TS):
+def pull_request(head_sha=HEAD_SHA, draft=False, fork=False, labels=None, updated=TS, closed=False):
     r = f"{API}/repos/acme/inference"
     head_owner = "forker" if fork else "acme"
     head_repo = repository(owner="forker", rid=7100017, fork=True) if fork else repository()
@@ -188,14 +188,14 @@ def pull_request(head_sha=HEAD_SHA, draft=False, fork=False, labels=None, update
         "patch_url": f"{WEB}/acme/inference/pull/{PR_NUMBER}.patch",
         "issue_url": f"{r}/issues/{PR_NUMBER}",
         "number": PR_NUMBER,
-        "state": "open",
+        "state": "closed" if closed else "open",
         "locked": False,
         "title": "Fuse the attention softmax kernel",
         "user": user("octocat"),
         "body": "Fuses softmax into the attention kernel; should cut TTFT.",
         "created_at": TS,
         "updated_at": updated,
-        "closed_at": None,
+        "closed_at": updated if closed else None,
         "merged_at": None,
         "merge_commit_sha": None,
         "assignee": None,
@@ -573,6 +573,7 @@ FIXTURES = {
         extra={"before": HEAD_SHA, "after": NEW_HEAD_SHA}),
     "pull_request/reopened.json": pr_event("reopened"),
     "pull_request/ready_for_review.json": pr_event("ready_for_review"),
+    "pull_request/closed.json": pr_event("closed", closed=True, updated="2026-12-03T10:15:00Z"),
     "pull_request/labeled.json": pr_event(
         "labeled", sender="monalisa",
         labels=[label("perfgate/merge-gate", 5100017)],

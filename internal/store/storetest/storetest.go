@@ -60,7 +60,15 @@ func Run(t *testing.T, newDSN func(t testing.TB) string) {
 		{"CancelSuperseded", testSupersede},
 		{"CancelJob", testCancelJob},
 		{"Notify", testNotify},
-		{"DeliveryDedupe", testDeliveries},
+		{"InboxAcceptDedupe", testInboxAccept},
+		{"InboxClaimRetryFail", testInboxClaim},
+		{"InboxTwoReplicas", testInboxReplicas},
+		{"OutboxEffects", testOutbox},
+		{"OutboxCheckSyncRearm", testOutboxRearm},
+		{"ApplyCheck", testApplyCheck},
+		{"ApplyCheckReplaced", testApplyCheckReplaced},
+		{"JudgeFinishedJobs", testJudge},
+		{"CancelPRJobs", testCancelPRJobs},
 		{"CheckRunDeadlines", testCheckRuns},
 		{"Baselines", testBaselines},
 		{"Appeals", testAppeals},
@@ -785,40 +793,6 @@ func testNotify(t *testing.T, newDSN func(t testing.TB) string) {
 	case <-ch:
 	case <-time.After(5 * time.Second):
 		t.Fatal("requeue did not wake the waiter")
-	}
-}
-
-func testDeliveries(t *testing.T, newDSN func(t testing.TB) string) {
-	e := newEnv(t, newDSN)
-	other := e.open(t)
-	var (
-		wg    sync.WaitGroup
-		mu    sync.Mutex
-		first int
-	)
-	for i := range 10 {
-		st := []store.Store{e.st, other}[i%2]
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			ok, err := st.MarkDelivery(e.ctx, "72d3162e-cc78-11e3-81ab-4c9367dc0958", "pull_request")
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			if ok {
-				mu.Lock()
-				first++
-				mu.Unlock()
-			}
-		}()
-	}
-	wg.Wait()
-	if first != 1 {
-		t.Errorf("%d of 10 deliveries of one ID were first, want 1", first)
-	}
-	if ok, err := e.st.MarkDelivery(e.ctx, "another-id", "issue_comment"); err != nil || !ok {
-		t.Errorf("new delivery = %v, %v", ok, err)
 	}
 }
 
