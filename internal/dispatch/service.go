@@ -104,6 +104,10 @@ func (s *Service) RequestRun(ctx context.Context, req app.RunRequest) error {
 		ref = req.BaseSHA
 	}
 	cfg, err := s.configs.Full(ctx, client, req.Owner, req.Repo, ref)
+	var cerr *app.ConfigError
+	if errors.Is(err, app.ErrNotConfigured) || errors.As(err, &cerr) {
+		return backoff.Permanent(err) // the config, not GitHub's weather: retrying cannot help
+	}
 	if err != nil {
 		return err
 	}
