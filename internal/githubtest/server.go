@@ -67,7 +67,8 @@ type Server struct {
 	failures      []*failure
 	outage        *outage
 	nextID        int64
-	manifest      *manifestState // manifest.go
+	manifest      *manifestState    // manifest.go
+	gitDirs       map[string]string // compare.go
 }
 
 // File is one entry of a pull request's file list.
@@ -285,8 +286,9 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /repos/{owner}/{repo}/pulls/{number}/files", s.auth(s.listFiles))
 	mux.HandleFunc("GET /repos/{owner}/{repo}/contents/{path...}", s.auth(s.getContent))
 	mux.HandleFunc("GET /repos/{owner}/{repo}/collaborators/{user}/permission", s.auth(s.getPermission))
-	s.issueRoutes(mux) // issues.go
+	s.issueRoutes(mux)   // issues.go
 	s.manifestRoutes(mux)
+	s.compareRoutes(mux) // compare.go
 	return s.record(mux)
 }
 

@@ -1,0 +1,120 @@
+package bisect
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/perfgate/perfgate/internal/stats"
+)
+
+// Markdown renders the bisect for a check run or a comment: the result, the
+// notes, and every decision with the runs behind it.
+func (s *State) Markdown() string {
+	var b strings.Builder
+	cfg := s.Config
+	last := len(s.Commits) - 1
+	where := ""
+	if cfg.Repo != "" {
+		where = " in " + cfg.Repo
+	}
+	fmt.Fprintf(&b, "### perfgate bisect: %s%s, %s..%s\n\n", cfg.Metric, where, short(s.Commits[0].SHA), short(s.Commits[last].SHA))
+	r := s.Result
+	switch {
+	case r == nil:
+		fmt.Fprintf(&b, "In progress: %d of at most %d GPU jobs so far; the change is after %s and at or before %s.\n\n",
+			s.Jobs, cfg.MaxJobs, short(s.Commits[s.Lo].SHA), short(s.Commits[s.Hi].SHA))
+	case r.Status == Found:
+		fmt.Fprintf(&b, "**Culprit: %s**", commitCell(*r.Culprit))
+		if c, p := r.Culprit, r.Parent; len(c.Values) > 0 && len(p.Values) > 0 {
+			fmt.Fprintf(&b, " — %s %s → %s (%s) against its parent `%s`", cfg.Metric,
+				s.value(stats.Median(p.Values)), s.value(stats.Median(c.Values)), pct(r.CulpritChange), short(p.SHA))
+		}
+		b.WriteString(".\n\n")
+	default:
+		fmt.Fprintf(&b, "**%s.** %s\n\n", statusText(r.Status), r.Message)
+	}
+	if r != nil {
+		fmt.Fprintf(&b, "%d commits after the good one (the ends differ by %s); %d measured between the ends; %d GPU jobs, %d runs.\n\n",
+			r.Commits, pct(r.Change), r.Steps, r.Jobs, r.Runs)
+		for _, n := range r.Notes {
+			fmt.Fprintf(&b, "> %s\n", n)
+		}
+		if len(r.Notes) > 0 {
+			b.WriteString("\n")
+		}
+		if len(r.Candidates) > 0 {
+			b.WriteString("Candidates:\n\n")
+			for _, c := range r.Candidates {
+				skip := ""
+				if c.Skip != "" {
+					skip = " — not measured: " + escape(c.Skip)
+				}
+				fmt.Fprintf(&b, "- %s%s\n", commitCell(c), skip)
+			}
+			b.WriteString("\n")
+		}
+	}
+	if len(s.Steps) == 0 {
+		return b.String()
+	}
+	unit := ""
+	if cfg.Unit != "" {
+		unit = " (" + cfg.Unit + ")"
+	}
+	fmt.Fprintf(&b, "| job | commit | position | runs | %s median%s | vs good | vs bad | decision |\n", cfg.Metric, unit)
+	b.WriteString("|---:|---|---:|---:|---:|---|---|---|\n")
+	for _, st := range s.Steps {
+		c := s.Commits[st.Index]
+		pos := fmt.Sprintf("%d/%d", st.Index, last)
+		switch st.Index {
+		case 0:
+			pos = "good"
+		case last:
+			pos = "bad"
+		}
+		med := "—"
+		if st.Runs > 0 {
+			med = fmt.Sprintf("%.4g", st.Median)
+		}
+		fmt.Fprintf(&b, "| %d | %s | %s | %d | %s | %s | %s | %s |\n", st.Seq, commitCell(c), pos, st.Runs, med,
+			comparisonCell(st.VsGood), comparisonCell(st.VsBad), escape(st.Decision))
+	}
+	return b.String()
+}
+
+func statusText(s Status) string {
+	switch s {
+	case Range:
+		return "Narrowed to a range"
+	case OutOfBudget:
+		return "Out of budget"
+	case NoDifference:
+		return "No difference between the ends"
+	case Unclear:
+		return "No clear difference between the ends"
+	case EndFailed:
+		return "An end could not be measured"
+	}
+	return string(s)
+}
+
+func commitCell(c Commit) string {
+	sha := "`" + short(c.SHA) + "`"
+	if c.URL != "" {
+		sha = "[" + sha + "](" + c.URL + ")"
+	}
+	d := describe(Commit{SHA: "", Title: c.Title, PR: c.PR})
+	return strings.TrimSpace(sha + " " + escape(strings.TrimSpace(d)))
+}
+
+func comparisonCell(c Comparison) string {
+	if c.Outcome == "" {
+		return ""
+	}
+	return fmt.Sprintf("%s (%s)", c.Outcome, pct(c.Change()))
+}
+
+// escape keeps a table cell one cell.
+func escape(s string) string {
+	return strings.NewReplacer("|", `\|`, "\n", " ", "\r", "").Replace(s)
+}

@@ -1,0 +1,165 @@
+package bisect
+
+import (
+	"fmt"
+	"math"
+	"strings"
+
+	"github.com/perfgate/perfgate/internal/stats"
+)
+
+// Status is how a bisect ended.
+type Status string
+
+// Statuses.
+const (
+	// Found: one commit is the culprit.
+	Found Status = "found"
+	// Range: the culprit is one of several commits, the others between
+	// them could not be measured (git bisect's "only skipped commits left").
+	Range Status = "range"
+	// OutOfBudget: the job budget ran out first; Candidates is where the
+	// change is.
+	OutOfBudget Status = "budget"
+	// NoDifference: the ends are the same within MinChange.
+	NoDifference Status = "no-difference"
+	// Unclear: the ends' difference stayed unknown at the run cap.
+	Unclear Status = "unclear"
+	// EndFailed: the good or the bad commit could not be measured.
+	EndFailed Status = "end-failed"
+)
+
+// Result is a finished bisect.
+type Result struct {
+	Status  Status `json:"status"`
+	Message string `json:"message"` // what happened, for people
+	// Culprit is the first commit at the new level and Parent the commit
+	// before it (Found); Candidates the commits the change is among when
+	// it could not be narrowed to one (Range, OutOfBudget).
+	Culprit    *Commit  `json:"culprit,omitempty"`
+	Parent     *Commit  `json:"parent,omitempty"`
+	Candidates []Commit `json:"candidates,omitempty"`
+	// Change is the bad end against the good, relative (0.18 = 18% higher).
+	Change float64 `json:"change"`
+	// CulpritChange is the culprit against its parent, when both were measured.
+	CulpritChange float64 `json:"culprit_change,omitempty"`
+	// Notes: more than one change, decisions forced at the run cap.
+	Notes []string `json:"notes,omitempty"`
+	// Commits is the number of commits after the good one; Steps the
+	// commits measured between the ends; Jobs the GPU jobs and Runs the
+	// measured runs of the whole bisect, ends included.
+	Commits int `json:"commits"`
+	Steps   int `json:"steps"`
+	Jobs    int `json:"jobs"`
+	Runs    int `json:"runs"`
+}
+
+func (s *State) finish(status Status, message string) {
+	last := len(s.Commits) - 1
+	r := &Result{Status: status, Message: message, Commits: last, Jobs: s.Jobs}
+	g, b := s.Commits[0].Values, s.Commits[last].Values
+	if len(g) > 0 && len(b) > 0 {
+		r.Change = math.Expm1(mean(logs(b)) - mean(logs(g)))
+	}
+	for i, c := range s.Commits {
+		r.Runs += len(c.Values)
+		if i != 0 && i != last && len(c.Values) > 0 {
+			r.Steps++
+		}
+	}
+	if status == Found || status == Range || status == OutOfBudget {
+		if len(s.Between) > 0 {
+			r.Notes = append(r.Notes, fmt.Sprintf("More than one change: %s differ%s from both ends; the bisect followed the first change.",
+				shortList(s.Between), plural(len(s.Between), "", "s")))
+		}
+		if s.Second != "" {
+			r.Notes = append(r.Notes, s.Second+".")
+		}
+		if s.Forced > 0 {
+			r.Notes = append(r.Notes, fmt.Sprintf("%d decision%s stayed unknown at %d runs and went to the nearer end: the culprit is less certain.",
+				s.Forced, plural(s.Forced, "s", ""), s.Config.MaxRuns))
+		}
+	}
+	if status == Found {
+		c, p := s.Commits[s.Hi], s.Commits[s.Lo]
+		r.Culprit, r.Parent = &c, &p
+		if len(c.Values) > 0 && len(p.Values) > 0 {
+			r.CulpritChange = math.Expm1(mean(logs(c.Values)) - mean(logs(p.Values)))
+		}
+	}
+	if status == Range || status == OutOfBudget {
+		r.Candidates = append([]Commit(nil), s.Commits[s.Lo+1:s.Hi+1]...)
+	}
+	s.Result = r
+	s.Pending = nil
+}
+
+// finishNarrowed ends a bisect whose search is over: one culprit, only
+// skipped commits left, or the budget spent.
+func (s *State) finishNarrowed() {
+	cfg := s.Config
+	if s.Ends != Different {
+		s.finish(OutOfBudget, fmt.Sprintf("The job budget (%d jobs) ran out before the ends' difference was clear.", cfg.MaxJobs))
+		return
+	}
+	lo, hi := s.Commits[s.Lo], s.Commits[s.Hi]
+	switch {
+	case s.Hi-s.Lo == 1:
+		change := ""
+		if len(lo.Values) > 0 && len(hi.Values) > 0 {
+			change = fmt.Sprintf(": %s %s → %s (%s) from its parent %s", cfg.Metric,
+				s.value(stats.Median(lo.Values)), s.value(stats.Median(hi.Values)),
+				pct(math.Expm1(mean(logs(hi.Values))-mean(logs(lo.Values)))), short(lo.SHA))
+		}
+		s.finish(Found, fmt.Sprintf("%s is the first commit where %s changed%s.", describe(hi), cfg.Metric, change))
+	case s.midpoint() < 0:
+		var skipped []string
+		for _, c := range s.Commits[s.Lo+1 : s.Hi] {
+			skipped = append(skipped, short(c.SHA))
+		}
+		s.finish(Range, fmt.Sprintf("Only commits that could not be measured are left (%s): the first bad commit is one of them or %s.",
+			strings.Join(skipped, ", "), short(hi.SHA)))
+	default:
+		s.finish(OutOfBudget, fmt.Sprintf("The job budget (%d jobs) ran out: the change is in one of the %d commits after %s up to %s.",
+			cfg.MaxJobs, s.Hi-s.Lo, short(lo.SHA), short(hi.SHA)))
+	}
+}
+
+// value formats a metric value with the config's unit.
+func (s *State) value(v float64) string {
+	out := fmt.Sprintf("%.4g", v)
+	if s.Config.Unit != "" {
+		out += " " + s.Config.Unit
+	}
+	return out
+}
+
+// describe names a commit: short SHA, title and PR when known.
+func describe(c Commit) string {
+	out := short(c.SHA)
+	if c.Title != "" {
+		out += " (" + c.Title
+		if c.PR > 0 && !strings.Contains(c.Title, fmt.Sprintf("#%d", c.PR)) {
+			out += fmt.Sprintf(", #%d", c.PR)
+		}
+		out += ")"
+	} else if c.PR > 0 {
+		out += fmt.Sprintf(" (#%d)", c.PR)
+	}
+	return out
+}
+
+func shortList(shas []string) string {
+	out := make([]string, len(shas))
+	for i, s := range shas {
+		out[i] = short(s)
+	}
+	return strings.Join(out, ", ")
+}
+
+func plural(n int, many, one string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
