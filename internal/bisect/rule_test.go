@@ -1,0 +1,83 @@
+package bisect
+
+import (
+	"math"
+	"testing"
+)
+
+// around returns n log values with mean m and sample spread about sd.
+func around(m, sd float64, n int) []float64 {
+	out := make([]float64, n)
+	for i := range out {
+		// Evenly spread ±sd·√3: a fixed sample with standard deviation ≈ sd.
+		out[i] = m + sd*math.Sqrt(3)*(2*float64(i)/float64(max(n-1, 1))-1)
+	}
+	return out
+}
+
+func TestCompare(t *testing.T) {
+	r := DefaultRule()
+	noise := func(df float64) Noise { return Noise{Sigma: 0.02, DF: df} }
+	ln := math.Log1p
+	cases := []struct {
+		name   string
+		a, b   []float64
+		n      Noise
+		margin float64
+		dir    float64
+		want   Outcome
+	}{
+		{"same level, many runs", around(0, 0.02, 12), around(0, 0.02, 12), noise(40), ln(0.1) / 2, 1, Same},
+		{"a 10% step, three runs each", around(0, 0.02, 3), around(ln(0.1), 0.02, 3), noise(20), ln(0.1) / 2, 1, Different},
+		{"a 10% step the other way is not the change chased", around(0, 0.02, 3), around(-ln(0.1), 0.02, 3), noise(20), ln(0.1) / 2, 1, Same},
+		{"two-sided, the other way is different", around(0, 0.02, 3), around(-ln(0.1), 0.02, 3), noise(20), ln(0.03), 0, Different},
+		{"two fifths of the way, three runs: unknown", around(0, 0.02, 3), around(ln(0.04), 0.02, 3), noise(20), ln(0.1) / 2, 1, Unknown},
+		{"significant but under MinChange: not different", around(0, 0.02, 12), around(ln(0.02), 0.02, 12), Noise{Sigma: 0.002, DF: 100}, ln(0.03), 0, Same},
+		{"no noise estimate: unknown", []float64{0}, []float64{1}, Noise{Sigma: math.NaN()}, 0.1, 1, Unknown},
+		{"empty: unknown", nil, []float64{1}, noise(10), 0.1, 1, Unknown},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got := r.Compare(tc.a, tc.b, tc.n, tc.margin, tc.dir)
+			if got.Outcome != tc.want {
+				t.Errorf("Compare = %+v, want %s", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestJudge(t *testing.T) {
+	r := DefaultRule()
+	exp := func(xs []float64) []float64 {
+		out := make([]float64, len(xs))
+		for i, x := range xs {
+			out[i] = 100 * math.Exp(x)
+		}
+		return out
+	}
+	good, bad := exp(around(0, 0.01, 6)), exp(around(math.Log(1.2), 0.01, 6))
+	cases := []struct {
+		name    string
+		commit  []float64
+		bad     []float64
+		verdict Verdict
+		between bool
+	}{
+		{"at good", exp(around(0.005, 0.01, 3)), bad, Good, false},
+		{"at bad", exp(around(math.Log(1.19), 0.01, 3)), bad, Bad, false},
+		{"halfway: a second change", exp(around(math.Log(1.1), 0.01, 6)), bad, Bad, true},
+		{"no bad end: within MinChange of good", exp(around(0.005, 0.01, 6)), nil, Good, false},
+		{"no bad end: 20% away", exp(around(math.Log(1.2), 0.01, 3)), nil, Bad, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			j := r.Judge(good, tc.commit, tc.bad)
+			if j.Verdict != tc.verdict || j.Between != tc.between {
+				t.Errorf("Judge = %+v, want %s (between %v)", j, tc.verdict, tc.between)
+			}
+		})
+	}
+	if c := r.CompareEnds(good, bad); c.Outcome != Different || math.Abs(c.Change()-0.2) > 0.01 {
+		t.Errorf("CompareEnds = %+v, want different by +20%%", c)
+	}
+}
