@@ -115,6 +115,9 @@ type Store interface {
 
 	// The dashboard's reads and the change-point records (dashboard.go).
 	Dashboard
+	// The knowledge base of regressions (kb.go) and running bisects (bisects.go).
+	KnowledgeBase
+	Bisects
 
 	Close() error
 }

@@ -76,6 +76,8 @@ func Run(t *testing.T, newDSN func(t testing.TB) string) {
 		{"Trend", testTrend},
 		{"DashboardReads", testDashboardReads},
 		{"ChangePoints", testChangePoints},
+		{"RootCauses", testRootCauses},
+		{"Bisects", testBisects},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
