@@ -9,6 +9,7 @@ package command
 
 import (
 	"fmt"
+	"regexp"
 	"strings"
 	"unicode/utf8"
 )
@@ -30,6 +31,9 @@ const (
 	AppealAccept Kind = "appeal accept"
 	AppealReject Kind = "appeal reject"
 	Help         Kind = "help"
+	Profile      Kind = "profile"
+	Bisect       Kind = "bisect"
+	RootCause    Kind = "rootcause"
 )
 
 // Permission is what the commenter must hold for a command to run.
@@ -58,7 +62,9 @@ const (
 type Command struct {
 	Kind       Kind
 	Tier       Tier   // Retest only; TierQuick when omitted
-	Reason     string // Appeal (required) and AppealReject (optional)
+	Reason     string // Appeal (required) and AppealReject (optional); RootCause: the cause
+	Good, Bad  string // Bisect: the commits (SHAs or refs), good first
+	Fix        string // RootCause: the fix's link (a URL or #N), optional
 	Permission Permission
 }
 
@@ -145,6 +151,32 @@ var table = []spec{
 			reason, err := checkReason(rest, true)
 			return Command{Reason: reason}, err
 		},
+	},
+	{
+		kind:       Profile,
+		usage:      "/perf profile",
+		summary:    "profile the PR's base and head (a short run with the engine's profiler) and post where the time went",
+		permission: Write,
+		parse: func(args []string, _ string) (Command, error) {
+			if len(args) != 0 {
+				return Command{}, fmt.Errorf("profile takes no arguments")
+			}
+			return Command{}, nil
+		},
+	},
+	{
+		kind:       Bisect,
+		usage:      "/perf bisect <good> <bad>",
+		summary:    "maintainers: find the commit between two commits (SHAs, tags or branches) that changed performance, on the quick tier",
+		permission: Maintain,
+		parse:      parseBisect,
+	},
+	{
+		kind:       RootCause,
+		usage:      "/perf rootcause <cause> [fix <link>]",
+		summary:    "maintainers: record why this regression happened (and its fix) in the knowledge base, so a repeat is recognised",
+		permission: Maintain,
+		parse:      parseRootCause,
 	},
 	{
 		kind:       Help,
@@ -275,6 +307,46 @@ func restAfter(line string, n int) string {
 		s = s[end:]
 	}
 	return strings.TrimSpace(s)
+}
+
+// commitish is a SHA (7–40 hex digits) or a tag or branch name; it never
+// starts with "-", so it cannot become an option of a git command.
+var commitish = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._/+-]{0,99}$`)
+
+func parseBisect(args []string, _ string) (Command, error) {
+	if len(args) == 1 && strings.Contains(args[0], "..") {
+		return Command{}, fmt.Errorf("give the two commits separated by a space, good first: `/perf bisect %s`",
+			strings.NewReplacer("...", " ", "..", " ").Replace(args[0]))
+	}
+	if len(args) != 2 {
+		return Command{}, fmt.Errorf("bisect takes two commits, the good one first, e.g. `/perf bisect v0.26.0 main`; got %d", len(args))
+	}
+	for _, a := range args {
+		if !commitish.MatchString(a) || strings.Contains(a, "..") || strings.HasSuffix(a, "/") || strings.HasSuffix(a, ".lock") {
+			return Command{}, fmt.Errorf("%q is not a commit: give a SHA, a tag or a branch name", a)
+		}
+	}
+	if args[0] == args[1] {
+		return Command{}, fmt.Errorf("the good and bad commits are both %q: give two different commits", args[0])
+	}
+	return Command{Good: args[0], Bad: args[1]}, nil
+}
+
+// fixLink is a trailing "fix <link>" of a root cause: a URL or #N.
+var fixLink = regexp.MustCompile(`(?i)\s+fix:?\s+(https?://\S+|#[0-9]+)$`)
+
+func parseRootCause(_ []string, rest string) (Command, error) {
+	cause, fix := rest, ""
+	if m := fixLink.FindStringSubmatchIndex(" " + rest); m != nil {
+		cause, fix = strings.TrimSpace((" " + rest)[:m[0]]), (" " + rest)[m[2]:m[3]]
+	}
+	if cause == "" {
+		return Command{}, fmt.Errorf("say what caused the regression, e.g. `/perf rootcause scheduler priority change fix #130`")
+	}
+	if n := utf8.RuneCountInString(cause); n > MaxReasonLen {
+		return Command{}, fmt.Errorf("the cause is %d characters; keep it under %d", n, MaxReasonLen)
+	}
+	return Command{Reason: cause, Fix: fix}, nil
 }
 
 func checkReason(reason string, required bool) (string, error) {

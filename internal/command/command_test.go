@@ -30,6 +30,15 @@ func TestParseAccepted(t *testing.T) {
 		{"appeal reject reason", "/perf appeal reject warm-up is in the SLO", Command{Kind: AppealReject, Reason: "warm-up is in the SLO", Permission: Maintain}},
 		{"help", "/perf help", Command{Kind: Help, Permission: Anyone}},
 		{"indented up to three", "   /perf help", Command{Kind: Help, Permission: Anyone}},
+		{"profile", "/perf profile", Command{Kind: Profile, Permission: Write}},
+		{"bisect SHAs", "/perf bisect 1a2b3c4 9f8e7d6c5b4a39281706f5e4d3c2b1a098765432", Command{Kind: Bisect, Good: "1a2b3c4", Bad: "9f8e7d6c5b4a39281706f5e4d3c2b1a098765432", Permission: Maintain}},
+		{"bisect tag and branch", "/perf bisect v0.26.0 release/0.27", Command{Kind: Bisect, Good: "v0.26.0", Bad: "release/0.27", Permission: Maintain}},
+		{"bisect after prose", "Found it on the nightly.\n/perf bisect abc1234 main", Command{Kind: Bisect, Good: "abc1234", Bad: "main", Permission: Maintain}},
+		{"rootcause", "/perf rootcause scheduler priority change", Command{Kind: RootCause, Reason: "scheduler priority change", Permission: Maintain}},
+		{"rootcause with fix PR", "/perf rootcause prefill interrupts decode: scheduler priority change fix #130", Command{Kind: RootCause, Reason: "prefill interrupts decode: scheduler priority change", Fix: "#130", Permission: Maintain}},
+		{"rootcause with fix URL", "/perf rootcause KV blocks halved  Fix: https://github.com/acme/llm/pull/131", Command{Kind: RootCause, Reason: "KV blocks halved", Fix: "https://github.com/acme/llm/pull/131", Permission: Maintain}},
+		{"rootcause mentioning a fix in the text", "/perf rootcause the fix #12 of last week broke batching", Command{Kind: RootCause, Reason: "the fix #12 of last week broke batching", Permission: Maintain}},
+		{"rootcause at cap", "/perf rootcause " + long, Command{Kind: RootCause, Reason: long, Permission: Maintain}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -61,6 +70,19 @@ func TestParseReplies(t *testing.T) {
 		{"reject reason too long", "/perf appeal reject " + strings.Repeat("y", MaxReasonLen+1), "keep it under 500"},
 		{"accept with words", "/perf appeal accept because", "takes no arguments"},
 		{"help with words", "/perf help me", "takes no arguments"},
+		{"profile with words", "/perf profile now", "profile takes no arguments"},
+		{"bisect bare", "/perf bisect", "two commits, the good one first"},
+		{"bisect one commit", "/perf bisect abc1234", "got 1"},
+		{"bisect three commits", "/perf bisect a1 b2 c3", "got 3"},
+		{"bisect range form", "/perf bisect abc1234..def5678", "`/perf bisect abc1234 def5678`"},
+		{"bisect triple-dot range", "/perf bisect v1...v2", "`/perf bisect v1 v2`"},
+		{"bisect option-like", "/perf bisect --all main", `"--all" is not a commit`},
+		{"bisect dots inside", "/perf bisect a..b main", `"a..b" is not a commit`},
+		{"bisect shell", "/perf bisect main $(reboot)", "is not a commit"},
+		{"bisect same commit", "/perf bisect main main", "both \"main\""},
+		{"rootcause bare", "/perf rootcause", "say what caused the regression"},
+		{"rootcause only a fix", "/perf rootcause fix #130", "say what caused the regression"},
+		{"rootcause too long", "/perf rootcause " + strings.Repeat("y", MaxReasonLen+1), "keep it under 500"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -132,7 +154,8 @@ func TestHelpTextFromTable(t *testing.T) {
 		if !strings.Contains(help, "`"+strings.ReplaceAll(s.usage, "|", `\|`)+"`") {
 			t.Errorf("help text lacks %q", s.usage)
 		}
-		body := strings.NewReplacer("<reason>", "sample reason", "[quick|merge]", "quick", " [reason]", "").Replace(s.usage)
+		body := strings.NewReplacer("<reason>", "sample reason", "[quick|merge]", "quick", " [reason]", "",
+			"<good> <bad>", "v0.26.0 main", "<cause>", "sample cause", "[fix <link>]", "fix #1").Replace(s.usage)
 		got := Parse(body)
 		if got.Action != Run || got.Command.Kind != s.kind {
 			t.Errorf("usage %q parses to %+v, want kind %q", body, got, s.kind)
@@ -143,5 +166,12 @@ func TestHelpTextFromTable(t *testing.T) {
 	}
 	if got := Parse("/perf help"); got.Command.Permission != Anyone {
 		t.Errorf("help permission = %q", got.Command.Permission)
+	}
+	// The issue's permissions: maintainers bisect and record causes,
+	// writers profile.
+	for k, want := range map[Kind]Permission{Bisect: Maintain, RootCause: Maintain, Profile: Write} {
+		if got := PermissionFor(k); got != want {
+			t.Errorf("PermissionFor(%q) = %q, want %q", k, got, want)
+		}
 	}
 }
