@@ -337,7 +337,7 @@ func (s *State) step() {
 func (s *State) decide(i int) {
 	last := len(s.Commits) - 1
 	c := &s.Commits[i]
-	j := s.Config.Rule.judge(s.noise(), logs(s.goodGroup()), logs(c.Values), logs(s.Commits[last].Values))
+	j := s.Config.Rule.judge(s.noise(), logs(s.goodGroup()), logs(c.Values), logs(s.Commits[last].Values), 0)
 	verdict, how := j.Verdict, string(j.Verdict)
 	// A commit between the ends' levels is either a second change or an
 	// unlucky set of runs near the threshold: believe it only on more runs.

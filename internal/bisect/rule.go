@@ -185,15 +185,29 @@ func (r Rule) Judge(good, commit, bad []float64, pool ...[]float64) Judgement {
 	for _, p := range pool {
 		samples = append(samples, logs(p))
 	}
-	return r.judge(r.Noise(samples...), g, c, b)
+	return r.judge(r.Noise(samples...), g, c, b, 0)
+}
+
+// JudgeToward compares a commit with the good end alone, for a change in
+// direction dir: +1 when the bad commits are higher (a latency regression),
+// −1 when lower (a throughput regression), 0 for either way. A commit that
+// moved the other way is good: it does not have the change being chased.
+func (r Rule) JudgeToward(good, commit []float64, dir float64, pool ...[]float64) Judgement {
+	g, c := logs(good), logs(commit)
+	samples := [][]float64{g, c}
+	for _, p := range pool {
+		samples = append(samples, logs(p))
+	}
+	return r.judge(r.Noise(samples...), g, c, nil, dir)
 }
 
 // judge is Judge on log values with the noise given. With a bad end the
 // comparisons are directional: "different from good" is a move toward bad,
-// "same as good" is less than halfway there.
-func (r Rule) judge(n Noise, g, c, b []float64) Judgement {
+// "same as good" is less than halfway there. Without one, dir gives the
+// direction (0: either) and "same" means less than MinChange that way.
+func (r Rule) judge(n Noise, g, c, b []float64, dir float64) Judgement {
 	r = r.withDefaults()
-	margin, dir := math.Log1p(r.MinChange), 0.0
+	margin := math.Log1p(r.MinChange)
 	if len(b) > 0 {
 		delta := mean(b) - mean(g)
 		margin, dir = math.Abs(delta)/2, math.Copysign(1, delta)

@@ -77,6 +77,17 @@ func TestJudge(t *testing.T) {
 			}
 		})
 	}
+	// Without a bad end, the direction says which way is the change.
+	faster := exp(around(math.Log(0.8), 0.01, 3))
+	if j := r.JudgeToward(good, faster, +1); j.Verdict != Good {
+		t.Errorf("20%% lower, chasing a rise: %+v, want good", j)
+	}
+	if j := r.JudgeToward(good, faster, -1); j.Verdict != Bad {
+		t.Errorf("20%% lower, chasing a drop: %+v, want bad", j)
+	}
+	if j := r.JudgeToward(good, faster, 0); j.Verdict != Bad {
+		t.Errorf("20%% lower, either way: %+v, want bad", j)
+	}
 	if c := r.CompareEnds(good, bad); c.Outcome != Different || math.Abs(c.Change()-0.2) > 0.01 {
 		t.Errorf("CompareEnds = %+v, want different by +20%%", c)
 	}

@@ -1,0 +1,149 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/perfgate/perfgate/internal/config"
+	"github.com/perfgate/perfgate/internal/githubtest"
+)
+
+func TestSplitCommand(t *testing.T) {
+	cases := []struct {
+		in   string
+		want []string
+		err  bool
+	}{
+		{"perfgate sim --port {{.Port}}", []string{"perfgate", "sim", "--port", "{{.Port}}"}, false},
+		{"  a   b\tc ", []string{"a", "b", "c"}, false},
+		{`sh -c 'exec sim $(cat f) | x'`, []string{"sh", "-c", "exec sim $(cat f) | x"}, false},
+		{`a "b c" "d \"e\""`, []string{"a", "b c", `d "e"`}, false},
+		{`a\ b ''`, []string{"a b", ""}, false},
+		{`a 'b`, nil, true},
+		{`a \`, nil, true},
+		{"   ", nil, true},
+	}
+	for _, tc := range cases {
+		got, err := splitCommand(tc.in)
+		if (err != nil) != tc.err || fmt.Sprint(got) != fmt.Sprint(tc.want) {
+			t.Errorf("splitCommand(%q) = %q, %v; want %q (error %v)", tc.in, got, err, tc.want, tc.err)
+		}
+	}
+}
+
+func TestBisectRunUsageAborts(t *testing.T) {
+	// A usage error must abort git bisect (exit > 127), never mark the
+	// commit bad (1–127) or skip it (125).
+	for _, args := range [][]string{
+		{},
+		{"--good", "/no/such/file.json"},
+		{"--good", "x.json", "--metric", "tpot_p101"},
+		{"--good", "x.json", "--min-change", "200%"},
+		{"--bogus"},
+		{"--good", "x.json", "--direction", "up"},
+	} {
+		var out, errw bytes.Buffer
+		code := runBisectRun(context.Background(), &cliEnv{stdout: &out, stderr: &errw, log: zerolog.Nop()}, args)
+		if code != exitAbort {
+			t.Errorf("bisect run %q exited %d, want %d (stderr %s)", args, code, exitAbort, errw.String())
+		}
+	}
+}
+
+// TestBisectRunUnderGitBisect runs a real `git bisect run perfgate bisect
+// run …` over a repository whose commits change the simulated engine's
+// knobs: one commit makes every step 60% slower, one breaks the engine's
+// command line. git bisect must name the slow commit.
+func TestBisectRunUnderGitBisect(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds perfgate and runs git bisect: not in -short")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	start := time.Now()
+	bin := filepath.Join(t.TempDir(), "perfgate")
+	build := exec.CommandContext(ctx, filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-o", bin, ".")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	t.Logf("built perfgate in %s", time.Since(start).Round(time.Millisecond))
+
+	// The engine's knobs live in the repository, as a PR changes them; the
+	// config (read from each checkout) starts the sim with them.
+	cfg := fmt.Sprintf(`server:
+  command: ["sh", "-c", "exec '%s' sim --addr 127.0.0.1:{{.Port}} $(cat inference_engine/sim.flags)"]
+  model: perfgate-sim
+  start_timeout: 30s
+workload: {dataset: random, input_len: 32, output_len: 16, request_rate: inf, max_concurrency: 10, endpoint: /v1/completions}
+tiers:
+  quick: {prompts: 100, repeats: 3, warmup: 10, threshold: 15%%}
+`, bin)
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "perfgate.yml"), []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := config.Load(filepath.Join(dir, "perfgate.yml")); err != nil {
+		t.Fatalf("the test's config is invalid: %v", err)
+	}
+	const fast = "--decode-step 5ms --base-ttft 2ms --prefill-per-token 10us --jitter 0.01"
+	repo := githubtest.NewGitRepo(t)
+	good := repo.Commit("engine: initial knobs", map[string]string{
+		".github/perfgate.yml":       cfg,
+		"inference_engine/sim.flags": fast + " --slowdown 1\n",
+	})
+	const planted, broken, n = 8, 9, 12
+	shas := map[int]string{0: good}
+	for i := 1; i <= n; i++ {
+		files := map[string]string{"NOTES": fmt.Sprintf("change %d\n", i)}
+		switch {
+		case i == planted:
+			files["inference_engine/sim.flags"] = fast + " --slowdown 1.6\n"
+		case i == broken:
+			files["inference_engine/sim.flags"] = fast + " --slowdown 1.6 --no-such-knob\n"
+		case i == broken+1:
+			files["inference_engine/sim.flags"] = fast + " --slowdown 1.6\n"
+		}
+		shas[i] = repo.Commit(fmt.Sprintf("change %d", i), files)
+	}
+
+	// The good commit's reference runs.
+	repo.Git("checkout", "--quiet", good)
+	ref := filepath.Join(t.TempDir(), "good.json")
+	measure := exec.CommandContext(ctx, bin, "bisect", "measure", "--output", ref)
+	measure.Dir = repo.Dir
+	if out, err := measure.CombinedOutput(); err != nil {
+		t.Fatalf("perfgate bisect measure: %v\n%s", err, out)
+	}
+
+	repo.Git("checkout", "--quiet", "main")
+	repo.Git("bisect", "start", shas[n], good)
+	out, err := repo.Run("bisect", "run", bin, "bisect", "run", "--good", ref, "--metric", "tpot_median", "--min-change", "10%")
+	t.Logf("git bisect run (%s):\n%s", time.Since(start).Round(time.Millisecond), out)
+	if err != nil {
+		t.Fatalf("git bisect run: %v", err)
+	}
+	if !strings.Contains(out, shas[planted]+" is the first bad commit") {
+		t.Errorf("git bisect did not name the planted commit %s", shas[planted][:7])
+	}
+	log := repo.Git("bisect", "log")
+	repo.Git("bisect", "reset")
+	// git bisect's midpoints are fixed by the graph: after change 6 it tries
+	// change 9, whose engine does not start, so perfgate says 125 and git
+	// bisect steps around it.
+	if !strings.Contains(log, "git bisect skip "+shas[broken]) {
+		t.Errorf("the broken commit %s was not skipped:\n%s", shas[broken][:7], log)
+	}
+	if !strings.Contains(out, "skip: cannot measure this commit: engine exited during start-up") {
+		t.Errorf("the skip does not say why")
+	}
+}
