@@ -4,9 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
-	"io"
 	"math"
 	"os"
 	"os/exec"
@@ -22,6 +20,7 @@ import (
 	"github.com/perfgate/perfgate/internal/gate"
 	"github.com/perfgate/perfgate/internal/result"
 	"github.com/perfgate/perfgate/internal/stats"
+	"github.com/perfgate/perfgate/internal/suggest"
 )
 
 func init() {
@@ -39,23 +38,28 @@ const (
 )
 
 func runBisect(ctx context.Context, env *cliEnv, args []string) int {
-	if len(args) > 0 {
-		switch args[0] {
-		case "run":
-			return runBisectRun(ctx, env, args[1:])
-		case "measure":
-			return runBisectMeasure(ctx, env, args[1:])
-		case "-h", "-help", "--help", "help":
-			bisectUsage(env.stdout)
-			return 0
-		}
+	if len(args) == 0 {
+		fmt.Fprint(env.stderr, bisectUsage)
+		return 3
 	}
-	bisectUsage(env.stderr)
+	switch args[0] {
+	case "run":
+		return runBisectRun(ctx, env, args[1:])
+	case "measure":
+		return runBisectMeasure(ctx, env, args[1:])
+	case "-h", "-help", "--help", "help":
+		fmt.Fprint(env.stdout, bisectUsage)
+		return 0
+	}
+	fmt.Fprintf(env.stderr, "perfgate bisect: unknown subcommand %q", args[0])
+	if s := suggest.Closest(args[0], []string{"run", "measure"}); s != "" {
+		fmt.Fprintf(env.stderr, "; did you mean %q?", s)
+	}
+	fmt.Fprintf(env.stderr, "\nRun 'perfgate bisect -h' for the subcommands.\n")
 	return 3
 }
 
-func bisectUsage(w io.Writer) {
-	fmt.Fprint(w, `usage: perfgate bisect run --good GOOD.json [--bad BAD.json] [flags]   (under git bisect run)
+const bisectUsage = `usage: perfgate bisect run --good GOOD.json [--bad BAD.json] [flags]   (under git bisect run)
        perfgate bisect measure --output FILE [flags]                      (make a reference)
 
   git checkout GOOD && perfgate bisect measure --output /tmp/good.json
@@ -68,9 +72,8 @@ three-outcome rule and exits 0 (same as good), 1 (changed from good) or 125 (cou
 start or measure it, or still unknown at --max-runs: git bisect skips it). A usage error
 exits 128, which aborts the bisect.
 
-Run 'perfgate bisect run -h' or 'perfgate bisect measure -h' for the flags.
-`)
-}
+'perfgate bisect run -h' and 'perfgate bisect measure -h' list the flags.
+`
 
 // engineFlags are what run and measure share: how to start the engine and
 // what load to offer.
@@ -86,7 +89,7 @@ type engineFlags struct {
 	startTimeout time.Duration
 }
 
-func (f *engineFlags) register(fs *flag.FlagSet) {
+func (f *engineFlags) register(fs *flagSet) {
 	fs.StringVar(&f.configPath, "config", "", "perfgate config (default "+config.DefaultPath+" of the checkout when it exists, else the defaults)")
 	fs.StringVar(&f.command, "command", "", `engine command template, instead of the config's server.command, e.g. "perfgate sim --config inference_engine/sim.yaml --port {{.Port}}" (quotes group words; no shell)`)
 	fs.StringVar(&f.model, "model", "", "served model (default: the config's server.model)")
@@ -224,16 +227,13 @@ func (s *session) stop() {
 }
 
 func runBisectMeasure(ctx context.Context, env *cliEnv, args []string) int {
-	fs := flag.NewFlagSet("bisect measure", flag.ContinueOnError)
-	fs.SetOutput(env.stderr)
+	fs := env.flags("bisect measure", "--output FILE [flags]")
+	fs.epilog = "Exit status: 0 written, 1 the commit could not be built, started or measured, 3 usage.\n"
 	var f engineFlags
 	f.register(fs)
 	output := fs.String("output", "", "write the runs here (a JSON array of results): the --good or --bad of bisect run")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 3
+	if code, ok := fs.parse(args); !ok {
+		return code
 	}
 	if *output == "" || fs.NArg() > 0 {
 		fmt.Fprintln(env.stderr, "perfgate bisect measure: need --output FILE and no other arguments")
@@ -269,8 +269,8 @@ func runBisectMeasure(ctx context.Context, env *cliEnv, args []string) int {
 }
 
 func runBisectRun(ctx context.Context, env *cliEnv, args []string) int {
-	fs := flag.NewFlagSet("bisect run", flag.ContinueOnError)
-	fs.SetOutput(env.stderr)
+	fs := env.flags("bisect run", "--good GOOD.json [--bad BAD.json] [--metric M] [flags]")
+	fs.epilog = "Exit status (git bisect run's): 0 good, 1 bad, 125 skip (cannot build, start or measure,\nor still unknown at --max-runs), 128 usage error (aborts the bisect).\n"
 	var f engineFlags
 	f.register(fs)
 	goodPath := fs.String("good", "", "runs of the good commit (perfgate bisect measure --output, or bench result files as a JSON array)")
@@ -279,15 +279,11 @@ func runBisectRun(ctx context.Context, env *cliEnv, args []string) int {
 	maxRuns := fs.Int("max-runs", 0, "most runs of this commit while the comparison is unknown (default 3 rounds)")
 	minChange := fs.String("min-change", "3%", "the smallest change worth finding")
 	direction := fs.String("direction", "worse", "without --bad: which change makes a commit bad — worse (the metric's worse way), better, or either")
-	fs.Usage = func() {
-		fmt.Fprintln(env.stderr, "usage: perfgate bisect run --good GOOD.json [--bad BAD.json] [--metric M] [flags]")
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
+	if code, ok := fs.parse(args); !ok {
+		if code == 0 {
 			return 0
 		}
-		return exitAbort
+		return exitAbort // a bad flag must stop git bisect, not mark the commit
 	}
 	abort := func(format string, a ...any) int {
 		fmt.Fprintf(env.stderr, "perfgate bisect run: "+format+" (aborting the bisect)\n", a...)

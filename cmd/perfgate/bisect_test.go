@@ -41,6 +41,18 @@ func TestSplitCommand(t *testing.T) {
 	}
 }
 
+func TestBisectHelp(t *testing.T) {
+	for _, args := range [][]string{{"bisect", "run", "-h"}, {"bisect", "measure", "--help"}, {"bisect", "-h"}} {
+		code, stdout, stderr := run(t, args...)
+		if code != 0 || !strings.Contains(stdout, "usage: perfgate bisect") || stderr != "" {
+			t.Errorf("perfgate %v: exit %d, stdout %q, stderr %q", args, code, firstLine(stdout), stderr)
+		}
+	}
+	if code, _, stderr := run(t, "bisect", "rn"); code != 3 || !strings.Contains(stderr, `did you mean "run"?`) {
+		t.Errorf("bisect rn: %d %q", code, stderr)
+	}
+}
+
 func TestBisectRunUsageAborts(t *testing.T) {
 	// A usage error must abort git bisect (exit > 127), never mark the
 	// commit bad (1–127) or skip it (125).
@@ -62,8 +74,9 @@ func TestBisectRunUsageAborts(t *testing.T) {
 
 // TestBisectRunUnderGitBisect runs a real `git bisect run perfgate bisect
 // run …` over a repository whose commits change the simulated engine's
-// knobs: one commit makes every step 60% slower, one breaks the engine's
-// command line. git bisect must name the slow commit.
+// knobs (inference_engine/sim.yaml, read by perfgate sim --config): one
+// commit makes every step 60% slower, one has a key the sim refuses. git
+// bisect must name the slow commit and skip the broken one.
 func TestBisectRunUnderGitBisect(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds perfgate and runs git bisect: not in -short")
@@ -81,7 +94,7 @@ func TestBisectRunUnderGitBisect(t *testing.T) {
 	// The engine's knobs live in the repository, as a PR changes them; the
 	// config (read from each checkout) starts the sim with them.
 	cfg := fmt.Sprintf(`server:
-  command: ["sh", "-c", "exec '%s' sim --addr 127.0.0.1:{{.Port}} $(cat inference_engine/sim.flags)"]
+  command: ["%s", "sim", "--config", "inference_engine/sim.yaml", "--port", "{{.Port}}"]
   model: perfgate-sim
   start_timeout: 30s
 workload: {dataset: random, input_len: 32, output_len: 16, request_rate: inf, max_concurrency: 10, endpoint: /v1/completions}
@@ -95,11 +108,16 @@ tiers:
 	if _, err := config.Load(filepath.Join(dir, "perfgate.yml")); err != nil {
 		t.Fatalf("the test's config is invalid: %v", err)
 	}
-	const fast = "--decode-step 5ms --base-ttft 2ms --prefill-per-token 10us --jitter 0.01"
+	// Short steps so a run takes a second; GPU-like noise off but the
+	// per-step jitter.
+	knobs := func(extra string) string {
+		return "decode_step: 5ms\nbase_ttft: 2ms\nprefill_per_token: 10us\nprefill_step_overhead: 1ms\n" +
+			"jitter: 0.01\nsession_cv: 0\ndrift_per_hour: 0\nthrottle_every: 0s\n" + extra
+	}
 	repo := githubtest.NewGitRepo(t)
 	good := repo.Commit("engine: initial knobs", map[string]string{
-		".github/perfgate.yml":       cfg,
-		"inference_engine/sim.flags": fast + " --slowdown 1\n",
+		".github/perfgate.yml":      cfg,
+		"inference_engine/sim.yaml": knobs("slowdown: 1\n"),
 	})
 	const planted, broken, n = 8, 9, 12
 	shas := map[int]string{0: good}
@@ -107,11 +125,11 @@ tiers:
 		files := map[string]string{"NOTES": fmt.Sprintf("change %d\n", i)}
 		switch {
 		case i == planted:
-			files["inference_engine/sim.flags"] = fast + " --slowdown 1.6\n"
+			files["inference_engine/sim.yaml"] = knobs("slowdown: 1.6\n")
 		case i == broken:
-			files["inference_engine/sim.flags"] = fast + " --slowdown 1.6 --no-such-knob\n"
+			files["inference_engine/sim.yaml"] = knobs("slowdown: 1.6\nno_such_knob: 1\n")
 		case i == broken+1:
-			files["inference_engine/sim.flags"] = fast + " --slowdown 1.6\n"
+			files["inference_engine/sim.yaml"] = knobs("slowdown: 1.6\n")
 		}
 		shas[i] = repo.Commit(fmt.Sprintf("change %d", i), files)
 	}
@@ -138,7 +156,7 @@ tiers:
 	log := repo.Git("bisect", "log")
 	repo.Git("bisect", "reset")
 	// git bisect's midpoints are fixed by the graph: after change 6 it tries
-	// change 9, whose engine does not start, so perfgate says 125 and git
+	// change 9, whose engine does not start, so perfgate exits 125 and git
 	// bisect steps around it.
 	if !strings.Contains(log, "git bisect skip "+shas[broken]) {
 		t.Errorf("the broken commit %s was not skipped:\n%s", shas[broken][:7], log)

@@ -286,7 +286,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /repos/{owner}/{repo}/pulls/{number}/files", s.auth(s.listFiles))
 	mux.HandleFunc("GET /repos/{owner}/{repo}/contents/{path...}", s.auth(s.getContent))
 	mux.HandleFunc("GET /repos/{owner}/{repo}/collaborators/{user}/permission", s.auth(s.getPermission))
-	s.issueRoutes(mux)   // issues.go
+	s.issueRoutes(mux) // issues.go
 	s.manifestRoutes(mux)
 	s.compareRoutes(mux) // compare.go
 	return s.record(mux)
