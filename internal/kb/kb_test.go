@@ -2,40 +2,35 @@ package kb_test
 
 import (
 	"context"
-	"encoding/json"
 	"math"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/perfgate/perfgate/internal/config"
 	"github.com/perfgate/perfgate/internal/kb"
+	"github.com/perfgate/perfgate/internal/profile"
 	"github.com/perfgate/perfgate/internal/store"
 )
 
-// profiles are fingerprints of real scheduler-trace diffs (see _source in
-// the fixture): two runs of the same prefill-eagerness change, and a
-// uniform slowdown.
-func profiles(t *testing.T) map[string]*kb.Fingerprint {
+// profiles are the fingerprints of real scheduler-trace diffs, the sim's
+// profiler fixtures: base against two runs of the same prefill-eagerness
+// change, and against a uniform 30% slowdown.
+func profiles(t *testing.T) map[string]*profile.Fingerprint {
 	t.Helper()
-	raw, err := os.ReadFile(filepath.Join("testdata", "fingerprints.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var doc map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &doc); err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]*kb.Fingerprint{}
-	for _, name := range []string{"eager", "eager-again", "slow"} {
-		var e struct {
-			Profile kb.Fingerprint `json:"profile"`
-		}
-		if err := json.Unmarshal(doc[name], &e); err != nil {
+	dir := filepath.Join("..", "..", "testdata", "profile")
+	read := func(name string) *profile.Trace {
+		tr, err := profile.ReadFile(filepath.Join(dir, name+".trace.json.gz"))
+		if err != nil {
 			t.Fatal(err)
 		}
-		out[name] = &e.Profile
+		return tr
+	}
+	base := read("base")
+	out := map[string]*profile.Fingerprint{}
+	for _, name := range []string{"eager", "eager-again", "slow"} {
+		f := profile.Compare(base, read(name)).Fingerprint()
+		out[name] = &f
 	}
 	return out
 }

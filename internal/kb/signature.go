@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/perfgate/perfgate/internal/config"
+	"github.com/perfgate/perfgate/internal/profile"
 )
 
 // MetricChange is one gated metric's move, base to head, as the gate
@@ -27,17 +28,12 @@ type MetricChange struct {
 	Moved bool `json:"moved"`
 }
 
-// Fingerprint is a profile diff's vector (profile.Diff.Fingerprint(): the
-// same fields and JSON, so kb.Fingerprint(f) converts one).
-type Fingerprint struct {
-	Keys   []string  `json:"keys"`
-	Values []float64 `json:"values"`
-}
-
 // Signature is a regression's phenomenon.
 type Signature struct {
 	Metrics []MetricChange `json:"metrics"`
-	Profile *Fingerprint   `json:"profile,omitempty"`
+	// Profile is the base → head profile diff's fingerprint
+	// (profile.Diff.Fingerprint), when a profile was taken.
+	Profile *profile.Fingerprint `json:"profile,omitempty"`
 }
 
 // worse is a change as a signed, log-scaled number: log(head/base),
@@ -96,7 +92,7 @@ func Distance(a, b Signature) float64 {
 		cos = append(cos, c)
 	}
 	if a.Profile != nil && b.Profile != nil {
-		if c, ok := cosine(a.Profile.vector(), b.Profile.vector()); ok {
+		if c, ok := cosine(vector(a.Profile), vector(b.Profile)); ok {
 			cos = append(cos, c)
 		}
 	}
@@ -110,7 +106,9 @@ func Distance(a, b Signature) float64 {
 	return 1 - sum/float64(len(cos))
 }
 
-func (f *Fingerprint) vector() map[string]float64 {
+// vector keys a fingerprint's values by metric, so fingerprints of two
+// perfgate versions compare over the metrics both have.
+func vector(f *profile.Fingerprint) map[string]float64 {
 	v := make(map[string]float64, len(f.Keys))
 	for i, k := range f.Keys {
 		if i < len(f.Values) && !math.IsNaN(f.Values[i]) && !math.IsInf(f.Values[i], 0) {
