@@ -345,14 +345,12 @@ func runBisectRun(ctx context.Context, env *cliEnv, args []string) int {
 			fmt.Fprintf(env.stdout, "perfgate bisect run: %s: skip: %v\n", name, err)
 			return exitSkip
 		}
-		for _, r := range runs {
-			v, ok := gate.MedianOf([]*result.Result{r}, *metric)
-			if !ok || !(v > 0) {
-				fmt.Fprintf(env.stdout, "perfgate bisect run: %s: skip: a run has no positive %s\n", name, *metric)
-				return exitSkip
-			}
-			values = append(values, v)
+		vs, err := bisect.RunValues(runs, *metric)
+		if err != nil {
+			fmt.Fprintf(env.stdout, "perfgate bisect run: %s: skip: %v\n", name, err)
+			return exitSkip
 		}
+		values = append(values, vs...)
 		j := rule.JudgeToward(good, values, dir)
 		if len(bad) > 0 {
 			j = rule.Judge(good, values, bad)
@@ -377,13 +375,9 @@ func referenceValues(path, metric string) ([]float64, error) {
 	if err != nil {
 		return nil, err
 	}
-	var out []float64
-	for i, r := range runs {
-		v, ok := gate.MedianOf([]*result.Result{r}, metric)
-		if !ok || !(v > 0) {
-			return nil, fmt.Errorf("%s: run %d has no positive %s", path, i+1, metric)
-		}
-		out = append(out, v)
+	out, err := bisect.RunValues(runs, metric)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	if len(out) < 2 {
 		return nil, fmt.Errorf("%s: %d run(s); measure at least 2 (perfgate bisect measure makes the tier's repeats)", path, len(out))

@@ -12,6 +12,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/perfgate/perfgate/internal/result"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
@@ -382,5 +384,18 @@ func TestPRFromMessage(t *testing.T) {
 		if got := PRFromMessage(msg); got != want {
 			t.Errorf("PRFromMessage(%q) = %d, want %d", msg, got, want)
 		}
+	}
+}
+
+func TestRunValues(t *testing.T) {
+	mk := func(tpot float64) *result.Result {
+		return &result.Result{Completed: 10, Metrics: map[string]float64{"median_tpot_ms": tpot}}
+	}
+	got, err := RunValues([]*result.Result{mk(10), mk(12.5)}, "tpot_median")
+	if err != nil || fmt.Sprint(got) != "[10 12.5]" {
+		t.Fatalf("RunValues = %v, %v", got, err)
+	}
+	if _, err := RunValues([]*result.Result{mk(10), mk(0)}, "tpot_median"); err == nil || !strings.Contains(err.Error(), "run 2 of 2") {
+		t.Errorf("a run without the metric: %v", err)
 	}
 }

@@ -14,13 +14,17 @@ import (
 // between GPU jobs and across restarts. Store includes it.
 type Bisects interface {
 	// CreateBisect records a running bisect. A second running bisect of the
-	// same repository, range and metric is ErrConflict.
+	// same repository, range and metric, or a second bisect waiting for the
+	// same job, is ErrConflict.
 	CreateBisect(ctx context.Context, b BisectRecord) (BisectRecord, error)
 	GetBisect(ctx context.Context, id int64) (BisectRecord, error)
-	// UpdateBisect stores a new state and status if the record is still at
-	// version; a record another replica moved on is ErrConflict (reload and
-	// apply the event again).
-	UpdateBisect(ctx context.Context, id int64, version int, status string, state json.RawMessage) (BisectRecord, error)
+	// UpdateBisect stores a new state, status and pending job if the record
+	// is still at version; a record another replica moved on is ErrConflict
+	// (reload and apply the event again).
+	UpdateBisect(ctx context.Context, id int64, version int, u BisectUpdate) (BisectRecord, error)
+	// BisectByJob returns the bisect whose pending request job jobID
+	// measures: what a finished job of kind "bisect" reports to.
+	BisectByJob(ctx context.Context, jobID int64) (BisectRecord, error)
 	// ListBisects returns the bisects the filter selects, oldest first.
 	ListBisects(ctx context.Context, f BisectFilter) ([]BisectRecord, error)
 }
@@ -45,9 +49,17 @@ type BisectRecord struct {
 	InstallationID int64
 	Status         string
 	State          json.RawMessage // bisect.State
+	JobID          int64           // the job measuring the pending request; 0 for none
 	Version        int
 	CreatedAt      time.Time
 	UpdatedAt      time.Time
+}
+
+// BisectUpdate is what UpdateBisect changes.
+type BisectUpdate struct {
+	Status string // BisectRunning, BisectDone or BisectFailed
+	State  json.RawMessage
+	JobID  int64 // the job measuring the new pending request; 0 for none
 }
 
 // BisectFilter selects bisects; zero fields match all.
@@ -57,7 +69,7 @@ type BisectFilter struct {
 }
 
 const bisectCols = `id, repo, good_sha, bad_sha, metric, requested_by, number, change_point_id, installation_id,
-	status, state, version, created_at, updated_at`
+	status, state, job_id, version, created_at, updated_at`
 
 func scanBisect(sc scanner) (BisectRecord, error) {
 	var (
@@ -66,7 +78,7 @@ func scanBisect(sc scanner) (BisectRecord, error) {
 		created, updated sql.NullInt64
 	)
 	if err := sc.Scan(&b.ID, &b.Repo, &b.GoodSHA, &b.BadSHA, &b.Metric, &b.RequestedBy, &b.Number, &b.ChangePointID,
-		&b.InstallationID, &b.Status, &state, &b.Version, &created, &updated); err != nil {
+		&b.InstallationID, &b.Status, &state, &b.JobID, &b.Version, &created, &updated); err != nil {
 		return BisectRecord{}, err
 	}
 	b.State = json.RawMessage(state)
@@ -84,12 +96,12 @@ func (s *sqlStore) CreateBisect(ctx context.Context, b BisectRecord) (BisectReco
 	}
 	now := s.nowMicros()
 	out, err := scanBisect(s.w.QueryRowContext(ctx, s.q(`INSERT INTO bisects (repo, good_sha, bad_sha, metric, requested_by,
-		number, change_point_id, installation_id, status, state, version, created_at, updated_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?) RETURNING `+bisectCols),
+		number, change_point_id, installation_id, status, state, job_id, version, created_at, updated_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, ?) RETURNING `+bisectCols),
 		b.Repo, b.GoodSHA, b.BadSHA, b.Metric, b.RequestedBy, b.Number, b.ChangePointID, b.InstallationID,
-		BisectRunning, string(b.State), now, now))
+		BisectRunning, string(b.State), b.JobID, now, now))
 	if err != nil && isUniqueViolation(err) {
-		return BisectRecord{}, fmt.Errorf("%s: one is already running: %w", what, ErrConflict)
+		return BisectRecord{}, fmt.Errorf("%s: one is already running, or another waits for job %d: %w", what, b.JobID, ErrConflict)
 	}
 	if err != nil {
 		return BisectRecord{}, fmt.Errorf("%s: %w", what, err)
@@ -105,18 +117,19 @@ func (s *sqlStore) GetBisect(ctx context.Context, id int64) (BisectRecord, error
 	return b, nil
 }
 
-func (s *sqlStore) UpdateBisect(ctx context.Context, id int64, version int, status string, state json.RawMessage) (BisectRecord, error) {
+func (s *sqlStore) UpdateBisect(ctx context.Context, id int64, version int, u BisectUpdate) (BisectRecord, error) {
 	what := fmt.Sprintf("update bisect %d", id)
-	switch status {
+	switch u.Status {
 	case BisectRunning, BisectDone, BisectFailed:
 	default:
-		return BisectRecord{}, fmt.Errorf("%s: status %q: want running, done or failed", what, status)
+		return BisectRecord{}, fmt.Errorf("%s: status %q: want running, done or failed", what, u.Status)
 	}
-	if len(state) == 0 || !json.Valid(state) {
+	if len(u.State) == 0 || !json.Valid(u.State) {
 		return BisectRecord{}, fmt.Errorf("%s: the state is not a JSON document", what)
 	}
-	b, err := scanBisect(s.w.QueryRowContext(ctx, s.q(`UPDATE bisects SET status = ?, state = ?, version = version + 1,
-		updated_at = ? WHERE id = ? AND version = ? RETURNING `+bisectCols), status, string(state), s.nowMicros(), id, version))
+	b, err := scanBisect(s.w.QueryRowContext(ctx, s.q(`UPDATE bisects SET status = ?, state = ?, job_id = ?,
+		version = version + 1, updated_at = ? WHERE id = ? AND version = ? RETURNING `+bisectCols),
+		u.Status, string(u.State), u.JobID, s.nowMicros(), id, version))
 	if errors.Is(err, sql.ErrNoRows) {
 		cur, gerr := s.GetBisect(ctx, id)
 		if gerr != nil {
@@ -124,8 +137,22 @@ func (s *sqlStore) UpdateBisect(ctx context.Context, id int64, version int, stat
 		}
 		return BisectRecord{}, fmt.Errorf("%s: at version %d, not %d: %w", what, cur.Version, version, ErrConflict)
 	}
+	if err != nil && isUniqueViolation(err) {
+		return BisectRecord{}, fmt.Errorf("%s: another bisect waits for job %d: %w", what, u.JobID, ErrConflict)
+	}
 	if err != nil {
 		return BisectRecord{}, fmt.Errorf("%s: %w", what, err)
+	}
+	return b, nil
+}
+
+func (s *sqlStore) BisectByJob(ctx context.Context, jobID int64) (BisectRecord, error) {
+	if jobID == 0 {
+		return BisectRecord{}, fmt.Errorf("bisect of job 0: %w", ErrNotFound)
+	}
+	b, err := scanBisect(s.r.QueryRowContext(ctx, s.q(`SELECT `+bisectCols+` FROM bisects WHERE job_id = ?`), jobID))
+	if err != nil {
+		return BisectRecord{}, fmt.Errorf("bisect of job %d: %w", jobID, notFound(err))
 	}
 	return b, nil
 }

@@ -77,12 +77,12 @@ func testBisects(t *testing.T, newDSN func(t testing.TB) string) {
 	e := newEnv(t, newDSN)
 	state := json.RawMessage(`{"version":1,"commits":[{"sha":"a"},{"sha":"b"}],"lo":0,"hi":1}`)
 	in := store.BisectRecord{Repo: "acme/llm", GoodSHA: "aaaa", BadSHA: "bbbb", Metric: "tpot_p90", RequestedBy: "maintainer",
-		Number: 7, ChangePointID: 3, InstallationID: 4242, State: state}
+		Number: 7, ChangePointID: 3, InstallationID: 4242, State: state, JobID: 41}
 	b, err := e.st.CreateBisect(e.ctx, in)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if b.ID == 0 || b.Status != store.BisectRunning || b.Version != 1 || b.Number != 7 || b.InstallationID != 4242 || string(b.State) != string(state) {
+	if b.ID == 0 || b.Status != store.BisectRunning || b.Version != 1 || b.Number != 7 || b.InstallationID != 4242 || b.JobID != 41 || string(b.State) != string(state) {
 		t.Fatalf("created = %+v", b)
 	}
 	if _, err := e.st.CreateBisect(e.ctx, in); !errors.Is(err, store.ErrConflict) {
@@ -90,6 +90,10 @@ func testBisects(t *testing.T, newDSN func(t testing.TB) string) {
 	}
 	otherMetric := in
 	otherMetric.Metric = "ttft_p90"
+	if _, err := e.st.CreateBisect(e.ctx, otherMetric); !errors.Is(err, store.ErrConflict) {
+		t.Errorf("a second bisect waiting for job 41: %v, want ErrConflict", err)
+	}
+	otherMetric.JobID = 0
 	if _, err := e.st.CreateBisect(e.ctx, otherMetric); err != nil {
 		t.Errorf("another metric of the same range: %v", err)
 	}
@@ -98,29 +102,41 @@ func testBisects(t *testing.T, newDSN func(t testing.TB) string) {
 	// refused and must reload.
 	e.clock.Advance(time.Minute)
 	next := json.RawMessage(`{"version":1,"commits":[{"sha":"a","values":[1.5]},{"sha":"b"}],"lo":0,"hi":1}`)
-	up, err := e.st.UpdateBisect(e.ctx, b.ID, 1, store.BisectRunning, next)
+	if got, err := e.st.BisectByJob(e.ctx, 41); err != nil || got.ID != b.ID {
+		t.Fatalf("bisect of job 41 = %+v, %v", got, err)
+	}
+	up, err := e.st.UpdateBisect(e.ctx, b.ID, 1, store.BisectUpdate{Status: store.BisectRunning, State: next, JobID: 42})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if up.Version != 2 || string(up.State) != string(next) || !up.UpdatedAt.After(up.CreatedAt) {
+	if up.Version != 2 || string(up.State) != string(next) || up.JobID != 42 || !up.UpdatedAt.After(up.CreatedAt) {
 		t.Fatalf("updated = %+v", up)
 	}
+	if got, err := e.st.BisectByJob(e.ctx, 42); err != nil || got.ID != b.ID {
+		t.Errorf("bisect of job 42 = %+v, %v", got, err)
+	}
+	if _, err := e.st.BisectByJob(e.ctx, 41); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("bisect of the job it no longer waits for: %v, want ErrNotFound", err)
+	}
 	replica := e.open(t)
-	if _, err := replica.UpdateBisect(e.ctx, b.ID, 1, store.BisectRunning, next); !errors.Is(err, store.ErrConflict) {
+	if _, err := replica.UpdateBisect(e.ctx, b.ID, 1, store.BisectUpdate{Status: store.BisectRunning, State: next}); !errors.Is(err, store.ErrConflict) {
 		t.Errorf("stale update: %v, want ErrConflict", err)
 	}
-	if _, err := e.st.UpdateBisect(e.ctx, b.ID, 2, "paused", next); err == nil {
+	if _, err := e.st.UpdateBisect(e.ctx, b.ID, 2, store.BisectUpdate{Status: "paused", State: next}); err == nil {
 		t.Error("unknown status accepted")
 	}
-	if _, err := e.st.UpdateBisect(e.ctx, b.ID, 2, store.BisectDone, json.RawMessage(`{`)); err == nil {
+	if _, err := e.st.UpdateBisect(e.ctx, b.ID, 2, store.BisectUpdate{Status: store.BisectDone, State: json.RawMessage(`{`)}); err == nil {
 		t.Error("broken state accepted")
 	}
-	if _, err := e.st.UpdateBisect(e.ctx, 9999, 1, store.BisectDone, next); !errors.Is(err, store.ErrNotFound) {
+	if _, err := e.st.UpdateBisect(e.ctx, 9999, 1, store.BisectUpdate{Status: store.BisectDone, State: next}); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("update missing: %v, want ErrNotFound", err)
 	}
-	done, err := e.st.UpdateBisect(e.ctx, b.ID, 2, store.BisectDone, next)
-	if err != nil || done.Status != store.BisectDone {
+	done, err := e.st.UpdateBisect(e.ctx, b.ID, 2, store.BisectUpdate{Status: store.BisectDone, State: next})
+	if err != nil || done.Status != store.BisectDone || done.JobID != 0 {
 		t.Fatalf("done = %+v, %v", done, err)
+	}
+	if _, err := e.st.BisectByJob(e.ctx, 0); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("bisect of job 0: %v, want ErrNotFound", err)
 	}
 	// Once done, the same range may be bisected again.
 	if _, err := e.st.CreateBisect(e.ctx, in); err != nil {

@@ -31,9 +31,11 @@ CREATE TABLE bisects (
     installation_id INTEGER NOT NULL DEFAULT 0,
     status          TEXT    NOT NULL DEFAULT 'running',
     state           TEXT    NOT NULL,           -- bisect.State JSON, byte for byte
+    job_id          INTEGER NOT NULL DEFAULT 0, -- the queued job measuring the pending request; 0 for none
     version         INTEGER NOT NULL DEFAULT 1, -- bumped by every update: optimistic locking
     created_at      INTEGER NOT NULL,
     updated_at      INTEGER NOT NULL
 );
 CREATE UNIQUE INDEX bisects_one_running ON bisects (repo, good_sha, bad_sha, metric) WHERE status = 'running';
 CREATE INDEX bisects_status ON bisects (status, id);
+CREATE UNIQUE INDEX bisects_job ON bisects (job_id) WHERE job_id <> 0; -- a job measures one bisect
