@@ -93,6 +93,8 @@ func TestSyntheticBisect(t *testing.T) {
 		{64, 0.10, 0.02, 0.97, 12},
 		{16, 0.05, 0.02, 0.95, 16},
 		{64, 0.05, 0.02, 0.95, 22},
+		{16, 0.10, 0.05, 0.88, 16},
+		{64, 0.10, 0.05, 0.88, 20},
 	}
 	for _, tc := range cases {
 		t.Run(fmt.Sprintf("N=%d/step=%.0f%%/cv=%.0f%%", tc.n, 100*tc.step, 100*tc.cv), func(t *testing.T) {
