@@ -28,6 +28,8 @@ type GitHubLister struct {
 	Client *github.Client
 }
 
+var _ CommitLister = GitHubLister{}
+
 // ListCommits implements CommitLister. good and bad are SHAs or refs.
 func (l GitHubLister) ListCommits(ctx context.Context, repo, good, bad string) ([]Commit, error) {
 	owner, name, ok := strings.Cut(repo, "/")

@@ -79,6 +79,19 @@ func (s *State) Markdown() string {
 		fmt.Fprintf(&b, "| %d | %s | %s | %d | %s | %s | %s | %s |\n", st.Seq, commitCell(c), pos, st.Runs, med,
 			comparisonCell(st.VsGood), comparisonCell(st.VsBad), escape(st.Decision))
 	}
+	// Every run's value, commit by commit in history order.
+	fmt.Fprintf(&b, "\n<details><summary>Every run's %s%s</summary>\n\n", cfg.Metric, unit)
+	for i, c := range s.Commits {
+		if len(c.Values) == 0 {
+			continue
+		}
+		vals := make([]string, len(c.Values))
+		for k, v := range c.Values {
+			vals[k] = fmt.Sprintf("%.4g", v)
+		}
+		fmt.Fprintf(&b, "- `%s` (%d/%d): %s\n", short(c.SHA), i, last, strings.Join(vals, ", "))
+	}
+	b.WriteString("\n</details>\n")
 	return b.String()
 }
 
