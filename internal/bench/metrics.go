@@ -82,11 +82,11 @@ func aggregate(recs []record, dur time.Duration, pcts []float64, goodput map[str
 	}
 	switch {
 	case fromUsage > 0 && fromChunks > 0:
-		sec.OutputTokensFrom = "mixed"
+		sec.TokenSource = "mixed"
 	case fromUsage > 0:
-		sec.OutputTokensFrom = "usage"
+		sec.TokenSource = "usage"
 	case fromChunks > 0:
-		sec.OutputTokensFrom = "chunks"
+		sec.TokenSource = "chunks"
 	}
 
 	d := dur.Seconds()

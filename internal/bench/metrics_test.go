@@ -86,8 +86,8 @@ func TestAggregateHandComputed(t *testing.T) {
 	if r.Perfgate.ErrorCounts["HTTP 500: boom"] != 1 || len(r.Perfgate.ErrorCounts) != 1 {
 		t.Errorf("error counts = %v", r.Perfgate.ErrorCounts)
 	}
-	if r.Perfgate.OutputTokensFrom != "mixed" {
-		t.Errorf("output_tokens_from = %q, want mixed", r.Perfgate.OutputTokensFrom)
+	if r.Perfgate.TokenSource != "mixed" {
+		t.Errorf("output_tokens_from = %q, want mixed", r.Perfgate.TokenSource)
 	}
 	if !near(r.Perfgate.TPOTs[0], 25) || r.Perfgate.TPOTs[2] != 0 || !near(r.Perfgate.E2ELs[1], 240) || r.Perfgate.E2ELs[3] != 0 {
 		t.Errorf("per-request tpots %v e2els %v", r.Perfgate.TPOTs, r.Perfgate.E2ELs)

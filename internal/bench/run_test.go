@@ -110,7 +110,7 @@ func TestRunChatStream(t *testing.T) {
 		}
 	}
 	sec := r.Perfgate
-	if sec.OutputTokensFrom != "usage" || !strings.HasPrefix(sec.DatasetHash, "sha256:") || sec.SchemaVersion != result.SchemaVersion ||
+	if sec.TokenSource != "usage" || !strings.HasPrefix(sec.DatasetHash, "sha256:") || sec.SchemaVersion != result.SchemaVersion ||
 		sec.Metadata["pr"] != "42" || string(r.Extra["pr"]) != `"42"` {
 		t.Errorf("perfgate section %+v extra %v", sec, r.Extra)
 	}
@@ -148,8 +148,8 @@ func TestRunCompletionsWithoutUsage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.Completed != 4 || r.TotalOutputTokens != 12 || r.Perfgate.OutputTokensFrom != "chunks" || r.Backend != "openai" {
-		t.Errorf("completed %d out %d from %q backend %q errors %v", r.Completed, r.TotalOutputTokens, r.Perfgate.OutputTokensFrom, r.Backend, r.Errors)
+	if r.Completed != 4 || r.TotalOutputTokens != 12 || r.Perfgate.TokenSource != "chunks" || r.Backend != "openai" {
+		t.Errorf("completed %d out %d from %q backend %q errors %v", r.Completed, r.TotalOutputTokens, r.Perfgate.TokenSource, r.Backend, r.Errors)
 	}
 }
 

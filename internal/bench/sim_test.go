@@ -82,8 +82,8 @@ func TestRunAgainstSim(t *testing.T) {
 			t.Fatalf("%s: completed %d failed %d out %d in %d model %q; errors %v", endpoint, r.Completed, r.Failed,
 				r.TotalOutputTokens, r.TotalInputTokens, r.ModelID, r.Perfgate.ErrorCounts)
 		}
-		if r.Perfgate.OutputTokensFrom != "usage" || r.Metrics["median_ttft_ms"] <= 0 || r.Metrics["mean_itl_ms"] <= 0 {
-			t.Errorf("%s: from %q, metrics %v", endpoint, r.Perfgate.OutputTokensFrom, r.Metrics)
+		if r.Perfgate.TokenSource != "usage" || r.Metrics["median_ttft_ms"] <= 0 || r.Metrics["mean_itl_ms"] <= 0 {
+			t.Errorf("%s: from %q, metrics %v", endpoint, r.Perfgate.TokenSource, r.Metrics)
 		}
 	}
 	stop()

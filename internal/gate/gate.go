@@ -257,8 +257,9 @@ func Compare(baseline, candidate []*result.Result, tier config.Tier, opt Options
 }
 
 // validRuns drops runs whose GPU telemetry marked them untrustworthy
-// (throttling, a clock change, another process on the card) and records
-// them in the report; sessions, when given, stay parallel to the runs.
+// (throttling, a clock change, another process on the card) or whose
+// benchmark client was the bottleneck, and records them in the report;
+// sessions, when given, stay parallel to the runs.
 func validRuns(side string, runs []*result.Result, sessions []string, rep *Report) ([]*result.Result, []string) {
 	var out []*result.Result
 	var outS []string
@@ -287,8 +288,12 @@ func validRuns(side string, runs []*result.Result, sessions []string, rep *Repor
 	return out, outS
 }
 
-// invalid says why GPU telemetry marked a run untrustworthy.
+// invalid says why GPU telemetry, or the benchmark client's check on
+// itself, marked a run untrustworthy.
 func invalid(r *result.Result) (string, bool) {
+	if r.Perfgate != nil && r.Perfgate.Client != nil && r.Perfgate.Client.ClientBound {
+		return "client-bound: " + r.Perfgate.Client.Reason, true
+	}
 	if r.Perfgate == nil || r.Perfgate.GPU == nil {
 		return "", false
 	}

@@ -179,6 +179,20 @@ func TestInvalidRunsExcluded(t *testing.T) {
 	}
 }
 
+// A run whose benchmark client was the bottleneck measured the client: it
+// is excluded as a throttled GPU's run is.
+func TestClientBoundRunsExcluded(t *testing.T) {
+	b, c := runs(lat, 0.01, 0), runs(lat, 0.01, 0)
+	c[1].Metrics["p99_tpot_ms"] *= 1.5
+	c[1].Perfgate.Client = &result.ClientCheck{ClientBound: true, Reason: "client CPU 97% of 2 cores"}
+	c[3].Perfgate.Client = &result.ClientCheck{ClientBound: false}
+	rep := compare(t, b, c, tier(0.05, 3, "tpot_p99"), Options{})
+	if rep.Verdict != Pass || rep.CandidateRuns != 4 || len(rep.ExcludedRuns) != 1 ||
+		!strings.Contains(rep.ExcludedRuns[0], "candidate run 2: client-bound: client CPU 97% of 2 cores") {
+		t.Errorf("verdict %s runs %d excluded %v", rep.Verdict, rep.CandidateRuns, rep.ExcludedRuns)
+	}
+}
+
 // Higher latency and lower throughput are worse; the opposite moves are
 // improvements and pass.
 func TestDirectionsAndImprovements(t *testing.T) {
@@ -320,6 +334,10 @@ func TestLoadRunsLayouts(t *testing.T) {
 	}
 	if _, err := LoadRuns(write("bad.json", map[string]int{"x": 1})); err == nil {
 		t.Error("not a result: want an error")
+	}
+	// vLLM's --append-result: one run per line.
+	if rs, err := LoadRuns("../../testdata/vllm/append-result-two-runs.jsonl"); err != nil || len(rs) != 2 || rs[1].Metrics["mean_ttft_ms"] != 210 {
+		t.Errorf("appended file: %d runs, %v", len(rs), err)
 	}
 }
 

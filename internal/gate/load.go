@@ -10,8 +10,8 @@ import (
 )
 
 // LoadRuns reads the runs in a file: one result (perfgate's or a plain
-// `vllm bench serve --save-result` file), a JSON array of results, or a
-// baseline export {"version": …, "commit": …, "runs": [<result>, …],
+// `vllm bench serve --save-result` file), several results one per line
+// (--append-result), a JSON array of results, or a baseline export {"version": …, "commit": …, "runs": [<result>, …],
 // "metadata": {…}}.
 func LoadRuns(path string) ([]*result.Result, error) {
 	data, err := os.ReadFile(path)
@@ -40,7 +40,9 @@ func ParseRuns(data []byte) ([]*result.Result, error) {
 			Version string            `json:"version"`
 		}
 		if err := json.Unmarshal(data, &probe); err != nil {
-			return nil, err
+			// Several objects one after another (--append-result's JSON
+			// Lines), or not JSON: ParseAll says which object is broken.
+			return result.ParseAll(data)
 		}
 		if probe.Runs != nil {
 			raws = probe.Runs

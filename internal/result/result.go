@@ -6,8 +6,11 @@
 package result
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"regexp"
 	"sort"
@@ -21,7 +24,9 @@ const SchemaVersion = 1
 type Result struct {
 	// Keys as vLLM writes them.
 	Date                 string      `json:"date,omitempty"`
+	EndpointType         string      `json:"endpoint_type,omitempty"` // vLLM writes the backend here too
 	Backend              string      `json:"backend,omitempty"`
+	Label                string      `json:"label,omitempty"`
 	ModelID              string      `json:"model_id,omitempty"`
 	TokenizerID          string      `json:"tokenizer_id,omitempty"`
 	NumPrompts           int         `json:"num_prompts,omitempty"`
@@ -67,9 +72,20 @@ type Section struct {
 	Load          Load              `json:"load"`
 	DatasetHash   string            `json:"dataset_hash,omitempty"` // sha256 of the prompts sent
 	Metadata      map[string]string `json:"metadata,omitempty"`
-	// OutputTokensFrom says where output token counts came from:
-	// "usage" (the server's usage block) or "chunks" (counted content chunks).
-	OutputTokensFrom string `json:"output_tokens_from,omitempty"`
+	// RunID prefixes every request's X-Request-Id ("<run_id>-<index>"), so
+	// the engine's logs and traces join with this result.
+	RunID string `json:"run_id,omitempty"`
+	// TokenSource says where output token counts came from: "usage" (the
+	// server's usage block), "server_tokenizer" (the generated text counted
+	// with the server's /tokenize), "chunks" (counted stream chunks: an
+	// estimate, wrong whenever a chunk carries several tokens) or "mixed".
+	TokenSource string `json:"token_source,omitempty"`
+	// InputTokenSource says how prompt lengths were measured:
+	// "server_tokenizer" (built and checked with the server's /tokenize)
+	// or "whitespace" (one word, one token: an estimate on a real model).
+	InputTokenSource string `json:"input_token_source,omitempty"`
+	// Warnings are what a reader must know before trusting the numbers.
+	Warnings []string `json:"warnings,omitempty"`
 	// Per-request latencies in ms, aligned with the vLLM arrays; TPOT is 0
 	// for requests with fewer than two output tokens.
 	E2ELs []float64 `json:"e2els_ms,omitempty"`
@@ -77,8 +93,90 @@ type Section struct {
 	// ErrorCounts maps each distinct error message to its count.
 	ErrorCounts map[string]int `json:"error_counts,omitempty"`
 	ErrorRate   float64        `json:"error_rate"`
-	Warmup      int            `json:"warmup_requests,omitempty"`
-	GPU         *GPUSummary    `json:"gpu,omitempty"`
+	// MaxErrorRate is the failed fraction the run was allowed;
+	// ErrorRateExceeded is set when ErrorRate went above it, and the run
+	// then measured too little to be used.
+	MaxErrorRate      float64 `json:"max_error_rate,omitempty"`
+	ErrorRateExceeded bool    `json:"error_rate_exceeded,omitempty"`
+	Warmup            int     `json:"warmup_requests,omitempty"`
+	// Client is the benchmark client's check on itself.
+	Client *ClientCheck `json:"client,omitempty"`
+	// ServerMetrics is what the engine's own Prometheus /metrics said
+	// about the measured phase.
+	ServerMetrics *ServerMetrics `json:"server_metrics,omitempty"`
+	GPU           *GPUSummary    `json:"gpu,omitempty"`
+}
+
+// ClientCheck is the client's evidence that it, not the engine, did not
+// limit the run. A run with ClientBound set measured the client.
+type ClientCheck struct {
+	// Schedule lag: how late each request was sent after it was due (its
+	// arrival time had come and a concurrency slot was free).
+	ScheduleLagP50MS float64 `json:"schedule_lag_p50_ms"`
+	ScheduleLagP99MS float64 `json:"schedule_lag_p99_ms"`
+	ScheduleLagMaxMS float64 `json:"schedule_lag_max_ms"`
+	// RequestedRate is the offered arrival rate; AchievedRate is requests
+	// sent per second from the first send to the last.
+	RequestedRate Rate    `json:"requested_rate"`
+	AchievedRate  float64 `json:"achieved_rate"`
+	// CPUUtilization is the client process's CPU time over the measured
+	// phase's wall time and its usable cores (1 = every core busy).
+	CPUUtilization float64 `json:"cpu_utilization"`
+	CPUSeconds     float64 `json:"cpu_seconds"`
+	Cores          int     `json:"cores"`
+	// CPUShared is set when the process also ran the engine (--sim), so
+	// its CPU time is not the client's alone and is not judged.
+	CPUShared   bool   `json:"cpu_shared,omitempty"`
+	ClientBound bool   `json:"client_bound"`
+	Reason      string `json:"reason,omitempty"`
+}
+
+// ServerMetrics is the engine's Prometheus /metrics scraped before and
+// after the measured phase (vLLM's metric names).
+type ServerMetrics struct {
+	Available bool   `json:"available"`
+	Reason    string `json:"reason,omitempty"` // why not available
+	URL       string `json:"url,omitempty"`
+	// TTFT is the delta of vllm:time_to_first_token_seconds over the phase.
+	TTFT *HistogramDelta `json:"ttft,omitempty"`
+	// Preemptions is the delta of vllm:num_preemptions_total.
+	Preemptions *float64 `json:"preemptions,omitempty"`
+	// Prefix cache: deltas of vllm:prefix_cache_queries_total and
+	// vllm:prefix_cache_hits_total (tokens), and their ratio.
+	PrefixCacheQueries *float64 `json:"prefix_cache_queries,omitempty"`
+	PrefixCacheHits    *float64 `json:"prefix_cache_hits,omitempty"`
+	PrefixCacheHitRate *float64 `json:"prefix_cache_hit_rate,omitempty"`
+	// Gauges as scraped after the phase: num_requests_running,
+	// num_requests_waiting, kv_cache_usage_perc (or gpu_cache_usage_perc).
+	After map[string]float64 `json:"after,omitempty"`
+	// Found lists the vLLM metric names the engine served.
+	Found []string `json:"found,omitempty"`
+	// TTFTGap is the client's TTFT minus the server's over the same phase:
+	// what the HTTP path, tokenisation and the client add.
+	TTFTGap *TTFTGap `json:"client_server_ttft_gap,omitempty"`
+}
+
+// HistogramDelta is a Prometheus histogram's growth over the phase, with
+// quantiles estimated from its buckets as histogram_quantile does.
+type HistogramDelta struct {
+	Count    float64  `json:"count"`
+	MeanMS   float64  `json:"mean_ms"`
+	MedianMS float64  `json:"median_ms"`
+	P99MS    float64  `json:"p99_ms"`
+	Buckets  []Bucket `json:"buckets,omitempty"`
+}
+
+// Bucket is one cumulative histogram bucket: Count observations ≤ LE
+// seconds. The +Inf bucket is not listed (JSON has no infinity): it is Count.
+type Bucket struct {
+	LE    float64 `json:"le"`
+	Count float64 `json:"count"`
+}
+
+// TTFTGap compares the client's and the server's TTFT.
+type TTFTGap struct {
+	MedianMS float64 `json:"median_ms"`
+	MeanMS   float64 `json:"mean_ms"`
 }
 
 // Environment is where a run ran. Two runs are comparable only when the
@@ -116,6 +214,10 @@ type Load struct {
 	MaxConcurrency int     `json:"max_concurrency,omitempty"`
 	Seed           int64   `json:"seed"`
 	Temperature    float64 `json:"temperature"`
+	// NoStream is set when requests asked for one JSON answer, not a stream.
+	NoStream bool `json:"no_stream,omitempty"`
+	// TraceTimeScale multiplies a replayed trace's timestamps.
+	TraceTimeScale float64 `json:"trace_time_scale,omitempty"`
 }
 
 // GPUSummary is the NVML telemetry of one measured run.
@@ -210,17 +312,33 @@ func (r *Result) UnmarshalJSON(data []byte) error {
 	return nil
 }
 
-// Load reads a result file written by perfgate or by vLLM.
+// LoadFile reads a file holding one result written by perfgate or by vLLM.
+// A file of several results (vLLM's --append-result) is refused here; read
+// it with LoadAll.
 func LoadFile(path string) (*Result, error) {
+	rs, err := LoadAll(path)
+	if err != nil {
+		return nil, err
+	}
+	if len(rs) != 1 {
+		return nil, fmt.Errorf("parse result %s: it holds %d results (one per line, as --append-result writes); read it as a set of runs", path, len(rs))
+	}
+	return rs[0], nil
+}
+
+// LoadAll reads every result in a file: one JSON object, or several one
+// after another as `vllm bench serve --append-result` and `perfgate bench
+// --append-result` write them (one object per line).
+func LoadAll(path string) ([]*Result, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("read result: %w", err)
 	}
-	r, err := Parse(data)
+	rs, err := ParseAll(data)
 	if err != nil {
 		return nil, fmt.Errorf("parse result %s: %w", path, err)
 	}
-	return r, nil
+	return rs, nil
 }
 
 // Parse decodes a result and checks it is one: it must have at least the
@@ -234,6 +352,75 @@ func Parse(data []byte) (*Result, error) {
 		return nil, fmt.Errorf("not a benchmark result: no \"completed\" count and no metric keys such as \"median_ttft_ms\"")
 	}
 	return &r, nil
+}
+
+// ParseAll decodes one result or a sequence of results written one after
+// another (JSON Lines, as --append-result appends them). Each must be a
+// result; an error names the object by its position and line.
+func ParseAll(data []byte) ([]*Result, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	var out []*Result
+	for {
+		var raw json.RawMessage
+		start := dec.InputOffset()
+		err := dec.Decode(&raw)
+		if err == io.EOF {
+			break
+		}
+		pos := int(start)
+		for pos < len(data) && (data[pos] == ' ' || data[pos] == '\t' || data[pos] == '\r' || data[pos] == '\n') {
+			pos++
+		}
+		line := 1 + bytes.Count(data[:pos], []byte{'\n'})
+		if err != nil {
+			if len(out) == 0 {
+				return nil, err
+			}
+			return nil, fmt.Errorf("result %d (after line %d): %w", len(out)+1, line, err)
+		}
+		r, err := Parse(raw)
+		if err != nil {
+			if len(out) == 0 && !dec.More() {
+				return nil, err // a single object: its error as it is
+			}
+			return nil, fmt.Errorf("result %d (line %d): %w", len(out)+1, line, err)
+		}
+		out = append(out, r)
+	}
+	if len(out) == 0 {
+		return nil, errors.New("no result in the input")
+	}
+	return out, nil
+}
+
+// AppendFile adds r as one JSON line at the end of path, creating it: the
+// --append-result format, one result per line.
+func (r *Result) AppendFile(path string) error {
+	data, err := json.Marshal(r)
+	if err != nil {
+		return fmt.Errorf("encode result: %w", err)
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR|os.O_APPEND, 0o644)
+	if err != nil {
+		return fmt.Errorf("append result: %w", err)
+	}
+	// vLLM writes a newline before each appended object and none after
+	// the last; perfgate ends each line. Start a new line when the file
+	// does not end with one, so either writer can append after the other.
+	if st, err := f.Stat(); err == nil && st.Size() > 0 {
+		last := make([]byte, 1)
+		if _, err := f.ReadAt(last, st.Size()-1); err == nil && last[0] != '\n' {
+			data = append([]byte{'\n'}, data...)
+		}
+	}
+	if _, err := f.Write(append(data, '\n')); err != nil {
+		f.Close()
+		return fmt.Errorf("append result: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("append result: %w", err)
+	}
+	return nil
 }
 
 // WriteFile writes r as indented JSON.

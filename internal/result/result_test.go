@@ -2,6 +2,9 @@ package result
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -73,5 +76,65 @@ func TestParseRate(t *testing.T) {
 		if (err != nil) != tt.wantErr || (!tt.wantErr && got != tt.want) {
 			t.Errorf("ParseRate(%q) = %v, %v; want %v, err %v", tt.in, got, err, tt.want, tt.wantErr)
 		}
+	}
+}
+
+// vLLM's --append-result writes a newline before each appended object and
+// none after the last; each object is one run.
+func TestParseAllAppendedFile(t *testing.T) {
+	rs, err := LoadAll("../../testdata/vllm/append-result-two-runs.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rs) != 2 || rs[0].Date != "20250611-142233" || rs[1].Date != "20250611-143010" || rs[1].Metrics["mean_ttft_ms"] != 210 {
+		t.Fatalf("got %d results: %+v", len(rs), rs)
+	}
+	if rs[0].EndpointType != "openai-chat" || rs[0].Label != "" {
+		t.Errorf("endpoint_type %q label %q", rs[0].EndpointType, rs[0].Label)
+	}
+	if _, err := LoadFile("../../testdata/vllm/append-result-two-runs.jsonl"); err == nil || !strings.Contains(err.Error(), "holds 2 results") {
+		t.Errorf("LoadFile of an appended file: %v", err)
+	}
+}
+
+func TestParseAllErrorsNameTheObject(t *testing.T) {
+	good := `{"completed":1,"mean_ttft_ms":1}`
+	tests := []struct{ in, want string }{
+		{good + "\n" + `{"foo":1}`, "result 2 (line 2): not a benchmark result"},
+		{good + "\n\n" + `{"completed":`, "result 2 (after line 3)"},
+		{"  \n", "no result"},
+		{`{"foo":1}`, "not a benchmark result"},
+	}
+	for _, tt := range tests {
+		_, err := ParseAll([]byte(tt.in))
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("ParseAll(%q) error = %v, want %q", tt.in, err, tt.want)
+		}
+	}
+}
+
+// perfgate can append after vLLM (whose last line has no newline) and
+// after itself, and the file reads back as every run in order.
+func TestAppendFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "runs.jsonl")
+	if err := os.WriteFile(path, []byte(`{"completed":1,"mean_ttft_ms":1}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for i := 2; i <= 3; i++ {
+		r := &Result{Completed: i, Metrics: map[string]float64{"mean_ttft_ms": float64(i)}}
+		if err := r.AppendFile(path); err != nil {
+			t.Fatal(err)
+		}
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(data), "\n"); n != 3 || strings.Contains(string(data), "\n\n") {
+		t.Errorf("file has %d newlines or a blank line:\n%s", n, data)
+	}
+	rs, err := ParseAll(data)
+	if err != nil || len(rs) != 3 || rs[2].Completed != 3 {
+		t.Fatalf("read back %d results: %v", len(rs), err)
 	}
 }
