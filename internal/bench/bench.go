@@ -1,12 +1,15 @@
 // Package bench is perfgate's benchmark client, the equal of
 // `vllm bench serve`: it sends a dataset of prompts to an OpenAI-compatible
-// engine at a chosen arrival rate and concurrency, times each streamed
-// answer and aggregates the timings into vLLM's result keys.
+// engine at a chosen arrival rate and concurrency (or replays a trace at
+// its timestamps), times each streamed answer and aggregates the timings
+// into vLLM's result keys.
 //
-// The data flow reads top-down as in vLLM's client: a request function
-// (request.go) → one record per request → aggregate (metrics.go) → the
-// result. Metric definitions and key names follow vllm/benchmarks/serve.py
-// so a perfgate result and a vLLM result compare number for number.
+// The data flow reads top-down as in vLLM's client: a first request alone
+// (probe.go), a request function (request.go) → one record per request →
+// aggregate (metrics.go) → the result, with the client's check on itself
+// (selfcheck.go) and the engine's own /metrics (servermetrics.go) beside
+// it. Metric definitions and key names follow vllm/benchmarks/serve.py so a
+// perfgate result and a vLLM result compare number for number.
 package bench
 
 import (
@@ -44,6 +47,15 @@ const (
 	DefaultInputLen   = 1024
 	DefaultOutputLen  = 128
 	DefaultTimeout    = 5 * time.Minute
+	// DefaultRequestTimeout bounds one whole request, tokens flowing or
+	// not: a server that trickles a token a minute must not hold a run.
+	DefaultRequestTimeout = 30 * time.Minute
+	// DefaultMaxLineBytes bounds one SSE line (and a non-streamed answer):
+	// a server that never ends a line cannot make the client buffer it all.
+	DefaultMaxLineBytes = 4 << 20
+	// DefaultMaxErrorRate is the failed fraction above which a run
+	// measured too little to use; the runner agent uses the same value.
+	DefaultMaxErrorRate = 0.05
 )
 
 // DefaultPercentiles are the percentiles reported when none are asked for.
@@ -56,22 +68,36 @@ type Options struct {
 	Target string
 	// Endpoint is EndpointChat (default) or EndpointCompletions.
 	Endpoint string
+	// Backend is vLLM's name for the request function, written as the
+	// result's backend and endpoint_type: "openai-chat" for the chat
+	// endpoint, "openai" (or "vllm") for completions; "" derives it.
+	Backend string
+	// Label is recorded as the result's label (vLLM's --label).
+	Label string
 	// Model is sent in each request; "" asks GET /v1/models and takes the first.
 	Model string
-	// Dataset is "random" (default), "sharegpt" or "jsonl"; the last two
-	// read DatasetPath.
+	// APIKey is sent as a bearer token when set (vLLM reads OPENAI_API_KEY).
+	APIKey string
+	// Dataset is "random" (default), "sharegpt", "jsonl", or a trace
+	// ("timed_trace", "mooncake", "bailian"); all but random read DatasetPath.
 	Dataset, DatasetPath string
 	// InputLen is the random dataset's prompt length in tokens. OutputLen
-	// is max_tokens: fixed for random, an override for sharegpt and jsonl.
+	// is max_tokens: fixed for random, an override for the other datasets.
 	InputLen, OutputLen int
-	// NumPrompts is the number of measured requests.
+	// NumPrompts is the number of measured requests; for a trace, 0 is
+	// every row.
 	NumPrompts int
 	// RequestRate is the mean arrival rate in requests/s; 0 or result.Inf
-	// sends everything at once.
+	// sends everything at once. A trace sets its own arrival times.
 	RequestRate result.Rate
 	// Burstiness is the gamma shape of inter-arrival times: 1 (default) is
 	// a Poisson process, below 1 burstier, above 1 more even.
 	Burstiness float64
+	// TraceTimeScale multiplies a trace's timestamps (0.5 replays it twice
+	// as fast); 0 is 1. TraceBlockSize is the tokens per hash id; 0 is the
+	// format's (512 for mooncake and timed_trace, 16 for bailian).
+	TraceTimeScale float64
+	TraceBlockSize int
 	// MaxConcurrency caps requests in flight; 0 is no cap.
 	MaxConcurrency int
 	// Warmup requests are sent first, with prompts of their own, and discarded.
@@ -79,9 +105,24 @@ type Options struct {
 	Seed   int64
 	// Temperature is sent in every request (0: greedy).
 	Temperature float64
+	// IgnoreEOS asks the engine to generate max_tokens whatever it
+	// samples; the random dataset and traces always ask.
+	IgnoreEOS bool
+	// NoStream sends non-streaming requests: TTFT is then the whole answer's time.
+	NoStream bool
 	// Timeout is how long one request may wait for the response to start or
 	// for its next stream line before it fails; 0 is DefaultTimeout.
 	Timeout time.Duration
+	// RequestTimeout bounds a whole request; 0 is DefaultRequestTimeout.
+	RequestTimeout time.Duration
+	// MaxLineBytes bounds an SSE line; 0 is DefaultMaxLineBytes.
+	MaxLineBytes int
+	// ReadyTimeout keeps retrying the first request while the engine is
+	// not ready (5xx, refused connections) for this long; 0 tries 3 times.
+	ReadyTimeout time.Duration
+	// MaxErrorRate is the failed fraction a run may have; above it the
+	// result is marked (ErrorRateExceeded). 0 is DefaultMaxErrorRate.
+	MaxErrorRate float64
 	// Goodput maps "ttft", "tpot" and "e2el" to SLOs in ms.
 	Goodput map[string]float64
 	// Metadata is recorded with the result, like vLLM's --metadata.
@@ -94,8 +135,14 @@ type Options struct {
 	// connection per concurrent request.
 	Client *http.Client
 	// RunID prefixes each request's X-Request-Id ("<RunID>-<index>", index
-	// counting measured requests from 0); "" picks a random one.
+	// counting measured requests from 0) and is recorded in the result;
+	// "" picks a random one.
 	RunID string
+	// Self-check limits (0: the defaults). CPUShared says this process
+	// also runs the engine (--sim), so its CPU time is not judged.
+	MaxScheduleLag time.Duration
+	MaxClientCPU   float64
+	CPUShared      bool
 }
 
 // UsageError is a bad option; Flag names the perfgate bench flag to fix.
@@ -111,9 +158,10 @@ func usageErr(flag, format string, args ...any) error {
 }
 
 // Run offers the load and returns the result. Failed requests are counted
-// in the result, never returned as an error; Run errs only on bad options
-// (a *UsageError), when the target never answered at all, or when ctx ends
-// first.
+// in the result, never returned as an error; a run whose failed fraction
+// is above MaxErrorRate is returned marked ErrorRateExceeded. Run errs on
+// bad options (a *UsageError), when the first request fails (a
+// *ProbeError, or "never answered"), or when ctx ends first.
 func Run(ctx context.Context, o Options) (*result.Result, error) {
 	if err := o.normalize(); err != nil {
 		return nil, err
@@ -124,18 +172,62 @@ func Run(ctx context.Context, o Options) (*result.Result, error) {
 		client = defaultClient(&o)
 	}
 
-	model, err := preflight(ctx, client, target, o.Model, o.Timeout)
+	// The model list is read once, when needed: to pick the model, or to
+	// hint at the right one when the first request fails.
+	var models *modelInfo
+	listed := func() modelInfo {
+		if models == nil {
+			m := listModels(ctx, client, target, o.APIKey, o.Timeout)
+			models = &m
+		}
+		return *models
+	}
+	model := o.Model
+	if model == "" {
+		mi := listed()
+		if mi.down {
+			return nil, mi.err
+		}
+		if mi.err != nil {
+			return nil, fmt.Errorf("%w; pass --model", mi.err)
+		}
+		model = mi.ids[0]
+	}
+
+	var warnings []string
+	p, maxModelLen, err := promptMeasure(ctx, client, target, model, o.APIKey, o.Timeout)
 	if err != nil {
 		return nil, err
+	}
+	if p.tok == nil {
+		warnings = append(warnings, "the server has no /tokenize: prompt lengths are counted in words, not model tokens")
+	}
+	if models != nil && models.maxLen[model] > 0 {
+		maxModelLen = models.maxLen[model]
 	}
 
 	// Separate streams so the arrival schedule does not shift when the
 	// dataset changes size, and vice versa.
 	dataRNG := mrand.New(mrand.NewPCG(uint64(o.Seed), 0x5eed_da7a))
 	arrivalRNG := mrand.New(mrand.NewPCG(uint64(o.Seed), 0x5eed_a771))
-	measured, warmup, err := loadSamples(&o, dataRNG)
+	measured, warmup, err := loadSamples(ctx, &o, dataRNG, p)
 	if err != nil {
+		var ue *UsageError
+		if errors.As(err, &ue) {
+			return nil, err
+		}
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("benchmark interrupted: %w", ctx.Err())
+		}
 		return nil, usageErr("dataset-path", "%v", err)
+	}
+	if len(measured) == 0 {
+		return nil, usageErr("num-prompts", "no requests to send")
+	}
+	if maxModelLen > 0 {
+		if err := checkFits(measured, maxModelLen); err != nil {
+			return nil, err
+		}
 	}
 	runID := o.RunID
 	if runID == "" {
@@ -146,11 +238,29 @@ func Run(ctx context.Context, o Options) (*result.Result, error) {
 		client:      client,
 		url:         target + o.Endpoint,
 		chat:        o.Endpoint == EndpointChat,
+		stream:      !o.NoStream,
 		model:       model,
 		temperature: o.Temperature,
-		ignoreEOS:   o.Dataset == "random", // as vLLM: random prompts run to max_tokens
-		timeout:     o.Timeout,
+		// As vLLM: random prompts run to max_tokens, and a trace's
+		// output lengths are what the trace says.
+		ignoreEOS: o.IgnoreEOS || o.Dataset == "random" || isTrace(o.Dataset),
+		apiKey:    o.APIKey,
+		idle:      o.Timeout,
+		deadline:  o.RequestTimeout,
+		maxLine:   o.MaxLineBytes,
 	}
+
+	// The first request alone: a wrong setup stops here, with the
+	// server's own words, instead of producing a table of zeros.
+	first := measured[0]
+	pr, err := probe(ctx, q, request{id: runID + "-probe", prompt: first.prompt, promptLen: first.promptLen,
+		maxTokens: min(first.maxTokens, 16)}, &o, listed)
+	if err != nil {
+		return nil, err
+	}
+	// Without a usage block output tokens must be counted: keep the text
+	// for the server's tokenizer, or fall back to counting chunks.
+	q.captureText = !pr.usage && p.tok != nil
 
 	startedAt := time.Now().UTC()
 	if len(warmup) > 0 {
@@ -165,29 +275,54 @@ func Run(ctx context.Context, o Options) (*result.Result, error) {
 	}
 
 	reqs := make([]request, len(measured))
+	offsets := make([]time.Duration, len(measured))
 	for i, s := range measured {
 		reqs[i] = request{id: fmt.Sprintf("%s-%d", runID, i), prompt: s.prompt, promptLen: s.promptLen, maxTokens: s.maxTokens}
+		offsets[i] = s.offset
 	}
-	offsets := arrivalOffsets(len(reqs), float64(o.RequestRate), o.Burstiness, arrivalRNG)
+	if !isTrace(o.Dataset) {
+		offsets = arrivalOffsets(len(reqs), float64(o.RequestRate), o.Burstiness, arrivalRNG)
+	}
+	metricsURL := target + "/metrics"
+	before := scrapeMetrics(ctx, client, metricsURL, o.APIKey)
 	bar := newProgress(o.Progress, len(reqs))
+	cpuFrom := markCPU()
 	recs, dur := runPhase(ctx, q, reqs, offsets, o.MaxConcurrency, bar.add)
+	cpuTo := markCPU()
 	bar.finish()
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("benchmark interrupted: %w", err)
 	}
-	if neverAnswered(recs) {
-		return nil, fmt.Errorf("target %s never answered: %s", target, recs[0].err)
+	after := scrapeMetrics(ctx, client, metricsURL, o.APIKey)
+
+	source, warn, err := countOutputs(ctx, recs, p, pr.usage)
+	if err != nil {
+		return nil, err
+	}
+	if warn != "" {
+		warnings = append(warnings, warn)
+	}
+	if p.tok == nil {
+		// Words are only an estimate of a real model's prompt tokens;
+		// the server's own count (template included) is closer.
+		for i := range recs {
+			if recs[i].usagePrompt > 0 {
+				recs[i].promptLen = recs[i].usagePrompt
+			}
+		}
 	}
 
 	r := aggregate(recs, dur, o.Percentiles, o.Goodput)
 	r.Date = startedAt.Local().Format("20060102-150405") // vLLM's format
-	r.Backend = "openai-chat"
-	if o.Endpoint == EndpointCompletions {
-		r.Backend = "openai"
-	}
+	r.Backend = o.Backend
+	r.EndpointType = o.Backend
+	r.Label = o.Label
 	r.ModelID = model
-	r.TokenizerID = "whitespace" // tokenize.Count: one word, one token
-	r.NumPrompts = o.NumPrompts
+	r.TokenizerID = tokenSourceWords // one word, one token
+	if p.tok != nil {
+		r.TokenizerID = "server:" + model
+	}
+	r.NumPrompts = len(measured)
 	r.RequestRate = o.RequestRate
 	r.Burstiness = o.Burstiness
 	if o.MaxConcurrency > 0 {
@@ -197,21 +332,25 @@ func Run(ctx context.Context, o Options) (*result.Result, error) {
 	// vLLM writes --metadata pairs as top-level keys; keep that, and keep
 	// them in perfgate's section where they cannot collide with a metric.
 	for k, v := range o.Metadata {
+		b, err := json.Marshal(v)
+		if err != nil {
+			return nil, fmt.Errorf("encode metadata %s: %w", k, err)
+		}
 		if r.Extra == nil {
 			r.Extra = map[string]json.RawMessage{}
 		}
-		b, _ := json.Marshal(v)
 		r.Extra[k] = b
 	}
 	sec := r.Perfgate
 	sec.SchemaVersion = result.SchemaVersion
 	sec.Tool = toolName()
 	sec.StartedAt = startedAt.Format(time.RFC3339Nano)
+	sec.RunID = runID
 	sec.Load = result.Load{
 		Endpoint:       o.Endpoint,
 		Model:          model,
 		Dataset:        o.Dataset,
-		NumPrompts:     o.NumPrompts,
+		NumPrompts:     len(measured),
 		InputLen:       o.InputLen,
 		OutputLen:      o.OutputLen,
 		RequestRate:    o.RequestRate,
@@ -219,13 +358,126 @@ func Run(ctx context.Context, o Options) (*result.Result, error) {
 		MaxConcurrency: o.MaxConcurrency,
 		Seed:           o.Seed,
 		Temperature:    o.Temperature,
+		NoStream:       o.NoStream,
+	}
+	if isTrace(o.Dataset) {
+		sec.Load.TraceTimeScale = o.TraceTimeScale
 	}
 	sec.DatasetHash = datasetHash(measured)
 	if len(o.Metadata) > 0 {
 		sec.Metadata = o.Metadata
 	}
 	sec.Warmup = o.Warmup
+	sec.TokenSource = source
+	sec.InputTokenSource = tokenSourceWords
+	if p.tok != nil {
+		sec.InputTokenSource = tokenSourceServer
+	}
+	sec.MaxErrorRate = o.MaxErrorRate
+	sec.ErrorRateExceeded = sec.ErrorRate > o.MaxErrorRate
+	sec.Client = selfCheck(recs, &o, cpuFrom, cpuTo)
+	sec.ServerMetrics = serverMetrics(metricsURL, before, after, successfulTTFTs(recs))
+	if o.NoStream {
+		warnings = append(warnings, "--no-stream: each answer arrives whole, so TTFT is the end-to-end latency and TPOT and ITL are not measured")
+	}
+	sec.Warnings = warnings
 	return r, nil
+}
+
+// promptMeasure finds how prompts are measured: the server's /tokenize
+// when it has one (with the words it reads as single tokens), else words.
+// A /tokenize that answers but fails (a wrong model, say) is not the run's
+// business yet: the first request will say what is wrong.
+func promptMeasure(ctx context.Context, client *http.Client, target, model, apiKey string, timeout time.Duration) (promptTokens, int, error) {
+	tok, maxLen, err := detectTokenizer(ctx, client, target, model, apiKey, timeout)
+	var down *noAnswerError
+	switch {
+	case errors.As(err, &down):
+		return promptTokens{}, 0, fmt.Errorf("target %s never answered: %s", target, cleanError(down.err))
+	case err != nil:
+		return promptTokens{}, 0, nil
+	}
+	vocab, err := singleTokenWords(ctx, tok)
+	if err != nil {
+		return promptTokens{}, 0, err
+	}
+	return promptTokens{tok: tok, vocab: vocab}, maxLen, nil
+}
+
+// checkFits refuses prompts the model cannot take: vLLM would answer each
+// with HTTP 400, and the run would measure nothing.
+func checkFits(samples []sample, maxModelLen int) error {
+	worst := 0
+	for i := range samples {
+		if n := samples[i].promptLen + samples[i].maxTokens; n > samples[worst].promptLen+samples[worst].maxTokens {
+			worst = i
+		}
+	}
+	s := samples[worst]
+	if s.promptLen+s.maxTokens > maxModelLen {
+		return usageErr("input-len", "a request of %d prompt + %d output tokens does not fit the model's max_model_len %d; shorten --input-len or --output-len",
+			s.promptLen, s.maxTokens, maxModelLen)
+	}
+	return nil
+}
+
+// countOutputs decides where output token counts come from. With usage
+// blocks, from them; without, the generated text is counted with the
+// server's tokenizer when it has one, else each stream chunk is taken as
+// a token (an estimate, said in the warning).
+func countOutputs(ctx context.Context, recs []record, p promptTokens, usage bool) (source, warning string, err error) {
+	var todo []int
+	for i := range recs {
+		if recs[i].ok && !(recs[i].usage && recs[i].usageOut > 0) && recs[i].text != nil {
+			todo = append(todo, i)
+		}
+	}
+	if p.tok != nil && len(todo) > 0 {
+		err = parallel(ctx, len(todo), func(k int) error {
+			rec := &recs[todo[k]]
+			n, err := p.tok.count(ctx, unquote(rec.text))
+			rec.counted = n
+			rec.text = nil
+			return err
+		})
+		if err != nil {
+			return "", "", fmt.Errorf("count output tokens with the server's tokenizer: %w", err)
+		}
+	}
+	seen := map[string]int{}
+	for i := range recs {
+		if recs[i].ok {
+			_, s := recs[i].outputTokens()
+			seen[s]++
+		}
+	}
+	switch len(seen) {
+	case 0:
+		source = ""
+	case 1:
+		for s := range seen {
+			source = s
+		}
+	default:
+		source = tokenSourceMixed
+	}
+	switch {
+	case seen[tokenSourceChunks] > 0:
+		warning = fmt.Sprintf("%d request(s) had no usage block and the server has no /tokenize: their output tokens are counted as stream chunks, an estimate that is wrong (TPOT and output throughput with it) when a chunk carries several tokens", seen[tokenSourceChunks])
+	case seen[tokenSourceServer] > 0:
+		warning = fmt.Sprintf("%d request(s) had no usage block: their output tokens were counted with the server's /tokenize", seen[tokenSourceServer])
+	}
+	return source, warning, nil
+}
+
+func successfulTTFTs(recs []record) []float64 {
+	var out []float64
+	for i := range recs {
+		if recs[i].ok {
+			out = append(out, recs[i].ttft)
+		}
+	}
+	return out
 }
 
 // normalize fills defaults and rejects bad options.
@@ -237,32 +489,28 @@ func (o *Options) normalize() error {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return usageErr("target", "%q is not an http(s) URL such as http://127.0.0.1:8000", o.Target)
 	}
-	switch o.Endpoint {
-	case "":
-		o.Endpoint = EndpointChat
-	case EndpointChat, EndpointCompletions:
-	default:
-		return usageErr("endpoint", "%q: want %s or %s", o.Endpoint, EndpointChat, EndpointCompletions)
+	if err := o.normalizeEndpoint(); err != nil {
+		return err
 	}
-	switch o.Dataset {
-	case "":
+	switch {
+	case o.Dataset == "":
 		o.Dataset = "random"
 		fallthrough
-	case "random":
+	case o.Dataset == "random":
 		if o.DatasetPath != "" {
-			return usageErr("dataset-path", "the random dataset takes no file; use --dataset sharegpt or jsonl")
+			return usageErr("dataset-path", "the random dataset takes no file; use --dataset sharegpt, jsonl or a trace")
 		}
-	case "sharegpt", "jsonl":
+	case o.Dataset == "sharegpt" || o.Dataset == "jsonl" || isTrace(o.Dataset):
 		if o.DatasetPath == "" {
 			return usageErr("dataset-path", "required with --dataset %s", o.Dataset)
 		}
 	default:
-		return usageErr("dataset", "%q: want random, sharegpt or jsonl", o.Dataset)
+		return usageErr("dataset", "%q: want random, sharegpt, jsonl, %s, %s or %s", o.Dataset, DatasetTimedTrace, DatasetMooncake, DatasetBailian)
 	}
 	if o.NumPrompts < 0 {
 		return usageErr("num-prompts", "must be positive")
 	}
-	if o.NumPrompts == 0 {
+	if o.NumPrompts == 0 && !isTrace(o.Dataset) {
 		o.NumPrompts = DefaultNumPrompts
 	}
 	if o.InputLen < 0 {
@@ -281,6 +529,8 @@ func (o *Options) normalize() error {
 	}
 	rate := float64(o.RequestRate)
 	switch {
+	case isTrace(o.Dataset) && rate != 0 && !math.IsInf(rate, 1):
+		return usageErr("request-rate", "a trace sends each request at its timestamp; speed it up or slow it down with --trace-time-scale")
 	case rate == 0:
 		o.RequestRate = result.Inf
 	case math.IsNaN(rate) || rate < 0:
@@ -292,6 +542,18 @@ func (o *Options) normalize() error {
 	case math.IsNaN(o.Burstiness) || o.Burstiness < 0:
 		return usageErr("burstiness", "must be positive (1 is a Poisson process)")
 	}
+	switch {
+	case o.TraceTimeScale == 0:
+		o.TraceTimeScale = 1
+	case !(o.TraceTimeScale > 0) || math.IsInf(o.TraceTimeScale, 1):
+		return usageErr("trace-time-scale", "must be a positive factor (0.5 replays twice as fast)")
+	}
+	if o.TraceBlockSize < 0 {
+		return usageErr("trace-block-size", "must be positive")
+	}
+	if o.TraceBlockSize == 0 {
+		_, o.TraceBlockSize = traceFormat(o.Dataset)
+	}
 	if o.MaxConcurrency < 0 {
 		return usageErr("max-concurrency", "must be positive, or 0 for no cap")
 	}
@@ -301,11 +563,36 @@ func (o *Options) normalize() error {
 	if o.Temperature < 0 || math.IsNaN(o.Temperature) {
 		return usageErr("temperature", "must be 0 or more")
 	}
-	if o.Timeout < 0 {
-		return usageErr("timeout", "must be positive")
+	for _, d := range []struct {
+		flag string
+		v    *time.Duration
+		def  time.Duration
+	}{
+		{"timeout", &o.Timeout, DefaultTimeout},
+		{"request-timeout", &o.RequestTimeout, DefaultRequestTimeout},
+		{"ready-check-timeout-sec", &o.ReadyTimeout, 0},
+	} {
+		if *d.v < 0 {
+			return usageErr(d.flag, "must be positive")
+		}
+		if *d.v == 0 {
+			*d.v = d.def
+		}
 	}
-	if o.Timeout == 0 {
-		o.Timeout = DefaultTimeout
+	if o.MaxLineBytes < 0 {
+		return usageErr("max-line-bytes", "must be positive")
+	}
+	if o.MaxLineBytes == 0 {
+		o.MaxLineBytes = DefaultMaxLineBytes
+	}
+	switch {
+	case o.MaxErrorRate == 0:
+		o.MaxErrorRate = DefaultMaxErrorRate
+	case !(o.MaxErrorRate > 0 && o.MaxErrorRate <= 1):
+		return usageErr("max-error-rate", "must be a fraction in (0, 1]; 1 accepts any number of failures")
+	}
+	if o.MaxClientCPU < 0 || o.MaxScheduleLag < 0 {
+		return usageErr("max-client-cpu", "self-check limits must be positive")
 	}
 	for k, v := range o.Goodput {
 		if k != "ttft" && k != "tpot" && k != "e2el" {
@@ -322,6 +609,43 @@ func (o *Options) normalize() error {
 		if !(p > 0 && p <= 100) {
 			return usageErr("percentiles", "%v: each must be in (0, 100]", p)
 		}
+	}
+	return nil
+}
+
+// normalizeEndpoint reconciles --endpoint with vLLM's --backend: either
+// picks the other, and the two must agree.
+func (o *Options) normalizeEndpoint() error {
+	switch o.Endpoint {
+	case "", EndpointChat, EndpointCompletions:
+	default:
+		return usageErr("endpoint", "%q: want %s or %s", o.Endpoint, EndpointChat, EndpointCompletions)
+	}
+	switch o.Backend {
+	case "":
+		if o.Endpoint == "" {
+			o.Endpoint = EndpointChat
+		}
+		o.Backend = "openai-chat"
+		if o.Endpoint == EndpointCompletions {
+			o.Backend = "openai"
+		}
+	case "openai-chat":
+		if o.Endpoint == "" {
+			o.Endpoint = EndpointChat
+		}
+		if o.Endpoint != EndpointChat {
+			return usageErr("backend", "openai-chat speaks %s, not %s", EndpointChat, o.Endpoint)
+		}
+	case "openai", "vllm":
+		if o.Endpoint == "" {
+			o.Endpoint = EndpointCompletions
+		}
+		if o.Endpoint != EndpointCompletions {
+			return usageErr("backend", "%s speaks %s, not %s; use --backend openai-chat", o.Backend, EndpointCompletions, o.Endpoint)
+		}
+	default:
+		return usageErr("backend", "%q: perfgate speaks openai-chat, openai and vllm (OpenAI-compatible text generation)", o.Backend)
 	}
 	return nil
 }
@@ -369,63 +693,32 @@ func defaultClient(o *Options) *http.Client {
 	}}
 }
 
-// preflight checks the target answers at all and resolves the model name.
-// Any HTTP answer counts as answering; only with no model given must
-// /v1/models work.
-func preflight(ctx context.Context, client *http.Client, target, model string, timeout time.Duration) (string, error) {
-	ctx, cancel := context.WithTimeout(ctx, min(timeout, 30*time.Second))
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target+"/v1/models", nil)
-	if err != nil {
-		return "", usageErr("target", "%v", err)
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		var uerr *url.Error
-		if errors.As(err, &uerr) {
-			err = uerr.Err
-		}
-		return "", fmt.Errorf("target %s never answered: %w", target, err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if model != "" {
-		return model, nil
-	}
-	if resp.StatusCode != http.StatusOK {
-		msg := errorMessage(body)
-		if msg == "" {
-			msg = http.StatusText(resp.StatusCode)
-		}
-		return "", fmt.Errorf("list models at %s/v1/models: HTTP %d: %s; pass --model", target, resp.StatusCode, msg)
-	}
-	var list struct {
-		Data []struct {
-			ID string `json:"id"`
-		} `json:"data"`
-	}
-	if err := json.Unmarshal(body, &list); err != nil || len(list.Data) == 0 || list.Data[0].ID == "" {
-		return "", fmt.Errorf("list models at %s/v1/models: no model in the answer; pass --model", target)
-	}
-	return list.Data[0].ID, nil
-}
-
 // runPhase sends reqs at their offsets from the phase start (nil: all at
-// once), at most conc at a time (0: no cap), and waits for them all. The
-// duration runs from the first send to the last answer, as vLLM's does.
+// once), at most conc at a time (0: no cap), and waits for them all. Each
+// record notes when its request was due (its offset had come and a slot
+// was free) for the self-check. The duration runs from the first send to
+// the last answer, as vLLM's does.
 func runPhase(ctx context.Context, q *requester, reqs []request, offsets []time.Duration, conc int, done func()) ([]record, time.Duration) {
 	recs := make([]record, len(reqs))
-	var sem chan struct{}
+	// A slot holds the instant it was last freed, so a request that waited
+	// for one is due from then, and the dispatcher's own wake-up delay
+	// counts as lag.
+	var slots chan time.Time
 	if conc > 0 {
-		sem = make(chan struct{}, conc)
+		slots = make(chan time.Time, conc)
+		for range conc {
+			slots <- time.Time{}
+		}
 	}
 	var wg sync.WaitGroup
 	start := time.Now()
 	var timer *time.Timer
 dispatch:
 	for i := range reqs {
+		due := start
 		if offsets != nil {
-			if wait := offsets[i] - time.Since(start); wait > 0 {
+			due = start.Add(offsets[i])
+			if wait := time.Until(due); wait > 0 {
 				if timer == nil {
 					timer = time.NewTimer(wait)
 				} else {
@@ -438,19 +731,23 @@ dispatch:
 				}
 			}
 		}
-		if sem != nil {
+		if slots != nil {
 			select {
-			case sem <- struct{}{}:
+			case freed := <-slots:
+				if freed.After(due) {
+					due = freed
+				}
 			case <-ctx.Done():
 				break dispatch
 			}
 		}
+		recs[i].due = due
 		wg.Add(1)
 		go func(i int) {
 			defer wg.Done()
 			q.do(ctx, reqs[i], &recs[i])
-			if sem != nil {
-				<-sem
+			if slots != nil {
+				slots <- time.Now()
 			}
 			if done != nil {
 				done()
@@ -462,19 +759,6 @@ dispatch:
 		timer.Stop()
 	}
 	return recs, time.Since(start)
-}
-
-// neverAnswered is true when every request failed to connect.
-func neverAnswered(recs []record) bool {
-	if len(recs) == 0 {
-		return false
-	}
-	for i := range recs {
-		if !recs[i].connErr {
-			return false
-		}
-	}
-	return true
 }
 
 func newRunID() string {

@@ -3,6 +3,7 @@ package bench
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -11,6 +12,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/perfgate/perfgate/internal/tokenize"
 )
@@ -18,8 +20,12 @@ import (
 // sample is one prompt of a dataset with the output length to ask for.
 type sample struct {
 	prompt    string
-	promptLen int // tokens under tokenize.Count
+	promptLen int // tokens: the server's count when it has /tokenize, else words
 	maxTokens int
+	// offset is when a replayed trace sends the request, from the start of
+	// the measured phase; hasOffset marks trace samples.
+	offset    time.Duration
+	hasOffset bool
 }
 
 // ShareGPT filters, as vLLM's is_valid_sequence applies them by default.
@@ -29,31 +35,88 @@ const (
 	shareGPTMaxTotalLen  = 2048
 )
 
+// promptTokens says how prompts are measured: with the server's tokenizer
+// (tok, and vocab: the words it reads as one token each), or in words
+// when tok is nil.
+type promptTokens struct {
+	tok   counter
+	vocab []string
+}
+
 // loadSamples returns n measured samples followed by warmup samples. The
 // measured ones come first and do not depend on warmup, so the dataset
 // hash of a run is the same whatever its warmup count.
-func loadSamples(o *Options, rng *rand.Rand) (measured, warmup []sample, err error) {
+func loadSamples(ctx context.Context, o *Options, rng *rand.Rand, p promptTokens) (measured, warmup []sample, err error) {
+	if p.vocab == nil {
+		p.vocab = words
+	}
+	if isTrace(o.Dataset) {
+		return loadTrace(ctx, o, p)
+	}
 	total := o.NumPrompts + o.Warmup
 	var all []sample
 	switch o.Dataset {
 	case "random":
-		all = randomSamples(total, o.InputLen, o.OutputLen, rng)
+		all = randomSamples(total, o.InputLen, o.OutputLen, rng, p.vocab)
+		if p.tok != nil {
+			err = parallel(ctx, len(all), func(i int) error {
+				more := wordsFrom(p.vocab, rand.New(rand.NewPCG(uint64(o.Seed), uint64(i)^0xf17_f17)))
+				text, n, err := fitPrompt(ctx, p.tok, strings.Fields(all[i].prompt), o.InputLen, more)
+				all[i].prompt, all[i].promptLen = text, n
+				return err
+			})
+		}
 	case "sharegpt":
-		pool, err := readShareGPT(o.DatasetPath, o.OutputLen)
-		if err != nil {
+		var pool []sample
+		if pool, err = readShareGPT(o.DatasetPath, o.OutputLen); err != nil {
 			return nil, nil, err
 		}
 		all = pick(pool, total, rng)
+		err = recount(ctx, all, p.tok)
 	case "jsonl":
-		pool, err := readJSONL(o.DatasetPath, o.OutputLen)
-		if err != nil {
+		var pool []sample
+		if pool, err = readJSONL(o.DatasetPath, o.OutputLen); err != nil {
 			return nil, nil, err
 		}
 		all = pick(pool, total, rng)
+		err = recount(ctx, all, p.tok)
 	default:
-		return nil, nil, fmt.Errorf("dataset %q: want random, sharegpt or jsonl", o.Dataset)
+		return nil, nil, fmt.Errorf("dataset %q: want random, sharegpt, jsonl or a trace", o.Dataset)
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("measure prompts with the server's tokenizer: %w", err)
 	}
 	return all[:o.NumPrompts], all[o.NumPrompts:], nil
+}
+
+// recount measures each distinct prompt with the server's tokenizer.
+func recount(ctx context.Context, all []sample, tok counter) error {
+	if tok == nil {
+		return nil
+	}
+	idx := map[string][]int{}
+	var order []string
+	for i := range all {
+		if _, seen := idx[all[i].prompt]; !seen {
+			order = append(order, all[i].prompt)
+		}
+		idx[all[i].prompt] = append(idx[all[i].prompt], i)
+	}
+	counts := make([]int, len(order))
+	err := parallel(ctx, len(order), func(i int) error {
+		n, err := tok.count(ctx, order[i])
+		counts[i] = n
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	for i, prompt := range order {
+		for _, j := range idx[prompt] {
+			all[j].promptLen = counts[i]
+		}
+	}
+	return nil
 }
 
 // words is the random dataset's vocabulary: one token each under the
@@ -68,7 +131,7 @@ work long get here between both life being under never day same another know whi
 us great old year off come since against go came right used take three`)
 
 // randomSamples makes n prompts of exactly inputLen random words.
-func randomSamples(n, inputLen, outputLen int, rng *rand.Rand) []sample {
+func randomSamples(n, inputLen, outputLen int, rng *rand.Rand, vocab []string) []sample {
 	out := make([]sample, n)
 	var b strings.Builder
 	for i := range out {
@@ -77,7 +140,7 @@ func randomSamples(n, inputLen, outputLen int, rng *rand.Rand) []sample {
 			if w > 0 {
 				b.WriteByte(' ')
 			}
-			b.WriteString(words[rng.IntN(len(words))])
+			b.WriteString(vocab[rng.IntN(len(vocab))])
 		}
 		out[i] = sample{prompt: b.String(), promptLen: inputLen, maxTokens: outputLen}
 	}
@@ -184,8 +247,9 @@ func readJSONL(path string, outputLen int) ([]sample, error) {
 	return pool, nil
 }
 
-// datasetHash is sha256 over the prompts and max_tokens actually sent, in
-// order: two runs with the same hash offered the same work.
+// datasetHash is sha256 over the prompts and max_tokens actually sent (and
+// a trace's send times), in order: two runs with the same hash offered the
+// same work.
 func datasetHash(samples []sample) string {
 	h := sha256.New()
 	var num []byte
@@ -197,6 +261,11 @@ func datasetHash(samples []sample) string {
 		num = strconv.AppendInt(num[:0], int64(s.maxTokens), 10)
 		h.Write([]byte{0})
 		h.Write(num)
+		if s.hasOffset { // a trace's arrival times are part of its work
+			num = strconv.AppendInt(num[:0], int64(s.offset), 10)
+			h.Write([]byte{0})
+			h.Write(num)
+		}
 		h.Write([]byte{'\n'})
 	}
 	return "sha256:" + hex.EncodeToString(h.Sum(nil))

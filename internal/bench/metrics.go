@@ -37,7 +37,6 @@ func aggregate(recs []record, dur time.Duration, pcts []float64, goodput map[str
 	r.Perfgate = sec
 
 	var ttfts, tpots, allTPOTs, itls, e2els []float64
-	fromUsage, fromChunks := 0, 0
 	for i := range recs {
 		rec := &recs[i]
 		r.InputLens[i] = rec.promptLen
@@ -52,12 +51,7 @@ func aggregate(recs []record, dur time.Duration, pcts []float64, goodput map[str
 			sec.ErrorCounts[rec.err]++
 			continue
 		}
-		out := rec.outputTokens()
-		if rec.usage && rec.usageOut > 0 {
-			fromUsage++
-		} else {
-			fromChunks++
-		}
+		out, _ := rec.outputTokens()
 		r.OutputLens[i] = out
 		r.Completed++
 		r.TotalInputTokens += rec.promptLen
@@ -80,15 +74,6 @@ func aggregate(recs []record, dur time.Duration, pcts []float64, goodput map[str
 	if len(recs) > 0 {
 		sec.ErrorRate = float64(r.Failed) / float64(len(recs))
 	}
-	switch {
-	case fromUsage > 0 && fromChunks > 0:
-		sec.TokenSource = "mixed"
-	case fromUsage > 0:
-		sec.TokenSource = "usage"
-	case fromChunks > 0:
-		sec.TokenSource = "chunks"
-	}
-
 	d := dur.Seconds()
 	r.Duration = d
 	if d > 0 {

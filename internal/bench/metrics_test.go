@@ -1,7 +1,9 @@
 package bench
 
 import (
+	"context"
 	"math"
+	"strings"
 	"testing"
 	"time"
 )
@@ -86,8 +88,9 @@ func TestAggregateHandComputed(t *testing.T) {
 	if r.Perfgate.ErrorCounts["HTTP 500: boom"] != 1 || len(r.Perfgate.ErrorCounts) != 1 {
 		t.Errorf("error counts = %v", r.Perfgate.ErrorCounts)
 	}
-	if r.Perfgate.TokenSource != "mixed" {
-		t.Errorf("output_tokens_from = %q, want mixed", r.Perfgate.TokenSource)
+	if source, warn, err := countOutputs(context.Background(), handRecords(), promptTokens{}, true); source != tokenSourceMixed ||
+		!strings.Contains(warn, "1 request(s) had no usage block and the server has no /tokenize") || err != nil {
+		t.Errorf("token source %q, warning %q, %v; want mixed and a warning about the chunk-counted request", source, warn, err)
 	}
 	if !near(r.Perfgate.TPOTs[0], 25) || r.Perfgate.TPOTs[2] != 0 || !near(r.Perfgate.E2ELs[1], 240) || r.Perfgate.E2ELs[3] != 0 {
 		t.Errorf("per-request tpots %v e2els %v", r.Perfgate.TPOTs, r.Perfgate.E2ELs)

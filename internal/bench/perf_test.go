@@ -59,12 +59,12 @@ func accuracyRun(b *testing.B, conc, prompts int) {
 	if err := o.normalize(); err != nil {
 		b.Fatal(err)
 	}
-	samples, _, err := loadSamples(&o, rand.New(rand.NewPCG(1, 1)))
+	samples, _, err := loadSamples(context.Background(), &o, rand.New(rand.NewPCG(1, 1)), promptTokens{})
 	if err != nil {
 		b.Fatal(err)
 	}
 	q := &requester{client: defaultClient(&o), url: url + EndpointChat, chat: true, model: o.Model,
-		ignoreEOS: true, timeout: time.Minute}
+		ignoreEOS: true, stream: true, idle: time.Minute, maxLine: DefaultMaxLineBytes}
 	reqs := make([]request, len(samples))
 	for i, s := range samples {
 		reqs[i] = request{id: "acc-" + strconv.Itoa(i), prompt: s.prompt, promptLen: s.promptLen, maxTokens: s.maxTokens}
@@ -75,7 +75,7 @@ func accuracyRun(b *testing.B, conc, prompts int) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	traced := readTrace(b, data)
+	traced := readSimTrace(b, data)
 	var abs, rel, send, recv, simTTFTs []float64
 	for i := range recs {
 		rec := &recs[i]
@@ -187,7 +187,7 @@ func BenchmarkSSEParse(b *testing.B) {
 		rd.Reset(stream)
 		br.Reset(rd)
 		rec = record{itl: rec.itl[:0]}
-		if done, err := readStream(br, &rec, time.Now(), nil); !done || err != nil || rec.chunks != tokens {
+		if done, err := readStream(br, &rec, time.Now(), nil, false, DefaultMaxLineBytes); !done || err != nil || rec.chunks != tokens {
 			b.Fatalf("done %v err %v chunks %d (%s)", done, err, rec.chunks, rec.err)
 		}
 	}

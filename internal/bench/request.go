@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -28,56 +29,87 @@ type request struct {
 
 // record is what one request measured: the equal of vLLM's RequestFuncOutput.
 type record struct {
-	ok        bool
-	err       string
-	connErr   bool // no response at all: the connection could not be made
-	promptLen int  // from the dataset, or the server's usage.prompt_tokens
-	usage     bool // the server sent a usage block
-	usageOut  int  // usage.completion_tokens
-	chunks    int  // content chunks received
-	start     time.Time
-	ttft      float64   // s, request sent → first content chunk
-	latency   float64   // s, request sent → last content chunk (vLLM's "latency")
-	itl       []float64 // s, gaps between consecutive content chunks
+	ok      bool
+	err     string
+	status  int  // HTTP status of a refused request; 0 when none came
+	connErr bool // no response at all: the connection could not be made
+	// promptLen is the prompt's length as the dataset measured it;
+	// usagePrompt is the server's usage.prompt_tokens (template included).
+	promptLen   int
+	usagePrompt int
+	usage       bool // the server sent a usage block
+	usageOut    int  // usage.completion_tokens
+	counted     int  // output tokens counted with the server's tokenizer; 0 when not
+	chunks      int  // stream chunks that carried output (token events)
+	text        []byte
+	// due is when the request was due to go (its arrival time had come
+	// and a concurrency slot was free); start is when it was sent.
+	due     time.Time
+	start   time.Time
+	ttft    float64   // s, request sent → first token event
+	latency float64   // s, request sent → last token event (vLLM's "latency")
+	itl     []float64 // s, gaps between consecutive token events
 }
 
-// outputTokens is the request's output length: the server's own count when
-// it sent one, else the number of content chunks (one token each on the
-// engines perfgate targets).
-func (r *record) outputTokens() int {
-	if r.usage && r.usageOut > 0 {
-		return r.usageOut
+// outputTokens is the request's output length: the server's own count
+// when it sent one, else the server tokenizer's count of the generated
+// text, else the number of token events (one token each only when the
+// server streams token by token).
+func (r *record) outputTokens() (int, string) {
+	switch {
+	case r.usage && r.usageOut > 0:
+		return r.usageOut, tokenSourceUsage
+	case r.counted > 0:
+		return r.counted, tokenSourceServer
+	default:
+		return r.chunks, tokenSourceChunks
 	}
-	return r.chunks
 }
+
+// Token sources, as result.Section.TokenSource records them.
+const (
+	tokenSourceUsage  = "usage"
+	tokenSourceServer = "server_tokenizer"
+	tokenSourceChunks = "chunks"
+	tokenSourceMixed  = "mixed"
+	tokenSourceWords  = "whitespace"
+)
 
 // requester sends requests to one OpenAI-compatible endpoint and times the
-// streamed answer, like vLLM's async_request_openai_(chat_)completions.
+// answer, like vLLM's async_request_openai_(chat_)completions.
 type requester struct {
 	client      *http.Client
 	url         string
 	chat        bool
+	stream      bool
 	model       string
 	temperature float64
 	ignoreEOS   bool
-	timeout     time.Duration // longest wait for the response or the next stream line
+	apiKey      string
+	captureText bool          // keep the generated text (the server sends no usage)
+	idle        time.Duration // longest wait for the response or the next stream line
+	deadline    time.Duration // longest whole request, tokens flowing or not; 0: none
+	maxLine     int           // longest SSE line (and non-streamed body) in bytes
 }
 
-// errIdle is the cancel cause when the server went quiet for too long.
-var errIdle = errors.New("idle timeout")
+// Cancel causes, told apart when the request fails.
+var (
+	errIdle     = errors.New("idle timeout")
+	errDeadline = errors.New("request deadline")
+)
 
 // payload is the request body; one struct serves both endpoints because
 // omitempty drops the other endpoint's fields.
 type payload struct {
-	Model               string        `json:"model"`
-	Messages            []chatMessage `json:"messages,omitempty"`
-	Prompt              string        `json:"prompt,omitempty"`
-	MaxTokens           int           `json:"max_tokens"`
-	MaxCompletionTokens int           `json:"max_completion_tokens,omitempty"`
-	Temperature         float64       `json:"temperature"`
-	Stream              bool          `json:"stream"`
-	StreamOptions       streamOptions `json:"stream_options"`
-	IgnoreEOS           bool          `json:"ignore_eos,omitempty"`
+	Model               string         `json:"model"`
+	Messages            []chatMessage  `json:"messages,omitempty"`
+	Prompt              string         `json:"prompt,omitempty"`
+	MaxTokens           int            `json:"max_tokens"`
+	MaxCompletionTokens int            `json:"max_completion_tokens,omitempty"`
+	Temperature         float64        `json:"temperature"`
+	Stream              bool           `json:"stream"`
+	StreamOptions       *streamOptions `json:"stream_options,omitempty"`
+	IgnoreEOS           bool           `json:"ignore_eos,omitempty"`
 }
 
 type chatMessage struct {
@@ -91,12 +123,14 @@ type streamOptions struct {
 
 func (q *requester) body(req request) ([]byte, error) {
 	p := payload{
-		Model:         q.model,
-		MaxTokens:     req.maxTokens,
-		Temperature:   q.temperature,
-		Stream:        true,
-		StreamOptions: streamOptions{IncludeUsage: true},
-		IgnoreEOS:     q.ignoreEOS,
+		Model:       q.model,
+		MaxTokens:   req.maxTokens,
+		Temperature: q.temperature,
+		Stream:      q.stream,
+		IgnoreEOS:   q.ignoreEOS,
+	}
+	if q.stream {
+		p.StreamOptions = &streamOptions{IncludeUsage: true}
 	}
 	if q.chat {
 		p.Messages = []chatMessage{{Role: "user", Content: req.prompt}}
@@ -121,18 +155,28 @@ func (q *requester) do(ctx context.Context, req request, rec *record) {
 
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
+	if q.deadline > 0 {
+		var stop context.CancelFunc
+		ctx, stop = context.WithTimeoutCause(ctx, q.deadline, errDeadline)
+		defer stop()
+	}
 	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, q.url, bytes.NewReader(body))
 	if err != nil {
 		rec.err = fmt.Sprintf("build request: %v", err)
 		return
 	}
 	hreq.Header.Set("Content-Type", "application/json")
-	hreq.Header.Set("Accept", "text/event-stream")
+	if q.stream {
+		hreq.Header.Set("Accept", "text/event-stream")
+	}
 	hreq.Header.Set("X-Request-Id", req.id)
+	if q.apiKey != "" {
+		hreq.Header.Set("Authorization", "Bearer "+q.apiKey)
+	}
 
 	st := time.Now()
 	rec.start = st
-	wd := startWatchdog(st, q.timeout, cancel)
+	wd := startWatchdog(st, q.idle, cancel)
 	defer wd.stop()
 	resp, err := q.client.Do(hreq)
 	if err != nil {
@@ -143,7 +187,12 @@ func (q *requester) do(ctx context.Context, req request, rec *record) {
 	wd.touch(time.Now())
 
 	if resp.StatusCode != http.StatusOK {
+		rec.status = resp.StatusCode
 		rec.err = statusError(resp)
+		return
+	}
+	if !q.stream {
+		q.readWhole(ctx, resp.Body, rec, st)
 		return
 	}
 
@@ -157,7 +206,7 @@ func (q *requester) do(ctx context.Context, req request, rec *record) {
 	if req.maxTokens > 1 && req.maxTokens <= 4096 {
 		rec.itl = make([]float64, 0, req.maxTokens-1)
 	}
-	done, rerr := readStream(br, rec, st, wd)
+	done, rerr := readStream(br, rec, st, wd, q.captureText, q.maxLine)
 	if rerr != nil {
 		rec.err, _ = q.transportError(ctx, rerr, true)
 		return
@@ -170,7 +219,7 @@ func (q *requester) do(ctx context.Context, req request, rec *record) {
 		_, _ = io.Copy(io.Discard, io.LimitReader(br, 64<<10))
 	}
 	if rec.chunks == 0 {
-		rec.err = "stream ended without a content chunk; no TTFT"
+		rec.err = "stream ended without a token; no TTFT"
 		return
 	}
 	rec.ok = true
@@ -180,14 +229,18 @@ func (q *requester) do(ctx context.Context, req request, rec *record) {
 // the body, a read error (rerr) or a fault in the stream (rec.err). It is
 // the per-token hot path: no allocation beyond rec.itl's growth, one clock
 // read and one atomic store per line.
-func readStream(br *bufio.Reader, rec *record, st time.Time, wd *watchdog) (done bool, rerr error) {
+func readStream(br *bufio.Reader, rec *record, st time.Time, wd *watchdog, capture bool, maxLine int) (done bool, rerr error) {
 	var (
 		c       chunk
 		last    time.Time
 		scratch []byte
 	)
 	for {
-		line, err := readLine(br, &scratch)
+		line, err := readLine(br, &scratch, maxLine)
+		if err == errLineTooLong {
+			rec.err = fmt.Sprintf("SSE line longer than %d bytes: request abandoned (raise --max-line-bytes if the server's chunks are that large)", maxLine)
+			return false, nil
+		}
 		if len(line) > 0 {
 			now := time.Now()
 			if wd != nil {
@@ -211,7 +264,7 @@ func readStream(br *bufio.Reader, rec *record, st time.Time, wd *watchdog) (done
 					rec.err = "server error in stream: " + c.errMsg
 					return false, nil
 				}
-				if c.content {
+				if c.token {
 					if rec.chunks == 0 {
 						rec.ttft = now.Sub(st).Seconds()
 					} else {
@@ -221,13 +274,14 @@ func readStream(br *bufio.Reader, rec *record, st time.Time, wd *watchdog) (done
 					last = now
 					// vLLM's latency ends at the last token, not at [DONE].
 					rec.latency = now.Sub(st).Seconds()
+					if capture && c.text != nil {
+						rec.text = append(rec.text, c.text...)
+					}
 				}
 				if c.hasUsage {
 					rec.usage = true
 					rec.usageOut = c.completionTokens
-					if c.promptTokens > 0 {
-						rec.promptLen = c.promptTokens
-					}
+					rec.usagePrompt = c.promptTokens
 				}
 			case bytes.HasPrefix(line, eventPrefix), bytes.HasPrefix(line, idPrefix), bytes.HasPrefix(line, retryPrefix):
 			default:
@@ -244,6 +298,93 @@ func readStream(br *bufio.Reader, rec *record, st time.Time, wd *watchdog) (done
 	}
 }
 
+// wholeAnswer is a non-streamed completion, either endpoint.
+type wholeAnswer struct {
+	Choices []struct {
+		Text    *string `json:"text"`
+		Message *struct {
+			Content          *string           `json:"content"`
+			ReasoningContent *string           `json:"reasoning_content"`
+			Reasoning        *string           `json:"reasoning"`
+			ToolCalls        []json.RawMessage `json:"tool_calls"`
+		} `json:"message"`
+	} `json:"choices"`
+	Usage *struct {
+		PromptTokens     int `json:"prompt_tokens"`
+		CompletionTokens int `json:"completion_tokens"`
+	} `json:"usage"`
+}
+
+// readWhole reads a non-streamed answer (--no-stream). Its first token is
+// its last: TTFT equals the end-to-end latency and there are no ITLs.
+func (q *requester) readWhole(ctx context.Context, body io.Reader, rec *record, st time.Time) {
+	data, err := io.ReadAll(io.LimitReader(body, int64(q.maxLine)+1))
+	if err != nil {
+		rec.err, _ = q.transportError(ctx, err, true)
+		return
+	}
+	if len(data) > q.maxLine {
+		rec.err = fmt.Sprintf("response longer than %d bytes: request abandoned (raise --max-line-bytes)", q.maxLine)
+		return
+	}
+	now := time.Now()
+	var a wholeAnswer
+	if err := json.Unmarshal(data, &a); err != nil {
+		rec.err = "malformed response: " + jsonFault(err)
+		return
+	}
+	if msg := errorMessage(data); msg != "" && len(a.Choices) == 0 {
+		rec.err = "server error: " + msg
+		return
+	}
+	if a.Usage != nil {
+		rec.usage = true
+		rec.usageOut = a.Usage.CompletionTokens
+		rec.usagePrompt = a.Usage.PromptTokens
+	}
+	var text string
+	var tools bool
+	if len(a.Choices) > 0 {
+		ch := a.Choices[0]
+		switch {
+		case ch.Text != nil:
+			text = *ch.Text
+		case ch.Message != nil:
+			m := ch.Message
+			for _, s := range []*string{m.Content, m.ReasoningContent, m.Reasoning} {
+				if s != nil {
+					text += *s
+				}
+			}
+			tools = len(m.ToolCalls) > 0
+		}
+	}
+	if text == "" && !tools && !(rec.usage && rec.usageOut > 0) {
+		rec.err = "answer has no generated output"
+		return
+	}
+	if q.captureText {
+		// Kept escaped, as the streaming path keeps it.
+		enc, err := json.Marshal(text)
+		if err == nil {
+			rec.text = enc[1 : len(enc)-1]
+		}
+	}
+	rec.chunks = 1
+	rec.ttft = now.Sub(st).Seconds()
+	rec.latency = rec.ttft
+	rec.ok = true
+}
+
+// jsonFault names what is wrong with a JSON body without quoting it.
+func jsonFault(err error) string {
+	var se *json.SyntaxError
+	if errors.As(err, &se) {
+		return "invalid JSON"
+	}
+	return "unexpected JSON shape"
+}
+
 var (
 	dataPrefix  = []byte("data:")
 	eventPrefix = []byte("event:")
@@ -257,14 +398,23 @@ var (
 // through readLine's scratch buffer.
 var readerPool = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 2048) }}
 
+// errLineTooLong is readLine's answer to a line over its limit.
+var errLineTooLong = errors.New("line too long")
+
 // readLine returns the next line without its line ending. The slice is
 // only valid until the next call. A line longer than the reader's buffer is
-// gathered in *scratch.
-func readLine(br *bufio.Reader, scratch *[]byte) ([]byte, error) {
+// gathered in *scratch, up to max bytes (0: no limit); past that it
+// returns errLineTooLong, so a server that never sends a newline cannot
+// make the client buffer without bound.
+func readLine(br *bufio.Reader, scratch *[]byte, max int) ([]byte, error) {
 	line, err := br.ReadSlice('\n')
 	if err == bufio.ErrBufferFull {
 		buf := append((*scratch)[:0], line...)
 		for err == bufio.ErrBufferFull {
+			if max > 0 && len(buf) > max {
+				*scratch = nil
+				return nil, errLineTooLong
+			}
 			line, err = br.ReadSlice('\n')
 			buf = append(buf, line...)
 		}
@@ -275,17 +425,36 @@ func readLine(br *bufio.Reader, scratch *[]byte) ([]byte, error) {
 	for n > 0 && (line[n-1] == '\n' || line[n-1] == '\r') {
 		n--
 	}
+	if max > 0 && n > max {
+		*scratch = nil
+		return nil, errLineTooLong
+	}
 	return line[:n], err
 }
 
+// ephemeral matches the "local->" half of a socket pair in Go's network
+// errors ("read tcp 127.0.0.1:53412->127.0.0.1:8000: …"): the client's port
+// differs per connection, and would make each failure its own error row.
+var ephemeral = regexp.MustCompile(`(\[[0-9A-Fa-f:.%]+\]|[0-9A-Za-z.\-]+):[0-9]+->`)
+
+// cleanError words a network error without the client's ephemeral port,
+// so identical failures group into one row.
+func cleanError(err error) string {
+	return ephemeral.ReplaceAllString(err.Error(), "")
+}
+
 // transportError words a failed send or read. conn reports a failure to
-// connect at all, which Run uses to tell "target never answered".
+// connect at all, which the first request uses to tell "target never
+// answered".
 func (q *requester) transportError(ctx context.Context, err error, streaming bool) (msg string, conn bool) {
-	if errors.Is(context.Cause(ctx), errIdle) {
+	switch cause := context.Cause(ctx); {
+	case errors.Is(cause, errIdle):
 		if streaming {
-			return fmt.Sprintf("stream stalled: no data for %s", q.timeout), false
+			return fmt.Sprintf("stream stalled: no data for %s", q.idle), false
 		}
-		return fmt.Sprintf("no response within %s", q.timeout), false
+		return fmt.Sprintf("no response within %s", q.idle), false
+	case errors.Is(cause, errDeadline):
+		return fmt.Sprintf("request deadline: not finished within %s (--request-timeout)", q.deadline), false
 	}
 	if ctx.Err() != nil {
 		return "canceled", false
@@ -298,9 +467,9 @@ func (q *requester) transportError(ctx context.Context, err error, streaming boo
 	var derr *net.DNSError
 	conn = !streaming && ((errors.As(err, &oerr) && oerr.Op == "dial") || errors.As(err, &derr))
 	if streaming {
-		return "read stream: " + err.Error(), false
+		return "read stream: " + cleanError(err), false
 	}
-	return err.Error(), conn
+	return cleanError(err), conn
 }
 
 // statusError words a non-200 answer from the message in its JSON error

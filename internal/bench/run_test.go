@@ -20,14 +20,17 @@ import (
 )
 
 // scripted is a tiny OpenAI-compatible server whose streams the test
-// writes: each POST goes to gen, /v1/models lists one model.
+// writes: each POST to either endpoint goes to gen, /v1/models lists one
+// model.
+// It has no /tokenize and no /metrics (both answer 404).
 func scripted(t *testing.T, gen http.HandlerFunc) *httptest.Server {
 	t.Helper()
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/models", func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, `{"object":"list","data":[{"id":"scripted-model","object":"model","root":"scripted-model"}]}`)
 	})
-	mux.HandleFunc("POST /", gen)
+	mux.HandleFunc("POST "+EndpointChat, gen)
+	mux.HandleFunc("POST "+EndpointCompletions, gen)
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
 	return srv
@@ -153,61 +156,98 @@ func TestRunCompletionsWithoutUsage(t *testing.T) {
 	}
 }
 
-// Each fault is one failed request with its reason counted, never a crash
-// or a hang, and Run itself succeeds.
-func TestRunFaults(t *testing.T) {
-	tests := []struct {
-		name    string
-		handler http.HandlerFunc
-		want    string
-	}{
-		{"5xx with OpenAI error body", func(w http.ResponseWriter, r *http.Request) {
-			w.WriteHeader(503)
-			io.WriteString(w, `{"error":{"message":"engine overloaded","type":"ServiceUnavailableError","code":503}}`)
-		}, "HTTP 503: engine overloaded"},
-		{"4xx with vLLM error body", func(w http.ResponseWriter, r *http.Request) {
-			w.WriteHeader(400)
-			io.WriteString(w, `{"object":"error","message":"prompt too long","type":"BadRequestError","code":400}`)
-		}, "HTTP 400: prompt too long"},
-		{"4xx plain text", func(w http.ResponseWriter, r *http.Request) {
-			http.Error(w, "no such route", 404)
-		}, "HTTP 404: no such route"},
-		{"malformed data line", func(w http.ResponseWriter, r *http.Request) {
-			io.WriteString(w, "data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n\ndata: {not json\n\n")
-		}, "malformed SSE line: invalid JSON"},
-		{"not an SSE line", func(w http.ResponseWriter, r *http.Request) {
-			io.WriteString(w, "<html>proxy error</html>\n")
-		}, "malformed SSE line: not an SSE field"},
-		{"error inside the stream", func(w http.ResponseWriter, r *http.Request) {
-			io.WriteString(w, "data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n\ndata: {\"error\":{\"message\":\"engine closed\",\"code\":503}}\n\n")
-		}, "server error in stream: engine closed"},
-		{"no content at all", func(w http.ResponseWriter, r *http.Request) {
-			io.WriteString(w, ": ping\n\ndata: {\"choices\":[{\"delta\":{\"role\":\"assistant\"}}]}\n\ndata: [DONE]\n\n")
-		}, "stream ended without a content chunk; no TTFT"},
-		{"stream stalls", func(w http.ResponseWriter, r *http.Request) {
-			io.WriteString(w, "data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n\n")
-			w.(http.Flusher).Flush()
-			<-r.Context().Done()
-		}, "stream stalled: no data for 150ms"},
-		{"no response headers", func(w http.ResponseWriter, r *http.Request) {
-			// Reading the body lets the server notice the client hang up.
-			_, _ = io.Copy(io.Discard, r.Body)
-			<-r.Context().Done()
-		}, "no response within 150ms"},
-		{"connection cut mid-stream", func(w http.ResponseWriter, r *http.Request) {
-			io.WriteString(w, "data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n\n")
-			w.(http.Flusher).Flush()
-			conn, _, err := http.NewResponseController(w).Hijack()
-			if err == nil {
-				conn.Close()
+// faults are the ways a request can fail, each with the error row it
+// must give (the same for every request: no ephemeral ports, no bytes).
+var faults = []struct {
+	name    string
+	handler http.HandlerFunc
+	want    string
+}{
+	{"5xx with OpenAI error body", func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(503)
+		io.WriteString(w, `{"error":{"message":"engine overloaded","type":"ServiceUnavailableError","code":503}}`)
+	}, "HTTP 503: engine overloaded"},
+	{"4xx with vLLM error body", func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(400)
+		io.WriteString(w, `{"object":"error","message":"prompt too long","type":"BadRequestError","code":400}`)
+	}, "HTTP 400: prompt too long"},
+	{"4xx plain text", func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "no such route", 404)
+	}, "HTTP 404: no such route"},
+	{"4xx string error beside a message", func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(404)
+		io.WriteString(w, `{"message":"Cannot POST /v1/chat/completions","error":"Not Found","statusCode":404}`)
+	}, "HTTP 404: Cannot POST /v1/chat/completions"},
+	{"malformed data line", func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n\ndata: {not json\n\n")
+	}, "malformed SSE line: invalid JSON"},
+	{"not an SSE line", func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "<html>proxy error</html>\n")
+	}, "malformed SSE line: not an SSE field"},
+	{"error inside the stream", func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n\ndata: {\"error\":{\"message\":\"engine closed\",\"code\":503}}\n\n")
+	}, "server error in stream: engine closed"},
+	{"no token at all", func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, ": ping\n\ndata: {\"choices\":[{\"delta\":{\"role\":\"assistant\"}}]}\n\ndata: {\"choices\":[{\"delta\":{},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n")
+	}, "stream ended without a token; no TTFT"},
+	{"stream stalls", func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n\n")
+		w.(http.Flusher).Flush()
+		<-r.Context().Done()
+	}, "stream stalled: no data for 150ms"},
+	{"no response headers", func(w http.ResponseWriter, r *http.Request) {
+		// Reading the body lets the server notice the client hang up.
+		_, _ = io.Copy(io.Discard, r.Body)
+		<-r.Context().Done()
+	}, "no response within 150ms"},
+	{"tokens trickle past the request deadline", func(w http.ResponseWriter, r *http.Request) {
+		for {
+			if _, err := io.WriteString(w, "data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n\n"); err != nil {
+				return
 			}
-		}, "read stream: unexpected EOF"},
-	}
-	for _, tt := range tests {
+			w.(http.Flusher).Flush()
+			select {
+			case <-r.Context().Done():
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}, "request deadline: not finished within 400ms (--request-timeout)"},
+	{"SSE line without end", func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "data: {\"choices\":[{\"delta\":{\"content\":\""+strings.Repeat("x", 8000))
+		w.(http.Flusher).Flush()
+		<-r.Context().Done()
+	}, "SSE line longer than 4096 bytes: request abandoned (raise --max-line-bytes if the server's chunks are that large)"},
+	{"connection cut mid-stream", func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, "data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n\n")
+		w.(http.Flusher).Flush()
+		conn, _, err := http.NewResponseController(w).Hijack()
+		if err == nil {
+			conn.Close()
+		}
+	}, "read stream: unexpected EOF"},
+}
+
+// faultOptions are tight limits, so every fault shows within a second.
+func faultOptions(url string) Options {
+	return Options{Target: url, Model: "m", NumPrompts: 3, InputLen: 2, OutputLen: 2,
+		Timeout: 150 * time.Millisecond, RequestTimeout: 400 * time.Millisecond, MaxLineBytes: 4096}
+}
+
+// A fault in the run is one failed request with its reason counted, never
+// a crash or a hang; Run succeeds and marks the run as over its error
+// budget.
+func TestRunFaults(t *testing.T) {
+	for _, tt := range faults {
 		t.Run(tt.name, func(t *testing.T) {
-			srv := scripted(t, tt.handler)
-			r, err := Run(context.Background(), Options{Target: srv.URL, Model: "m", NumPrompts: 3, InputLen: 2, OutputLen: 2,
-				Timeout: 150 * time.Millisecond})
+			srv := scripted(t, func(w http.ResponseWriter, r *http.Request) {
+				if strings.HasSuffix(r.Header.Get("X-Request-Id"), "-probe") {
+					streamTokens(w, true, 2, true, 2) // the first request goes through
+					return
+				}
+				tt.handler(w, r)
+			})
+			r, err := Run(context.Background(), faultOptions(srv.URL))
 			if err != nil {
 				t.Fatalf("Run: %v", err)
 			}
@@ -217,10 +257,89 @@ func TestRunFaults(t *testing.T) {
 			if got := r.Perfgate.ErrorCounts[tt.want]; got != 3 {
 				t.Errorf("error counts %v, want 3 × %q", r.Perfgate.ErrorCounts, tt.want)
 			}
-			if r.Perfgate.ErrorRate != 1 {
-				t.Errorf("error rate %v", r.Perfgate.ErrorRate)
+			if r.Perfgate.ErrorRate != 1 || !r.Perfgate.ErrorRateExceeded || r.Perfgate.MaxErrorRate != DefaultMaxErrorRate {
+				t.Errorf("error rate %v exceeded %v (max %v)", r.Perfgate.ErrorRate, r.Perfgate.ErrorRateExceeded, r.Perfgate.MaxErrorRate)
 			}
 		})
+	}
+}
+
+// The same faults on the first request stop the run before it starts,
+// with the server's own words: a run that would measure nothing.
+func TestRunFirstRequestFails(t *testing.T) {
+	for _, tt := range faults {
+		t.Run(tt.name, func(t *testing.T) {
+			var sent atomic.Int64
+			srv := scripted(t, func(w http.ResponseWriter, r *http.Request) {
+				sent.Add(1)
+				tt.handler(w, r)
+			})
+			_, err := Run(context.Background(), faultOptions(srv.URL))
+			var pe *ProbeError
+			if !errors.As(err, &pe) || pe.Msg != tt.want {
+				t.Fatalf("Run error = %v, want a first-request failure %q", err, tt.want)
+			}
+			// A refusal is final; anything else is tried three times.
+			want := int64(3)
+			if strings.HasPrefix(tt.want, "HTTP 4") {
+				want = 1
+			}
+			if n := sent.Load(); n != want {
+				t.Errorf("server got %d requests, want %d", n, want)
+			}
+		})
+	}
+}
+
+// A model the server does not serve: vLLM answers 404 with its message;
+// the run stops with it and names the models the server does serve.
+func TestRunWrongModel(t *testing.T) {
+	srv := scripted(t, func(w http.ResponseWriter, r *http.Request) {
+		var b sentBody
+		_ = json.NewDecoder(r.Body).Decode(&b)
+		if b.Model != "scripted-model" {
+			w.WriteHeader(404)
+			fmt.Fprintf(w, `{"object":"error","message":"The model `+"`%s`"+` does not exist.","type":"NotFoundError","param":"model","code":404}`, b.Model)
+			return
+		}
+		streamTokens(w, true, 2, true, 2)
+	})
+	_, err := Run(context.Background(), Options{Target: srv.URL, Model: "llama", NumPrompts: 5, InputLen: 2, OutputLen: 2})
+	want := "first request failed: HTTP 404: The model `llama` does not exist.; the server serves scripted-model; pass --model scripted-model"
+	if err == nil || err.Error() != want {
+		t.Fatalf("Run error = %v\nwant %s", err, want)
+	}
+	// With /v1 in the target the endpoint doubles it; the hint says so.
+	_, err = Run(context.Background(), Options{Target: srv.URL + "/v1", Model: "scripted-model", NumPrompts: 5, InputLen: 2, OutputLen: 2})
+	if err == nil || !strings.Contains(err.Error(), "drop /v1 from --target") {
+		t.Fatalf("Run error = %v, want the /v1 hint", err)
+	}
+}
+
+// A server that answers every other request with 500 completes half the
+// run: the result is written, and says it is over its error budget.
+func TestRunErrorBudget(t *testing.T) {
+	var n atomic.Int64
+	srv := scripted(t, func(w http.ResponseWriter, r *http.Request) {
+		if !strings.HasSuffix(r.Header.Get("X-Request-Id"), "-probe") && n.Add(1)%2 == 0 {
+			http.Error(w, "busy", 500)
+			return
+		}
+		streamTokens(w, true, 2, true, 2)
+	})
+	for _, tc := range []struct {
+		max      float64
+		exceeded bool
+	}{{0, true}, {0.5, false}, {0.49, true}} {
+		n.Store(0)
+		r, err := Run(context.Background(), Options{Target: srv.URL, Model: "m", NumPrompts: 10, InputLen: 2, OutputLen: 2,
+			MaxConcurrency: 1, MaxErrorRate: tc.max})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Failed != 5 || r.Perfgate.ErrorRateExceeded != tc.exceeded {
+			t.Errorf("max %v: failed %d exceeded %v, want 5 and %v", tc.max, r.Failed, r.Perfgate.ErrorRateExceeded, tc.exceeded)
+		}
 	}
 }
 
@@ -286,7 +405,9 @@ func TestRunWarmupExcluded(t *testing.T) {
 		_ = json.NewDecoder(r.Body).Decode(&b)
 		id := r.Header.Get("X-Request-Id")
 		mu.Lock()
-		if strings.Contains(id, "warmup") {
+		if strings.HasSuffix(id, "-probe") {
+			// the first request, sent alone before the run
+		} else if strings.Contains(id, "warmup") {
 			warmIDs = append(warmIDs, id)
 		} else {
 			measuredIDs = append(measuredIDs, id)

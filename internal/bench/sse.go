@@ -12,9 +12,16 @@ import (
 // that the benchmark cares about. Parsing fills it without allocating: the
 // client parses one of these per output token, so this is its hot path.
 type chunk struct {
-	// content is true when choices[0] carries a non-empty delta.content
-	// (chat) or text (completions): one streamed token, or several bundled.
-	content bool
+	// token is true when choices[0] carries generated output: a non-empty
+	// delta.content, delta.reasoning_content or delta.reasoning (reasoning
+	// models stream their thinking there), a non-empty delta.tool_calls
+	// (chat), or a non-empty text (completions). One streamed token, or
+	// several bundled. A chunk with only a role or only a finish_reason is
+	// not a token.
+	token bool
+	// text is the raw (still JSON-escaped) generated text of the chunk,
+	// valid until the next line is read; nil for tool calls.
+	text []byte
 	// usage block, sent last when stream_options.include_usage is set.
 	hasUsage         bool
 	completionTokens int
@@ -41,7 +48,7 @@ func parseChunk(b []byte, c *chunk) error {
 	if !s.eat('{') {
 		return errNotObject
 	}
-	var isErrorObject bool
+	var isErrorObject, errorIsString bool
 	var topMessage []byte
 	for first := true; ; first = false {
 		s.ws()
@@ -61,6 +68,7 @@ func parseChunk(b []byte, c *chunk) error {
 		case "usage":
 			err = s.usage(c)
 		case "error":
+			errorIsString = s.i < len(s.b) && s.b[s.i] == '"'
 			err = s.errorField(c)
 		case "object":
 			var v []byte
@@ -79,6 +87,9 @@ func parseChunk(b []byte, c *chunk) error {
 	s.ws()
 	if s.i != len(s.b) {
 		return errSyntax
+	}
+	if errorIsString && len(topMessage) > 0 {
+		c.errMsg = unquote(topMessage) // the message beside a status name
 	}
 	// vLLM's older error shape: {"object":"error","message":"…",…}.
 	if isErrorObject && c.errMsg == "" {
@@ -329,7 +340,7 @@ func (s *scanner) choice(c *chunk) error {
 		case "text": // completions
 			var v []byte
 			if v, err = s.maybeString(); len(v) > 0 {
-				c.content = true
+				c.token, c.text = true, v
 			}
 		case "delta": // chat completions
 			err = s.delta(c)
@@ -342,6 +353,10 @@ func (s *scanner) choice(c *chunk) error {
 	}
 }
 
+// delta reads a chat delta. vLLM's own client counts the first chunk with
+// a choice as the first token and takes delta.content or
+// delta.reasoning_content as its text; so do we, and reasoning (the field's
+// newer name) and tool-call deltas count too.
 func (s *scanner) delta(c *chunk) error {
 	if s.lit("null") {
 		return nil
@@ -361,18 +376,44 @@ func (s *scanner) delta(c *chunk) error {
 		if err != nil {
 			return err
 		}
-		if string(key) == "content" {
+		switch string(key) {
+		case "content", "reasoning_content", "reasoning":
 			var v []byte
 			if v, err = s.maybeString(); len(v) > 0 {
-				c.content = true
+				c.token = true
+				if c.text == nil {
+					c.text = v
+				}
 			}
-		} else {
+		case "tool_calls":
+			var nonEmpty bool
+			if nonEmpty, err = s.nonEmptyArray(); nonEmpty {
+				c.token = true
+			}
+		default:
 			err = s.skip(3)
 		}
 		if err != nil {
 			return err
 		}
 	}
+}
+
+// nonEmptyArray steps over an array (or null) and says whether it held
+// anything.
+func (s *scanner) nonEmptyArray() (bool, error) {
+	if s.lit("null") {
+		return false, nil
+	}
+	if s.i >= len(s.b) || s.b[s.i] != '[' {
+		return false, s.skip(3)
+	}
+	start := s.i
+	if err := s.skip(3); err != nil {
+		return false, err
+	}
+	inner := bytes.TrimSpace(s.b[start+1 : s.i-1])
+	return len(inner) > 0, nil
 }
 
 func (s *scanner) usage(c *chunk) error {
@@ -470,6 +511,11 @@ func errorMessage(body []byte) string {
 		}
 		var s string
 		if json.Unmarshal(v.Error, &s) == nil && s != "" {
+			// {"error":"Not Found","message":"Cannot POST /v1/completions"}:
+			// the string is the status's name, the message says what failed.
+			if v.Message != "" {
+				return v.Message
+			}
 			return s
 		}
 	}

@@ -62,7 +62,67 @@ func WriteSummary(w io.Writer, r *result.Result) {
 			fmt.Fprintf(w, "%6d  %s\n", counts[msg], oneLine(msg))
 		}
 	}
+	if sec := r.Perfgate; sec != nil {
+		writeChecks(w, sec, row, f2, title)
+	}
 	fmt.Fprintln(w, strings.Repeat("=", 50))
+}
+
+// writeChecks prints perfgate's own sections: the client's check on
+// itself, the engine's /metrics, the error budget and the warnings.
+func writeChecks(w io.Writer, sec *result.Section, row func(string, string), f2 func(float64) string, title func(string, byte)) {
+	if c := sec.Client; c != nil {
+		title("Client self-check", '-')
+		row("Schedule lag p50 / p99 (ms):", f2(c.ScheduleLagP50MS)+" / "+f2(c.ScheduleLagP99MS))
+		if c.AchievedRate > 0 {
+			row("Achieved request rate (req/s):", f2(c.AchievedRate))
+		}
+		switch {
+		case c.Cores == 0:
+			row("Client CPU:", "unknown on this system")
+		case c.CPUShared:
+			row("Client CPU (shared with --sim):", fmt.Sprintf("%.0f%% of %d core(s)", 100*c.CPUUtilization, c.Cores))
+		default:
+			row("Client CPU:", fmt.Sprintf("%.0f%% of %d core(s)", 100*c.CPUUtilization, c.Cores))
+		}
+		if c.ClientBound {
+			row("Client-bound:", "YES — "+c.Reason)
+		} else {
+			row("Client-bound:", "no")
+		}
+	}
+	if m := sec.ServerMetrics; m != nil {
+		title("Server cross-check", '-')
+		switch {
+		case !m.Available:
+			row("Server metrics:", "unavailable ("+oneLine(m.Reason)+")")
+		default:
+			if h := m.TTFT; h != nil && h.Count > 0 {
+				row("Server TTFT median / mean (ms):", f2(h.MedianMS)+" / "+f2(h.MeanMS))
+				row("Server TTFT requests:", strconv.FormatFloat(h.Count, 'f', 0, 64))
+			}
+			if g := m.TTFTGap; g != nil {
+				row("Client-server TTFT gap med/mean (ms):", f2(g.MedianMS)+" / "+f2(g.MeanMS))
+			}
+			if m.Preemptions != nil {
+				row("Preemptions:", strconv.FormatFloat(*m.Preemptions, 'f', 0, 64))
+			}
+			if m.PrefixCacheHitRate != nil {
+				row("Prefix cache hit rate:", fmt.Sprintf("%.1f%%", 100**m.PrefixCacheHitRate))
+			}
+		}
+	}
+	if sec.ErrorRateExceeded {
+		title("Error budget", '-')
+		fmt.Fprintf(w, "%.1f%% of requests failed, more than --max-error-rate %.1f%%: this run measured too little to use\n",
+			100*sec.ErrorRate, 100*sec.MaxErrorRate)
+	}
+	if len(sec.Warnings) > 0 {
+		title("Warnings", '-')
+		for _, msg := range sec.Warnings {
+			fmt.Fprintf(w, "- %s\n", msg)
+		}
+	}
 }
 
 type pctValue struct {

@@ -1,0 +1,96 @@
+package bench
+
+import (
+	"fmt"
+	"runtime"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/perfgate/perfgate/internal/result"
+)
+
+// Self-check limits. Past either, the client, not the engine, set the
+// pace: requests left late (the engine saw less load than was offered),
+// or the client's CPU was saturated (it read tokens late, which inflates
+// TTFT and ITL).
+const (
+	DefaultMaxScheduleLag = 10 * time.Millisecond // p99 of the send lag
+	DefaultMaxClientCPU   = 0.9                   // of the process's usable cores
+)
+
+// cpuMark is a reading of the process's CPU time and the wall clock.
+type cpuMark struct {
+	cpu  time.Duration
+	ok   bool
+	wall time.Time
+}
+
+func markCPU() cpuMark {
+	c, ok := processCPU()
+	return cpuMark{cpu: c, ok: ok, wall: time.Now()}
+}
+
+// selfCheck judges the measured phase from its records (each knows when
+// it was due and when it left) and the CPU used between from and to.
+func selfCheck(recs []record, o *Options, from, to cpuMark) *result.ClientCheck {
+	c := &result.ClientCheck{RequestedRate: o.RequestRate, CPUShared: o.CPUShared}
+	var lags []float64
+	var first, last time.Time
+	sent := 0
+	for i := range recs {
+		r := &recs[i]
+		if r.start.IsZero() {
+			continue
+		}
+		sent++
+		if first.IsZero() || r.start.Before(first) {
+			first = r.start
+		}
+		if r.start.After(last) {
+			last = r.start
+		}
+		if !r.due.IsZero() {
+			lags = append(lags, max(0, r.start.Sub(r.due).Seconds()*1000))
+		}
+	}
+	sort.Float64s(lags)
+	if len(lags) > 0 {
+		c.ScheduleLagP50MS = percentile(lags, 50)
+		c.ScheduleLagP99MS = percentile(lags, 99)
+		c.ScheduleLagMaxMS = lags[len(lags)-1]
+	}
+	if span := last.Sub(first).Seconds(); sent > 1 && span > 0 {
+		c.AchievedRate = float64(sent-1) / span
+	}
+	wall := to.wall.Sub(from.wall).Seconds()
+	if from.ok && to.ok && wall > 0 {
+		c.Cores = runtime.GOMAXPROCS(0)
+		c.CPUSeconds = (to.cpu - from.cpu).Seconds()
+		c.CPUUtilization = c.CPUSeconds / wall / float64(c.Cores)
+	}
+
+	var why []string
+	maxLag := o.MaxScheduleLag
+	if maxLag == 0 {
+		maxLag = DefaultMaxScheduleLag
+	}
+	// With an infinite rate and no cap every request is due at once, and
+	// the lag measures how long a burst takes to leave, not lateness.
+	burst := o.RequestRate.IsInf() && o.MaxConcurrency == 0 && !isTrace(o.Dataset)
+	if !burst && c.ScheduleLagP99MS > float64(maxLag)/float64(time.Millisecond) {
+		why = append(why, fmt.Sprintf("schedule lag p99 %.1f ms > %s: requests left late", c.ScheduleLagP99MS, maxLag))
+	}
+	maxCPU := o.MaxClientCPU
+	if maxCPU == 0 {
+		maxCPU = DefaultMaxClientCPU
+	}
+	if c.Cores > 0 && !o.CPUShared && c.CPUUtilization >= maxCPU {
+		why = append(why, fmt.Sprintf("client CPU %.0f%% of %d core(s) ≥ %.0f%%: tokens were read late", 100*c.CPUUtilization, c.Cores, 100*maxCPU))
+	}
+	if len(why) > 0 {
+		c.ClientBound = true
+		c.Reason = strings.Join(why, "; ")
+	}
+	return c
+}
