@@ -167,7 +167,7 @@ func TestCleanError(t *testing.T) {
 	for in, want := range map[string]string{
 		"read tcp 127.0.0.1:53412->127.0.0.1:8000: read: connection reset by peer": "read tcp 127.0.0.1:8000: read: connection reset by peer",
 		"write tcp [::1]:40000->[::1]:8000: broken pipe":                           "write tcp [::1]:8000: broken pipe",
-		"read tcp host-a:61000->engine:8000: i/o timeout":                         "read tcp engine:8000: i/o timeout",
+		"read tcp host-a:61000->engine:8000: i/o timeout":                          "read tcp engine:8000: i/o timeout",
 		"unexpected EOF": "unexpected EOF",
 	} {
 		if got := cleanError(errors.New(in)); got != want {
