@@ -1,0 +1,106 @@
+package bench
+
+import (
+	"context"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/perfgate/perfgate/internal/result"
+)
+
+func TestSelfCheckRules(t *testing.T) {
+	t0 := time.Unix(100, 0)
+	recs := func(lag time.Duration) []record {
+		out := make([]record, 100)
+		for i := range out {
+			due := t0.Add(time.Duration(i) * 10 * time.Millisecond)
+			out[i] = record{due: due, start: due.Add(lag)}
+		}
+		return out
+	}
+	mark := func(cpu time.Duration, wall time.Duration) cpuMark {
+		return cpuMark{cpu: cpu, ok: true, wall: t0.Add(wall)}
+	}
+	cores := runtime.GOMAXPROCS(0)
+	busy := time.Duration(float64(time.Second) * 0.95 * float64(cores)) // 95% of every core for 1 s
+	tests := []struct {
+		name   string
+		o      Options
+		lag    time.Duration
+		cpu    time.Duration
+		bound  bool
+		reason string
+	}{
+		{"healthy", Options{RequestRate: 100}, 100 * time.Microsecond, 10 * time.Millisecond, false, ""},
+		{"late sends", Options{RequestRate: 100}, 30 * time.Millisecond, 10 * time.Millisecond, true, "schedule lag p99 30.0 ms > 10ms"},
+		{"late sends under a cap", Options{RequestRate: result.Inf, MaxConcurrency: 8}, 30 * time.Millisecond, 0, true, "requests left late"},
+		{"a burst is not late", Options{RequestRate: result.Inf}, 30 * time.Millisecond, 0, false, ""},
+		{"saturated CPU", Options{RequestRate: 100}, 0, busy, true, "client CPU 95%"},
+		{"CPU shared with --sim", Options{RequestRate: 100, CPUShared: true}, 0, busy, false, ""},
+		{"own limits", Options{RequestRate: 100, MaxScheduleLag: 50 * time.Millisecond}, 30 * time.Millisecond, 0, false, ""},
+	}
+	for _, tt := range tests {
+		c := selfCheck(recs(tt.lag), &tt.o, mark(0, 0), mark(tt.cpu, time.Second))
+		if c.ClientBound != tt.bound || !strings.Contains(c.Reason, tt.reason) {
+			t.Errorf("%s: client_bound %v reason %q; want %v, %q", tt.name, c.ClientBound, c.Reason, tt.bound, tt.reason)
+		}
+		if tt.name == "healthy" && (c.ScheduleLagP99MS > 0.11 || c.AchievedRate < 99 || c.AchievedRate > 101 || c.Cores != cores) {
+			t.Errorf("healthy: %+v", c)
+		}
+	}
+}
+
+// A client starved of CPU (one usable core, two goroutines spinning on
+// it) is flagged: its numbers are the client's, not the engine's.
+func TestStarvedClientFlagged(t *testing.T) {
+	if testing.Short() {
+		t.Skip("spins a core for a second")
+	}
+	f := &fakeVLLM{usage: true}
+	url := f.start(t)
+	prev := runtime.GOMAXPROCS(1)
+	defer runtime.GOMAXPROCS(prev)
+	stop := make(chan struct{})
+	defer close(stop)
+	for range 2 {
+		go func() {
+			x := 1.0
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				for i := range 100_000 {
+					x = x*1.0000001 + float64(i&1)
+				}
+			}
+		}()
+	}
+	r, err := Run(context.Background(), Options{Target: url, NumPrompts: 40, InputLen: 4, OutputLen: 4, RequestRate: 40})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := r.Perfgate.Client
+	if !c.ClientBound || !strings.Contains(c.Reason, "client CPU") || c.Cores != 1 {
+		t.Errorf("starved client not flagged: %+v", c)
+	}
+	t.Logf("starved: %+v", *c)
+}
+
+// An idle client at a modest rate is not.
+func TestHealthyClientNotFlagged(t *testing.T) {
+	f := &fakeVLLM{usage: true}
+	url := f.start(t)
+	r, err := Run(context.Background(), Options{Target: url, NumPrompts: 20, InputLen: 4, OutputLen: 4, RequestRate: 50,
+		MaxScheduleLag: 200 * time.Millisecond}) // a shared CI machine's timers can be late by more than the default
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := r.Perfgate.Client
+	if c.ClientBound || c.CPUUtilization <= 0 || c.AchievedRate <= 0 {
+		t.Errorf("healthy client: %+v", c)
+	}
+}
