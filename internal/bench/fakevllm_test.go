@@ -28,6 +28,7 @@ type fakeVLLM struct {
 
 	mu        sync.Mutex
 	prompts   []string // prompts received, in order
+	byID      map[string]string
 	arrivals  map[string]time.Time
 	tokenized int
 	srv       *httptest.Server
@@ -58,6 +59,7 @@ func (f *fakeVLLM) start(t *testing.T) string {
 		f.model = "fake-model"
 	}
 	f.arrivals = map[string]time.Time{}
+	f.byID = map[string]string{}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/models", func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, `{"object":"list","data":[{"id":%q,"object":"model","max_model_len":%d}]}`, f.model, f.maxModelLen)
@@ -101,6 +103,7 @@ func (f *fakeVLLM) serveChat(w http.ResponseWriter, r *http.Request) {
 	f.mu.Lock()
 	f.prompts = append(f.prompts, b.Messages[0].Content)
 	f.arrivals[r.Header.Get("X-Request-Id")] = now
+	f.byID[r.Header.Get("X-Request-Id")] = b.Messages[0].Content
 	f.mu.Unlock()
 	w.Header().Set("Content-Type", "text/event-stream")
 	fl := w.(http.Flusher)

@@ -105,18 +105,18 @@ func TestTraceWithServerTokenizer(t *testing.T) {
 	f := &fakeVLLM{tokenize: true, usage: true}
 	url := f.start(t)
 	r, err := Run(context.Background(), Options{Target: url, Dataset: DatasetMooncake, DatasetPath: mooncakeFixture,
-		NumPrompts: 6, TraceTimeScale: 0.01, OutputLen: 2})
+		NumPrompts: 6, TraceTimeScale: 0.01, OutputLen: 2, RunID: "tk"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	rows, _ := readTrace(mooncakeFixture)
 	for i := range 6 {
-		if n := fakeCount(f.prompts[i+1]); n != *rows[i].InputLength || r.InputLens[i] != n {
+		if n := fakeCount(f.byID["tk-"+strconv.Itoa(i)]); n != *rows[i].InputLength || r.InputLens[i] != n {
 			t.Errorf("request %d: %d model tokens (recorded %d), trace says %d", i, n, r.InputLens[i], *rows[i].InputLength)
 		}
 	}
 	// Rows 0 and 2 share hash ids [0 1]: 1024 tokens of the same text.
-	a, b := strings.Fields(f.prompts[1]), strings.Fields(f.prompts[3])
+	a, b := strings.Fields(f.byID["tk-0"]), strings.Fields(f.byID["tk-2"])
 	if strings.Join(a[:1000], " ") != strings.Join(b[:1000], " ") {
 		t.Error("rows 0 and 2 share two blocks but their prompts differ")
 	}
