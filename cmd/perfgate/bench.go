@@ -5,6 +5,10 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math"
+	"net"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -26,32 +30,88 @@ const (
 	simMaxConcurrency = 32
 )
 
+// vllmAliases maps `vllm bench serve`'s flag names to perfgate's, so an
+// existing vLLM command line runs with only the program name changed.
+var vllmAliases = map[string]string{
+	"base-url":            "target",
+	"dataset-name":        "dataset",
+	"random-input-len":    "input-len",
+	"random-output-len":   "output-len",
+	"sharegpt-output-len": "output-len",
+	"custom-output-len":   "output-len",
+	"num-warmups":         "warmup",
+	"metric-percentiles":  "percentiles",
+}
+
+// vllmIgnored are vLLM flags that change nothing here: perfgate always
+// reports every metric and per-request array, and counts tokens with the
+// server's own /tokenize rather than a local Hugging Face tokenizer.
+var vllmIgnored = []struct{ name, why string }{
+	{"percentile-metrics", "perfgate reports percentiles of ttft, tpot, itl and e2el always"},
+	{"tokenizer", "perfgate counts tokens with the server's /tokenize"},
+	{"tokenizer-mode", "perfgate counts tokens with the server's /tokenize"},
+}
+
 func runBench(ctx context.Context, env *cliEnv, args []string) int {
 	fs := env.flags("bench", "(--target URL | --sim) [flags]")
+	fs.epilog = "A `vllm bench serve` command line works with the program name replaced: vLLM's flag names are accepted.\n" +
+		"OPENAI_API_KEY, when set, is sent as a bearer token, as vLLM's client does.\n"
 	var o bench.Options
-	fs.StringVar(&o.Target, "target", "", "engine base URL, e.g. http://127.0.0.1:8000")
-	fs.StringVar(&o.Endpoint, "endpoint", bench.EndpointCompletions, "API endpoint: "+bench.EndpointCompletions+" (the default, as in .github/perfgate.yml) or "+bench.EndpointChat)
+	fs.StringVar(&o.Target, "target", "", "engine base URL, e.g. http://127.0.0.1:8000 (vLLM: --base-url, or --host and --port)")
+	host := fs.String("host", "", "vLLM's --host: with --port, the target http://HOST:PORT")
+	port := fs.Int("port", 0, "vLLM's --port (default 8000 when --host is given)")
+	fs.StringVar(&o.Endpoint, "endpoint", bench.EndpointCompletions, "API endpoint: "+bench.EndpointCompletions+" (the default, as in .github/perfgate.yml and vLLM) or "+bench.EndpointChat+"; --backend openai-chat picks the latter")
+	fs.StringVar(&o.Backend, "backend", "", "vLLM's request function: openai (the default), vllm or openai-chat; picks the endpoint when --endpoint is not given")
+	fs.StringVar(&o.Label, "label", "", "label recorded in the result (and the --save-result file name)")
 	fs.StringVar(&o.Model, "model", "", "model name to request (default: the first of GET /v1/models)")
-	fs.StringVar(&o.Dataset, "dataset", "random", "dataset: random, sharegpt or jsonl")
-	fs.StringVar(&o.DatasetPath, "dataset-path", "", "dataset file for sharegpt (ShareGPT JSON) or jsonl ({\"prompt\":…,\"output_len\":N} per line)")
+	servedName := fs.String("served-model-name", "", "vLLM's --served-model-name: the model name sent, when it differs from --model")
+	fs.StringVar(&o.Dataset, "dataset", "random", "dataset: random, sharegpt, jsonl (vLLM: custom), or a trace: timed_trace, mooncake, bailian")
+	fs.StringVar(&o.DatasetPath, "dataset-path", "", "dataset file: ShareGPT JSON; JSONL of {\"prompt\":…,\"output_len\":N}; or a trace's JSONL rows {\"timestamp\",\"input_length\",\"output_length\",\"hash_ids\"}")
 	fs.IntVar(&o.InputLen, "input-len", 0, fmt.Sprintf("prompt tokens per request for the random dataset (default %d; %d with --sim)", bench.DefaultInputLen, simInputLen))
-	fs.IntVar(&o.OutputLen, "output-len", 0, fmt.Sprintf("max_tokens per request; for sharegpt/jsonl it overrides the dataset's (random default %d; %d with --sim)", bench.DefaultOutputLen, simOutputLen))
-	fs.IntVar(&o.NumPrompts, "num-prompts", bench.DefaultNumPrompts, fmt.Sprintf("measured requests (%d with --sim)", simNumPrompts))
+	fs.IntVar(&o.OutputLen, "output-len", 0, fmt.Sprintf("max_tokens per request; for other datasets it overrides theirs (random default %d; %d with --sim)", bench.DefaultOutputLen, simOutputLen))
+	fs.IntVar(&o.NumPrompts, "num-prompts", bench.DefaultNumPrompts, fmt.Sprintf("measured requests (%d with --sim; a trace's rows when not given)", simNumPrompts))
 	rate := fs.String("request-rate", "inf", "mean requests/s, or inf to send all at once")
 	fs.Float64Var(&o.Burstiness, "burstiness", 1, "gamma shape of inter-arrival times: 1 is Poisson, <1 burstier, >1 more even")
+	fs.Float64Var(&o.TraceTimeScale, "trace-time-scale", 1, "multiply a trace's timestamps (0.5 replays it twice as fast)")
+	fs.IntVar(&o.TraceBlockSize, "trace-block-size", 0, "tokens per trace hash id (default 512 for mooncake and timed_trace, 16 for bailian)")
 	fs.IntVar(&o.MaxConcurrency, "max-concurrency", 0, fmt.Sprintf("cap on requests in flight, 0 for none (%d with --sim)", simMaxConcurrency))
 	fs.IntVar(&o.Warmup, "warmup", 0, "warm-up requests sent first and discarded")
 	fs.Int64Var(&o.Seed, "seed", 0, "seed for the dataset sample and the arrival times")
 	fs.Float64Var(&o.Temperature, "temperature", 0, "sampling temperature sent with each request")
+	fs.BoolVar(&o.IgnoreEOS, "ignore-eos", false, "ask for max_tokens whatever is sampled (always on for random and traces)")
+	fs.BoolVar(&o.NoStream, "no-stream", false, "send non-streaming requests (TTFT is then the whole answer's time)")
 	fs.DurationVar(&o.Timeout, "timeout", bench.DefaultTimeout, "per request: the longest wait for the response or its next stream line")
-	goodput := fs.String("goodput", "", `SLOs for goodput in ms, space-separated, e.g. "ttft:500 tpot:50 e2el:10000"`)
+	fs.DurationVar(&o.RequestTimeout, "request-timeout", bench.DefaultRequestTimeout, "per request: the longest it may take in all, tokens flowing or not")
+	readySecs := fs.Int("ready-check-timeout-sec", 0, "retry the first request this many seconds while the engine is not ready (0: three tries)")
+	fs.IntVar(&o.MaxLineBytes, "max-line-bytes", bench.DefaultMaxLineBytes, "longest SSE line (or non-streamed answer) a request may send")
+	fs.Float64Var(&o.MaxErrorRate, "max-error-rate", bench.DefaultMaxErrorRate, "fraction of failed requests above which the run exits 1 (its result is still written, marked)")
+	var goodput []string
+	fs.Func("goodput", `SLOs for goodput in ms, e.g. "ttft:500 tpot:50 e2el:10000" (repeatable, or several after one flag)`, func(s string) error {
+		goodput = append(goodput, s)
+		return nil
+	})
 	var metadata metadataFlag
-	fs.Var(&metadata, "metadata", "KEY=VALUE recorded with the result (repeatable)")
+	fs.Var(&metadata, "metadata", "KEY=VALUE recorded with the result (repeatable, or several after one flag)")
 	output := fs.String("output", "", "write the result JSON (vLLM's keys plus a perfgate section) to this file")
+	saveResult := fs.Bool("save-result", false, "vLLM's --save-result: write the result to {label}-{rate}qps[-concurrency{N}]-{model}-{date}.json")
+	appendResult := fs.Bool("append-result", false, "append the result as one JSON line (to --output, or the --save-result file name)")
+	resultFile := fs.String("result-filename", "", "with --save-result: the file name")
+	resultDir := fs.String("result-dir", "", "with --save-result: the directory (made if missing)")
+	fs.StringVar(&o.RunID, "run-id", "", "prefix of each request's X-Request-Id (\"<run-id>-<index>\"), recorded in the result (default: random)")
+	idPrefix := fs.String("request-id-prefix", "", "vLLM's request id prefix: the same as --run-id")
 	percentiles := fs.String("percentiles", "50,90,95,99", "comma-separated percentiles to report")
+	disableTqdm := fs.Bool("disable-tqdm", false, "no progress bar")
+	fs.Bool("trust-remote-code", false, "accepted for vLLM command lines; perfgate loads no model code")
+	fs.Bool("save-detailed", false, "accepted for vLLM command lines; perfgate always writes the per-request arrays")
+	for _, ig := range vllmIgnored {
+		fs.String(ig.name, "", "accepted for vLLM command lines; "+ig.why)
+	}
 	useSim := fs.Bool("sim", false, "start the built-in simulated engine on 127.0.0.1 and benchmark it")
 	simSlowdown := fs.Float64("sim-slowdown", 1, "with --sim: multiply the engine's step times (1.2 = a 20% regression)")
-	if code, ok := fs.parse(args); !ok {
+	for alias, of := range vllmAliases {
+		fs.Var(fs.Lookup(of).Value, alias, "vLLM's name for --"+of)
+	}
+	if code, ok := fs.parse(expandMultiValueFlags(args, "metadata", "goodput")); !ok {
 		return code
 	}
 	usage := func(format string, a ...any) int {
@@ -62,13 +122,30 @@ func runBench(ctx context.Context, env *cliEnv, args []string) int {
 		return usage("unexpected arguments %q", fs.Args())
 	}
 	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	fs.Visit(func(f *flag.Flag) {
+		set[f.Name] = true
+		if of, ok := vllmAliases[f.Name]; ok {
+			set[of] = true
+		}
+	})
+
+	// The default is vLLM's (and .github/perfgate.yml's): the openai
+	// backend on /v1/completions; --backend openai-chat alone picks chat.
+	if !set["endpoint"] {
+		o.Endpoint = ""
+		if o.Backend == "" {
+			o.Backend = "openai"
+		}
+	}
 
 	var err error
 	if o.RequestRate, err = result.ParseRate(*rate); err != nil {
 		return usage("--request-rate: %v", err)
 	}
-	if o.Goodput, err = bench.ParseGoodput(*goodput); err != nil {
+	if isTraceDataset(o.Dataset) && !set["request-rate"] {
+		o.RequestRate = 0 // a trace times itself
+	}
+	if o.Goodput, err = bench.ParseGoodput(strings.Join(goodput, " ")); err != nil {
 		return usage("--goodput: %v", err)
 	}
 	if len(o.Goodput) == 0 {
@@ -79,6 +156,49 @@ func runBench(ctx context.Context, env *cliEnv, args []string) int {
 	}
 	if len(metadata) > 0 {
 		o.Metadata = metadata
+	}
+	if o.Dataset == "custom" { // vLLM's name for a JSONL of prompts
+		o.Dataset = "jsonl"
+	}
+	if isTraceDataset(o.Dataset) && !set["num-prompts"] {
+		o.NumPrompts = 0
+	}
+	if *servedName != "" {
+		o.Model = *servedName
+	}
+	if *idPrefix != "" {
+		if set["run-id"] {
+			return usage("--request-id-prefix and --run-id are the same setting: pass one")
+		}
+		o.RunID = strings.TrimRight(*idPrefix, "-")
+	}
+	if *readySecs < 0 {
+		return usage("--ready-check-timeout-sec: must be 0 or more")
+	}
+	o.ReadyTimeout = time.Duration(*readySecs) * time.Second
+	if !(o.MaxErrorRate > 0 && o.MaxErrorRate <= 1) {
+		return usage("--max-error-rate: want a fraction in (0, 1], e.g. 0.05; 1 accepts any failures")
+	}
+	if *resultFile != "" || *resultDir != "" {
+		if !*saveResult && !*appendResult {
+			return usage("--result-filename and --result-dir name the --save-result file: add --save-result")
+		}
+		if *output != "" {
+			return usage("--output names the file itself: drop --result-filename and --result-dir, or --output")
+		}
+	}
+	if set["host"] || set["port"] {
+		if o.Target != "" {
+			return usage("--host/--port and --target (or --base-url) both name the engine: pass one")
+		}
+		h, p := *host, *port
+		if h == "" {
+			h = "127.0.0.1" // vLLM's default
+		}
+		if p == 0 {
+			p = 8000
+		}
+		o.Target = "http://" + net.JoinHostPort(h, strconv.Itoa(p))
 	}
 	if set["sim-slowdown"] && !*useSim {
 		return usage("--sim-slowdown needs --sim")
@@ -100,7 +220,7 @@ func runBench(ctx context.Context, env *cliEnv, args []string) int {
 			{"output-len", &o.OutputLen, simOutputLen},
 			{"max-concurrency", &o.MaxConcurrency, simMaxConcurrency},
 		} {
-			if !set[d.flag] {
+			if !set[d.flag] && !(d.flag == "num-prompts" && isTraceDataset(o.Dataset)) {
 				*d.v = d.def
 			}
 		}
@@ -111,10 +231,14 @@ func runBench(ctx context.Context, env *cliEnv, args []string) int {
 		}
 		defer stop()
 		o.Target = target
+		o.CPUShared = true // the engine runs in this process
 	} else if o.Target == "" {
 		return usage("--target: required (the engine's base URL, e.g. http://127.0.0.1:8000), or pass --sim")
 	}
-	o.Progress = env.stderr
+	o.APIKey = os.Getenv("OPENAI_API_KEY") // as vLLM's client
+	if !*disableTqdm {
+		o.Progress = env.stderr
+	}
 
 	env.log.Info().Str("target", o.Target).Str("endpoint", o.Endpoint).Str("dataset", o.Dataset).
 		Int("num_prompts", o.NumPrompts).Str("request_rate", o.RequestRate.String()).
@@ -133,14 +257,85 @@ func runBench(ctx context.Context, env *cliEnv, args []string) int {
 		res.Perfgate.Environment.EngineImage = "perfgate sim" // the slowdown is what a comparison measures, not the engine's identity
 	}
 	bench.WriteSummary(env.stdout, res)
-	if *output != "" {
-		if err := res.WriteFile(*output); err != nil {
+
+	path := *output
+	if path == "" && (*saveResult || *appendResult) {
+		path = vllmResultName(res, o, *resultFile, *resultDir)
+		if *resultDir != "" {
+			if err := os.MkdirAll(*resultDir, 0o755); err != nil {
+				fmt.Fprintf(env.stderr, "perfgate bench: result dir: %v\n", err)
+				return 1
+			}
+		}
+	}
+	if path != "" {
+		write := res.WriteFile
+		if *appendResult {
+			write = res.AppendFile
+		}
+		if err := write(path); err != nil {
 			fmt.Fprintf(env.stderr, "perfgate bench: %v\n", err)
 			return 1
 		}
-		env.log.Info().Str("file", *output).Msg("result written")
+		env.log.Info().Str("file", path).Bool("appended", *appendResult).Msg("result written")
+	}
+	if c := res.Perfgate.Client; c != nil && c.ClientBound {
+		env.log.Warn().Str("reason", c.Reason).Msg("the client was the bottleneck: the gate will not use this run")
+	}
+	if sec := res.Perfgate; sec.ErrorRateExceeded {
+		fmt.Fprintf(env.stderr, "perfgate bench: %d of %d requests failed (%.1f%% > --max-error-rate %.1f%%); most common: %s\n",
+			res.Failed, res.Failed+res.Completed, 100*sec.ErrorRate, 100*sec.MaxErrorRate, mostCommon(sec.ErrorCounts))
+		return 1
 	}
 	return 0
+}
+
+func isTraceDataset(name string) bool {
+	return name == bench.DatasetTimedTrace || name == bench.DatasetMooncake || name == bench.DatasetBailian
+}
+
+// vllmResultName is the file --save-result writes, named as vLLM names it:
+// {label}-{rate}qps[-concurrency{N}]-{model}-{date}.json, where the label
+// defaults to the backend and the rate is Python's float ("inf", "10.0").
+func vllmResultName(r *result.Result, o bench.Options, name, dir string) string {
+	if name == "" {
+		label := o.Label
+		if label == "" {
+			label = r.Backend
+		}
+		conc := ""
+		if o.MaxConcurrency > 0 {
+			conc = fmt.Sprintf("-concurrency%d", o.MaxConcurrency)
+		}
+		model := r.ModelID[strings.LastIndex(r.ModelID, "/")+1:]
+		name = fmt.Sprintf("%s-%sqps%s-%s-%s.json", label, pythonFloat(float64(r.RequestRate)), conc, model, r.Date)
+	}
+	if dir != "" {
+		name = filepath.Join(dir, name)
+	}
+	return name
+}
+
+// pythonFloat prints a float as Python's str() does for the usual rates.
+func pythonFloat(v float64) string {
+	switch {
+	case math.IsInf(v, 1):
+		return "inf"
+	case v == math.Trunc(v) && math.Abs(v) < 1e16:
+		return strconv.FormatFloat(v, 'f', 1, 64)
+	default:
+		return strconv.FormatFloat(v, 'g', -1, 64)
+	}
+}
+
+func mostCommon(counts map[string]int) string {
+	best, n := "", 0
+	for msg, c := range counts {
+		if c > n || (c == n && msg < best) {
+			best, n = msg, c
+		}
+	}
+	return fmt.Sprintf("%q × %d", best, n)
 }
 
 // startBenchSim serves the default simulated engine on a free loopback
