@@ -128,6 +128,37 @@ func BenchmarkCapacity(b *testing.B) {
 	b.ReportMetric(tokens/secs, "tok/s")
 }
 
+// BenchmarkClientCPU is the client's CPU time per output token, end to
+// end: a zero-latency sim in a child process (so its CPU is not counted)
+// streams 1024-token answers at 64 and 256 concurrent requests, and the
+// client's process CPU time over the measured phase (the self-check's own
+// reading) is divided by the output tokens. Also reported: output tokens/s.
+//
+//	go test ./internal/bench -run '^$' -bench ClientCPU -benchtime 3x
+func BenchmarkClientCPU(b *testing.B) {
+	for _, conc := range []int{64, 256} {
+		b.Run(fmt.Sprintf("conc=%d", conc), func(b *testing.B) {
+			url, _ := startHelper(b, "sim0", "")
+			var tokens, cpu, secs float64
+			for range b.N {
+				r, err := Run(context.Background(), Options{Target: url, Model: "perfgate-sim", NumPrompts: 2 * conc,
+					InputLen: 16, OutputLen: 1024, MaxConcurrency: conc})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if r.Failed > 0 {
+					b.Fatalf("%d failed: %v", r.Failed, r.Perfgate.ErrorCounts)
+				}
+				tokens += float64(r.TotalOutputTokens)
+				cpu += r.Perfgate.Client.CPUSeconds
+				secs += r.Duration
+			}
+			b.ReportMetric(cpu/tokens*1e6, "cpu-µs/token")
+			b.ReportMetric(tokens/secs, "tok/s")
+		})
+	}
+}
+
 // BenchmarkStreamMemory holds 256 streams open against a server in a child
 // process (so only the client's memory is counted) and reports the heap
 // and goroutine-stack growth per stream.
@@ -220,7 +251,7 @@ func recordedStream(b *testing.B, n int) []byte {
 // trace to tracePath) and returns its URL; stop ends it and waits.
 func startHelper(b *testing.B, kind, tracePath string) (string, func()) {
 	b.Helper()
-	name := map[string]string{"stream": "TestHelperStreamServer", "sim": "TestHelperSim"}[kind]
+	name := map[string]string{"stream": "TestHelperStreamServer", "sim": "TestHelperSim", "sim0": "TestHelperSim"}[kind]
 	cmd := exec.Command(os.Args[0], "-test.run=^"+name+"$")
 	cmd.Env = append(os.Environ(), "PERFGATE_BENCH_HELPER="+kind, "PERFGATE_BENCH_TRACE="+tracePath)
 	cmd.Stderr = os.Stderr
@@ -250,25 +281,32 @@ func startHelper(b *testing.B, kind, tracePath string) (string, func()) {
 	return strings.TrimSpace(line), stop
 }
 
-// TestHelperSim is the child process of BenchmarkAccuracy: the default sim
-// engine, serving until its stdin closes, then flushing its trace.
+// TestHelperSim is the child process of BenchmarkAccuracy (the default sim
+// engine, tracing to PERFGATE_BENCH_TRACE) and of BenchmarkClientCPU (a
+// zero-latency one), serving until its stdin closes.
 func TestHelperSim(t *testing.T) {
-	if os.Getenv("PERFGATE_BENCH_HELPER") != "sim" {
-		t.Skip("helper process for BenchmarkAccuracy")
+	kind := os.Getenv("PERFGATE_BENCH_HELPER")
+	if kind != "sim" && kind != "sim0" {
+		t.Skip("helper process for BenchmarkAccuracy and BenchmarkClientCPU")
 	}
-	f, err := os.Create(os.Getenv("PERFGATE_BENCH_TRACE"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
 	cfg := sim.DefaultConfig()
-	cfg.Trace = f
+	if path := os.Getenv("PERFGATE_BENCH_TRACE"); path != "" {
+		f, err := os.Create(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		cfg.Trace = f
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() {
 		_, _ = io.Copy(io.Discard, os.Stdin)
 		cancel()
 	}()
-	err = sim.Serve(ctx, cfg, "127.0.0.1:0", func(addr string) { fmt.Printf("http://%s\n", addr) })
+	if kind == "sim0" { // zero latency: as fast as the engine loop streams
+		cfg.BaseTTFT, cfg.PrefillPerToken, cfg.DecodeStep, cfg.PerSeqCost, cfg.Jitter = 0, 0, 0, 0, 0
+	}
+	err := sim.Serve(ctx, cfg, "127.0.0.1:0", func(addr string) { fmt.Printf("http://%s\n", addr) })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -286,8 +324,9 @@ func helperCount(b *testing.B, base string) int {
 }
 
 // TestHelperStreamServer is the child process of BenchmarkStreamMemory: it
-// streams four tokens per request, holds every stream open until /release,
-// then finishes them. It exits when its stdin closes.
+// streams four tokens per request, holds every stream but the first
+// request's open until /release, then finishes them. It exits when its
+// stdin closes.
 func TestHelperStreamServer(t *testing.T) {
 	if os.Getenv("PERFGATE_BENCH_HELPER") != "stream" {
 		t.Skip("helper process for BenchmarkStreamMemory")
@@ -308,6 +347,11 @@ func TestHelperStreamServer(t *testing.T) {
 			fmt.Fprintf(w, "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"w%d \"}}]}\n\n", i)
 		}
 		w.(http.Flusher).Flush()
+		if strings.HasSuffix(r.Header.Get("X-Request-Id"), "-probe") {
+			// The first request, sent alone before the run, is not held.
+			io.WriteString(w, "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":16,\"completion_tokens\":4}}\n\ndata: [DONE]\n\n")
+			return
+		}
 		open.Add(1)
 		select {
 		case <-release:

@@ -231,20 +231,29 @@ func (q *requester) do(ctx context.Context, req request, rec *record) {
 // read and one atomic store per line.
 func readStream(br *bufio.Reader, rec *record, st time.Time, wd *watchdog, capture bool, maxLine int) (done bool, rerr error) {
 	var (
-		c       chunk
-		last    time.Time
-		scratch []byte
+		c        chunk
+		tpl      template
+		now      time.Time
+		last     time.Time
+		scratch  []byte
+		buffered int
 	)
 	for {
+		// A line that was already in the buffer arrived with the bytes
+		// read before it: it keeps their instant, and the clock is read
+		// once per read from the network, not once per line.
+		buffered = br.Buffered()
 		line, err := readLine(br, &scratch, maxLine)
 		if err == errLineTooLong {
 			rec.err = fmt.Sprintf("SSE line longer than %d bytes: request abandoned (raise --max-line-bytes if the server's chunks are that large)", maxLine)
 			return false, nil
 		}
 		if len(line) > 0 {
-			now := time.Now()
-			if wd != nil {
-				wd.touch(now)
+			if len(line) >= buffered || now.IsZero() {
+				now = time.Now()
+				if wd != nil {
+					wd.touch(now)
+				}
 			}
 			switch {
 			case line[0] == ':': // SSE comment, used as keep-alive ping
@@ -256,9 +265,12 @@ func readStream(br *bufio.Reader, rec *record, st time.Time, wd *watchdog, captu
 				if bytes.Equal(data, doneMarker) {
 					return true, nil
 				}
-				if err := parseChunk(data, &c); err != nil {
-					rec.err = malformed(err)
-					return false, nil
+				if !tpl.match(data, &c) {
+					if err := parseChunk(data, &c); err != nil {
+						rec.err = malformed(err)
+						return false, nil
+					}
+					tpl.learn(data, &c)
 				}
 				if c.errMsg != "" {
 					rec.err = "server error in stream: " + c.errMsg

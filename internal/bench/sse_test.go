@@ -118,3 +118,87 @@ func TestErrorMessage(t *testing.T) {
 		}
 	}
 }
+
+// The template fast path must say exactly what the full parse says, or
+// step aside: learnt from one chunk, it is checked against many.
+func TestTemplateAgreesWithParse(t *testing.T) {
+	const pre = `{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":`
+	const post = `},"logprobs":null,"finish_reason":null}]}`
+	for _, base := range []string{pre + `"hello"` + post, `{"id":"c","choices":[{"index":0,"text":"hello","logprobs":null,"finish_reason":null}]}`} {
+		var tpl template
+		var c chunk
+		if err := parseChunk([]byte(base), &c); err != nil {
+			t.Fatal(err)
+		}
+		tpl.learn([]byte(base), &c)
+		if tpl.prefix == nil {
+			t.Fatalf("no template learnt from %s", base)
+		}
+		at := strings.Index(base, `"hello"`)
+		for _, tc := range []struct {
+			text  string
+			match bool
+		}{
+			{`"w "`, true},
+			{`"a \"quoted\" word"`, true},
+			{`"back\\slash\\"`, true},
+			{`"\u00e9t\u00e9"`, true},
+			{`""`, false},             // empty text: not a token, full parse decides
+			{`"a"b"`, false},          // two strings: malformed
+			{`"open`, false},          // unterminated
+			{`null`, false},           // not a string
+			{`"x","role":"a"`, false}, // more than a string: the full parse decides
+		} {
+			data := []byte(base[:at] + tc.text + base[at+len(`"hello"`):])
+			var fast, full chunk
+			ok := tpl.match(data, &fast)
+			if ok != tc.match {
+				t.Errorf("%s: match %v, want %v", data, ok, tc.match)
+			}
+			err := parseChunk(data, &full)
+			if ok && (err != nil || view(fast) != view(full)) {
+				t.Errorf("%s: fast path %+v, full parse %+v (%v)", data, view(fast), view(full), err)
+			}
+		}
+		// Different bytes around the text: the template steps aside.
+		var c2 chunk
+		if tpl.match([]byte(strings.Replace(base, `"index":0`, `"index":1`, 1)), &c2) {
+			t.Errorf("matched a payload with a different prefix")
+		}
+	}
+	// A usage chunk or an error teaches nothing.
+	var tpl template
+	var c chunk
+	usage := `{"choices":[],"usage":{"prompt_tokens":1,"completion_tokens":2}}`
+	_ = parseChunk([]byte(usage), &c)
+	tpl.learn([]byte(usage), &c)
+	if tpl.prefix != nil {
+		t.Errorf("learnt a template from a usage chunk")
+	}
+}
+
+// FuzzTemplate: whenever the fast path accepts a payload, the full parse
+// accepts it too and reads the same.
+func FuzzTemplate(f *testing.F) {
+	const base = `{"id":"x","choices":[{"index":0,"delta":{"content":"hello"},"finish_reason":null}]}`
+	for _, s := range []string{`"w"`, `"\""`, `"\\"`, `"a\\\"b"`, `"é"`, `""`, `"a"b"`} {
+		f.Add(s)
+	}
+	var tpl template
+	var c chunk
+	if err := parseChunk([]byte(base), &c); err != nil {
+		f.Fatal(err)
+	}
+	tpl.learn([]byte(base), &c)
+	at := strings.Index(base, `"hello"`)
+	f.Fuzz(func(t *testing.T, text string) {
+		data := []byte(base[:at] + text + base[at+len(`"hello"`):])
+		var fast, full chunk
+		if !tpl.match(data, &fast) {
+			return
+		}
+		if err := parseChunk(data, &full); err != nil || view(fast) != view(full) {
+			t.Errorf("%s: fast %+v, full %+v (%v)", data, view(fast), view(full), err)
+		}
+	})
+}
