@@ -220,7 +220,8 @@ func runBench(ctx context.Context, env *cliEnv, args []string) int {
 			{"output-len", &o.OutputLen, simOutputLen},
 			{"max-concurrency", &o.MaxConcurrency, simMaxConcurrency},
 		} {
-			if !set[d.flag] && !(d.flag == "num-prompts" && isTraceDataset(o.Dataset)) {
+			// A trace says its own prompt lengths, row count and pace.
+			if !set[d.flag] && !(isTraceDataset(o.Dataset) && d.flag != "output-len") {
 				*d.v = d.def
 			}
 		}
