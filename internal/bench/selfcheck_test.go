@@ -83,8 +83,11 @@ func TestStarvedClientFlagged(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Which sign shows depends on the machine: with the core to itself
+	// the process's CPU is saturated; on a machine whose other tenants
+	// take the core too, the sends come late.
 	c := r.Perfgate.Client
-	if !c.ClientBound || !strings.Contains(c.Reason, "client CPU") || c.Cores != 1 {
+	if !c.ClientBound || !(strings.Contains(c.Reason, "client CPU") || strings.Contains(c.Reason, "requests left late")) || c.Cores != 1 {
 		t.Errorf("starved client not flagged: %+v", c)
 	}
 	t.Logf("starved: %+v", *c)
