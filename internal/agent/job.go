@@ -287,6 +287,8 @@ func (a *Agent) benchOptions(p agentapi.Plan, target string, c *agentapi.ClaimRe
 		NumPrompts: w.NumPrompts, RequestRate: w.RequestRate, Burstiness: w.Burstiness,
 		MaxConcurrency: w.MaxConcurrency, Seed: w.Seed, Temperature: w.Temperature,
 		Timeout: w.Timeout.D(),
+		// The built-in sim runs in this process: its CPU is not the client's.
+		CPUShared: p.Engine.Sim != nil,
 		Metadata: map[string]string{
 			"job_id": fmt.Sprint(c.JobID), "attempt": fmt.Sprint(c.Attempt), "tier": p.Tier,
 		},
