@@ -10,13 +10,22 @@ import (
 	"github.com/perfgate/perfgate/internal/result"
 )
 
-// Self-check limits. Past either, the client, not the engine, set the
-// pace: requests left late (the engine saw less load than was offered),
-// or the client's CPU was saturated (it read tokens late, which inflates
-// TTFT and ITL).
+// Self-check limits. Past one, the client, not the engine, set the pace:
+// requests left late, so the engine saw less load than was offered, or
+// the client's CPU was saturated, so it read tokens late (which inflates
+// TTFT and ITL). Lateness is judged against the run's own time scale, so
+// a few milliseconds of scheduling noise on a busy machine do not condemn
+// a run whose requests last a second:
+//   - arrivals at a rate (or a trace's timestamps) are late when the p99
+//     lag exceeds a quarter of the mean gap between arrivals, and at least
+//     DefaultMaxScheduleLag;
+//   - under a concurrency cap, a late request leaves its slot idle: the
+//     run is client-bound when slots idled more than MaxIdleSlots of the
+//     time (mean lag over mean end-to-end latency).
 const (
-	DefaultMaxScheduleLag = 10 * time.Millisecond // p99 of the send lag
-	DefaultMaxClientCPU   = 0.9                   // of the process's usable cores
+	DefaultMaxScheduleLag = 10 * time.Millisecond
+	MaxIdleSlots          = 0.05
+	DefaultMaxClientCPU   = 0.9 // of the process's usable cores
 )
 
 // cpuMark is a reading of the process's CPU time and the wall clock.
@@ -37,7 +46,8 @@ func selfCheck(recs []record, o *Options, from, to cpuMark) *result.ClientCheck 
 	c := &result.ClientCheck{RequestedRate: o.RequestRate, CPUShared: o.CPUShared}
 	var lags []float64
 	var first, last time.Time
-	sent := 0
+	var e2e float64
+	sent, done := 0, 0
 	for i := range recs {
 		r := &recs[i]
 		if r.start.IsZero() {
@@ -53,6 +63,10 @@ func selfCheck(recs []record, o *Options, from, to cpuMark) *result.ClientCheck 
 		if !r.due.IsZero() {
 			lags = append(lags, max(0, r.start.Sub(r.due).Seconds()*1000))
 		}
+		if r.ok {
+			e2e += r.latency * 1000
+			done++
+		}
 	}
 	sort.Float64s(lags)
 	if len(lags) > 0 {
@@ -60,7 +74,8 @@ func selfCheck(recs []record, o *Options, from, to cpuMark) *result.ClientCheck 
 		c.ScheduleLagP99MS = percentile(lags, 99)
 		c.ScheduleLagMaxMS = lags[len(lags)-1]
 	}
-	if span := last.Sub(first).Seconds(); sent > 1 && span > 0 {
+	span := last.Sub(first).Seconds()
+	if sent > 1 && span > 0 {
 		c.AchievedRate = float64(sent-1) / span
 	}
 	wall := to.wall.Sub(from.wall).Seconds()
@@ -77,9 +92,27 @@ func selfCheck(recs []record, o *Options, from, to cpuMark) *result.ClientCheck 
 	}
 	// With an infinite rate and no cap every request is due at once, and
 	// the lag measures how long a burst takes to leave, not lateness.
-	burst := o.RequestRate.IsInf() && o.MaxConcurrency == 0 && !isTrace(o.Dataset)
-	if !burst && c.ScheduleLagP99MS > float64(maxLag)/float64(time.Millisecond) {
-		why = append(why, fmt.Sprintf("schedule lag p99 %.1f ms > %s: requests left late", c.ScheduleLagP99MS, maxLag))
+	paced := !o.RequestRate.IsInf() || isTrace(o.Dataset)
+	gapMS := 0.0
+	switch {
+	case !o.RequestRate.IsInf() && o.RequestRate > 0:
+		gapMS = 1000 / float64(o.RequestRate)
+	case sent > 1:
+		gapMS = span / float64(sent-1) * 1000
+	}
+	if paced && sent > 1 {
+		limit := max(float64(maxLag)/float64(time.Millisecond), 0.25*gapMS)
+		if c.ScheduleLagP99MS > limit {
+			why = append(why, fmt.Sprintf("schedule lag p99 %.1f ms > %.1f ms (a quarter of the mean gap between arrivals, at least %s): requests left late",
+				c.ScheduleLagP99MS, limit, maxLag))
+		}
+	}
+	if o.MaxConcurrency > 0 && done > 0 && len(lags) > 0 {
+		idle := mean(lags) / (e2e / float64(done))
+		if idle > MaxIdleSlots {
+			why = append(why, fmt.Sprintf("concurrency slots idled %.1f%% of the time (mean schedule lag %.1f ms, mean request %.0f ms): requests left late",
+				100*idle, mean(lags), e2e/float64(done)))
+		}
 	}
 	maxCPU := o.MaxClientCPU
 	if maxCPU == 0 {

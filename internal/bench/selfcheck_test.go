@@ -12,11 +12,11 @@ import (
 
 func TestSelfCheckRules(t *testing.T) {
 	t0 := time.Unix(100, 0)
-	recs := func(lag time.Duration) []record {
+	recs := func(lag time.Duration, latency float64) []record {
 		out := make([]record, 100)
 		for i := range out {
 			due := t0.Add(time.Duration(i) * 10 * time.Millisecond)
-			out[i] = record{due: due, start: due.Add(lag)}
+			out[i] = record{ok: true, due: due, start: due.Add(lag), latency: latency}
 		}
 		return out
 	}
@@ -25,24 +25,28 @@ func TestSelfCheckRules(t *testing.T) {
 	}
 	cores := runtime.GOMAXPROCS(0)
 	busy := time.Duration(float64(time.Second) * 0.95 * float64(cores)) // 95% of every core for 1 s
+	ms := time.Millisecond
 	tests := []struct {
-		name   string
-		o      Options
-		lag    time.Duration
-		cpu    time.Duration
-		bound  bool
-		reason string
+		name    string
+		o       Options
+		lag     time.Duration
+		latency float64 // s
+		cpu     time.Duration
+		bound   bool
+		reason  string
 	}{
-		{"healthy", Options{RequestRate: 100}, 100 * time.Microsecond, 10 * time.Millisecond, false, ""},
-		{"late sends", Options{RequestRate: 100}, 30 * time.Millisecond, 10 * time.Millisecond, true, "schedule lag p99 30.0 ms > 10ms"},
-		{"late sends under a cap", Options{RequestRate: result.Inf, MaxConcurrency: 8}, 30 * time.Millisecond, 0, true, "requests left late"},
-		{"a burst is not late", Options{RequestRate: result.Inf}, 30 * time.Millisecond, 0, false, ""},
-		{"saturated CPU", Options{RequestRate: 100}, 0, busy, true, "client CPU 95%"},
-		{"CPU shared with --sim", Options{RequestRate: 100, CPUShared: true}, 0, busy, false, ""},
-		{"own limits", Options{RequestRate: 100, MaxScheduleLag: 50 * time.Millisecond}, 30 * time.Millisecond, 0, false, ""},
+		{"healthy", Options{RequestRate: 100}, ms / 10, 0.2, 10 * ms, false, ""},
+		{"late sends at 100/s", Options{RequestRate: 100}, 30 * ms, 0.2, 10 * ms, true, "schedule lag p99 30.0 ms > 10.0 ms"},
+		{"the same lag at 1/s is noise", Options{RequestRate: 1}, 30 * ms, 0.2, 10 * ms, false, ""},
+		{"late under a cap, short requests", Options{RequestRate: result.Inf, MaxConcurrency: 8}, 30 * ms, 0.2, 0, true, "concurrency slots idled 15.0% of the time"},
+		{"late under a cap, long requests", Options{RequestRate: result.Inf, MaxConcurrency: 8}, 30 * ms, 2, 0, false, ""},
+		{"a burst is not late", Options{RequestRate: result.Inf}, 300 * ms, 0.2, 0, false, ""},
+		{"saturated CPU", Options{RequestRate: 100}, 0, 0.2, busy, true, "client CPU 95%"},
+		{"CPU shared with --sim", Options{RequestRate: 100, CPUShared: true}, 0, 0.2, busy, false, ""},
+		{"own floor", Options{RequestRate: 100, MaxScheduleLag: 50 * ms}, 30 * ms, 0.2, 0, false, ""},
 	}
 	for _, tt := range tests {
-		c := selfCheck(recs(tt.lag), &tt.o, mark(0, 0), mark(tt.cpu, time.Second))
+		c := selfCheck(recs(tt.lag, tt.latency), &tt.o, mark(0, 0), mark(tt.cpu, time.Second))
 		if c.ClientBound != tt.bound || !strings.Contains(c.Reason, tt.reason) {
 			t.Errorf("%s: client_bound %v reason %q; want %v, %q", tt.name, c.ClientBound, c.Reason, tt.bound, tt.reason)
 		}
