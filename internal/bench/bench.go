@@ -195,12 +195,12 @@ func Run(ctx context.Context, o Options) (*result.Result, error) {
 	}
 
 	var warnings []string
-	p, maxModelLen, err := promptMeasure(ctx, client, target, model, o.APIKey, o.Timeout)
+	p, maxModelLen, why, err := promptMeasure(ctx, client, target, model, o.APIKey, o.Timeout)
 	if err != nil {
 		return nil, err
 	}
 	if p.tok == nil {
-		warnings = append(warnings, "the server has no /tokenize: prompt lengths are counted in words, not model tokens")
+		warnings = append(warnings, why+": prompt lengths are counted in words, not model tokens")
 	}
 	if models != nil && models.maxLen[model] > 0 {
 		maxModelLen = models.maxLen[model]
@@ -385,23 +385,30 @@ func Run(ctx context.Context, o Options) (*result.Result, error) {
 }
 
 // promptMeasure finds how prompts are measured: the server's /tokenize
-// when it has one (with the words it reads as single tokens), else words.
-// A /tokenize that answers but fails (a wrong model, say) is not the run's
-// business yet: the first request will say what is wrong.
-func promptMeasure(ctx context.Context, client *http.Client, target, model, apiKey string, timeout time.Duration) (promptTokens, int, error) {
+// when it has one (with the words it reads as single tokens), else words,
+// with why not. A /tokenize that answers but fails (a wrong model, say) is
+// not the run's business yet: the first request will say what is wrong.
+func promptMeasure(ctx context.Context, client *http.Client, target, model, apiKey string, timeout time.Duration) (p promptTokens, maxLen int, why string, err error) {
 	tok, maxLen, err := detectTokenizer(ctx, client, target, model, apiKey, timeout)
 	var down *noAnswerError
 	switch {
 	case errors.As(err, &down):
-		return promptTokens{}, 0, fmt.Errorf("target %s never answered: %s", target, cleanError(down.err))
+		return promptTokens{}, 0, "", fmt.Errorf("target %s never answered: %s", target, cleanError(down.err))
+	case errors.Is(err, errNoTokenize):
+		return promptTokens{}, 0, "the server has no /tokenize", nil
 	case err != nil:
-		return promptTokens{}, 0, nil
+		return promptTokens{}, 0, fmt.Sprintf("the server's /tokenize failed (%s)", oneLine(err.Error())), nil
 	}
 	vocab, err := singleTokenWords(ctx, tok)
-	if err != nil {
-		return promptTokens{}, 0, err
+	switch {
+	case err != nil:
+		return promptTokens{}, 0, fmt.Sprintf("the server's /tokenize failed (%s)", oneLine(err.Error())), nil
+	case len(vocab) < 16:
+		// A tokenizer that splits common words: prompts are still fitted
+		// to their lengths, word by word, but blocks may not stay aligned.
+		vocab = words
 	}
-	return promptTokens{tok: tok, vocab: vocab}, maxLen, nil
+	return promptTokens{tok: tok, vocab: vocab}, maxLen, "", nil
 }
 
 // checkFits refuses prompts the model cannot take: vLLM would answer each
