@@ -133,3 +133,61 @@ func TestRunAgainstSimFaults(t *testing.T) {
 		t.Errorf("Run error = %v, want the first request's stall", err)
 	}
 }
+
+// End to end against the real sim: prompts built and checked with its
+// /tokenize, its /metrics scraped around the measured phase, reasoning
+// deltas timed as tokens, and a replayed trace hitting its prefix cache.
+func TestRunAgainstSimTokenizeAndMetrics(t *testing.T) {
+	cfg := sim.DefaultConfig().Quiet()
+	cfg.BaseTTFT, cfg.PrefillPerToken, cfg.DecodeStep, cfg.PerSeqCost, cfg.PrefillStepOverhead = 2*time.Millisecond, 10*time.Microsecond, time.Millisecond, 0, 0
+	cfg.ReasoningTokens = 2
+	url, _ := startSim(t, cfg)
+	r, err := Run(context.Background(), Options{Target: url, Endpoint: EndpointChat, NumPrompts: 30, Warmup: 3, InputLen: 64, OutputLen: 8, MaxConcurrency: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sec := r.Perfgate
+	if r.Completed != 30 || sec.InputTokenSource != "server_tokenizer" || r.TokenizerID != "server:"+cfg.Model || sec.TokenSource != "usage" {
+		t.Fatalf("completed %d, input source %q, tokenizer %q, token source %q; errors %v; warnings %q",
+			r.Completed, sec.InputTokenSource, r.TokenizerID, sec.TokenSource, sec.ErrorCounts, sec.Warnings)
+	}
+	for i, n := range r.InputLens {
+		if n != 64 {
+			t.Errorf("input_lens[%d] = %d, want 64", i, n)
+		}
+	}
+	sm := sec.ServerMetrics
+	if sm == nil || !sm.Available || sm.TTFT == nil || sm.Preemptions == nil {
+		t.Fatalf("server metrics %+v", sm)
+	}
+	// The probe and the warm-up came before the first scrape: the server's
+	// histogram grew by exactly the measured requests.
+	if sm.TTFT.Count != 30 {
+		t.Errorf("server TTFT count %v, want 30", sm.TTFT.Count)
+	}
+	// The server times from arrival, the client from sending: the client's
+	// mean is the larger, by the HTTP path, not by more than itself.
+	if g := sm.TTFTGap; g == nil || g.MeanMS < -0.5 || g.MeanMS > r.Metrics["mean_ttft_ms"] {
+		t.Errorf("client−server TTFT gap %+v, client mean %v ms, server mean %v ms", sm.TTFTGap, r.Metrics["mean_ttft_ms"], sm.TTFT.MeanMS)
+	}
+	// The sim streams the first two of the eight tokens as reasoning
+	// deltas; they are tokens, so every token is timed.
+	for i := range r.ITLs {
+		if len(r.ITLs[i]) != 7 {
+			t.Errorf("request %d: %d ITLs, want 7 (2 reasoning + 6 content deltas, less the first)", i, len(r.ITLs[i]))
+			break
+		}
+	}
+
+	// A trace whose rows share hash-id prefixes hits the sim's prefix cache.
+	r, err = Run(context.Background(), Options{Target: url, Dataset: DatasetMooncake, DatasetPath: mooncakeFixture,
+		NumPrompts: 20, TraceTimeScale: 0.05, OutputLen: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sm = r.Perfgate.ServerMetrics
+	if r.Completed != 20 || sm.PrefixCacheHitRate == nil || *sm.PrefixCacheHitRate < 0.1 {
+		t.Errorf("trace replay: completed %d, prefix cache %+v (queries %v hits %v)", r.Completed, sm.PrefixCacheHitRate, sm.PrefixCacheQueries, sm.PrefixCacheHits)
+	}
+	t.Logf("trace replay: prefix cache hit rate %.2f", *sm.PrefixCacheHitRate)
+}
