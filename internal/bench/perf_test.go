@@ -304,7 +304,8 @@ func TestHelperSim(t *testing.T) {
 		cancel()
 	}()
 	if kind == "sim0" { // zero latency: as fast as the engine loop streams
-		cfg.BaseTTFT, cfg.PrefillPerToken, cfg.DecodeStep, cfg.PerSeqCost, cfg.Jitter = 0, 0, 0, 0, 0
+		cfg = cfg.Quiet()
+		cfg.BaseTTFT, cfg.PrefillPerToken, cfg.DecodeStep, cfg.PerSeqCost, cfg.PrefillStepOverhead = 0, 0, 0, 0, 0
 	}
 	err := sim.Serve(ctx, cfg, "127.0.0.1:0", func(addr string) { fmt.Printf("http://%s\n", addr) })
 	if err != nil {
