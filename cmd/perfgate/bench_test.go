@@ -94,10 +94,10 @@ func TestBenchTargetDown(t *testing.T) {
 	}
 }
 
-// engine is a small OpenAI-compatible server for the CLI tests: one model,
+// fakeEngine is a small OpenAI-compatible server for the CLI tests: one model,
 // "m"; a request for another model gets vLLM's 404; fail, when set, makes
 // every other measured request an HTTP 500.
-type engine struct {
+type fakeEngine struct {
 	fail atomic.Bool
 	n    atomic.Int64
 	mu   sync.Mutex
@@ -105,8 +105,8 @@ type engine struct {
 	srv  *httptest.Server
 }
 
-func newEngine(t *testing.T) *engine {
-	e := &engine{}
+func newEngine(t *testing.T) *fakeEngine {
+	e := &fakeEngine{}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/models", func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, `{"object":"list","data":[{"id":"m","object":"model"}]}`)
