@@ -7,7 +7,7 @@ import (
 	"fmt"
 )
 
-const resultCols = `id, job_id, attempt, idempotency_key, run_index, kind, gpu_uuid, summary, environment, samples, created_at`
+const resultCols = `id, job_id, attempt, idempotency_key, run_index, kind, side, pair, gpu_uuid, summary, environment, samples, created_at`
 
 func scanResult(sc scanner) (Result, error) {
 	var (
@@ -16,7 +16,7 @@ func scanResult(sc scanner) (Result, error) {
 		summary, env string
 		created      sql.NullInt64
 	)
-	if err := sc.Scan(&r.ID, &r.JobID, &r.Attempt, &r.IdempotencyKey, &r.RunIndex, &kind, &r.GPUUUID,
+	if err := sc.Scan(&r.ID, &r.JobID, &r.Attempt, &r.IdempotencyKey, &r.RunIndex, &kind, &r.Side, &r.Pair, &r.GPUUUID,
 		&summary, &env, &r.Samples, &created); err != nil {
 		return Result{}, err
 	}
@@ -50,7 +50,9 @@ func (s *sqlStore) currentLease(ctx context.Context, tx *sql.Tx, jobID int64, le
 // idempotency key is scoped to the lease: a retry of an upload that already
 // landed returns the stored row with created=false (even if the lease has
 // since ended, since that upload was made while it was current), and a new
-// attempt cannot collide with a lost one's keys.
+// attempt cannot collide with a lost one's keys. A second result for a run
+// (same attempt, kind and run index) under another key is refused with
+// ErrRunStored: it would be an extra run of evidence.
 func (s *sqlStore) PutResult(ctx context.Context, up ResultUpload) (Result, bool, error) {
 	if up.IdempotencyKey == "" {
 		return Result{}, false, fmt.Errorf("put result for job %d: idempotency key is required", up.JobID)
@@ -84,14 +86,26 @@ func (s *sqlStore) PutResult(ctx context.Context, up ResultUpload) (Result, bool
 		if err != nil {
 			return err
 		}
+		// The lease check locked the job row (PostgreSQL) or holds the one
+		// writer (SQLite): no other upload of this run can slip in between.
+		var taken int64
+		err = tx.QueryRowContext(ctx, s.q(`SELECT id FROM results
+			WHERE job_id = ? AND attempt = ? AND kind = ? AND run_index = ?`),
+			up.JobID, attempt, string(up.Kind), up.RunIndex).Scan(&taken)
+		if err == nil {
+			return fmt.Errorf("%w (result %d holds %s run %d of attempt %d)", ErrRunStored, taken, up.Kind, up.RunIndex, attempt)
+		}
+		if !errors.Is(err, sql.ErrNoRows) {
+			return err
+		}
 		// A concurrent duplicate may have landed while we waited for the
 		// row lock; DO NOTHING leaves its row, which we then return.
 		res, err = scanResult(tx.QueryRowContext(ctx, s.q(`INSERT INTO results
-			(job_id, attempt, lease_id, idempotency_key, run_index, kind, gpu_uuid, summary, environment, samples, created_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+			(job_id, attempt, lease_id, idempotency_key, run_index, kind, side, pair, gpu_uuid, summary, environment, samples, created_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 			ON CONFLICT (job_id, lease_id, idempotency_key) DO NOTHING
 			RETURNING `+resultCols),
-			up.JobID, attempt, up.LeaseID, up.IdempotencyKey, up.RunIndex, string(up.Kind), up.GPUUUID,
+			up.JobID, attempt, up.LeaseID, up.IdempotencyKey, up.RunIndex, string(up.Kind), up.Side, up.Pair, up.GPUUUID,
 			summary, env, blob(up.Samples), s.nowMicros()))
 		if errors.Is(err, sql.ErrNoRows) {
 			res, err = scanResult(tx.QueryRowContext(ctx, s.q(`SELECT `+resultCols+` FROM results
@@ -103,6 +117,9 @@ func (s *sqlStore) PutResult(ctx context.Context, up ResultUpload) (Result, bool
 	})
 	if errors.Is(err, ErrLeaseLost) {
 		return Result{}, false, ErrLeaseLost
+	}
+	if errors.Is(err, ErrRunStored) {
+		return Result{}, false, fmt.Errorf("put result %q for job %d: %w", up.IdempotencyKey, up.JobID, err)
 	}
 	if err != nil {
 		return Result{}, false, fmt.Errorf("put result %q for job %d: %w", up.IdempotencyKey, up.JobID, err)

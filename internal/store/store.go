@@ -135,6 +135,10 @@ var (
 	// ErrConflict: a uniqueness rule or state precondition failed (a baseline
 	// version already taken, an appeal already decided).
 	ErrConflict = errors.New("store: conflict")
+	// ErrRunStored: PutResult got a second result, under a new idempotency
+	// key, for a run of the attempt that already has one. It wraps
+	// ErrConflict.
+	ErrRunStored = fmt.Errorf("%w: the run already has a result", ErrConflict)
 )
 
 // ErrOffsetMismatch is returned by AppendLog when the chunk's offset is not
@@ -314,10 +318,15 @@ type ResultUpload struct {
 	IdempotencyKey string // a retry with the same key stores once
 	RunIndex       int
 	Kind           ResultKind
-	GPUUUID        string          // the card the run used, for pinning queries
-	Summary        json.RawMessage // result.Result JSON without per-request arrays
-	Environment    json.RawMessage // GPU/driver/engine metadata
-	Samples        []byte          // per-request samples blob (e.g. the full result JSON)
+	// Side is the commit an interleaved job's run measured, "base" or
+	// "head"; "" in a job that measures one commit. Pair is the index of
+	// the base/head pair the run belongs to.
+	Side        string
+	Pair        int
+	GPUUUID     string          // the card the run used, for pinning queries
+	Summary     json.RawMessage // result.Result JSON without per-request arrays
+	Environment json.RawMessage // GPU/driver/engine metadata
+	Samples     []byte          // per-request samples blob (e.g. the full result JSON)
 }
 
 // Result is a stored run result. JSON fields come back semantically equal
@@ -329,6 +338,8 @@ type Result struct {
 	IdempotencyKey string
 	RunIndex       int
 	Kind           ResultKind
+	Side           string // "base", "head" or "" (see ResultUpload)
+	Pair           int
 	GPUUUID        string
 	Summary        json.RawMessage
 	Environment    json.RawMessage

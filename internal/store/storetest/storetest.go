@@ -591,6 +591,19 @@ func testResults(t *testing.T, newDSN func(t testing.TB) string) {
 		t.Fatalf("retry = id %d created %v err %v; want original %d", again.ID, created, err, first.ID)
 	}
 	assertJSON(t, "summary after retry", again.Summary, `{"output_throughput": 1234.5}`)
+	// A second result for the same run under a new key would be an extra
+	// run of evidence: refused, and the first stays.
+	dup := up
+	dup.IdempotencyKey = "measured-0-again"
+	if _, _, err := e.st.PutResult(e.ctx, dup); !errors.Is(err, store.ErrRunStored) || !errors.Is(err, store.ErrConflict) {
+		t.Errorf("second result for run 0 = %v, want ErrRunStored (a conflict)", err)
+	}
+	// An interleaved job's runs keep their side and pair.
+	paired := store.ResultUpload{JobID: j.ID, LeaseID: j.LeaseID, IdempotencyKey: "measured-7", RunIndex: 7,
+		Kind: store.KindMeasured, Side: "base", Pair: 3}
+	if r, created, err := e.st.PutResult(e.ctx, paired); err != nil || !created || r.Side != "base" || r.Pair != 3 {
+		t.Errorf("paired put = %+v created %v err %v, want side base pair 3", r, created, err)
+	}
 	for i, kind := range []store.ResultKind{store.KindMeasured, store.KindWarmup} {
 		if _, _, err := e.st.PutResult(e.ctx, store.ResultUpload{JobID: j.ID, LeaseID: j.LeaseID,
 			IdempotencyKey: fmt.Sprintf("%s-%d", kind, i+1), RunIndex: i + 1, Kind: kind}); err != nil {
@@ -605,8 +618,11 @@ func testResults(t *testing.T, newDSN func(t testing.TB) string) {
 	for _, r := range got {
 		order = append(order, fmt.Sprintf("%s/%d", r.Kind, r.RunIndex))
 	}
-	if fmt.Sprint(order) != "[warmup/2 measured/0 measured/1]" {
+	if fmt.Sprint(order) != "[warmup/2 measured/0 measured/1 measured/7]" {
 		t.Errorf("results = %v, want warm-ups first, then by run index, stored once", order)
+	}
+	if last := got[len(got)-1]; last.Side != "base" || last.Pair != 3 {
+		t.Errorf("listed paired run = side %q pair %d, want base 3", last.Side, last.Pair)
 	}
 	r0 := got[1]
 	if r0.GPUUUID != "GPU-a" || string(r0.Samples) != `{"ttfts": [0.1, 0.2]}` || r0.Attempt != 1 || r0.JobID != j.ID {
