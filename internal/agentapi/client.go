@@ -23,6 +23,15 @@ import (
 // its engine, and do not finish it.
 var ErrLeaseLost = errors.New("lease lost: the server no longer holds this job for this agent")
 
+// ErrRunStored is returned when the server already holds a result for the
+// run under another idempotency key (409 run_stored): the run must not be
+// uploaded twice. The lease is still this agent's.
+var ErrRunStored = errors.New("the run already has a result on the server")
+
+// ErrLogFull is returned when the job's log reached MaxJobLog (413): stop
+// sending the log; the job goes on.
+var ErrLogFull = errors.New("the job log is full on the server")
+
 // OffsetMismatchError is a 416 on a log upload: the server has Length bytes
 // of the log; resend from there.
 type OffsetMismatchError struct{ Length int64 }
@@ -56,9 +65,16 @@ type ClientConfig struct {
 	Name              string
 	Labels            []string
 	GPUUUIDs          []string
-	HTTP              *http.Client // http.DefaultClient's transport with no timeout when nil
+	HTTP              *http.Client // a plain client when nil; every call has its own deadline
 	Backoff           Backoff
-	Log               zerolog.Logger
+	// Timeout bounds one attempt of a call (a claim adds its long poll, a
+	// result upload gets four times as long); 30 s when 0.
+	Timeout time.Duration
+	Log     zerolog.Logger
+	// OnRegister, when set, is called with every new registration (the
+	// first, and any after the server forgot the agent), so the agent can
+	// save its token and reuse it after a restart.
+	OnRegister func(RegisterResponse) error
 }
 
 // Client is the agent's side of the API. Every call retries connection
@@ -88,6 +104,9 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	}
 	if cfg.Backoff.Max <= 0 {
 		cfg.Backoff.Max = 15 * time.Second
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = defaultCallTimeout
 	}
 	hc := cfg.HTTP
 	if hc == nil {
@@ -119,6 +138,11 @@ func (c *Client) Register(ctx context.Context) (RegisterResponse, error) {
 	c.token, c.agentID = out.Token, out.AgentID
 	c.mu.Unlock()
 	c.cfg.Log.Info().Int64("agent_id", out.AgentID).Msg("registered with the server")
+	if c.cfg.OnRegister != nil {
+		if err := c.cfg.OnRegister(out); err != nil {
+			return out, fmt.Errorf("register agent %q: save the new token: %w", c.cfg.Name, err)
+		}
+	}
 	return out, nil
 }
 
@@ -127,7 +151,8 @@ func (c *Client) Register(ctx context.Context) (RegisterResponse, error) {
 func (c *Client) Claim(ctx context.Context, wait time.Duration) (*ClaimResponse, error) {
 	q := url.Values{"wait": {wait.String()}}
 	var out ClaimResponse
-	status, err := c.doStatus(ctx, "claim", "/api/v1/jobs/claim", q, jsonBody(struct{}{}), &out, "", true)
+	status, _, err := c.send(ctx, request{op: "claim", method: http.MethodPost, path: "/api/v1/jobs/claim", q: q,
+		body: jsonBody(struct{}{}), out: &out, agentAuth: true, timeout: wait + min(claimSlack, c.cfg.Timeout)})
 	if err != nil {
 		return nil, fmt.Errorf("claim: %w", err)
 	}
@@ -179,6 +204,19 @@ func (c *Client) Finish(ctx context.Context, jobID int64, req FinishRequest) (Fi
 	return out, nil
 }
 
+// Source streams the tree of one of the job's commits: GitHub's tarball
+// (gzip tar with one top directory), through the server. The caller reads
+// and closes it; a body that stalls for 2 minutes fails the read.
+func (c *Client) Source(ctx context.Context, jobID int64, lease, sha string) (io.ReadCloser, error) {
+	q := url.Values{"sha": {sha}, "lease_id": {lease}}
+	_, body, err := c.send(ctx, request{op: "source", method: http.MethodGet, path: jobPath(jobID, "source"), q: q,
+		agentAuth: true, timeout: c.cfg.Timeout, stream: true})
+	if err != nil {
+		return nil, fmt.Errorf("fetch source %s of job %d: %w", sha, jobID, err)
+	}
+	return body, nil
+}
+
 func jobPath(id int64, what string) string {
 	return "/api/v1/jobs/" + strconv.FormatInt(id, 10) + "/" + what
 }
@@ -192,62 +230,101 @@ func jsonBody(v any) func() io.Reader {
 	return func() io.Reader { return bytes.NewReader(b) }
 }
 
+// Per-attempt deadlines: one call that hangs (a wedged server, a dropped
+// connection without a reset) is given up and retried instead of stalling
+// the agent. A claim may take its long poll on top.
+const (
+	defaultCallTimeout = 30 * time.Second
+	claimSlack         = 15 * time.Second
+	// sourceIdle is how long a tree download may go without a byte.
+	sourceIdle = 2 * time.Minute
+	// warnAfter is the attempt from which retries log at warn: a server
+	// that is down for more than a moment is something to see.
+	warnAfter = 2
+)
+
+// request is one API call.
+type request struct {
+	op, method, path string
+	q                url.Values
+	body             func() io.Reader // nil: no body
+	out              any
+	token            string // overrides the agent token (registration)
+	agentAuth        bool   // may re-register on 401
+	timeout          time.Duration
+	stream           bool // return the body of a 2xx unread
+}
+
 func (c *Client) do(ctx context.Context, op, path string, q url.Values, body func() io.Reader, out any, token string, agentAuth bool) error {
-	_, err := c.doStatus(ctx, op, path, q, body, out, token, agentAuth)
+	timeout := c.cfg.Timeout
+	if op == "results" {
+		timeout *= 4 // a result carries every request's timings
+	}
+	_, _, err := c.send(ctx, request{op: op, method: http.MethodPost, path: path, q: q, body: body, out: out,
+		token: token, agentAuth: agentAuth, timeout: timeout})
 	return err
 }
 
-// doStatus sends one call, retrying what a retry can fix. token overrides
-// the agent token (registration); agentAuth allows re-registering on 401.
-func (c *Client) doStatus(ctx context.Context, op, path string, q url.Values, body func() io.Reader, out any, token string, agentAuth bool) (int, error) {
-	u := c.base + path
-	if len(q) > 0 {
-		u += "?" + q.Encode()
+// send makes one call, retrying what a retry can fix: connection errors,
+// timeouts, 5xx and 429, with backoff, until ctx ends. token overrides the
+// agent token (registration); agentAuth allows re-registering on 401.
+func (c *Client) send(ctx context.Context, rq request) (int, io.ReadCloser, error) {
+	u := c.base + rq.path
+	if len(rq.q) > 0 {
+		u += "?" + rq.q.Encode()
 	}
 	reregistered := false
+	var since time.Time // first failure of this call
 	for attempt := 0; ; attempt++ {
-		tok := token
+		tok := rq.token
 		if tok == "" {
 			tok = c.Token()
-			if tok == "" && agentAuth {
+			if tok == "" && rq.agentAuth {
 				if _, err := c.Register(ctx); err != nil {
-					return 0, err
+					return 0, nil, err
 				}
 				tok = c.Token()
 			}
 		}
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, body())
-		if err != nil {
-			return 0, err
-		}
-		req.Header.Set("Authorization", "Bearer "+tok)
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := c.http.Do(req)
+		status, body, retry, err := c.attempt(ctx, rq, u, tok)
 		var wait time.Duration
-		if err != nil {
-			if ctx.Err() != nil {
-				return 0, ctx.Err()
+		switch {
+		case err == nil:
+			if !since.IsZero() {
+				c.cfg.Log.Info().Str("op", rq.op).Int("attempts", attempt+1).Dur("after", time.Since(since).Round(time.Millisecond)).
+					Msg("server reachable again")
 			}
-			c.cfg.Log.Debug().Err(err).Str("op", op).Int("attempt", attempt).Msg("server unreachable: retrying")
-		} else {
-			status, retry, rerr := c.answer(resp, out)
-			switch {
-			case rerr == nil:
-				return status, nil
-			case status == http.StatusUnauthorized && agentAuth && token == "" && c.cfg.RegistrationToken != "" && !reregistered:
-				// The server forgot this agent (a new database): register again.
-				c.cfg.Log.Warn().Str("op", op).Msg("agent token refused: registering again")
-				if _, err := c.Register(ctx); err != nil {
-					return status, err
-				}
-				reregistered = true
-				continue
-			case !retry:
-				return status, rerr
+			return status, body, nil
+		case ctx.Err() != nil:
+			return 0, nil, ctx.Err()
+		case status == http.StatusUnauthorized && rq.agentAuth && rq.token == "" && c.cfg.RegistrationToken != "" && !reregistered:
+			// The server forgot this agent (a new database): register again.
+			c.cfg.Log.Warn().Str("op", rq.op).Msg("agent token refused: registering again")
+			if _, err := c.Register(ctx); err != nil {
+				return status, nil, err
 			}
-			wait = retryAfter(resp.Header.Get("Retry-After"))
-			c.cfg.Log.Debug().Err(rerr).Str("op", op).Int("attempt", attempt).Msg("server error: retrying")
+			reregistered = true
+			continue
+		case !retry:
+			return status, nil, err
 		}
+		if since.IsZero() {
+			since = time.Now()
+		}
+		var ra *retryAfterError
+		if errors.As(err, &ra) {
+			wait = ra.wait
+		}
+		ev := c.cfg.Log.Debug()
+		if attempt >= warnAfter {
+			ev = c.cfg.Log.Warn()
+		}
+		what := "server error: retrying"
+		if status == 0 {
+			what = "server unreachable: retrying"
+		}
+		ev.Err(err).Str("op", rq.op).Int("attempt", attempt+1).Dur("failing_for", time.Since(since).Round(time.Millisecond)).
+			Str("server", c.base).Msg(what)
 		if wait <= 0 {
 			wait = c.backoff(attempt)
 		}
@@ -255,10 +332,97 @@ func (c *Client) doStatus(ctx context.Context, op, path string, q url.Values, bo
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return 0, ctx.Err()
+			return 0, nil, ctx.Err()
 		case <-t.C:
 		}
 	}
+}
+
+// attempt sends the call once under its own deadline. status is 0 when
+// no answer came.
+func (c *Client) attempt(ctx context.Context, rq request, u, tok string) (status int, body io.ReadCloser, retry bool, err error) {
+	actx, cancel := context.WithCancel(ctx)
+	timer := time.AfterFunc(rq.timeout, cancel)
+	var rd io.Reader
+	if rq.body != nil {
+		rd = rq.body()
+	}
+	req, err := http.NewRequestWithContext(actx, rq.method, u, rd)
+	if err != nil {
+		timer.Stop()
+		cancel()
+		return 0, nil, false, err
+	}
+	req.Header.Set("Authorization", "Bearer "+tok)
+	if rq.body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		timer.Stop()
+		cancel()
+		if ctx.Err() != nil {
+			return 0, nil, false, ctx.Err()
+		}
+		if actx.Err() != nil {
+			err = fmt.Errorf("no answer within %s: %w", rq.timeout, err)
+		}
+		return 0, nil, true, err
+	}
+	if rq.stream && resp.StatusCode >= 200 && resp.StatusCode < 300 {
+		// The deadline covered the answer's head; from here on the body
+		// must keep moving, however long it is.
+		timer.Stop()
+		return resp.StatusCode, newIdleReader(resp.Body, sourceIdle, cancel), false, nil
+	}
+	defer cancel()
+	defer timer.Stop()
+	status, retry, err = c.answer(resp, rq.out)
+	if err != nil && retry {
+		if w := retryAfter(resp.Header.Get("Retry-After")); w > 0 {
+			err = &retryAfterError{err: err, wait: w}
+		}
+	}
+	if err != nil && actx.Err() != nil && ctx.Err() == nil {
+		err, retry = fmt.Errorf("answer not read within %s: %w", rq.timeout, err), true
+	}
+	return status, nil, retry, err
+}
+
+// retryAfterError carries the server's Retry-After to the retry loop.
+type retryAfterError struct {
+	err  error
+	wait time.Duration
+}
+
+func (e *retryAfterError) Error() string { return e.err.Error() }
+func (e *retryAfterError) Unwrap() error { return e.err }
+
+// idleReader cancels a download that goes idle-long without a byte.
+type idleReader struct {
+	rc     io.ReadCloser
+	idle   time.Duration
+	timer  *time.Timer
+	cancel context.CancelFunc
+}
+
+func newIdleReader(rc io.ReadCloser, idle time.Duration, cancel context.CancelFunc) *idleReader {
+	return &idleReader{rc: rc, idle: idle, timer: time.AfterFunc(idle, cancel), cancel: cancel}
+}
+
+func (r *idleReader) Read(p []byte) (int, error) {
+	n, err := r.rc.Read(p)
+	if n > 0 {
+		r.timer.Reset(r.idle)
+	}
+	return n, err
+}
+
+func (r *idleReader) Close() error {
+	r.timer.Stop()
+	err := r.rc.Close()
+	r.cancel()
+	return err
 }
 
 // answer reads a response: nil error on 2xx, else the error and whether a
@@ -288,11 +452,15 @@ func (c *Client) answer(resp *http.Response, out any) (int, bool, error) {
 		msg = strings.TrimSpace(string(data))
 	}
 	switch {
+	case status == http.StatusConflict && eb.Code == CodeRunStored:
+		return status, false, fmt.Errorf("%w (%s)", ErrRunStored, msg)
+	case status == http.StatusRequestEntityTooLarge && eb.Code == CodeLogFull:
+		return status, false, fmt.Errorf("%w (%s)", ErrLogFull, msg)
 	case status == http.StatusConflict || status == http.StatusGone:
 		return status, false, fmt.Errorf("%w (%s)", ErrLeaseLost, msg)
 	case status == http.StatusRequestedRangeNotSatisfiable && eb.Length != nil:
 		return status, false, &OffsetMismatchError{Length: *eb.Length}
-	case status == http.StatusTooManyRequests || status >= 500:
+	case status == http.StatusTooManyRequests || (status >= 500 && status != http.StatusNotImplemented):
 		return status, true, &StatusError{Status: status, Msg: msg}
 	default:
 		return status, false, &StatusError{Status: status, Msg: msg}

@@ -51,6 +51,14 @@ type Queue interface {
 	AppendLog(ctx context.Context, jobID int64, leaseID string, offset int64, chunk []byte) (int64, error)
 }
 
+// SourceFetcher streams a commit's tree as GitHub serves it: a gzip tar
+// whose one top directory holds the tree. The server holds the GitHub
+// credentials; agents never do. source.GitHub is one; an error wrapping
+// source.ErrNotFound is answered 404.
+type SourceFetcher interface {
+	Tarball(ctx context.Context, installationID int64, repo, sha string) (io.ReadCloser, error)
+}
+
 // Options configures the server.
 type Options struct {
 	// RegistrationToken is the shared secret agents exchange for their own
@@ -61,7 +69,10 @@ type Options struct {
 	// OnJobDone is called after a job is finished (not on a repeated
 	// finish): the gate evaluates its results. It runs in the request.
 	OnJobDone func(ctx context.Context, job store.Job)
-	Log       zerolog.Logger
+	// Source serves the commits jobs measure (GET /api/v1/jobs/{id}/source);
+	// nil answers 501, and agents fail jobs that need a checkout.
+	Source SourceFetcher
+	Log    zerolog.Logger
 	// Now is the clock for lease expiry answers; time.Now when nil.
 	Now func() time.Time
 }
@@ -91,6 +102,7 @@ func NewServer(q Queue, opts Options) http.Handler {
 	s.mux.HandleFunc("POST /api/v1/jobs/{id}/logs", s.agent(s.logs))
 	s.mux.HandleFunc("POST /api/v1/jobs/{id}/results", s.agent(s.results))
 	s.mux.HandleFunc("POST /api/v1/jobs/{id}/finish", s.agent(s.finish))
+	s.mux.HandleFunc("GET /api/v1/jobs/{id}/source", s.agent(s.source))
 	s.mux.HandleFunc("/api/v1/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("no agent API route %s %s: see the agent API reference (POST /api/v1/jobs/claim, …)", r.Method, r.URL.Path))
 	})
@@ -227,10 +239,11 @@ func (s *server) heartbeat(w http.ResponseWriter, r *http.Request, a store.Agent
 	if !decode(w, r, maxSmallBody, &req) {
 		return
 	}
-	id, ok := s.ownJob(w, r, a, req.LeaseID)
+	j, ok := s.ownJob(w, r, a, req.LeaseID)
 	if !ok {
 		return
 	}
+	id := j.ID
 	cancel, err := s.q.Heartbeat(r.Context(), id, req.LeaseID, s.opts.Lease)
 	if err != nil {
 		s.storeError(w, r, fmt.Sprintf("heartbeat job %d", id), err)
@@ -253,8 +266,14 @@ func (s *server) logs(w http.ResponseWriter, r *http.Request, a store.Agent) {
 	if !ok {
 		return
 	}
-	id, ok := s.ownJob(w, r, a, lease)
+	j, ok := s.ownJob(w, r, a, lease)
 	if !ok {
+		return
+	}
+	id := j.ID
+	if offset+int64(len(chunk)) > MaxJobLog {
+		writeJSONStatus(w, http.StatusRequestEntityTooLarge, ErrorBody{Code: CodeLogFull,
+			Error: fmt.Sprintf("job %d: the log may hold %d bytes per attempt and this chunk would end at %d: stop sending the log", id, MaxJobLog, offset+int64(len(chunk)))})
 		return
 	}
 	n, err := s.q.AppendLog(r.Context(), id, lease, offset, chunk)
@@ -279,12 +298,17 @@ func (s *server) results(w http.ResponseWriter, r *http.Request, a store.Agent) 
 	if !decode(w, r, maxResultBody, &req) {
 		return
 	}
-	id, ok := s.ownJob(w, r, a, req.LeaseID)
+	j, ok := s.ownJob(w, r, a, req.LeaseID)
 	if !ok {
 		return
 	}
-	if req.IdempotencyKey == "" {
+	id := j.ID
+	switch {
+	case req.IdempotencyKey == "":
 		writeError(w, http.StatusBadRequest, "results: idempotency_key is required so a retried upload stores once")
+		return
+	case len(req.IdempotencyKey) > MaxIdempotencyKey:
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("results: idempotency_key is %d bytes: at most %d", len(req.IdempotencyKey), MaxIdempotencyKey))
 		return
 	}
 	kind := store.ResultKind(req.Kind)
@@ -295,13 +319,23 @@ func (s *server) results(w http.ResponseWriter, r *http.Request, a store.Agent) 
 		writeError(w, http.StatusBadRequest, fmt.Sprintf("results: kind %q is neither measured nor warmup", req.Kind))
 		return
 	}
+	if msg := checkRun(j, req); msg != "" {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("results of job %d: %s", id, msg))
+		return
+	}
 	up, err := splitResult(req.Result)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, "results: "+err.Error())
 		return
 	}
 	up.JobID, up.LeaseID, up.IdempotencyKey, up.RunIndex, up.Kind = id, req.LeaseID, req.IdempotencyKey, req.RunIndex, kind
+	up.Side, up.Pair = req.Side, req.Pair
 	res, created, err := s.q.PutResult(r.Context(), up)
+	if errors.Is(err, store.ErrRunStored) {
+		writeJSONStatus(w, http.StatusConflict, ErrorBody{Code: CodeRunStored,
+			Error: fmt.Sprintf("job %d: %s run %d already has a result under another idempotency key; a run is uploaded once", id, kind, req.RunIndex)})
+		return
+	}
 	if err != nil {
 		s.storeError(w, r, fmt.Sprintf("store result of job %d", id), err)
 		return
@@ -313,6 +347,33 @@ func (s *server) results(w http.ResponseWriter, r *http.Request, a store.Agent) 
 	writeJSON(w, status, ResultResponse{ResultID: res.ID, Attempt: res.Attempt, Created: created})
 }
 
+// checkRun says what is wrong with where an upload places its run in the
+// job's plan, or "".
+func checkRun(j store.Job, req ResultRequest) string {
+	plan, err := ParsePlan(j.Config)
+	if err != nil {
+		return fmt.Sprintf("the job's plan cannot be read (%v), so no run of it can be stored", err)
+	}
+	sched := plan.Schedule()
+	if req.RunIndex < 0 || req.RunIndex >= len(sched) {
+		return fmt.Sprintf("run_index %d is outside the plan's %d runs (0 to %d)", req.RunIndex, len(sched), len(sched)-1)
+	}
+	want := sched[req.RunIndex]
+	if req.Kind == string(store.KindWarmup) {
+		if req.Side != "" && req.Side != SideBase && req.Side != SideHead {
+			return fmt.Sprintf("side %q: want %q, %q or none", req.Side, SideBase, SideHead)
+		}
+		return ""
+	}
+	if req.Side != want.Side || req.Pair != want.Pair {
+		if want.Side == "" {
+			return fmt.Sprintf("run %d names side %q pair %d, but the plan measures one commit: send neither", req.RunIndex, req.Side, req.Pair)
+		}
+		return fmt.Sprintf("run %d is the %s run of pair %d in the plan's order, not side %q pair %d", req.RunIndex, want.Side, want.Pair, req.Side, req.Pair)
+	}
+	return ""
+}
+
 // splitResult turns an uploaded result into what the store keeps: a
 // summary without the per-request arrays (small, read by the gate), the
 // environment, and the whole upload as the samples blob.
@@ -320,10 +381,14 @@ func splitResult(raw json.RawMessage) (store.ResultUpload, error) {
 	if len(raw) == 0 {
 		return store.ResultUpload{}, errors.New("result is missing")
 	}
-	var res result.Result
-	if err := json.Unmarshal(raw, &res); err != nil {
+	parsed, err := result.Parse(raw)
+	if err != nil {
 		return store.ResultUpload{}, fmt.Errorf("result is not a benchmark result: %w", err)
 	}
+	if err := checkResult(parsed); err != nil {
+		return store.ResultUpload{}, fmt.Errorf("result refused: %w", err)
+	}
+	res := *parsed
 	var env result.Environment
 	sum := res
 	sum.InputLens, sum.OutputLens, sum.TTFTs, sum.ITLs, sum.GeneratedTexts, sum.Errors = nil, nil, nil, nil, nil, nil
@@ -356,15 +421,11 @@ func (s *server) finish(w http.ResponseWriter, r *http.Request, a store.Agent) {
 		writeError(w, http.StatusBadRequest, fmt.Sprintf("finish: status %q: want succeeded, failed or cancelled", req.Status))
 		return
 	}
-	id, ok := s.ownJob(w, r, a, req.LeaseID)
+	before, ok := s.ownJob(w, r, a, req.LeaseID)
 	if !ok {
 		return
 	}
-	before, err := s.q.GetJob(r.Context(), id)
-	if err != nil {
-		s.storeError(w, r, fmt.Sprintf("finish job %d", id), err)
-		return
-	}
+	id := before.ID
 	repeated := before.Status == status && before.LeaseID == req.LeaseID
 	j, err := s.q.Finish(r.Context(), id, req.LeaseID, status, req.Reason)
 	if err != nil {
@@ -385,35 +446,35 @@ func (s *server) finish(w http.ResponseWriter, r *http.Request, a store.Agent) {
 // another agent's (403) or whose lease is no longer the one presented
 // (409: the agent must abandon it). The store checks the lease again in
 // the write itself; this check only makes the answers precise.
-func (s *server) ownJob(w http.ResponseWriter, r *http.Request, a store.Agent, lease string) (int64, bool) {
+func (s *server) ownJob(w http.ResponseWriter, r *http.Request, a store.Agent, lease string) (store.Job, bool) {
 	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
 	if err != nil || id <= 0 {
 		writeError(w, http.StatusBadRequest, fmt.Sprintf("job id %q is not a number", r.PathValue("id")))
-		return 0, false
+		return store.Job{}, false
 	}
 	if lease == "" {
 		writeError(w, http.StatusBadRequest, "lease_id is required: send the lease id the claim returned")
-		return 0, false
+		return store.Job{}, false
 	}
 	j, err := s.q.GetJob(r.Context(), id)
 	if errors.Is(err, store.ErrNotFound) {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("no job %d", id))
-		return 0, false
+		return store.Job{}, false
 	}
 	if err != nil {
 		s.internal(w, r, fmt.Sprintf("load job %d", id), err)
-		return 0, false
+		return store.Job{}, false
 	}
 	if j.LeaseID != lease {
 		writeError(w, http.StatusConflict, fmt.Sprintf("job %d: lease %s is no longer current (reaped, re-queued or cancelled): abandon the job", id, lease))
-		return 0, false
+		return store.Job{}, false
 	}
 	if j.AgentID != a.ID {
 		s.opts.Log.Warn().Int64("job_id", id).Int64("agent_id", a.ID).Int64("owner", j.AgentID).Msg("agent used another agent's lease")
 		writeError(w, http.StatusForbidden, fmt.Sprintf("job %d belongs to another agent", id))
-		return 0, false
+		return store.Job{}, false
 	}
-	return id, true
+	return j, true
 }
 
 func (s *server) storeError(w http.ResponseWriter, r *http.Request, what string, err error) {

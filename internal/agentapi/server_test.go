@@ -284,3 +284,5 @@ func TestClientRetries(t *testing.T) {
 		t.Errorf("log on 416: %v, want offset mismatch with length 7", err)
 	}
 }
+
+func mustDefault() *config.Config { return config.Default() }

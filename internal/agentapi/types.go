@@ -16,6 +16,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"regexp"
+	"strings"
 	"time"
 
 	"github.com/perfgate/perfgate/internal/config"
@@ -23,8 +25,28 @@ import (
 )
 
 // PlanVersion is the version of the Plan format this code writes. An agent
-// refuses a plan newer than it knows.
-const PlanVersion = 1
+// refuses a plan newer than it knows. Version 2 added the commits a job
+// measures from their own checkout (an agent of version 1 would run the
+// same engine for every commit), interleaving and the build step.
+const PlanVersion = 2
+
+// Sides of an interleaved job: which commit a measured run measured.
+const (
+	SideBase = "base"
+	SideHead = "head"
+)
+
+// DefaultPairs is the number of base/head pairs an interleaved job runs
+// when its plan leaves Pairs at 0 (the merge tier's default).
+const DefaultPairs = 8
+
+// MaxPairs bounds an interleaved job: each pair is two measured runs.
+const MaxPairs = 64
+
+// OrderABBA is the balanced interleave order: pairs alternate base-head
+// and head-base (B H H B B H H B …), so a drift in time adds equally to
+// both sides over each block of two pairs.
+const OrderABBA = "abba"
 
 // DefaultMaxErrorRate is the fraction of failed requests above which a
 // measured run fails the job: a server answering 5xx measures nothing.
@@ -35,12 +57,20 @@ const DefaultMaxErrorRate = 0.05
 // job's config snapshot, so what runs on a GPU host never comes from the
 // pull request and a re-queued job runs exactly what it was queued with.
 type Plan struct {
-	Version  int      `json:"version"`
-	Repo     string   `json:"repo,omitempty"`
-	HeadSHA  string   `json:"head_sha,omitempty"`
-	Tier     string   `json:"tier"`
-	Engine   Engine   `json:"engine"`
-	Workload Workload `json:"workload"`
+	Version int    `json:"version"`
+	Repo    string `json:"repo,omitempty"`
+	// HeadSHA is the commit the job measures: a PR's head, its base, a
+	// merge group's head, a bisect midpoint. The agent fetches that tree
+	// through the server and starts the engine from it.
+	HeadSHA string `json:"head_sha,omitempty"`
+	// BaseSHA is the commit an interleaved job measures alongside HeadSHA.
+	BaseSHA string `json:"base_sha,omitempty"`
+	// Interleave, when set, measures BaseSHA and HeadSHA in one job on one
+	// card, alternating in a balanced order; Repeats is then unused.
+	Interleave *Interleave `json:"interleave,omitempty"`
+	Tier       string      `json:"tier"`
+	Engine     Engine      `json:"engine"`
+	Workload   Workload    `json:"workload"`
 	// Warmup requests are sent once after the engine is ready and discarded.
 	Warmup int `json:"warmup"`
 	// Repeats is the number of measured runs, each uploaded as it ends.
@@ -52,24 +82,127 @@ type Plan struct {
 	MaxErrorRate float64 `json:"max_error_rate,omitempty"`
 }
 
+// Interleave shapes an interleaved base/head job.
+type Interleave struct {
+	// Pairs is the number of base/head pairs; DefaultPairs when 0.
+	Pairs int `json:"pairs,omitempty"`
+	// Order is OrderABBA (the default, and the only order so far).
+	Order string `json:"order,omitempty"`
+}
+
+// Slot is one measured run of a plan: its position, and for an
+// interleaved plan the side and pair it belongs to.
+type Slot struct {
+	RunIndex int
+	Side     string // SideBase, SideHead, or "" in a plan of one commit
+	Pair     int
+}
+
+// Runs is the number of measured runs the plan asks for.
+func (p Plan) Runs() int {
+	if p.Interleave != nil {
+		return 2 * p.Interleave.pairs()
+	}
+	return p.Repeats
+}
+
+// Schedule is the order of the plan's measured runs. An interleaved plan
+// alternates base-head and head-base pairs (ABBA blocks).
+func (p Plan) Schedule() []Slot {
+	if p.Interleave == nil {
+		out := make([]Slot, p.Repeats)
+		for i := range out {
+			out[i] = Slot{RunIndex: i}
+		}
+		return out
+	}
+	n := p.Interleave.pairs()
+	out := make([]Slot, 0, 2*n)
+	for pair := range n {
+		first, second := SideBase, SideHead
+		if pair%2 == 1 {
+			first, second = SideHead, SideBase
+		}
+		out = append(out, Slot{RunIndex: len(out), Side: first, Pair: pair}, Slot{RunIndex: len(out) + 1, Side: second, Pair: pair})
+	}
+	return out
+}
+
+// Commit is the commit a side measures: HeadSHA for "head" and for a plan
+// of one commit, BaseSHA for "base".
+func (p Plan) Commit(side string) string {
+	if side == SideBase {
+		return p.BaseSHA
+	}
+	return p.HeadSHA
+}
+
+// Commits lists the distinct commits the plan measures.
+func (p Plan) Commits() []string {
+	var out []string
+	if p.HeadSHA != "" {
+		out = append(out, p.HeadSHA)
+	}
+	if p.Interleave != nil && p.BaseSHA != "" && p.BaseSHA != p.HeadSHA {
+		out = append(out, p.BaseSHA)
+	}
+	return out
+}
+
+func (i *Interleave) pairs() int {
+	if i.Pairs <= 0 {
+		return DefaultPairs
+	}
+	return i.Pairs
+}
+
 // Engine is how to start the inference server: exactly one of Image,
 // Command or Sim.
 type Engine struct {
-	// Image is name@sha256:<digest>, run with docker on the job's GPU.
+	// Image is name@sha256:<digest>, the pinned base image, run with docker
+	// in the runner's sandbox on the job's GPU, with the checkout mounted
+	// read-only at /workspace.
 	Image string `json:"image,omitempty"`
 	// Command is an argv template ({{.Port}}, {{.Model}}, {{.GPU}},
-	// {{.JobID}}), run without a shell.
+	// {{.JobID}}, {{.Workdir}}, {{.SHA}}, {{.Models}}), run without a
+	// shell and outside any container: an agent runs it on a commit's code
+	// only when its own configuration allows uncontained engines.
 	Command []string `json:"command,omitempty"`
+	// Build, when set, runs in the checkout before the engine starts; its
+	// result is cached per commit.
+	Build *Build `json:"build,omitempty"`
+	// ContainerPort is the port an image engine listens on inside its
+	// container; 8000 (vLLM's) when 0.
+	ContainerPort int `json:"container_port,omitempty"`
 	// Sim runs perfgate's built-in simulated engine inside the agent: a
 	// development engine for the demo and tests, never a measurement.
-	Sim           *SimEngine        `json:"sim,omitempty"`
-	Model         string            `json:"model"`
-	Args          []string          `json:"args,omitempty"`
-	ReadinessPath string            `json:"readiness_path,omitempty"`
-	StartTimeout  Duration          `json:"start_timeout,omitempty"`
-	Port          int               `json:"port,omitempty"` // 0 picks a free one
-	Env           map[string]string `json:"env,omitempty"`
+	Sim           *SimEngine `json:"sim,omitempty"`
+	Model         string     `json:"model"`
+	Args          []string   `json:"args,omitempty"`
+	ReadinessPath string     `json:"readiness_path,omitempty"`
+	StartTimeout  Duration   `json:"start_timeout,omitempty"`
+	// Port is the host port; 0, the default, lets the agent pick a free
+	// one, so agents sharing a host never collide.
+	Port int `json:"port,omitempty"`
+	// Env is added to the engine's environment (never a PERFGATE_* name).
+	Env map[string]string `json:"env,omitempty"`
 }
+
+// Build is the optional build step of an engine: an argv template (the
+// engine's placeholders plus {{.Image}}, the pinned base image) run in the
+// checkout, e.g. docker build --build-arg BASE={{.Image}} -t
+// perfgate-engine:{{.SHA}} . — and the image it leaves, which the engine
+// then runs instead of Image.
+type Build struct {
+	Command []string `json:"command"`
+	// Image is the template of the image the build leaves; empty for a
+	// build that makes files in the checkout (for a command engine).
+	Image   string   `json:"image,omitempty"`
+	Timeout Duration `json:"timeout,omitempty"` // DefaultBuildTimeout when 0
+}
+
+// DefaultBuildTimeout bounds a build step whose plan sets no timeout.
+const DefaultBuildTimeout = 30 * time.Minute
 
 // SimEngine shapes the built-in simulated engine (see package sim); zero
 // fields keep sim.DefaultConfig's values.
@@ -128,8 +261,35 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
+// Commits names what a job measures: Head alone, or Base and Head
+// interleaved on one card when Interleave is set.
+type Commits struct {
+	Repo       string
+	Head       string
+	Base       string
+	Interleave *Interleave
+}
+
+// PlanAt is the plan of one tier of a repository's config, measuring the
+// commits c names.
+func PlanAt(cfg *config.Config, tier string, c Commits) (Plan, error) {
+	p, err := PlanFromConfig(cfg, tier)
+	if err != nil {
+		return Plan{}, err
+	}
+	p.Repo, p.HeadSHA = c.Repo, c.Head
+	if c.Interleave != nil {
+		il := *c.Interleave
+		p.BaseSHA, p.Interleave = c.Base, &il
+	}
+	if err := p.Validate(); err != nil {
+		return Plan{}, err
+	}
+	return p, nil
+}
+
 // PlanFromConfig builds the plan of one tier of a repository's config.
-// Repo and HeadSHA are left for the caller to set.
+// Repo and the commits are left for the caller to set (PlanAt sets them).
 func PlanFromConfig(cfg *config.Config, tier string) (Plan, error) {
 	if cfg == nil {
 		return Plan{}, errors.New("plan: no config")
@@ -149,7 +309,10 @@ func PlanFromConfig(cfg *config.Config, tier string) (Plan, error) {
 			Args:          append([]string(nil), s.Args...),
 			ReadinessPath: s.ReadinessURL,
 			StartTimeout:  Duration(s.StartTimeout.D()),
-			Port:          s.Port,
+			// server.port is where the engine listens inside its
+			// container; the host port is the agent's to pick.
+			ContainerPort: containerPort(s),
+			Build:         buildOf(s.Build),
 		},
 		Workload: Workload{
 			Endpoint:       w.Endpoint,
@@ -171,6 +334,23 @@ func PlanFromConfig(cfg *config.Config, tier string) (Plan, error) {
 	return p, nil
 }
 
+func containerPort(s config.Server) int {
+	if s.Image == "" {
+		return 0
+	}
+	return s.Port
+}
+
+func buildOf(b config.Build) *Build {
+	if len(b.Command) == 0 {
+		return nil
+	}
+	return &Build{Command: append([]string(nil), b.Command...), Image: b.Image, Timeout: Duration(b.Timeout.D())}
+}
+
+// shaPattern is a commit id as the plan names it: lower-case hex.
+var shaPattern = regexp.MustCompile(`^[0-9a-f]{4,64}$`)
+
 // Validate reports every problem of a plan at once.
 func (p Plan) Validate() error {
 	var errs []error
@@ -190,9 +370,6 @@ func (p Plan) Validate() error {
 	if n != 1 {
 		errs = append(errs, errors.New("plan engine: set exactly one of image, command or sim"))
 	}
-	if p.Repeats < 1 {
-		errs = append(errs, fmt.Errorf("plan repeats is %d: must be >= 1", p.Repeats))
-	}
 	if p.Warmup < 0 {
 		errs = append(errs, fmt.Errorf("plan warmup is %d: must be >= 0", p.Warmup))
 	}
@@ -201,6 +378,32 @@ func (p Plan) Validate() error {
 	}
 	if p.MaxErrorRate < 0 || p.MaxErrorRate > 1 {
 		errs = append(errs, fmt.Errorf("plan max_error_rate is %g: must be in [0, 1]", p.MaxErrorRate))
+	}
+	for _, c := range []struct{ name, sha string }{{"head_sha", p.HeadSHA}, {"base_sha", p.BaseSHA}} {
+		if c.sha != "" && !shaPattern.MatchString(c.sha) {
+			errs = append(errs, fmt.Errorf("plan %s %q is not a commit id (lower-case hex)", c.name, c.sha))
+		}
+	}
+	if il := p.Interleave; il != nil {
+		if p.HeadSHA == "" || p.BaseSHA == "" {
+			errs = append(errs, errors.New("plan interleave needs both head_sha and base_sha"))
+		}
+		if il.Pairs < 0 || il.Pairs > MaxPairs {
+			errs = append(errs, fmt.Errorf("plan interleave pairs is %d: must be in [1, %d] (0 means %d)", il.Pairs, MaxPairs, DefaultPairs))
+		}
+		if il.Order != "" && il.Order != OrderABBA {
+			errs = append(errs, fmt.Errorf("plan interleave order %q: the only order is %q", il.Order, OrderABBA))
+		}
+	} else if p.Repeats < 1 {
+		errs = append(errs, fmt.Errorf("plan repeats is %d: must be >= 1", p.Repeats))
+	}
+	if b := p.Engine.Build; b != nil && len(b.Command) == 0 {
+		errs = append(errs, errors.New("plan engine build has no command"))
+	}
+	for k := range p.Engine.Env {
+		if strings.HasPrefix(strings.ToUpper(k), "PERFGATE_") {
+			errs = append(errs, fmt.Errorf("plan engine env %s: PERFGATE_* variables are the runner's own and never reach an engine", k))
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -220,6 +423,8 @@ func ParsePlan(data []byte) (Plan, error) {
 // ErrorBody is every error answer: what went wrong and what to do.
 type ErrorBody struct {
 	Error string `json:"error"`
+	// Code names a refusal a client acts on (CodeRunStored, CodeLogFull).
+	Code string `json:"code,omitempty"`
 	// Length is the accepted log length, on 416 only.
 	Length *int64 `json:"length,omitempty"`
 }
@@ -270,13 +475,35 @@ type LogResponse struct {
 	Length int64 `json:"length"`
 }
 
+// Refusal codes of ErrorBody.Code.
+const (
+	// CodeRunStored: the run already has a result under another key (409).
+	CodeRunStored = "run_stored"
+	// CodeLogFull: the job's log reached MaxJobLog (413).
+	CodeLogFull = "log_full"
+)
+
+// Limits of what one job may store.
+const (
+	// MaxIdempotencyKey is the longest idempotency key accepted, in bytes.
+	MaxIdempotencyKey = 200
+	// MaxJobLog is the most log bytes one attempt of a job may store; the
+	// agent truncates its log to fit.
+	MaxJobLog = 16 << 20
+)
+
 // ResultRequest uploads one run's result.
 type ResultRequest struct {
-	LeaseID        string          `json:"lease_id"`
-	IdempotencyKey string          `json:"idempotency_key"`
-	RunIndex       int             `json:"run_index"`
-	Kind           string          `json:"kind"` // "measured" or "warmup"
-	Result         json.RawMessage `json:"result"`
+	LeaseID        string `json:"lease_id"`
+	IdempotencyKey string `json:"idempotency_key"`
+	// RunIndex is the run's position in the plan's Schedule.
+	RunIndex int    `json:"run_index"`
+	Kind     string `json:"kind"` // "measured" or "warmup"
+	// Side and Pair place a run of an interleaved job ("base" or "head",
+	// and the pair index); they must match the plan's Schedule.
+	Side   string          `json:"side,omitempty"`
+	Pair   int             `json:"pair,omitempty"`
+	Result json.RawMessage `json:"result"`
 }
 
 // ResultResponse is the stored result's identity; Created is false for a

@@ -37,14 +37,38 @@ type Server struct {
 	// Image is name@sha256:<64 hex>; a tag alone is rejected because a tag
 	// can move under a stored baseline.
 	Image string `yaml:"image"`
-	// Command is an argv template with {{.Port}}, {{.Model}} and {{.GPU}}.
+	// Command is an argv template; Placeholders lists what it may use.
 	Command      []string `yaml:"command"`
 	Model        string   `yaml:"model"`
 	Args         []string `yaml:"args"`
 	ReadinessURL string   `yaml:"readiness_url"`
 	StartTimeout Duration `yaml:"start_timeout"`
-	Port         int      `yaml:"port"`
+	// Port is where an image engine listens inside its container; the
+	// runner publishes it on a free host port. A command engine gets a
+	// free port as {{.Port}}.
+	Port int `yaml:"port"`
+	// Build is run by the runner in the commit's checkout before the
+	// engine starts, cached per commit; optional.
+	Build Build `yaml:"build"`
 }
+
+// Build is the engine's optional build step.
+type Build struct {
+	// Command is an argv template, e.g. ["docker", "build", "--build-arg",
+	// "BASE={{.Image}}", "-t", "perfgate-engine:{{.SHA}}", "."].
+	Command []string `yaml:"command"`
+	// Image is the template of the image the build leaves, which the
+	// engine then runs instead of server.image.
+	Image   string   `yaml:"image"`
+	Timeout Duration `yaml:"timeout"`
+}
+
+// Placeholders are the fields an engine's command, args and build
+// templates may use: {{.Port}}, {{.Model}}, {{.GPU}}, {{.JobID}},
+// {{.Workdir}} (the checkout: /workspace inside a container),
+// {{.SHA}} (the commit), {{.Models}} (the runner's model directory) and,
+// in build templates, {{.Image}} (server.image).
+var Placeholders = []string{"Port", "Model", "GPU", "JobID", "Workdir", "SHA", "Models", "Image"}
 
 // Workload is the offered load.
 type Workload struct {

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 )
@@ -247,6 +248,41 @@ func TestMatches(t *testing.T) {
 	for _, tc := range cases {
 		if got := c.Matches(tc.files); got != tc.want {
 			t.Errorf("Matches(%v) = %v", tc.files, got)
+		}
+	}
+}
+
+// TestEnginePlaceholders: the placeholders the runner fills are accepted
+// in the command, args and build templates alike; others are refused with
+// a suggestion.
+func TestEnginePlaceholders(t *testing.T) {
+	ok := `server:
+  image: vllm/vllm-openai@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef
+  model: m
+  args: ["--config", "{{.Workdir}}/engine.yaml", "--tag", "{{.JobID}}-{{.SHA}}", "--weights", "{{.Models}}/m"]
+  build:
+    command: [docker, build, --build-arg, "BASE={{.Image}}", -t, "perfgate-engine:{{.SHA}}", .]
+    image: "perfgate-engine:{{.SHA}}"
+    timeout: 20m
+`
+	c, err := Parse("ok.yml", []byte(ok))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Server.Build.Image != "perfgate-engine:{{.SHA}}" || len(c.Server.Build.Command) != 7 || c.Server.Build.Timeout.D() != 20*time.Minute {
+		t.Errorf("build = %+v", c.Server.Build)
+	}
+	cmd := `server: {command: [run, "--dir={{.Workdir}}", "--job={{.JobID}}", "--port={{.Port}}"], model: m}
+`
+	if _, err := Parse("cmd.yml", []byte(cmd)); err != nil {
+		t.Errorf("command with {{.Workdir}} and {{.JobID}}: %v", err)
+	}
+	bad := `server: {command: [run, "{{.Workdri}}"], model: m, build: {command: [make, "{{.Sha}}"]}}
+`
+	_, err = Parse("bad.yml", []byte(bad))
+	for _, want := range []string{"server.command[1]: unknown placeholder {{.Workdri}} (did you mean {{.Workdir}}?)", "server.build.command[1]: unknown placeholder {{.Sha}}"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error %v, want %q", err, want)
 		}
 	}
 }

@@ -124,28 +124,22 @@ func (d *decoder) validateServer(s *Server) {
 			"a tag can move under a stored baseline: write name@sha256:<64 hex digits>; docker buildx imagetools inspect prints the digest")
 	}
 	for i, arg := range s.Command {
-		f := fmt.Sprintf("server.command[%d]", i)
-		tmpl, err := template.New(f).Option("missingkey=error").Parse(arg)
-		if err != nil {
-			d.errField(f, fmt.Sprintf("bad template %q", arg), "placeholders are {{.Port}}, {{.Model}} and {{.GPU}}")
-			continue
+		d.checkTemplate(fmt.Sprintf("server.command[%d]", i), arg)
+	}
+	for i, arg := range s.Args {
+		d.checkTemplate(fmt.Sprintf("server.args[%d]", i), arg)
+	}
+	for i, arg := range s.Build.Command {
+		d.checkTemplate(fmt.Sprintf("server.build.command[%d]", i), arg)
+	}
+	if s.Build.Image != "" {
+		d.checkTemplate("server.build.image", s.Build.Image)
+		if len(s.Build.Command) == 0 {
+			d.errField("server.build.image", "a build image without a build command", "set server.build.command, e.g. [docker, build, -t, \"perfgate-engine:{{.SHA}}\", .]")
 		}
-		var buf bytes.Buffer
-		if err := tmpl.Execute(&buf, struct {
-			Port  int
-			Model string
-			GPU   string
-		}{}); err != nil {
-			hint := "placeholders are {{.Port}}, {{.Model}} and {{.GPU}}"
-			if m := placeholder.FindStringSubmatch(err.Error()); m != nil {
-				if s := suggest(m[1], []string{"Port", "Model", "GPU"}); s != "" {
-					hint = strings.Replace(s, `"`+suggestTarget(s)+`"`, "{{."+suggestTarget(s)+"}}", 1)
-				}
-				d.errField(f, fmt.Sprintf("unknown placeholder {{.%s}}", m[1]), hint)
-				continue
-			}
-			d.errField(f, fmt.Sprintf("bad template %q: %v", arg, err), hint)
-		}
+	}
+	if s.Build.Timeout < 0 {
+		d.errField("server.build.timeout", "negative timeout", "e.g. 30m")
 	}
 	if s.Model == "" {
 		d.errField("server.model", "no model", "the model the engine serves, e.g. meta-llama/Llama-3.1-8B-Instruct")
@@ -156,6 +150,33 @@ func (d *decoder) validateServer(s *Server) {
 	if s.Port < 1 || s.Port > 65535 {
 		d.errField("server.port", fmt.Sprintf("port %d out of range", s.Port), "1-65535")
 	}
+}
+
+// checkTemplate reports a template that does not parse or names a
+// placeholder the runner does not fill.
+func (d *decoder) checkTemplate(f, arg string) {
+	hint := "placeholders are {{." + strings.Join(Placeholders, "}}, {{.") + "}}"
+	tmpl, err := template.New(f).Option("missingkey=error").Parse(arg)
+	if err != nil {
+		d.errField(f, fmt.Sprintf("bad template %q", arg), hint)
+		return
+	}
+	var buf bytes.Buffer
+	err = tmpl.Execute(&buf, struct {
+		Port                                           int
+		Model, GPU, JobID, Workdir, SHA, Models, Image string
+	}{})
+	if err == nil {
+		return
+	}
+	if m := placeholder.FindStringSubmatch(err.Error()); m != nil {
+		if s := suggest(m[1], Placeholders); s != "" {
+			hint = strings.Replace(s, `"`+suggestTarget(s)+`"`, "{{."+suggestTarget(s)+"}}", 1)
+		}
+		d.errField(f, fmt.Sprintf("unknown placeholder {{.%s}}", m[1]), hint)
+		return
+	}
+	d.errField(f, fmt.Sprintf("bad template %q: %v", arg, err), hint)
 }
 
 // suggestTarget pulls x out of `did you mean "x"?`.

@@ -67,8 +67,9 @@ type Server struct {
 	failures      []*failure
 	outage        *outage
 	nextID        int64
-	manifest      *manifestState    // manifest.go
-	gitDirs       map[string]string // compare.go
+	manifest      *manifestState      // manifest.go
+	gitDirs       map[string]string   // compare.go
+	downloads     map[string]download // codeload token → what it may fetch (tarball.go)
 }
 
 // File is one entry of a pull request's file list.
@@ -155,6 +156,7 @@ func Start() *Server {
 		permissions:   map[string]Permission{},
 		checkRuns:     map[int64]*CheckRun{},
 		reactions:     map[string]bool{},
+		downloads:     map[string]download{},
 		nextID:        1000,
 	}
 	s.Server = httptest.NewServer(s.routes())
@@ -289,6 +291,8 @@ func (s *Server) routes() http.Handler {
 	s.issueRoutes(mux) // issues.go
 	s.manifestRoutes(mux)
 	s.compareRoutes(mux) // compare.go
+	mux.HandleFunc("GET /repos/{owner}/{repo}/tarball/{ref...}", s.auth(s.getTarball))
+	mux.HandleFunc("GET /_codeload/{owner}/{repo}/legacy.tar.gz/{sha}", s.codeload)
 	return s.record(mux)
 }
 

@@ -199,6 +199,17 @@ type Environment struct {
 	EngineVersion string  `json:"engine_version,omitempty"`
 	Commit        string  `json:"commit,omitempty"`
 	Sim           bool    `json:"sim,omitempty"` // the built-in simulated engine
+	// SourceTree is the digest of the checkout of Commit the engine ran
+	// from ("sha256:…" over every path, mode and content), so two runs of
+	// one commit are known to have run the same files.
+	SourceTree string `json:"source_tree,omitempty"`
+	// EngineBuild is the image id server.build produced from the checkout
+	// (the image the engine ran); EngineImage stays the pinned base.
+	EngineBuild string `json:"engine_build,omitempty"`
+	// Sandbox is how the engine was contained: "container" (the sandbox),
+	// "uncontained" (a command engine on the host, allowed by the runner's
+	// allow_uncontained) or "" (the in-process simulated engine).
+	Sandbox string `json:"sandbox,omitempty"`
 }
 
 // Load is the offered load: what must match for two runs to compare.
