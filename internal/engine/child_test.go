@@ -15,17 +15,21 @@ import (
 	"testing"
 	"time"
 
+	"github.com/perfgate/perfgate/internal/sandbox"
 	"github.com/perfgate/perfgate/internal/sim"
 )
 
 // The engine tests start real processes: this test binary re-executed with
 // childEnv set plays the inference server (the real sim, or a misbehaving
 // one) or the docker CLI.
+//
+// The names are not PERFGATE_*: those never reach an engine.
 const (
-	childEnv      = "PERFGATE_ENGINE_TEST_CHILD"
-	pidFileEnv    = "PERFGATE_ENGINE_TEST_PIDFILE" // the child writes its PID (and a grandchild's) here
-	delayEnv      = "PERFGATE_ENGINE_TEST_DELAY"   // sim start-up delay
-	fakeDockerEnv = "PERFGATE_FAKE_DOCKER_DIR"     // state of the fake docker CLI
+	childEnv      = "ENGINE_TEST_CHILD"
+	pidFileEnv    = "ENGINE_TEST_PIDFILE"     // the child writes its PID (and a grandchild's) here
+	delayEnv      = "ENGINE_TEST_DELAY"       // sim start-up delay
+	fakeDockerEnv = "ENGINE_TEST_FAKE_DOCKER" // state of the fake docker CLI
+	envDumpEnv    = "ENGINE_TEST_ENV_DUMP"    // the child writes its environment here
 )
 
 func TestMain(m *testing.M) {
@@ -39,6 +43,12 @@ func TestMain(m *testing.M) {
 func child(mode string, args []string) int {
 	if mode == "docker" {
 		return fakeDocker(args)
+	}
+	if mode == "relay" {
+		return fakeRelay(args)
+	}
+	if path := os.Getenv(envDumpEnv); path != "" {
+		_ = os.WriteFile(path, []byte(strings.Join(os.Environ(), "\n")), 0o644)
 	}
 	if mode == "sleep" {
 		time.Sleep(time.Hour)
@@ -88,6 +98,19 @@ func child(mode string, args []string) int {
 	}
 	fmt.Fprintln(os.Stderr, "unknown child mode", mode)
 	return 3
+}
+
+// serveSimAt serves the sim on addr until SIGTERM and tells bound where.
+func serveSimAt(addr, model string, bound func(string)) int {
+	cfg := sim.DefaultConfig()
+	cfg.Model = model
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	if err := sim.Serve(ctx, cfg, addr, bound); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return 0
 }
 
 // serveSim runs the real simulated engine until SIGTERM, with extra
@@ -145,8 +168,10 @@ func writePIDs(pids ...int) {
 }
 
 // fakeDocker is enough of the docker CLI for Start and Stop: `run` serves
-// the sim on the published port; `stop`, `rm -f`, `inspect` and `ps` act on
-// it through a PID file per container name. Every call is logged.
+// the sim on a free loopback port (its "network address"); `run --detach`
+// of the relay forwards the published port to it; `stop`, `rm`, `inspect`,
+// `ps` and `network …` act through files per container and network. Every
+// call is logged.
 func fakeDocker(args []string) int {
 	dir := os.Getenv(fakeDockerEnv)
 	logCall := func(s string) {
@@ -165,49 +190,87 @@ func fakeDocker(args []string) int {
 		pid, err := strconv.Atoi(string(b))
 		return pid, err == nil && syscall.Kill(pid, 0) == nil
 	}
-	noSuch := func(name string) int {
-		fmt.Fprintf(os.Stderr, "Error response from daemon: No such container: %s\n", name)
+	noSuch := func(what, name string) int {
+		fmt.Fprintf(os.Stderr, "Error response from daemon: No such %s: %s\n", what, name)
 		return 1
+	}
+	flag := func(name string) string {
+		for i := 1; i < len(args)-1; i++ {
+			if args[i] == name {
+				return args[i+1]
+			}
+		}
+		return ""
 	}
 	if len(args) == 0 {
 		return 3
 	}
 	last := args[len(args)-1]
 	switch args[0] {
-	case "run":
-		var name, port, model string
-		for i := 1; i < len(args)-1; i++ {
-			switch args[i] {
-			case "--name":
-				name = args[i+1]
-			case "-p":
-				port = strings.Split(args[i+1], ":")[1]
-			case "--model":
-				model = args[i+1]
+	case "network":
+		switch args[1] {
+		case "create":
+			_ = os.WriteFile(filepath.Join(dir, last+".net"), []byte(strings.Join(args, " ")), 0o644)
+			fmt.Println("net-" + last)
+		case "connect":
+		case "rm":
+			for _, n := range args[2:] {
+				if os.Remove(filepath.Join(dir, n+".net")) != nil {
+					return noSuch("network", n)
+				}
 			}
+		case "ls":
+			matches, _ := filepath.Glob(filepath.Join(dir, "*.net"))
+			for _, m := range matches {
+				fmt.Println(strings.TrimSuffix(filepath.Base(m), ".net"))
+			}
+		}
+	case "run":
+		name := flag("--name")
+		if slicesContains(args, "--detach") {
+			// The relay: forward the published port to the engine's.
+			hostPort := strings.Split(flag("--publish"), ":")[1]
+			exe, _ := os.Executable()
+			relay := exec.Command(exe, hostPort, filepath.Join(dir, strings.TrimSuffix(name, "-relay")+".port"))
+			relay.Env = append(os.Environ(), childEnv+"=relay")
+			relay.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+			if err := relay.Start(); err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				return 1
+			}
+			_ = os.WriteFile(filepath.Join(dir, name+".pid"), []byte(strconv.Itoa(relay.Process.Pid)), 0o644)
+			fmt.Println("relay-container-id")
+			return 0
 		}
 		b, _ := json.Marshal(args)
 		_ = os.WriteFile(filepath.Join(dir, "run.argv"), b, 0o644)
 		_ = os.WriteFile(filepath.Join(dir, name+".pid"), []byte(strconv.Itoa(os.Getpid())), 0o644)
 		defer os.Remove(filepath.Join(dir, name+".pid")) // --rm
-		return serveSim(port, model, nil)
+		return serveSimAt("127.0.0.1:0", flag("--model"), func(addr string) {
+			_, port, _ := strings.Cut(addr, ":")
+			_ = os.WriteFile(filepath.Join(dir, name+".port"), []byte(port), 0o644)
+		})
 	case "inspect":
 		pid, ok := pidOf(last)
 		if !ok {
-			return noSuch(last)
+			return noSuch("container", last)
+		}
+		if strings.Contains(flag("--format"), "Networks") {
+			fmt.Println("127.0.0.1")
+			return 0
 		}
 		fmt.Println(pid)
 	case "stop", "rm":
 		pid, ok := pidOf(last)
 		if !ok {
-			return noSuch(last)
+			return noSuch("container", last)
 		}
 		sig := syscall.SIGTERM
 		if args[0] == "rm" {
 			sig = syscall.SIGKILL
 		}
 		_ = syscall.Kill(pid, sig)
-		for i := 0; i < 500 && syscall.Kill(pid, 0) == nil; i++ {
+		for i := 0; i < 500 && alive(pid); i++ {
 			time.Sleep(10 * time.Millisecond)
 		}
 		_ = os.Remove(filepath.Join(dir, last+".pid"))
@@ -219,6 +282,35 @@ func fakeDocker(args []string) int {
 		}
 	default:
 		return 3
+	}
+	return 0
+}
+
+func slicesContains(s []string, v string) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+// fakeRelay forwards 127.0.0.1:args[0] to the port the engine wrote to the
+// file args[1], with the real relay code.
+func fakeRelay(args []string) int {
+	var port []byte
+	for i := 0; i < 500; i++ {
+		if b, err := os.ReadFile(args[1]); err == nil && len(b) > 0 {
+			port = b
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	if err := sandbox.Relay(ctx, "127.0.0.1:"+args[0], "127.0.0.1:"+string(port)); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
 	}
 	return 0
 }

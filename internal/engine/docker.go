@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/perfgate/perfgate/internal/sandbox"
 )
 
 // stopContainer stops the job's container by name: `docker stop` gives the
@@ -32,6 +34,11 @@ func (s *Server) stopContainer(ctx context.Context) error {
 		signalGroup(s.cmd.Process.Pid, true)
 		<-s.exited
 	}
+	if s.net != nil {
+		if err := s.net.Remove(ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	// The container is what holds the GPU; the client's fate matters only
 	// if the container could not be removed.
 	return errors.Join(errs...)
@@ -50,27 +57,39 @@ func (s *Server) containerPID(ctx context.Context) int {
 }
 
 func (s *Server) docker(ctx context.Context, timeout time.Duration, args ...string) ([]byte, error) {
-	return runDocker(ctx, s.spec.DockerBinary, timeout, args...)
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, s.spec.DockerBinary, args...)
+	cmd.Env = s.spec.dockerEnv()
+	return cmd.CombinedOutput()
 }
 
-// RemoveLeftovers removes every container labelled as a perfgate engine:
-// after an agent crash they may still hold a GPU. Call it when the agent
-// starts, before the first job. It returns how many it removed.
-func RemoveLeftovers(ctx context.Context, dockerBinary string, log zerolog.Logger) (int, error) {
+// RemoveLeftovers removes every container labelled as a perfgate engine
+// (and relay) that agent made, then their sandbox networks: after an agent
+// crash they may still hold a GPU. Call it when the agent starts, before
+// the first job. It returns how many containers it removed.
+func RemoveLeftovers(ctx context.Context, dockerBinary, agent string, log zerolog.Logger) (int, error) {
 	if dockerBinary == "" {
 		dockerBinary = "docker"
 	}
-	out, err := runDocker(ctx, dockerBinary, 30*time.Second, "ps", "-aq", "--filter", "label="+JobLabel)
+	out, err := runDocker(ctx, dockerBinary, 30*time.Second, "ps", "-aq", "--filter", "label="+JobLabel, "--filter", "label="+sandbox.AgentLabel+"="+agent)
 	if err != nil {
 		return 0, fmt.Errorf("list leftover engine containers: %w: %s", err, trimOutput(out))
 	}
 	ids := strings.Fields(string(out))
-	if len(ids) == 0 {
-		return 0, nil
+	if len(ids) > 0 {
+		log.Warn().Strs("containers", ids).Msg("removing engine containers left by an earlier agent")
+		if out, err := runDocker(ctx, dockerBinary, 60*time.Second, append([]string{"rm", "-f"}, ids...)...); err != nil {
+			return 0, fmt.Errorf("remove leftover engine containers: %w: %s", err, trimOutput(out))
+		}
 	}
-	log.Warn().Strs("containers", ids).Msg("removing engine containers left by an earlier agent")
-	if out, err := runDocker(ctx, dockerBinary, 60*time.Second, append([]string{"rm", "-f"}, ids...)...); err != nil {
-		return 0, fmt.Errorf("remove leftover engine containers: %w: %s", err, trimOutput(out))
+	// Their sandbox networks, once no container uses them.
+	nets, err := sandbox.RemoveLeftovers(ctx, dockerBinary, agent)
+	if err != nil {
+		return len(ids), err
+	}
+	if nets > 0 {
+		log.Warn().Int("networks", nets).Msg("removed sandbox networks left by an earlier agent")
 	}
 	return len(ids), nil
 }

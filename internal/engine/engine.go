@@ -22,6 +22,8 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/perfgate/perfgate/internal/sandbox"
 )
 
 // tailLines is how much of the engine's output an error quotes.
@@ -43,6 +45,7 @@ type Server struct {
 
 	startup   time.Duration
 	enginePID int // host PID of the engine's root process; see PID
+	net       *sandbox.Net
 
 	stopOnce sync.Once
 	stopErr  error
@@ -77,7 +80,13 @@ func Start(ctx context.Context, spec Spec, log zerolog.Logger) (*Server, error) 
 	}
 	var err error
 	if spec.Image != "" {
-		s.argv = spec.dockerArgv(port)
+		if s.argv, err = spec.dockerArgv(); err != nil {
+			return nil, fmt.Errorf("engine args: %w", err)
+		}
+		s.net = &sandbox.Net{Docker: spec.DockerBinary, Name: ContainerName(spec.JobID), Job: spec.JobID, Agent: spec.Agent, RelayImage: spec.RelayImage}
+		if err := s.net.Create(ctx); err != nil {
+			return nil, err
+		}
 	} else if s.argv, err = spec.commandArgv(port); err != nil {
 		return nil, fmt.Errorf("engine command: %w", err)
 	}
@@ -87,6 +96,9 @@ func Start(ctx context.Context, spec Spec, log zerolog.Logger) (*Server, error) 
 	s.cmd = exec.Command(s.argv[0], s.argv[1:]...)
 	if spec.Image == "" {
 		s.cmd.Env = spec.commandEnv()
+		s.cmd.Dir = spec.Workdir
+	} else {
+		s.cmd.Env = spec.dockerEnv()
 	}
 	var out io.Writer = s.logs
 	if spec.Output != nil {
@@ -102,6 +114,9 @@ func Start(ctx context.Context, spec Spec, log zerolog.Logger) (*Server, error) 
 	s.log = log
 	s.started = time.Now()
 	if err := s.cmd.Start(); err != nil {
+		if s.net != nil {
+			_ = s.net.Remove(context.WithoutCancel(ctx))
+		}
 		return nil, fmt.Errorf("start engine %s: %w", s.argv[0], err)
 	}
 	s.enginePID = s.cmd.Process.Pid
@@ -111,7 +126,14 @@ func Start(ctx context.Context, spec Spec, log zerolog.Logger) (*Server, error) 
 		close(s.exited)
 	}()
 
-	if err := s.waitReady(ctx); err != nil {
+	err = nil
+	if s.net != nil {
+		err = s.publish(ctx)
+	}
+	if err == nil {
+		err = s.waitReady(ctx)
+	}
+	if err != nil {
 		// A fresh context: ctx may be what ended the start.
 		sctx, cancel := context.WithTimeout(context.Background(), spec.StopGrace+30*time.Second)
 		defer cancel()
@@ -126,6 +148,30 @@ func Start(ctx context.Context, spec Spec, log zerolog.Logger) (*Server, error) 
 	}
 	log.Info().Dur("startup", s.startup).Msg("engine ready")
 	return s, nil
+}
+
+// publish puts the relay in front of the sandboxed container once it has
+// an address on its network, on the host port picked (or another free
+// one if that was taken meanwhile).
+func (s *Server) publish(ctx context.Context) error {
+	actx, cancel := context.WithTimeout(ctx, s.spec.StartTimeout)
+	defer cancel()
+	ip, err := s.net.EngineAddr(actx, ContainerName(s.spec.JobID), s.exited)
+	if err != nil {
+		return fmt.Errorf("engine container: %w; last output:\n%s", err, s.logs.Tail(tailLines))
+	}
+	for try := 0; ; try++ {
+		err = s.net.StartRelay(ctx, ip, s.spec.ContainerPort, s.port)
+		if err == nil || try == 2 || !strings.Contains(err.Error(), "already allocated") {
+			return err
+		}
+		// Another process took the port between the pick and the bind.
+		p, perr := freePort()
+		if perr != nil {
+			return fmt.Errorf("pick a port for the engine: %w", perr)
+		}
+		s.port, s.baseURL = p, "http://127.0.0.1:"+strconv.Itoa(p)
+	}
 }
 
 // BaseURL is the server's root, e.g. http://127.0.0.1:8000.

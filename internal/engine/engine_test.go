@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -14,15 +15,26 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/perfgate/perfgate/internal/sandbox"
 )
 
 const testDigest = "vllm/vllm-openai@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
 
+// TestDockerArgv: an image engine's `docker run` line carries the whole
+// sandbox: its own internal network and no published port, read-only root
+// with tmpfs scratch, nobody, no capabilities, no-new-privileges, pids and
+// memory limits, only the job's GPU, the checkout and models read-only,
+// no docker socket, and none of the agent's variables.
 func TestDockerArgv(t *testing.T) {
+	t.Setenv("PERFGATE_AGENT_TOKEN", "pga_secret")
 	s := Spec{
-		Image: testDigest, Model: "meta-llama/Llama-3.1-8B-Instruct", Args: []string{"--max-num-seqs", "256"},
-		GPUUUID: "GPU-5a1b2c3d-0000-1111-2222-333344445555", JobID: "42/merge",
-		Env: map[string]string{"VLLM_LOGGING_LEVEL": "INFO", "A": "1"},
+		Image: testDigest, Model: "meta-llama/Llama-3.1-8B-Instruct",
+		Args:    []string{"--max-num-seqs", "256", "--config", "{{.Workdir}}/engine.yaml", "--port", "{{.Port}}", "--download-dir", "{{.Models}}"},
+		GPUUUID: "GPU-5a1b2c3d-0000-1111-2222-333344445555", JobID: "42/merge", Agent: "host-a",
+		Env:       map[string]string{"VLLM_LOGGING_LEVEL": "INFO", "A": "1"},
+		Workdir:   "/var/cache/perfgate/abc/tree", SHA: "abc", ModelsDir: "/srv/models", RelayImage: "sha256:relay",
+		Sandbox:   sandbox.Policy{Memory: "64g"},
 	}.withDefaults()
 	if err := s.validate(); err != nil {
 		t.Fatal(err)
@@ -30,18 +42,45 @@ func TestDockerArgv(t *testing.T) {
 	want := []string{"docker", "run", "--rm",
 		"--name", "perfgate-42-merge",
 		"--label", "perfgate.job=42/merge",
+		"--label", "perfgate.agent=host-a",
+		"--network", "perfgate-42-merge",
+		"--read-only",
+		"--tmpfs", "/tmp:rw,exec,nosuid,nodev,size=16g",
+		"--user", "65534:65534",
+		"--cap-drop", "ALL",
+		"--security-opt", "no-new-privileges",
+		"--pids-limit", "16384",
+		"--memory", "64g", "--memory-swap", "64g",
+		"--shm-size", "16g",
 		"--gpus", `"device=GPU-5a1b2c3d-0000-1111-2222-333344445555"`,
-		"--ipc=host",
-		"-p", "127.0.0.1:18000:8000",
-		"-e", "HF_HUB_OFFLINE=1", "-e", "A=1", "-e", "VLLM_LOGGING_LEVEL=INFO",
-		testDigest, "--model", "meta-llama/Llama-3.1-8B-Instruct", "--max-num-seqs", "256"}
-	if got := s.dockerArgv(18000); !reflect.DeepEqual(got, want) {
+		"--mount", "type=bind,source=/var/cache/perfgate/abc/tree,target=/workspace,readonly",
+		"--mount", "type=bind,source=/srv/models,target=/models,readonly",
+		"--workdir", "/workspace",
+		"--env", "A=1", "--env", "HF_HUB_OFFLINE=1", "--env", "HOME=/tmp", "--env", "VLLM_LOGGING_LEVEL=INFO",
+		testDigest, "--model", "meta-llama/Llama-3.1-8B-Instruct",
+		"--max-num-seqs", "256", "--config", "/workspace/engine.yaml", "--port", "8000", "--download-dir", "/models"}
+	got, err := s.dockerArgv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("argv\n got %q\nwant %q", got, want)
+	}
+	line := strings.Join(got, " ")
+	for _, never := range []string{"-p ", "--publish", "--ipc=host", "--privileged", "docker.sock", "PERFGATE", "pga_secret", "--network host"} {
+		if strings.Contains(line, never) {
+			t.Errorf("docker run line holds %q: %s", never, line)
+		}
+	}
+	// A local image id (what a build step makes) is pinned too.
+	s.Image = "sha256:" + strings.Repeat("ab", 32)
+	if err := s.validate(); err != nil {
+		t.Errorf("image id refused: %v", err)
 	}
 }
 
 func TestSpecValidation(t *testing.T) {
-	image := Spec{Image: testDigest, Model: "m", GPUUUID: "GPU-a", JobID: "1"}
+	image := Spec{Image: testDigest, Model: "m", GPUUUID: "GPU-a", JobID: "1", RelayImage: "sha256:relay"}
 	tests := []struct {
 		name string
 		edit func(*Spec)
@@ -59,6 +98,9 @@ func TestSpecValidation(t *testing.T) {
 		{"neither", func(s *Spec) { s.Image = "" }, "neither an image nor a command"},
 		{"command without GPU is fine", func(s *Spec) { s.Image, s.GPUUUID, s.Command = "", "", []string{"sim"} }, ""},
 		{"bad env name", func(s *Spec) { s.Env = map[string]string{"A=B": "x"} }, "not valid"},
+		{"agent variables refused", func(s *Spec) { s.Env = map[string]string{"PERFGATE_AGENT_TOKEN": "x"} }, "PERFGATE_AGENT_TOKEN: PERFGATE_* variables are the runner's own"},
+		{"image needs the relay", func(s *Spec) { s.RelayImage = "" }, "needs the sandbox relay image"},
+		{"no GPU only when asked", func(s *Spec) { s.GPUUUID, s.NoGPU = "", true }, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -83,13 +125,14 @@ func TestSpecValidation(t *testing.T) {
 }
 
 func TestCommandArgv(t *testing.T) {
-	s := Spec{Command: []string{"vllm", "serve", "{{.Model}}", "--port={{.Port}}"}, Args: []string{"--tag={{.JobID}}@{{.GPU}}"},
-		Model: "m1", GPUUUID: "GPU-x", JobID: "j9", Env: map[string]string{"CUDA_VISIBLE_DEVICES": "0,1"}}
+	s := Spec{Command: []string{"vllm", "serve", "{{.Model}}", "--port={{.Port}}"}, Args: []string{"--tag={{.JobID}}@{{.GPU}}", "--src={{.Workdir}}@{{.SHA}}", "--weights={{.Models}}"},
+		Model: "m1", GPUUUID: "GPU-x", JobID: "j9", Workdir: "/cache/abc/tree", SHA: "abc", ModelsDir: "/srv/models",
+		Env: map[string]string{"CUDA_VISIBLE_DEVICES": "0,1"}}
 	got, err := s.commandArgv(9001)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := []string{"vllm", "serve", "m1", "--port=9001", "--tag=j9@GPU-x"}; !reflect.DeepEqual(got, want) {
+	if want := []string{"vllm", "serve", "m1", "--port=9001", "--tag=j9@GPU-x", "--src=/cache/abc/tree@abc", "--weights=/srv/models"}; !reflect.DeepEqual(got, want) {
 		t.Fatalf("argv %q, want %q", got, want)
 	}
 	env := s.commandEnv()
@@ -99,6 +142,39 @@ func TestCommandArgv(t *testing.T) {
 	for _, bad := range []string{"{{.Nope}}", "{{.Port"} {
 		if _, err := (Spec{Command: []string{"x", bad}}).commandArgv(1); err == nil {
 			t.Errorf("template %q rendered", bad)
+		}
+	}
+}
+
+// TestCommandEnvAllowList: a command engine gets the allow-listed part of
+// the agent's environment and never its PERFGATE_* variables or token,
+// checked in the environment the started process really has.
+func TestCommandEnvAllowList(t *testing.T) {
+	t.Setenv("PERFGATE_AGENT_TOKEN", "pga_0123456789")
+	t.Setenv("PERFGATE_AGENT_REGISTRATION_TOKEN", "reg-secret")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "aws-secret")
+	t.Setenv("LANG", "C.UTF-8")
+	spec, _ := cmdSpec(t, "sim")
+	dump := filepath.Join(t.TempDir(), "env")
+	spec.Env[envDumpEnv] = dump
+	srv, err := Start(context.Background(), spec, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Stop(context.Background())
+	b, err := os.ReadFile(dump)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := string(b)
+	for _, never := range []string{"PERFGATE_", "pga_0123456789", "reg-secret", "aws-secret"} {
+		if strings.Contains(env, never) {
+			t.Errorf("the engine's environment holds %q:\n%s", never, env)
+		}
+	}
+	for _, want := range []string{"LANG=C.UTF-8", "HF_HUB_OFFLINE=1", "CUDA_VISIBLE_DEVICES=GPU-test-0", "PATH="} {
+		if !strings.Contains(env, want) {
+			t.Errorf("the engine's environment lacks %q:\n%s", want, env)
 		}
 	}
 }
@@ -264,23 +340,42 @@ func TestStopEscalatesToKill(t *testing.T) {
 	}
 }
 
-// TestImageMode runs Start and Stop against a fake docker CLI (no Docker
-// daemon here): the argv it got, the container PID and the stop sequence.
-func TestImageMode(t *testing.T) {
+// imageSpec is an image engine run through the fake docker CLI.
+func imageSpec(t *testing.T, jobID string) (Spec, string) {
 	dir := t.TempDir()
 	t.Setenv(childEnv, "docker")
 	t.Setenv(fakeDockerEnv, dir)
-	spec := Spec{Image: testDigest, Model: "perfgate-sim", GPUUUID: "GPU-img-1", JobID: "job-7",
-		DockerBinary: testExe(t), StartTimeout: 20 * time.Second, StopGrace: 2 * time.Second}
+	return Spec{Image: testDigest, Model: "perfgate-sim", GPUUUID: "GPU-img-1", JobID: jobID, Agent: "a1",
+		DockerBinary: testExe(t), StartTimeout: 20 * time.Second, StopGrace: 2 * time.Second, RelayImage: "sha256:relay",
+		AllowEnv: []string{childEnv, fakeDockerEnv}}, dir
+}
+
+// TestImageMode runs Start and Stop against a fake docker CLI: the sandbox
+// network, the engine's argv, the relay publishing its port, the container
+// PID and the stop sequence, network last.
+func TestImageMode(t *testing.T) {
+	spec, dir := imageSpec(t, "job-7")
 	srv, err := Start(context.Background(), spec, zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
 	}
 	var argv []string
 	b, _ := os.ReadFile(filepath.Join(dir, "run.argv"))
-	if err := json.Unmarshal(b, &argv); err != nil || argv[0] != "run" || !strings.Contains(strings.Join(argv, " "), "--gpus \"device=GPU-img-1\"") {
+	if err := json.Unmarshal(b, &argv); err != nil || argv[0] != "run" {
 		t.Fatalf("docker run argv %q (%v)", argv, err)
 	}
+	line := strings.Join(argv, " ")
+	for _, want := range []string{"--network perfgate-job-7", "--read-only", "--cap-drop ALL", "--gpus \"device=GPU-img-1\""} {
+		if !strings.Contains(line, want) {
+			t.Errorf("engine argv lacks %q: %s", want, line)
+		}
+	}
+	// The engine answers through the relay on the published port.
+	resp, err := http.Get(srv.BaseURL() + "/v1/models")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
 	if srv.PID() != srv.ClientPID() { // the fake's "container" is its run process
 		t.Fatalf("container pid %d, want %d", srv.PID(), srv.ClientPID())
 	}
@@ -288,38 +383,56 @@ func TestImageMode(t *testing.T) {
 		t.Fatal(err)
 	}
 	calls, _ := os.ReadFile(filepath.Join(dir, "calls"))
-	for _, want := range []string{"inspect --format {{.State.Pid}} perfgate-job-7", "stop --time 2 perfgate-job-7", "rm -f perfgate-job-7"} {
-		if !strings.Contains(string(calls), want) {
-			t.Errorf("docker calls lack %q:\n%s", want, calls)
+	order := []string{
+		"network create --driver bridge --internal --opt com.docker.network.bridge.inhibit_ipv4=true --label perfgate.job=job-7 --label perfgate.agent=a1 perfgate-job-7",
+		`inspect --format {{with index .NetworkSettings.Networks "perfgate-job-7"}}{{.IPAddress}}{{end}} perfgate-job-7`,
+		fmt.Sprintf("--publish 127.0.0.1:%d:8000", srv.Port()),
+		"network connect perfgate-job-7 perfgate-job-7-relay",
+		"inspect --format {{.State.Pid}} perfgate-job-7",
+		"stop --time 2 perfgate-job-7", "rm -f perfgate-job-7", "rm --force perfgate-job-7-relay", "network rm perfgate-job-7",
+	}
+	at := 0
+	for _, want := range order {
+		i := strings.Index(string(calls[at:]), want)
+		if i < 0 {
+			t.Fatalf("docker calls lack %q after position %d:\n%s", want, at, calls)
 		}
+		at += i + len(want)
 	}
 	assertGone(t, srv.ClientPID())
+	if _, err := os.Stat(filepath.Join(dir, "perfgate-job-7.net")); !os.IsNotExist(err) {
+		t.Errorf("sandbox network left behind: %v", err)
+	}
 }
 
 func TestRemoveLeftovers(t *testing.T) {
-	dir := t.TempDir()
-	t.Setenv(childEnv, "docker")
-	t.Setenv(fakeDockerEnv, dir)
-	spec := Spec{Image: testDigest, Model: "perfgate-sim", GPUUUID: "GPU-img-1", JobID: "left",
-		DockerBinary: testExe(t), StartTimeout: 20 * time.Second, StopGrace: time.Second}
+	spec, dir := imageSpec(t, "left")
+	spec.StopGrace = time.Second
 	srv, err := Start(context.Background(), spec, zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, err := RemoveLeftovers(context.Background(), testExe(t), zerolog.Nop())
-	if err != nil || n != 1 {
-		t.Fatalf("removed %d, %v; want 1", n, err)
+	n, err := RemoveLeftovers(context.Background(), testExe(t), "a1", zerolog.Nop())
+	if err != nil || n != 2 {
+		t.Fatalf("removed %d, %v; want 2 (the engine and its relay)", n, err)
 	}
 	select {
 	case <-srv.Exited():
 	case <-time.After(10 * time.Second):
 		t.Fatal("leftover container still running")
 	}
+	if _, err := os.Stat(filepath.Join(dir, "perfgate-left.net")); !os.IsNotExist(err) {
+		t.Errorf("leftover network not removed: %v", err)
+	}
+	calls, _ := os.ReadFile(filepath.Join(dir, "calls"))
+	if !strings.Contains(string(calls), "ps -aq --filter label=perfgate.job --filter label=perfgate.agent=a1") {
+		t.Errorf("leftovers not filtered to this agent's:\n%s", calls)
+	}
 	// Stopping a container that is already gone is not an error.
 	if err := srv.Stop(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := RemoveLeftovers(context.Background(), testExe(t), zerolog.Nop()); err != nil || n != 0 {
+	if n, err := RemoveLeftovers(context.Background(), testExe(t), "a1", zerolog.Nop()); err != nil || n != 0 {
 		t.Fatalf("second pass removed %d, %v", n, err)
 	}
 }

@@ -7,11 +7,12 @@ import (
 	"io"
 	"os"
 	"regexp"
-	"sort"
 	"strconv"
 	"strings"
 	"text/template"
 	"time"
+
+	"github.com/perfgate/perfgate/internal/sandbox"
 )
 
 // Defaults of a Spec.
@@ -28,12 +29,13 @@ const (
 // PR must not choose what runs on a GPU host. Enforcing that is the
 // caller's job; Start trusts its Spec.
 type Spec struct {
-	// Image runs the server in Docker: name@sha256:<digest>. Tags are
-	// refused because they move.
+	// Image runs the server in Docker, inside the sandbox: name@sha256:
+	// <digest>, or a local image's id sha256:<digest> (what a build step
+	// made). Tags are refused because they move.
 	Image string
-	// Command runs the server as a process instead: an argv template whose
-	// elements may use {{.Port}}, {{.Model}}, {{.GPU}} and {{.JobID}}. It is
-	// rendered element by element and run without a shell.
+	// Command runs the server as a process instead, outside any container:
+	// an argv template (see TemplateData) rendered element by element and
+	// run without a shell, in Workdir when set.
 	Command []string
 	Model   string   // served model id; must appear in /v1/models
 	Args    []string // appended: after the image's --model, or after Command (rendered too)
@@ -45,9 +47,29 @@ type Spec struct {
 	StartTimeout  time.Duration // DefaultStartTimeout when 0
 	StopGrace     time.Duration // SIGTERM/docker stop grace; DefaultStopGrace when 0
 	JobID         string        // names and labels the container; required for Image
+	Agent         string        // labels the container with the agent that runs it
+	// Env is added to the engine's environment; a PERFGATE_* name is
+	// refused. A command engine otherwise gets only the agent variables
+	// sandbox.CommandAllow and AllowEnv name; a container only its image's.
 	Env           map[string]string
+	AllowEnv      []string
 	DockerBinary  string // "docker" when empty
 	ContainerPort int    // port the image listens on; DefaultContainerPort when 0
+	// Workdir is the commit's checkout on the host: an image engine gets it
+	// read-only at /workspace (and its working directory there), a command
+	// engine runs in it. SHA is the commit.
+	Workdir string
+	SHA     string
+	// ModelsDir is the runner's model directory: read-only at /models in a
+	// container, {{.Models}} in templates.
+	ModelsDir string
+	// Sandbox contains an image engine; RelayImage is the relay the agent
+	// built (sandbox.EnsureRelayImage), required for an image.
+	Sandbox    sandbox.Policy
+	RelayImage string
+	// NoGPU runs an image engine without --gpus: for hosts without the
+	// NVIDIA container runtime (tests), never for a measurement.
+	NoGPU bool
 	// Output, when set, also receives the server's stdout and stderr.
 	Output io.Writer
 	// LogLimit bounds the captured output kept in memory (the tail);
@@ -55,8 +77,9 @@ type Spec struct {
 	LogLimit int
 }
 
-// digestRef is an image pinned by content: name@sha256:<64 hex>.
-var digestRef = regexp.MustCompile(`^[^@\s]+@sha256:[0-9a-f]{64}$`)
+// digestRef is an image pinned by content: name@sha256:<64 hex>, or a
+// local image's id.
+var digestRef = regexp.MustCompile(`^([^@\s]+@)?sha256:[0-9a-f]{64}$`)
 
 // nameUnsafe is what Docker refuses in a container name.
 var nameUnsafe = regexp.MustCompile(`[^a-zA-Z0-9_.-]`)
@@ -99,8 +122,11 @@ func (s Spec) validate() error {
 		if !digestRef.MatchString(s.Image) {
 			errs = append(errs, fmt.Errorf("image %q is not pinned by digest: use name@sha256:<64 hex digits> (docker images --digests shows it); a tag can move between runs", s.Image))
 		}
-		if s.GPUUUID == "" {
+		if s.GPUUUID == "" && !s.NoGPU {
 			errs = append(errs, errors.New("image engine needs a GPU UUID: a container must not get every GPU"))
+		}
+		if s.RelayImage == "" {
+			errs = append(errs, errors.New("image engine needs the sandbox relay image: the agent builds it at start (its log says why it could not)"))
 		}
 		if s.JobID == "" {
 			errs = append(errs, errors.New("image engine needs a job id to name and label its container"))
@@ -124,6 +150,9 @@ func (s Spec) validate() error {
 			errs = append(errs, fmt.Errorf("environment variable name %q is not valid", k))
 		}
 	}
+	if err := sandbox.CheckEnv(s.Env); err != nil {
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
 }
 
@@ -134,50 +163,91 @@ func ContainerName(jobID string) string {
 
 // JobLabel is the Docker label that marks perfgate's engine containers, so a
 // restarted agent can find and remove the ones it left behind.
-const JobLabel = "perfgate.job"
+const JobLabel = sandbox.Label
 
-// dockerArgv is the `docker run` command line of an image engine on port.
-func (s Spec) dockerArgv(port int) []string {
-	argv := []string{s.DockerBinary, "run", "--rm",
-		"--name", ContainerName(s.JobID),
-		"--label", JobLabel + "=" + s.JobID,
-		// The quotes are part of the value: --gpus parses CSV, and a quoted
-		// field keeps a device list together.
-		"--gpus", `"device=` + s.GPUUUID + `"`,
-		"--ipc=host",
-		"-p", fmt.Sprintf("127.0.0.1:%d:%d", port, s.ContainerPort),
-		"-e", "HF_HUB_OFFLINE=1",
+// dockerArgv is the `docker run` command line of an image engine: the
+// sandbox's containment, the checkout and models mounted read-only, and
+// after the image, --model and the rendered args.
+func (s Spec) dockerArgv() ([]string, error) {
+	data := s.templateData(s.ContainerPort, true)
+	args, err := renderAll(s.Args, data)
+	if err != nil {
+		return nil, err
 	}
-	for _, k := range sortedKeys(s.Env) {
-		argv = append(argv, "-e", k+"="+s.Env[k])
+	c := sandbox.Container{
+		Name: ContainerName(s.JobID), Job: s.JobID, Agent: s.Agent, Network: ContainerName(s.JobID),
+		Image: s.Image, Args: append([]string{"--model", s.Model}, args...), Env: s.Env,
 	}
-	argv = append(argv, s.Image, "--model", s.Model)
-	return append(argv, s.Args...)
+	if !s.NoGPU {
+		c.GPU = s.GPUUUID
+	}
+	if s.Workdir != "" {
+		c.Mounts = append(c.Mounts, sandbox.Mount{Source: s.Workdir, Target: sandbox.Workspace})
+		c.Workdir = sandbox.Workspace
+	}
+	if s.ModelsDir != "" {
+		c.Mounts = append(c.Mounts, sandbox.Mount{Source: s.ModelsDir, Target: sandbox.Models})
+	}
+	return append([]string{s.DockerBinary}, s.Sandbox.RunArgv(c)...), nil
 }
 
-// templateData is what a command template may use.
-type templateData struct {
-	Port  int
-	Model string
-	GPU   string
-	JobID string
+// TemplateData is what an engine's command, args and build templates may
+// use (config.Placeholders names the same fields).
+type TemplateData struct {
+	Port    int    // the port the engine listens on (inside its container for an image)
+	Model   string // the served model
+	GPU     string // the card's UUID
+	JobID   string
+	Workdir string // the checkout: /workspace in a container, the host path for a command
+	SHA     string // the commit
+	Models  string // the runner's model directory: /models in a container
+	Image   string // the pinned base image (build templates)
+}
+
+func (s Spec) templateData(port int, inContainer bool) TemplateData {
+	d := TemplateData{Port: port, Model: s.Model, GPU: s.GPUUUID, JobID: s.JobID, Workdir: s.Workdir, SHA: s.SHA, Models: s.ModelsDir, Image: s.Image}
+	if inContainer {
+		if s.Workdir != "" {
+			d.Workdir = sandbox.Workspace
+		}
+		if s.ModelsDir != "" {
+			d.Models = sandbox.Models
+		}
+	}
+	return d
+}
+
+// Render renders one template element with data; an unknown placeholder
+// is an error that lists the known ones.
+func Render(elem string, data TemplateData) (string, error) {
+	t, err := template.New("arg").Option("missingkey=error").Parse(elem)
+	if err != nil {
+		return "", fmt.Errorf("template %q: %w", elem, err)
+	}
+	var b bytes.Buffer
+	if err := t.Execute(&b, data); err != nil {
+		return "", fmt.Errorf("template %q: %w (placeholders: {{.Port}}, {{.Model}}, {{.GPU}}, {{.JobID}}, {{.Workdir}}, {{.SHA}}, {{.Models}}, {{.Image}})", elem, err)
+	}
+	return b.String(), nil
+}
+
+func renderAll(elems []string, data TemplateData) ([]string, error) {
+	out := make([]string, len(elems))
+	for i, e := range elems {
+		r, err := Render(e, data)
+		if err != nil {
+			return nil, fmt.Errorf("element %d: %w", i, err)
+		}
+		out[i] = r
+	}
+	return out, nil
 }
 
 // commandArgv renders the command template for port, element by element.
 func (s Spec) commandArgv(port int) ([]string, error) {
-	data := templateData{Port: port, Model: s.Model, GPU: s.GPUUUID, JobID: s.JobID}
-	elems := append(append([]string(nil), s.Command...), s.Args...)
-	argv := make([]string, len(elems))
-	for i, e := range elems {
-		t, err := template.New("arg").Option("missingkey=error").Parse(e)
-		if err != nil {
-			return nil, fmt.Errorf("command element %d %q: %w", i, e, err)
-		}
-		var b bytes.Buffer
-		if err := t.Execute(&b, data); err != nil {
-			return nil, fmt.Errorf("command element %d %q: %w (placeholders: {{.Port}}, {{.Model}}, {{.GPU}}, {{.JobID}})", i, e, err)
-		}
-		argv[i] = b.String()
+	argv, err := renderAll(append(append([]string(nil), s.Command...), s.Args...), s.templateData(port, false))
+	if err != nil {
+		return nil, fmt.Errorf("command %w", err)
 	}
 	if argv[0] == "" {
 		return nil, errors.New("command template renders an empty program name")
@@ -185,25 +255,24 @@ func (s Spec) commandArgv(port int) ([]string, error) {
 	return argv, nil
 }
 
-// commandEnv is the environment of a command engine: the agent's, the
-// spec's, and last (so nothing overrides it) the GPU pin.
+// dockerEnv is the environment of the docker client that runs an image
+// engine: the allow-list and Docker's own client settings. The container
+// gets none of it (only RunArgv's --env), but the client need not hold
+// the agent's secrets either.
+func (s Spec) dockerEnv() []string {
+	allow := append(append([]string(nil), sandbox.CommandAllow...), s.AllowEnv...)
+	allow = append(allow, "DOCKER_HOST", "DOCKER_CONFIG", "DOCKER_CONTEXT", "DOCKER_CERT_PATH", "DOCKER_TLS_VERIFY", "DOCKER_API_VERSION")
+	return sandbox.CommandEnv(os.Environ(), allow, nil)
+}
+
+// commandEnv is the environment of a command engine: the allow-listed
+// variables of the agent's, the spec's, and last (so nothing overrides it)
+// the GPU pin. Never the agent's PERFGATE_* variables or its token.
 func (s Spec) commandEnv() []string {
-	env := os.Environ()
-	env = append(env, "HF_HUB_OFFLINE=1")
-	for _, k := range sortedKeys(s.Env) {
-		env = append(env, k+"="+s.Env[k])
-	}
+	allow := append(append([]string(nil), sandbox.CommandAllow...), s.AllowEnv...)
+	env := sandbox.CommandEnv(os.Environ(), allow, s.Env)
 	if s.GPUUUID != "" {
 		env = append(env, "CUDA_VISIBLE_DEVICES="+s.GPUUUID)
 	}
 	return env
-}
-
-func sortedKeys(m map[string]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

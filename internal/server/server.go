@@ -24,6 +24,7 @@ import (
 	"github.com/perfgate/perfgate/internal/inbox"
 	"github.com/perfgate/perfgate/internal/metrics"
 	"github.com/perfgate/perfgate/internal/outbox"
+	"github.com/perfgate/perfgate/internal/source"
 	"github.com/perfgate/perfgate/internal/store"
 	"github.com/perfgate/perfgate/internal/web"
 )
@@ -193,6 +194,7 @@ func New(cfg Config, st store.Store, log zerolog.Logger, now func() time.Time) (
 	mux.Handle("/api/v1/", agentBodyLimits(agentapi.NewServer(st, agentapi.Options{
 		RegistrationToken: cfg.AgentRegistrationToken, Lease: cfg.Lease, LongPoll: cfg.LongPoll,
 		OnJobDone: s.dispatch.JobDone, Log: log, Now: now,
+		Source: source.NewGitHub(a.ClientCreator()),
 	})))
 	mux.Handle("GET /healthz", Healthz())
 	mux.Handle("GET /readyz", Readyz(st))

@@ -1,0 +1,236 @@
+// Package sandbox contains the code a pull request brings to a GPU host.
+// An engine runs in a Docker container that can reach nothing — not the
+// agent API, not the host, not the internet — and is reached only through
+// a relay that forwards one published loopback port to it (Net); the
+// container has a read-only root with tmpfs scratch, a non-root user, no
+// capabilities, no-new-privileges, pids and memory limits, only the job's
+// GPU and no Docker socket (Policy.RunArgv). Any engine's environment is
+// built from an allow-list and never holds a PERFGATE_* variable or the
+// agent's token (Env).
+//
+// Why a relay: Docker cannot publish a port of a container whose only
+// network is --internal, and on an --internal bridge the host keeps an
+// address the container can reach (every service listening on the host's
+// 0.0.0.0, the agent API included). So the engine's network is internal
+// and its bridge has no host address at all (inhibit_ipv4); the relay is a
+// second, trusted container on that network and on Docker's default
+// bridge, where its port is published on 127.0.0.1.
+package sandbox
+
+import (
+	"fmt"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// Fixed paths inside an engine container.
+const (
+	// Workspace is where the commit's checkout is mounted, read-only.
+	Workspace = "/workspace"
+	// Models is where the runner's model directory is mounted, read-only.
+	Models = "/models"
+	// Scratch is the writable tmpfs; HOME points at it.
+	Scratch = "/tmp"
+)
+
+// Label marks every container and network perfgate makes for a job, with
+// the job's id as the value; AgentLabel names the agent that made it, so
+// a restarted agent removes its own leftovers and not those of another
+// agent on the same host.
+const (
+	Label      = "perfgate.job"
+	AgentLabel = "perfgate.agent"
+)
+
+// Policy is how an engine container is contained. Zero fields take the
+// defaults below.
+type Policy struct {
+	User      string // uid:gid; DefaultUser
+	PidsLimit int    // processes and threads; DefaultPidsLimit
+	Memory    string // memory and memory+swap limit (docker units); DefaultMemory()
+	ShmSize   string // /dev/shm; DefaultShmSize (engines share tensors through it)
+	Scratch   string // size of the /tmp tmpfs; DefaultScratch
+}
+
+// Policy defaults.
+const (
+	DefaultUser      = "65534:65534" // nobody
+	DefaultPidsLimit = 16384         // vLLM's workers and their threads count too
+	DefaultShmSize   = "16g"
+	DefaultScratch   = "16g"
+)
+
+// WithDefaults fills the zero fields.
+func (p Policy) WithDefaults() Policy {
+	if p.User == "" {
+		p.User = DefaultUser
+	}
+	if p.PidsLimit <= 0 {
+		p.PidsLimit = DefaultPidsLimit
+	}
+	if p.Memory == "" {
+		p.Memory = DefaultMemory()
+	}
+	if p.ShmSize == "" {
+		p.ShmSize = DefaultShmSize
+	}
+	if p.Scratch == "" {
+		p.Scratch = DefaultScratch
+	}
+	return p
+}
+
+// DefaultMemory is three quarters of the host's memory, so a runaway
+// engine is killed before the agent and the host are.
+func DefaultMemory() string {
+	b, err := os.ReadFile("/proc/meminfo")
+	if err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			f := strings.Fields(line)
+			if len(f) >= 2 && f[0] == "MemTotal:" {
+				if kb, err := strconv.ParseInt(f[1], 10, 64); err == nil && kb > 0 {
+					return strconv.FormatInt(kb*3/4/1024, 10) + "m"
+				}
+			}
+		}
+	}
+	return "32g"
+}
+
+// Mount is a read-only bind mount into the container.
+type Mount struct {
+	Source, Target string
+}
+
+// Container is an engine container.
+type Container struct {
+	Name    string // docker --name
+	Job     string // the Label value
+	Agent   string // the AgentLabel value
+	Network string // the job's sandbox network (Net.Name)
+	Image   string
+	Args    []string // after the image
+	Env     map[string]string
+	Mounts  []Mount
+	Workdir string // working directory inside; the image's when ""
+	// GPU is the card's UUID; "" runs without --gpus (hosts without the
+	// NVIDIA runtime: tests).
+	GPU string
+}
+
+// RunArgv is the `docker run` arguments (after the docker binary) that run
+// c contained by p, in the foreground. Every containment flag is here, on
+// the command line, so a test of the line is a test of the containment.
+func (p Policy) RunArgv(c Container) []string {
+	p = p.WithDefaults()
+	argv := []string{"run", "--rm",
+		"--name", c.Name,
+		"--label", Label + "=" + c.Job,
+		"--label", AgentLabel + "=" + c.Agent,
+		"--network", c.Network,
+		"--read-only",
+		"--tmpfs", Scratch + ":rw,exec,nosuid,nodev,size=" + p.Scratch,
+		"--user", p.User,
+		"--cap-drop", "ALL",
+		"--security-opt", "no-new-privileges",
+		"--pids-limit", strconv.Itoa(p.PidsLimit),
+		"--memory", p.Memory,
+		"--memory-swap", p.Memory,
+		"--shm-size", p.ShmSize,
+	}
+	if c.GPU != "" {
+		// The quotes are part of the value: --gpus parses CSV, and a quoted
+		// field keeps a device list together.
+		argv = append(argv, "--gpus", `"device=`+c.GPU+`"`)
+	}
+	for _, m := range c.Mounts {
+		argv = append(argv, "--mount", "type=bind,source="+m.Source+",target="+m.Target+",readonly")
+	}
+	if c.Workdir != "" {
+		argv = append(argv, "--workdir", c.Workdir)
+	}
+	env := ContainerEnv(c.Env)
+	for _, kv := range env {
+		argv = append(argv, "--env", kv)
+	}
+	argv = append(argv, c.Image)
+	return append(argv, c.Args...)
+}
+
+// ContainerEnv is an engine container's environment beyond its image's:
+// offline model hub, HOME on the scratch tmpfs, then extra (never a
+// PERFGATE_* name), sorted. Nothing of the agent's own environment.
+func ContainerEnv(extra map[string]string) []string {
+	m := map[string]string{"HF_HUB_OFFLINE": "1", "HOME": Scratch}
+	for k, v := range extra {
+		if !Forbidden(k) {
+			m[k] = v
+		}
+	}
+	return sorted(m)
+}
+
+func sorted(m map[string]string) []string {
+	out := make([]string, 0, len(m))
+	for k, v := range m {
+		out = append(out, k+"="+v)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Forbidden reports a variable name no engine may get: the runner's own
+// (PERFGATE_*, which holds its tokens).
+func Forbidden(name string) bool {
+	return strings.HasPrefix(strings.ToUpper(name), "PERFGATE_")
+}
+
+// CommandAllow is the allow-list of the agent's variables a command
+// engine inherits: what a process needs to find its tools, libraries and
+// locale, and nothing that holds a credential.
+var CommandAllow = []string{
+	"PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR", "TERM",
+	"LD_LIBRARY_PATH", "CUDA_HOME", "CUDA_PATH", "PYTHONPATH", "VIRTUAL_ENV", "CONDA_PREFIX",
+	"HF_HOME", "HF_HUB_CACHE", "XDG_CACHE_HOME",
+}
+
+// CommandEnv is a command engine's environment: the variables of host
+// named by allow (CommandAllow plus the runner's additions), then extra,
+// never a PERFGATE_* name, sorted. Callers append what must win last (the
+// GPU pin).
+func CommandEnv(host []string, allow []string, extra map[string]string) []string {
+	ok := map[string]bool{}
+	for _, k := range allow {
+		ok[k] = true
+	}
+	m := map[string]string{"HF_HUB_OFFLINE": "1"}
+	for _, kv := range host {
+		k, v, _ := strings.Cut(kv, "=")
+		if ok[k] && !Forbidden(k) {
+			m[k] = v
+		}
+	}
+	for k, v := range extra {
+		if !Forbidden(k) {
+			m[k] = v
+		}
+	}
+	return sorted(m)
+}
+
+// CheckEnv refuses extra variables no engine may get, naming them.
+func CheckEnv(extra map[string]string) error {
+	var bad []string
+	for k := range extra {
+		if Forbidden(k) {
+			bad = append(bad, k)
+		}
+	}
+	if len(bad) > 0 {
+		sort.Strings(bad)
+		return fmt.Errorf("engine environment names %s: PERFGATE_* variables are the runner's own and never reach an engine", strings.Join(bad, ", "))
+	}
+	return nil
+}
