@@ -32,9 +32,9 @@ func TestDockerArgv(t *testing.T) {
 		Image: testDigest, Model: "meta-llama/Llama-3.1-8B-Instruct",
 		Args:    []string{"--max-num-seqs", "256", "--config", "{{.Workdir}}/engine.yaml", "--port", "{{.Port}}", "--download-dir", "{{.Models}}"},
 		GPUUUID: "GPU-5a1b2c3d-0000-1111-2222-333344445555", JobID: "42/merge", Agent: "host-a",
-		Env:       map[string]string{"VLLM_LOGGING_LEVEL": "INFO", "A": "1"},
-		Workdir:   "/var/cache/perfgate/abc/tree", SHA: "abc", ModelsDir: "/srv/models", RelayImage: "sha256:relay",
-		Sandbox:   sandbox.Policy{Memory: "64g"},
+		Env:     map[string]string{"VLLM_LOGGING_LEVEL": "INFO", "A": "1"},
+		Workdir: "/var/cache/perfgate/abc/tree", SHA: "abc", ModelsDir: "/srv/models", RelayImage: "sha256:relay",
+		Sandbox: sandbox.Policy{Memory: "64g"},
 	}.withDefaults()
 	if err := s.validate(); err != nil {
 		t.Fatal(err)
