@@ -100,6 +100,9 @@ func runDocker(ctx context.Context, bin string, timeout time.Duration, args ...s
 	return exec.CommandContext(ctx, bin, args...).CombinedOutput()
 }
 
+// noSuchContainer: the container is gone or going (docker stop of a --rm
+// container removes it while rm -f asks).
 func noSuchContainer(out []byte) bool {
-	return strings.Contains(strings.ToLower(string(out)), "no such container")
+	s := strings.ToLower(string(out))
+	return strings.Contains(s, "no such container") || strings.Contains(s, "is already in progress")
 }
