@@ -3,11 +3,17 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
+
+	"github.com/rs/zerolog"
 
 	"github.com/perfgate/perfgate/internal/agent"
 	"github.com/perfgate/perfgate/internal/agentapi"
 	"github.com/perfgate/perfgate/internal/gpu"
+	"github.com/perfgate/perfgate/internal/sandbox"
 )
 
 func init() {
@@ -15,15 +21,30 @@ func init() {
 }
 
 func runAgent(ctx context.Context, env *cliEnv, args []string) int {
-	fs := env.flags("agent", "--server URL (--token T | --registration-token T) [--labels gpu,a100] [--name NAME]")
+	fs := env.flags("agent", "--server URL --state-dir DIR (--token-file F | --registration-token-file F) [--labels gpu,a100] [--gpu UUID] [--models DIR]")
 	server := fs.String("server", envOr("PERFGATE_SERVER", ""), "perfgate server URL, e.g. https://perfgate.example.com (env PERFGATE_SERVER)")
-	token := fs.String("token", envOr("PERFGATE_AGENT_TOKEN", ""), "this agent's own token (env PERFGATE_AGENT_TOKEN)")
-	regToken := fs.String("registration-token", envOr("PERFGATE_REGISTRATION_TOKEN", ""), "the server's registration token: the agent registers and gets its own token (env PERFGATE_REGISTRATION_TOKEN)")
+	token := fs.String("token", "", "this agent's own token; prefer --token-file or PERFGATE_AGENT_TOKEN: argv is visible in ps")
+	tokenFile := fs.String("token-file", envOr("PERFGATE_AGENT_TOKEN_FILE", ""), "file holding a token: the server's registration token (the agent registers once and keeps its own token in --state-dir), or an agent token (pga_…) issued before; for systemd's LoadCredential (env PERFGATE_AGENT_TOKEN_FILE)")
+	regToken := fs.String("registration-token", "", "the server's registration token; prefer --registration-token-file or PERFGATE_AGENT_REGISTRATION_TOKEN: argv is visible in ps")
+	regTokenFile := fs.String("registration-token-file", envOr("PERFGATE_AGENT_REGISTRATION_TOKEN_FILE", ""), "file holding the server's registration token (env PERFGATE_AGENT_REGISTRATION_TOKEN_FILE; default $CREDENTIALS_DIRECTORY/registration-token when present)")
+	stateDir := fs.String("state-dir", envOr("PERFGATE_AGENT_STATE_DIR", os.Getenv("STATE_DIRECTORY")), "keep the agent's identity (its token, mode 0600) and source cache here; a restart reuses them (env PERFGATE_AGENT_STATE_DIR; systemd's $STATE_DIRECTORY)")
 	labels := fs.String("labels", "gpu", "comma-separated runner labels a job may require, e.g. gpu,a100")
-	name := fs.String("name", "", "agent name shown on the server (default: the hostname)")
+	name := fs.String("name", "", "agent name shown on the server (default: the hostname, plus the card with --gpu)")
+	gpus := fs.String("gpu", "", "comma-separated GPU UUIDs this agent uses (default: every card); run one agent per card")
+	models := fs.String("models", envOr("PERFGATE_AGENT_MODELS", ""), "this runner's model weights directory, mounted read-only at /models ({{.Models}}); never fetched at run time (env PERFGATE_AGENT_MODELS)")
+	cacheDir := fs.String("cache-dir", "", "where commits' sources are unpacked (default: STATE-DIR/sources)")
+	cacheSize := fs.String("cache-size", "20GiB", "bound of the source cache; least recently used commits are evicted")
+	allowUncontained := fs.Bool("allow-uncontained", false, "let command engines (server.command) and non-docker builds run a commit's code on this host outside any container: only for repositories you trust")
+	engineEnv := fs.String("engine-env", "", "comma-separated names of this agent's variables command engines may inherit beyond the default allow-list (never PERFGATE_*)")
+	docker := fs.String("docker", "docker", "the docker CLI")
+	relayBin := fs.String("sandbox-relay-bin", envOr("PERFGATE_AGENT_RELAY_BIN", ""), "a static perfgate (CGO_ENABLED=0) for the sandbox relay image (default: this binary, if static)")
+	memory := fs.String("engine-memory", "", "memory limit of an engine container (default: 3/4 of the host's memory)")
+	pids := fs.Int("engine-pids-limit", sandbox.DefaultPidsLimit, "processes and threads an engine container may have")
+	shm := fs.String("engine-shm-size", sandbox.DefaultShmSize, "/dev/shm of an engine container")
 	fakeGPU := fs.String("fake-gpu", "", "FOR TESTING: use a simulated GPU with this UUID instead of NVML")
+	noGPUDevices := fs.Bool("no-gpu-devices", false, "FOR TESTING: start engine containers without --gpus (hosts without the NVIDIA runtime)")
 	useSim := fs.Bool("sim", false, "DEVELOPMENT ONLY: run every job on the built-in simulated engine instead of its configured engine")
-	workDir := fs.String("work-dir", "", "directory for job files; relative dataset paths are read from it")
+	workDir := fs.String("work-dir", "", "directory for job files; relative dataset paths of jobs without a checkout are read from it")
 	if code, ok := fs.parse(args); !ok {
 		return code
 	}
@@ -31,14 +52,62 @@ func runAgent(ctx context.Context, env *cliEnv, args []string) int {
 		fmt.Fprintf(env.stderr, "perfgate agent: unexpected arguments %q\n", fs.Args())
 		return 3
 	}
-	if *server == "" || (*token == "" && *regToken == "") {
-		fmt.Fprintln(env.stderr, "perfgate agent: --server and one of --token or --registration-token are required")
+	creds := os.Getenv("CREDENTIALS_DIRECTORY")
+	if *tokenFile != "" && *regTokenFile == "" && *regToken == "" {
+		// One file for either token: an agent token has its prefix.
+		v, err := readSecret("token", *tokenFile, env.log)
+		if err != nil {
+			fmt.Fprintf(env.stderr, "perfgate agent: %v\n", err)
+			return 3
+		}
+		if !strings.HasPrefix(v, agentapi.AgentTokenPrefix) {
+			*regTokenFile, *tokenFile = *tokenFile, ""
+		}
+	}
+	tok, err := secret("agent token", *token, *tokenFile, credential(creds, "agent-token"), "PERFGATE_AGENT_TOKEN", "", env.log)
+	if err == nil && *token != "" {
+		env.log.Warn().Msg("--token on the command line is visible to every user in ps: use --token-file or PERFGATE_AGENT_TOKEN")
+	}
+	var reg string
+	if err == nil {
+		reg, err = secret("registration token", *regToken, *regTokenFile, credential(creds, "registration-token"), "PERFGATE_AGENT_REGISTRATION_TOKEN", "PERFGATE_REGISTRATION_TOKEN", env.log)
+		if err == nil && *regToken != "" {
+			env.log.Warn().Msg("--registration-token on the command line is visible to every user in ps: use --registration-token-file or PERFGATE_AGENT_REGISTRATION_TOKEN")
+		}
+	}
+	if err != nil {
+		fmt.Fprintf(env.stderr, "perfgate agent: %v\n", err)
+		return 3
+	}
+	if *server == "" || (tok == "" && reg == "" && !savedIdentity(*stateDir)) {
+		fmt.Fprintln(env.stderr, "perfgate agent: --server and a token are required: the registration token (--registration-token-file or PERFGATE_AGENT_REGISTRATION_TOKEN) on first start, or the agent's own (--token-file, or a --state-dir that holds it)")
 		fs.Usage()
 		return 3
 	}
+	size, err := parseBytes(*cacheSize)
+	if err != nil {
+		fmt.Fprintf(env.stderr, "perfgate agent: --cache-size: %v\n", err)
+		return 3
+	}
+	if *models != "" {
+		if abs, err := filepath.Abs(*models); err == nil {
+			*models = abs
+		}
+		if fi, err := os.Stat(*models); err != nil || !fi.IsDir() {
+			fmt.Fprintf(env.stderr, "perfgate agent: --models %s is not a directory\n", *models)
+			return 3
+		}
+	}
 	cfg := agent.Config{
-		Server: *server, Token: *token, RegistrationToken: *regToken, Name: *name,
-		Labels: agentLabels(*labels), WorkDir: *workDir, Log: env.log, LogOutput: env.stderr,
+		Server: *server, Token: tok, RegistrationToken: reg, Name: *name, StateDir: *stateDir,
+		Labels: splitList(*labels), GPUs: splitList(*gpus), WorkDir: *workDir, CacheDir: *cacheDir, CacheBytes: size,
+		ModelsDir: *models, AllowUncontained: *allowUncontained, EngineEnv: splitList(*engineEnv),
+		Docker: *docker, RelayBin: *relayBin, NoGPUDevices: *noGPUDevices,
+		Sandbox: sandbox.Policy{Memory: *memory, PidsLimit: *pids, ShmSize: *shm},
+		Log:     env.log, LogOutput: env.stderr,
+	}
+	if *allowUncontained {
+		env.log.Warn().Msg("--allow-uncontained: command engines run pull requests' code on this host outside any container")
 	}
 	if *fakeGPU != "" {
 		env.log.Warn().Str("gpu", *fakeGPU).Msg("--fake-gpu: simulated GPU telemetry, for testing only")
@@ -59,7 +128,87 @@ func runAgent(ctx context.Context, env *cliEnv, args []string) int {
 	return 0
 }
 
-func agentLabels(s string) []string {
+// secret is a token from, in order: the flag, the file flag, the
+// variable, a deprecated variable (with a warning), a systemd credential.
+func secret(what, flagValue, file, cred, envName, deprecated string, log zerolog.Logger) (string, error) {
+	switch {
+	case flagValue != "":
+		return flagValue, nil
+	case file != "":
+		return readSecret(what, file, log)
+	}
+	if v := os.Getenv(envName); v != "" {
+		return v, nil
+	}
+	if deprecated != "" {
+		if v := os.Getenv(deprecated); v != "" {
+			log.Warn().Msgf("%s is deprecated: name the %s %s, as the server does", deprecated, what, envName)
+			return v, nil
+		}
+	}
+	if cred != "" {
+		return readSecret(what, cred, log)
+	}
+	return "", nil
+}
+
+func readSecret(what, path string, log zerolog.Logger) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("read the %s: %w", what, err)
+	}
+	if fi, err := os.Stat(path); err == nil && fi.Mode().Perm()&0o007 != 0 {
+		log.Warn().Str("file", path).Msgf("the %s file is readable by every user: chmod o-rwx it", what)
+	}
+	v := strings.TrimSpace(string(b))
+	if v == "" {
+		return "", fmt.Errorf("the %s file %s is empty", what, path)
+	}
+	return v, nil
+}
+
+// credential is a systemd credential's path when it exists.
+func credential(dir, name string) string {
+	if dir == "" {
+		return ""
+	}
+	p := filepath.Join(dir, name)
+	if _, err := os.Stat(p); err != nil {
+		return ""
+	}
+	return p
+}
+
+func savedIdentity(dir string) bool {
+	if dir == "" {
+		return false
+	}
+	_, err := os.Stat(filepath.Join(dir, "agent.json"))
+	return err == nil
+}
+
+// parseBytes reads "20GiB", "500MB", "1073741824".
+func parseBytes(s string) (int64, error) {
+	s = strings.TrimSpace(s)
+	units := []struct {
+		suffix string
+		mult   int64
+	}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}, {"GB", 1e9}, {"MB", 1e6}, {"KB", 1e3}, {"G", 1 << 30}, {"M", 1 << 20}, {"K", 1 << 10}, {"B", 1}}
+	mult := int64(1)
+	for _, u := range units {
+		if strings.HasSuffix(s, u.suffix) {
+			s, mult = strings.TrimSpace(strings.TrimSuffix(s, u.suffix)), u.mult
+			break
+		}
+	}
+	n, err := strconv.ParseFloat(s, 64)
+	if err != nil || n <= 0 {
+		return 0, fmt.Errorf("%q is not a size such as 20GiB", s)
+	}
+	return int64(n * float64(mult)), nil
+}
+
+func splitList(s string) []string {
 	var out []string
 	for _, p := range strings.Split(s, ",") {
 		if p = strings.TrimSpace(p); p != "" {

@@ -1,11 +1,15 @@
 // Package agent is the runner on a GPU host (`perfgate agent`): it claims
-// jobs from the perfgate server, starts the inference engine the job's plan
-// names on one card, warms it up, runs the measured repeats with GPU
-// telemetry, uploads each result as it ends and streams the job's log, then
-// stops the engine and finishes the job.
+// jobs from the perfgate server, fetches the commits a job measures through
+// the server (it never holds a GitHub credential), builds and starts the
+// engine from each commit's checkout inside the sandbox on one card, warms
+// it up, runs the measured repeats — interleaving base and head when the
+// plan asks — with GPU telemetry, uploads each result as it ends and
+// streams the job's log, then stops the engine and finishes the job.
 //
-// Nothing a pull request supplies runs here: the plan is the server's
-// snapshot of the base branch's configuration.
+// What runs on the host is the server's plan, the snapshot of the base
+// branch's configuration; the pull request's code runs only in the
+// sandbox, unless the runner's own configuration allows uncontained
+// command engines.
 package agent
 
 import (
@@ -14,16 +18,27 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/rs/zerolog"
 
 	"github.com/perfgate/perfgate/internal/agentapi"
+	"github.com/perfgate/perfgate/internal/engine"
 	"github.com/perfgate/perfgate/internal/gpu"
+	"github.com/perfgate/perfgate/internal/sandbox"
+	"github.com/perfgate/perfgate/internal/source"
 )
 
 // DefaultClaimWait is how long one claim long-polls.
 const DefaultClaimWait = 30 * time.Second
+
+// DefaultCancelPoll is how often a running job asks the server whether it
+// was cancelled (the lease heartbeat): a superseded job stops within it.
+const DefaultCancelPoll = 3 * time.Second
 
 // Config configures an agent.
 type Config struct {
@@ -34,25 +49,62 @@ type Config struct {
 	RegistrationToken string
 	Name              string
 	Labels            []string
+	// StateDir, when set, keeps the agent's identity: the token from its
+	// first registration is saved there (mode 0600) and reused on restart,
+	// so the agent keeps its row on the server. Its source cache lives
+	// there too unless CacheDir says otherwise.
+	StateDir string
 	// GPU opens the host's cards; nil opens NVML, and a host without it
 	// runs jobs with telemetry marked unavailable.
 	GPU gpu.Provider
+	// GPUs, when set, are the only cards (by UUID) this agent uses: one
+	// agent per card on a host with several.
+	GPUs []string
 	// Sim, when set, replaces every plan's engine with the built-in
 	// simulated engine: for development without a GPU, never a measurement.
 	Sim *agentapi.SimEngine
 	// WorkDir holds job files; a plan's relative dataset path is read from
-	// it. The current directory when empty.
+	// it when the job has no checkout. The current directory when empty.
 	WorkDir string
-	Log     zerolog.Logger
+	// CacheDir holds the unpacked commits (StateDir/sources, else
+	// WorkDir/sources, else the user cache directory); CacheBytes bounds it
+	// (source.DefaultCacheBytes when 0); SourceLimits bounds one tree.
+	CacheDir     string
+	CacheBytes   int64
+	SourceLimits source.Limits
+	// ModelsDir is the runner's model weights, mounted read-only into the
+	// engine ({{.Models}}); never fetched at run time.
+	ModelsDir string
+	// AllowUncontained lets command engines run a commit's code on the host
+	// outside any container: for runners whose repositories are trusted.
+	// Results record it, and the check run says so.
+	AllowUncontained bool
+	// Sandbox contains image engines; EngineEnv names extra variables of
+	// the agent's environment command engines may inherit (never
+	// PERFGATE_*).
+	Sandbox   sandbox.Policy
+	EngineEnv []string
+	// Docker is the docker CLI ("docker" when empty); RelayBin is a static
+	// perfgate for the sandbox relay image (this binary when static).
+	Docker   string
+	RelayBin string
+	// NoGPUDevices starts image engines without --gpus, for hosts without
+	// the NVIDIA container runtime: tests only, never a measurement.
+	NoGPUDevices bool
+	Log          zerolog.Logger
 	// LogOutput, when set, also gets every job log line (JSON), so the
 	// agent's own output shows what the server's job log shows.
 	LogOutput io.Writer
 
 	ClaimWait      time.Duration    // DefaultClaimWait when 0
 	Backoff        agentapi.Backoff // the API client's retry shape
+	CallTimeout    time.Duration    // one API call's deadline; 30 s when 0
 	SampleInterval time.Duration    // gpu.DefaultInterval when 0
 	// LogFlush is how often the job log is sent; 1 s when 0.
 	LogFlush time.Duration
+	// CancelPoll is how often a running job checks for cancellation;
+	// DefaultCancelPoll when 0 (and never slower than a quarter lease).
+	CancelPoll time.Duration
 }
 
 // Agent runs jobs one at a time.
@@ -61,19 +113,50 @@ type Agent struct {
 	client *agentapi.Client
 	gpus   []string
 	host   string
+	cache  *source.Cache
+
+	relayMu sync.Mutex
+	relay   string
+	starts  int // engine starts, to name containers uniquely
 }
 
-// New checks the configuration and opens the GPUs; Run starts work.
+// New checks the configuration, reads the state directory and opens the
+// GPUs; Run starts work.
 func New(cfg Config) (*Agent, error) {
-	if cfg.Name == "" {
-		h, _ := os.Hostname()
-		cfg.Name = h
-	}
+	host, _ := os.Hostname()
 	if cfg.ClaimWait <= 0 {
 		cfg.ClaimWait = DefaultClaimWait
 	}
 	if cfg.LogFlush <= 0 {
 		cfg.LogFlush = time.Second
+	}
+	if cfg.CancelPoll <= 0 {
+		cfg.CancelPoll = DefaultCancelPoll
+	}
+	if cfg.Docker == "" {
+		cfg.Docker = "docker"
+	}
+	for _, k := range cfg.EngineEnv {
+		if sandbox.Forbidden(k) {
+			return nil, fmt.Errorf("agent: engine variable %s: PERFGATE_* variables never reach an engine", k)
+		}
+	}
+	if cfg.StateDir != "" {
+		st, ok, err := loadState(cfg.StateDir)
+		if err != nil {
+			return nil, fmt.Errorf("agent: %w", err)
+		}
+		switch {
+		case !ok:
+		case st.Server != strings.TrimRight(cfg.Server, "/"):
+			cfg.Log.Warn().Str("saved_for", st.Server).Msg("the saved agent identity is for another server: registering with this one")
+		case cfg.Token == "":
+			cfg.Token = st.Token
+			if cfg.Name == "" {
+				cfg.Name = st.Name
+			}
+			cfg.Log.Info().Int64("agent_id", st.AgentID).Str("agent", st.Name).Str("state", cfg.StateDir).Msg("reusing the saved agent identity")
+		}
 	}
 	if cfg.GPU == nil {
 		p, err := gpu.OpenNVML(cfg.Log)
@@ -83,20 +166,54 @@ func New(cfg Config) (*Agent, error) {
 			cfg.GPU = p
 		}
 	}
-	a := &Agent{cfg: cfg}
-	a.host, _ = os.Hostname()
+	a := &Agent{cfg: cfg, host: host}
 	if cfg.GPU != nil {
 		infos, err := cfg.GPU.List()
 		if err != nil {
 			cfg.Log.Warn().Err(err).Msg("list GPUs: the agent claims only jobs without a GPU pin")
 		}
 		for _, i := range infos {
-			a.gpus = append(a.gpus, i.UUID)
+			if len(cfg.GPUs) == 0 || contains(cfg.GPUs, i.UUID) {
+				a.gpus = append(a.gpus, i.UUID)
+			}
+		}
+		for _, want := range cfg.GPUs {
+			if !contains(a.gpus, want) {
+				return nil, fmt.Errorf("agent: GPU %s is not on this host (nvidia-smi -L lists its cards)", want)
+			}
 		}
 	}
+	if a.cfg.Name == "" {
+		a.cfg.Name = host
+		if len(cfg.GPUs) > 0 {
+			// One agent per card: each needs its own name (and row).
+			a.cfg.Name = host + "-" + shortGPU(cfg.GPUs[0])
+		}
+	}
+	cacheDir := cfg.CacheDir
+	switch {
+	case cacheDir != "":
+	case cfg.StateDir != "":
+		cacheDir = filepath.Join(cfg.StateDir, "sources")
+	case cfg.WorkDir != "":
+		cacheDir = filepath.Join(cfg.WorkDir, "sources")
+	default:
+		d, err := os.UserCacheDir()
+		if err != nil {
+			d = os.TempDir()
+		}
+		cacheDir = filepath.Join(d, "perfgate", a.cfg.Name, "sources")
+	}
+	cache, err := source.NewCache(cacheDir, cfg.CacheBytes, cfg.SourceLimits, cfg.Log)
+	if err != nil {
+		return nil, fmt.Errorf("agent: %w", err)
+	}
+	cache.OnEvict = a.evicted
+	a.cache = cache
 	c, err := agentapi.NewClient(agentapi.ClientConfig{
 		Server: cfg.Server, Token: cfg.Token, RegistrationToken: cfg.RegistrationToken,
-		Name: cfg.Name, Labels: cfg.Labels, GPUUUIDs: a.gpus, Backoff: cfg.Backoff, Log: cfg.Log,
+		Name: a.cfg.Name, Labels: cfg.Labels, GPUUUIDs: a.gpus, Backoff: cfg.Backoff, Timeout: cfg.CallTimeout, Log: cfg.Log,
+		OnRegister: a.saveIdentity,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("agent: %w", err)
@@ -105,14 +222,28 @@ func New(cfg Config) (*Agent, error) {
 	return a, nil
 }
 
+// saveIdentity keeps a new registration in the state directory.
+func (a *Agent) saveIdentity(r agentapi.RegisterResponse) error {
+	if a.cfg.StateDir == "" {
+		return nil
+	}
+	if err := saveState(a.cfg.StateDir, state{Server: strings.TrimRight(a.cfg.Server, "/"), AgentID: r.AgentID, Name: a.cfg.Name,
+		Token: r.Token, RegisteredAt: time.Now().UTC()}); err != nil {
+		return err
+	}
+	a.cfg.Log.Info().Str("state", filepath.Join(a.cfg.StateDir, stateFile)).Msg("saved the agent identity: a restart reuses it")
+	return nil
+}
+
 // Run claims and runs jobs until ctx ends. A job running when ctx ends is
 // abandoned with its engine stopped; its lease lapses and the server
 // queues it again.
 func (a *Agent) Run(ctx context.Context) error {
 	log := a.cfg.Log
 	log.Info().Str("server", a.cfg.Server).Str("agent", a.cfg.Name).Strs("labels", a.cfg.Labels).
-		Strs("gpus", a.gpus).Msg("agent started")
-	if a.cfg.Token == "" {
+		Strs("gpus", a.gpus).Str("source_cache", a.cache.Dir()).Bool("allow_uncontained", a.cfg.AllowUncontained).Msg("agent started")
+	a.removeLeftovers(ctx)
+	if a.client.Token() == "" {
 		if _, err := a.client.Register(ctx); err != nil {
 			if ctx.Err() != nil {
 				return nil
@@ -141,6 +272,75 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	log.Info().Msg("agent stopped")
 	return nil
+}
+
+// removeLeftovers removes engine containers and sandbox networks an
+// earlier run of this agent left, when Docker is here at all.
+func (a *Agent) removeLeftovers(ctx context.Context) {
+	if _, err := exec.LookPath(a.cfg.Docker); err != nil {
+		return
+	}
+	lctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	if _, err := engine.RemoveLeftovers(lctx, a.cfg.Docker, a.cfg.Name, a.cfg.Log); err != nil {
+		a.cfg.Log.Warn().Err(err).Msg("could not remove engine containers left by an earlier run (is the Docker daemon up?)")
+	}
+}
+
+// relayImage builds the sandbox relay's image on the first image engine
+// (and again after a failure: the daemon may have been down).
+func (a *Agent) relayImage(ctx context.Context) (string, error) {
+	a.relayMu.Lock()
+	defer a.relayMu.Unlock()
+	if a.relay != "" {
+		return a.relay, nil
+	}
+	bin := a.cfg.RelayBin
+	if bin == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return "", fmt.Errorf("sandbox relay: %w", err)
+		}
+		bin = exe
+	}
+	rctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	id, err := sandbox.EnsureRelayImage(rctx, a.cfg.Docker, bin)
+	if err != nil {
+		return "", fmt.Errorf("sandbox relay: %w", err)
+	}
+	a.relay = id
+	a.cfg.Log.Info().Str("image", id).Msg("sandbox relay image ready")
+	return id, nil
+}
+
+// evicted removes the image a build left for an evicted commit.
+func (a *Agent) evicted(sha, home string) {
+	for _, id := range builtImages(home) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		out, err := exec.CommandContext(ctx, a.cfg.Docker, "image", "rm", id).CombinedOutput()
+		cancel()
+		if err != nil {
+			a.cfg.Log.Warn().Err(err).Str("sha", sha).Str("image", id).Str("output", strings.TrimSpace(string(out))).Msg("remove the build of an evicted commit")
+		}
+	}
+}
+
+func contains(xs []string, x string) bool {
+	for _, v := range xs {
+		if v == x {
+			return true
+		}
+	}
+	return false
+}
+
+func shortGPU(uuid string) string {
+	s := strings.TrimPrefix(strings.TrimPrefix(uuid, "GPU-"), "MIG-")
+	if len(s) > 8 {
+		s = s[:8]
+	}
+	return s
 }
 
 func sleep(ctx context.Context, d time.Duration) {

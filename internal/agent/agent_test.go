@@ -344,6 +344,9 @@ func TestEngineFaults(t *testing.T) {
 	simCmd := []string{perfgateBin, "sim", "--addr", "127.0.0.1:{{.Port}}", "--model", "perfgate-sim"}
 	cmdPlan := func(argv []string, timeout time.Duration, prompts int) agentapi.Plan {
 		p := plan(agentapi.SimEngine{}, prompts, 3, 0, 20)
+		// No commit: the configured command alone, which a runner runs
+		// without allow_uncontained (no pull request's code).
+		p.HeadSHA = ""
 		p.Engine = agentapi.Engine{Command: argv, Model: "perfgate-sim", StartTimeout: agentapi.Duration(timeout)}
 		return p
 	}

@@ -61,18 +61,35 @@ func (r *running) allow() func(uint32) bool {
 	return nil
 }
 
-// startEngine starts the plan's engine and waits until it is ready. The
+// startEngine starts a side's engine and waits until it is ready. The
 // engine's output goes to the job log.
-func (a *Agent) startEngine(ctx context.Context, c *agentapi.ClaimResponse, p agentapi.Plan, uuid string, log zerolog.Logger) (*running, error) {
+func (a *Agent) startEngine(ctx context.Context, c *agentapi.ClaimResponse, p agentapi.Plan, s *side, uuid string, log zerolog.Logger) (*running, error) {
 	e := p.Engine
 	if e.Sim != nil {
 		return startSim(ctx, e, log)
 	}
+	a.starts++
+	jobID := fmt.Sprintf("job-%d-%d", c.JobID, c.Attempt)
+	if s.name != "" {
+		jobID += "-" + s.name
+	}
 	spec := engine.Spec{
-		Image: e.Image, Command: e.Command, Model: e.Model, Args: e.Args, Port: e.Port,
+		Image: e.Image, Command: e.Command, Model: e.Model, Args: e.Args, Port: e.Port, ContainerPort: e.ContainerPort,
 		GPUUUID: uuid, ReadinessPath: e.ReadinessPath, StartTimeout: e.StartTimeout.D(),
-		JobID: fmt.Sprintf("job-%d-%d", c.JobID, c.Attempt), Env: e.Env,
+		JobID: fmt.Sprintf("%s-%d", jobID, a.starts), Agent: a.cfg.Name, Env: e.Env, AllowEnv: a.cfg.EngineEnv,
+		Workdir: s.workdir(), SHA: s.sha, ModelsDir: a.cfg.ModelsDir, Sandbox: a.cfg.Sandbox,
+		DockerBinary: a.cfg.Docker, NoGPU: a.cfg.NoGPUDevices,
 		Output: engineLogWriter{log},
+	}
+	if s.built != "" {
+		spec.Image = s.built // the build of this commit, on the pinned base
+	}
+	if spec.Image != "" {
+		relay, err := a.relayImage(ctx)
+		if err != nil {
+			return nil, err
+		}
+		spec.RelayImage = relay
 	}
 	srv, err := engine.Start(ctx, spec, log)
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -97,10 +98,11 @@ func (a *Agent) runJob(ctx context.Context, c *agentapi.ClaimResponse) {
 	}
 }
 
-// heartbeat renews the lease every lease/4 until ctx ends; a cancel flag
-// or a lost lease ends the job.
+// heartbeat renews the lease every CancelPoll (at most lease/4) until ctx
+// ends; a cancel flag or a lost lease ends the job, so a superseded job
+// stops within seconds.
 func (a *Agent) heartbeat(ctx context.Context, c *agentapi.ClaimResponse, lease time.Duration, cancel context.CancelCauseFunc, log zerolog.Logger) {
-	t := time.NewTicker(lease / 4)
+	t := time.NewTicker(min(lease/4, a.cfg.CancelPoll))
 	defer t.Stop()
 	for {
 		select {
@@ -108,7 +110,7 @@ func (a *Agent) heartbeat(ctx context.Context, c *agentapi.ClaimResponse, lease 
 			return
 		case <-t.C:
 		}
-		hctx, hcancel := context.WithTimeout(ctx, lease/2)
+		hctx, hcancel := context.WithTimeout(ctx, max(lease/2, time.Second))
 		resp, err := a.client.Heartbeat(hctx, c.JobID, c.LeaseID)
 		hcancel()
 		switch {
@@ -127,8 +129,12 @@ func (a *Agent) heartbeat(ctx context.Context, c *agentapi.ClaimResponse, lease 
 	}
 }
 
-// execute runs the plan and says how it went. It always stops the engine
-// before it returns.
+// execute runs the plan and says how it went. It prepares each side's
+// commit (source, build), then runs the measured runs in the plan's order,
+// starting a side's engine when the order changes side: one engine at a
+// time holds the card, and an interleaved plan of n pairs starts n+1
+// engines (B | H H | B B | … ) rather than 2n. Each start is followed by
+// the warm-up. It always stops the engine before it returns.
 func (a *Agent) execute(ctx context.Context, c *agentapi.ClaimResponse, log zerolog.Logger) outcome {
 	plan, err := agentapi.ParsePlan(c.Plan)
 	if err != nil {
@@ -152,54 +158,60 @@ func (a *Agent) execute(ctx context.Context, c *agentapi.ClaimResponse, log zero
 		return outcome{store.StatusFailed, info.err.Error()}
 	}
 
-	srv, err := a.startEngine(ctx, c, plan, uuid, log)
-	if err != nil {
-		if ctx.Err() != nil {
-			return outcome{store.StatusFailed, ctx.Err().Error()}
-		}
-		return outcome{store.StatusFailed, err.Error()}
-	}
+	sides := map[string]*side{}
 	defer func() {
+		for _, s := range sides {
+			s.release()
+		}
+	}()
+	for _, name := range sidesOf(plan) {
+		s, err := a.prepare(ctx, c, plan, name, uuid, log)
+		if err != nil {
+			if ctx.Err() != nil {
+				return outcome{store.StatusFailed, ctx.Err().Error()}
+			}
+			return outcome{store.StatusFailed, err.Error()}
+		}
+		sides[name] = s
+	}
+	if plan.Interleave != nil {
+		var order []string
+		for _, sl := range plan.Schedule() {
+			order = append(order, sl.Side[:1])
+		}
+		log.Info().Str("base", plan.BaseSHA).Str("head", plan.HeadSHA).Str("order", strings.Join(order, "")).
+			Int("pairs", plan.Runs()/2).Msg("interleaved base and head on one card")
+	}
+
+	var (
+		cur     *running
+		curSide = "-"
+		rctx    context.Context
+		rcancel context.CancelCauseFunc = func(error) {}
+	)
+	stop := func() {
+		rcancel(nil)
+		if cur == nil {
+			return
+		}
 		// A fresh context: the job's may be what ended it, and the GPU must
 		// be freed either way.
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), stopTimeout)
 		defer cancel()
-		if err := srv.Stop(sctx); err != nil {
+		if err := cur.Stop(sctx); err != nil {
 			log.Error().Err(err).Msg("stop engine")
 		} else {
 			log.Info().Msg("engine stopped")
 		}
-	}()
-
-	// A crash ends whatever bench is doing at once rather than at its timeouts.
-	rctx, rcancel := context.WithCancelCause(ctx)
-	defer rcancel(nil)
-	go func() {
-		select {
-		case <-srv.Exited():
-			rcancel(errCrashed)
-		case <-rctx.Done():
-		}
-	}()
+		cur = nil
+	}
+	defer stop()
 	crashed := func(phase string) (outcome, bool) {
 		select {
-		case <-srv.Exited():
-			return outcome{store.StatusFailed, fmt.Sprintf("engine crashed %s: %v", phase, srv.CrashError())}, true
+		case <-cur.Exited():
+			return outcome{store.StatusFailed, fmt.Sprintf("engine crashed %s: %v", phase, cur.CrashError())}, true
 		default:
 			return outcome{}, false
-		}
-	}
-
-	opts := a.benchOptions(plan, srv.BaseURL(), c)
-	if plan.Warmup > 0 {
-		w := opts
-		w.NumPrompts, w.Seed = plan.Warmup, opts.Seed+1 // prompts of its own
-		log.Info().Int("requests", plan.Warmup).Msg("warm-up")
-		if _, err := bench.Run(rctx, w); err != nil {
-			if o, ok := crashed("during warm-up"); ok {
-				return o
-			}
-			return outcome{store.StatusFailed, fmt.Sprintf("warm-up: %v", err)}
 		}
 	}
 
@@ -207,37 +219,83 @@ func (a *Agent) execute(ctx context.Context, c *agentapi.ClaimResponse, log zero
 	if maxErr == 0 {
 		maxErr = agentapi.DefaultMaxErrorRate
 	}
-	for i := range plan.Repeats {
-		log.Info().Int("run", i).Int("of", plan.Repeats).Int("prompts", opts.NumPrompts).Msg("measured run")
+	sched := plan.Schedule()
+	for _, slot := range sched {
+		s := sides[slot.Side]
+		what := fmt.Sprintf("run %d of %d", slot.RunIndex+1, len(sched))
+		if slot.Side != "" {
+			what = fmt.Sprintf("run %d of %d (%s, pair %d)", slot.RunIndex+1, len(sched), slot.Side, slot.Pair+1)
+		}
+		if slot.Side != curSide || cur == nil {
+			stop()
+			if slot.Side != "" {
+				log.Info().Str("side", slot.Side).Str("sha", s.sha).Msg("starting the engine of " + describeSide(slot.Side, s.sha))
+			}
+			cur, err = a.startEngine(ctx, c, plan, s, uuid, log)
+			if err != nil {
+				if ctx.Err() != nil {
+					return outcome{store.StatusFailed, ctx.Err().Error()}
+				}
+				if slot.Side != "" {
+					err = fmt.Errorf("%s engine: %w", slot.Side, err)
+				}
+				return outcome{store.StatusFailed, err.Error()}
+			}
+			curSide = slot.Side
+			// A crash ends whatever bench is doing at once rather than at
+			// its timeouts.
+			rctx, rcancel = context.WithCancelCause(ctx)
+			go func(r *running, rctx context.Context, rcancel context.CancelCauseFunc) {
+				select {
+				case <-r.Exited():
+					rcancel(errCrashed)
+				case <-rctx.Done():
+				}
+			}(cur, rctx, rcancel)
+			if plan.Warmup > 0 {
+				w := a.benchOptions(plan, cur.BaseURL(), c, s)
+				w.NumPrompts, w.Seed = plan.Warmup, w.Seed+1 // prompts of its own
+				log.Info().Int("requests", plan.Warmup).Msg("warm-up")
+				if _, err := bench.Run(rctx, w); err != nil {
+					if o, ok := crashed("during warm-up"); ok {
+						return o
+					}
+					return outcome{store.StatusFailed, fmt.Sprintf("warm-up: %v", err)}
+				}
+			}
+		}
+
+		opts := a.benchOptions(plan, cur.BaseURL(), c, s)
+		log.Info().Int("run", slot.RunIndex).Int("of", len(sched)).Str("side", slot.Side).Int("pair", slot.Pair).
+			Int("prompts", opts.NumPrompts).Msg("measured run")
 		sampler := gpu.NewSampler(dev, gpu.SamplerConfig{
-			Interval: a.cfg.SampleInterval, Allow: srv.allow(), Log: log,
+			Interval: a.cfg.SampleInterval, Allow: cur.allow(), Log: log,
 		})
 		sampler.Start(rctx)
-		o := opts
-		o.RunID = fmt.Sprintf("job%d-a%d-r%d", c.JobID, c.Attempt, i)
-		res, err := bench.Run(rctx, o)
+		opts.RunID = fmt.Sprintf("job%d-a%d-r%d", c.JobID, c.Attempt, slot.RunIndex)
+		res, err := bench.Run(rctx, opts)
 		telemetry := sampler.Stop()
-		if o, ok := crashed(fmt.Sprintf("during run %d of %d", i+1, plan.Repeats)); ok {
+		if o, ok := crashed("during " + what); ok {
 			return o
 		}
 		if err != nil {
 			if ctx.Err() != nil {
 				return outcome{store.StatusFailed, ctx.Err().Error()}
 			}
-			return outcome{store.StatusFailed, fmt.Sprintf("run %d of %d: %v", i+1, plan.Repeats, err)}
+			return outcome{store.StatusFailed, fmt.Sprintf("%s: %v", what, err)}
 		}
-		a.annotate(res, plan, srv, info.info, &telemetry)
-		if err := a.upload(ctx, c, i, res, log); err != nil {
+		a.annotate(res, plan, cur, s, info.info, &telemetry)
+		if err := a.upload(ctx, c, slot, res, log); err != nil {
 			if errors.Is(err, agentapi.ErrLeaseLost) || ctx.Err() != nil {
 				return outcome{store.StatusFailed, err.Error()}
 			}
-			return outcome{store.StatusFailed, fmt.Sprintf("upload run %d: %v", i+1, err)}
+			return outcome{store.StatusFailed, fmt.Sprintf("upload %s: %v", what, err)}
 		}
-		if reason := errorRateReason(res, i, plan.Repeats, maxErr); reason != "" {
+		if reason := errorRateReason(res, slot.RunIndex, len(sched), maxErr); reason != "" {
 			log.Error().Int("failed", res.Failed).Int("completed", res.Completed).Msg(reason)
 			return outcome{store.StatusFailed, reason}
 		}
-		log.Info().Int("run", i).Float64("output_throughput", res.OutputThroughput).
+		log.Info().Int("run", slot.RunIndex).Str("side", slot.Side).Float64("output_throughput", res.OutputThroughput).
 			Int("gpu_samples", telemetry.Samples).Bool("gpu_valid", telemetry.Valid).Msg("run uploaded")
 	}
 	return outcome{store.StatusSucceeded, ""}
@@ -275,11 +333,20 @@ func (a *Agent) openGPU(ctx context.Context, uuid string, log zerolog.Logger) (g
 	return dev, gpuInfo{info: info}
 }
 
-func (a *Agent) benchOptions(p agentapi.Plan, target string, c *agentapi.ClaimResponse) bench.Options {
+// benchOptions are a run's bench options against target. A relative
+// dataset path is read from the commit's checkout (through an os.Root, so
+// a symlink in the pull request cannot point the agent at its own files),
+// or from the work directory when the job has no checkout.
+func (a *Agent) benchOptions(p agentapi.Plan, target string, c *agentapi.ClaimResponse, s *side) bench.Options {
 	w := p.Workload
 	path := w.DatasetPath
-	if path != "" && !filepath.IsAbs(path) && a.cfg.WorkDir != "" {
-		path = filepath.Join(a.cfg.WorkDir, path)
+	if path != "" && !filepath.IsAbs(path) {
+		switch {
+		case s.checkout != nil:
+			path = datasetInTree(s.checkout.Dir, path)
+		case a.cfg.WorkDir != "":
+			path = filepath.Join(a.cfg.WorkDir, path)
+		}
 	}
 	return bench.Options{
 		Target: target, Endpoint: w.Endpoint, Model: p.Engine.Model,
@@ -295,8 +362,29 @@ func (a *Agent) benchOptions(p agentapi.Plan, target string, c *agentapi.ClaimRe
 	}
 }
 
-// annotate records where the run ran.
-func (a *Agent) annotate(res *result.Result, p agentapi.Plan, srv *running, info gpu.Info, telemetry *result.GPUSummary) {
+// datasetInTree resolves a dataset path inside a checkout: the real path
+// when it stays inside the tree, else a path that does not exist (so the
+// run fails with "no such file" rather than reading outside).
+func datasetInTree(tree, rel string) string {
+	root, err := os.OpenRoot(tree)
+	if err != nil {
+		return filepath.Join(tree, rel)
+	}
+	defer root.Close()
+	if _, err := root.Stat(rel); err != nil {
+		return filepath.Join(tree, ".perfgate-refused", filepath.Base(rel))
+	}
+	real, err := filepath.EvalSymlinks(filepath.Join(tree, rel))
+	treeReal, err2 := filepath.EvalSymlinks(tree)
+	if err != nil || err2 != nil || !strings.HasPrefix(real, treeReal+string(filepath.Separator)) {
+		return filepath.Join(tree, ".perfgate-refused", filepath.Base(rel))
+	}
+	return real
+}
+
+// annotate records where the run ran: the card, the host, the engine and
+// what contained it, and the commit and tree the engine ran from.
+func (a *Agent) annotate(res *result.Result, p agentapi.Plan, srv *running, s *side, info gpu.Info, telemetry *result.GPUSummary) {
 	if res.Perfgate == nil {
 		res.Perfgate = &result.Section{SchemaVersion: result.SchemaVersion}
 	}
@@ -307,20 +395,24 @@ func (a *Agent) annotate(res *result.Result, p agentapi.Plan, srv *running, info
 	env.Hostname = a.host
 	env.EngineImage = srv.describe
 	env.Sim = p.Engine.Sim != nil
-	env.Commit = p.HeadSHA
+	env.Commit = s.sha
+	env.SourceTree = s.tree()
+	env.EngineBuild = s.built
+	env.Sandbox = s.sandbox
 	res.Perfgate.GPU = telemetry
 }
 
-func (a *Agent) upload(ctx context.Context, c *agentapi.ClaimResponse, i int, res *result.Result, log zerolog.Logger) error {
+func (a *Agent) upload(ctx context.Context, c *agentapi.ClaimResponse, slot agentapi.Slot, res *result.Result, log zerolog.Logger) error {
 	data, err := json.Marshal(res)
 	if err != nil {
 		return fmt.Errorf("encode result: %w", err)
 	}
 	// One key per lease and run: a retry of this upload stores once, a new
 	// attempt stores its own.
-	key := fmt.Sprintf("job-%d-lease-%s-run-%d", c.JobID, c.LeaseID, i)
+	key := fmt.Sprintf("job-%d-lease-%s-run-%d", c.JobID, c.LeaseID, slot.RunIndex)
 	resp, err := a.client.PutResult(ctx, c.JobID, agentapi.ResultRequest{
-		LeaseID: c.LeaseID, IdempotencyKey: key, RunIndex: i, Kind: string(store.KindMeasured), Result: data,
+		LeaseID: c.LeaseID, IdempotencyKey: key, RunIndex: slot.RunIndex, Kind: string(store.KindMeasured),
+		Side: slot.Side, Pair: slot.Pair, Result: data,
 	})
 	if err != nil {
 		return err

@@ -11,10 +11,11 @@ import (
 	"github.com/perfgate/perfgate/internal/agentapi"
 )
 
-// Job log limits: what one upload carries and what one job keeps.
+// Job log limits: what one upload carries and what one job keeps (the
+// server's cap, trailer included).
 const (
 	logChunk   = 512 << 10
-	maxJobLog  = 16 << 20
+	maxJobLog  = agentapi.MaxJobLog
 	logTrailer = "\n[job log truncated at 16 MiB]\n"
 )
 
@@ -50,7 +51,7 @@ func (l *jobLog) Write(p []byte) (int, error) {
 	defer l.mu.Unlock()
 	switch {
 	case l.truncated:
-	case len(l.buf)+len(p) > maxJobLog:
+	case len(l.buf)+len(p) > maxJobLog-len(logTrailer):
 		l.buf = append(l.buf, logTrailer...)
 		l.truncated = true
 	default:
@@ -115,6 +116,12 @@ func (l *jobLog) flush(ctx context.Context) error {
 			l.lost = true
 			l.mu.Unlock()
 			return err
+		case errors.Is(err, agentapi.ErrLogFull):
+			// The server keeps no more of this job's log; the job goes on.
+			l.mu.Lock()
+			l.lost = true
+			l.mu.Unlock()
+			return nil
 		default:
 			return err
 		}

@@ -532,12 +532,16 @@ func bearer(r *http.Request) (string, bool) {
 	return tok, ok && tok != ""
 }
 
+// AgentTokenPrefix starts every agent token the server issues, so a token
+// file can say which token it holds.
+const AgentTokenPrefix = "pga_"
+
 func newToken() (string, error) {
 	b := make([]byte, 32)
 	if _, err := crand.Read(b); err != nil {
 		return "", fmt.Errorf("new agent token: %w", err)
 	}
-	return "pga_" + hex.EncodeToString(b), nil
+	return AgentTokenPrefix + hex.EncodeToString(b), nil
 }
 
 func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, bool) {

@@ -39,8 +39,8 @@ type Cache struct {
 	max    int64
 	limits Limits
 	log    zerolog.Logger
-	// OnEvict, when set, is called after a commit's directory is removed
-	// (the agent removes the image a build left for it).
+	// OnEvict, when set, is called before a commit's directory is removed
+	// (the agent removes the image a build recorded there).
 	OnEvict func(sha, home string)
 	now     func() time.Time
 
@@ -247,15 +247,15 @@ func (c *Cache) evict(keep string) {
 		if busy || e.sha == keep {
 			continue
 		}
+		if c.OnEvict != nil {
+			c.OnEvict(e.sha, e.home)
+		}
 		if err := os.RemoveAll(e.home); err != nil {
 			c.log.Warn().Err(err).Str("sha", e.sha).Msg("source cache: evict")
 			continue
 		}
 		total -= e.bytes
 		c.log.Info().Str("sha", e.sha).Int64("bytes", e.bytes).Msg("source cache: evicted the least recently used tree")
-		if c.OnEvict != nil {
-			c.OnEvict(e.sha, e.home)
-		}
 	}
 	if total > c.max {
 		c.log.Warn().Int64("bytes", total).Int64("limit", c.max).Msg("source cache over its limit: every tree left is in use")
