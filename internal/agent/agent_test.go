@@ -55,12 +55,13 @@ func TestMain(m *testing.M) {
 // env is a perfgate server's queue + agent API on a real SQLite store and a
 // real loopback listener that can be restarted on the same address.
 type env struct {
-	t     *testing.T
-	st    store.Store
-	lease time.Duration
-	addr  string
-	mu    sync.Mutex
-	srv   *http.Server
+	t      *testing.T
+	st     store.Store
+	lease  time.Duration
+	addr   string
+	source agentapi.SourceFetcher // what the server fetches commits with (nil: none)
+	mu     sync.Mutex
+	srv    *http.Server
 }
 
 func newEnv(t *testing.T, lease time.Duration) *env {
@@ -94,7 +95,7 @@ func (e *env) start(addr string) {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	h := agentapi.NewServer(e.st, agentapi.Options{RegistrationToken: regToken, Lease: e.lease, LongPoll: 2 * time.Second})
+	h := agentapi.NewServer(e.st, agentapi.Options{RegistrationToken: regToken, Lease: e.lease, LongPoll: 2 * time.Second, Source: e.source})
 	srv := &http.Server{Handler: h}
 	go srv.Serve(ln)
 	e.mu.Lock()
@@ -185,7 +186,7 @@ type agentProc struct {
 func (e *env) startAgentProc(name, gpuUUID string, extra ...string) *agentProc {
 	e.t.Helper()
 	args := append([]string{"agent", "--server", e.url(), "--token", e.register(name, gpuUUID),
-		"--labels", "gpu", "--name", name, "--fake-gpu", gpuUUID}, extra...)
+		"--labels", "gpu", "--name", name, "--fake-gpu", gpuUUID, "--cache-dir", e.t.TempDir()}, extra...)
 	cmd := exec.Command(perfgateBin, args...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
@@ -335,7 +336,10 @@ func TestServerRestartMidRun(t *testing.T) {
 	}
 }
 
-var pidRE = regexp.MustCompile(`"pid":(\d+)`)
+var (
+	pidRE  = regexp.MustCompile(`"pid":(\d+)`)
+	portRE = regexp.MustCompile(`"port":(\d+)`)
+)
 
 // TestEngineFaults: an engine that never becomes ready, crashes mid-run or
 // answers 5xx fails the job with that reason in the job and its log, and no
@@ -401,9 +405,10 @@ func TestEngineFaults(t *testing.T) {
 }
 
 // TestSupersededCancelled: a newer push cancels the running job through
-// its next heartbeat, long before its runs would end.
+// its next heartbeat, long before its runs would end: within seconds even
+// under the default two-minute lease (whose quarter was the old heartbeat).
 func TestSupersededCancelled(t *testing.T) {
-	e := newEnv(t, 2*time.Second)
+	e := newEnv(t, agentapi.DefaultLease)
 	job := e.enqueue(plan(agentapi.SimEngine{}, 100, 3, 0, 10), "quick", 7) // 3 runs of ~10 s
 	e.runAgent("a", "GPU-a")
 	waitFor(t, "the job to run", 20*time.Second, func() bool { return e.job(job.ID).Status == store.StatusRunning })
@@ -413,8 +418,8 @@ func TestSupersededCancelled(t *testing.T) {
 		t.Fatalf("cancel superseded: %+v %v", sup, err)
 	}
 	start := time.Now()
-	waitFor(t, "the job to be cancelled", 9*time.Second, func() bool { return finished(e.job(job.ID)) })
-	t.Logf("cancelled %s after the push (heartbeat every %s)", time.Since(start).Round(10*time.Millisecond), 2*time.Second/4)
+	waitFor(t, "the job to be cancelled", 8*time.Second, func() bool { return finished(e.job(job.ID)) })
+	t.Logf("cancelled %s after the push (cancellation polled every %s)", time.Since(start).Round(10*time.Millisecond), agent.DefaultCancelPoll)
 	j := e.job(job.ID)
 	if j.Status != store.StatusCancelled || !strings.Contains(j.FailureReason, "superseded") {
 		t.Errorf("job: %s %q, want cancelled as superseded", j.Status, j.FailureReason)
