@@ -313,3 +313,47 @@ func httptestServer(t *testing.T, h http.Handler) string {
 	t.Cleanup(ts.Close)
 	return ts.URL
 }
+
+// TestPlanAt: a plan names the commits it measures; the repository's port
+// is the container's, never a fixed host port; the build step and the
+// interleave order come through; bad commits and orders are refused.
+func TestPlanAt(t *testing.T) {
+	cfg := mustDefault()
+	cfg.Server.Image, cfg.Server.Command = "vllm/vllm-openai@sha256:"+strings.Repeat("ab", 32), nil
+	cfg.Server.Build.Command = []string{"docker", "build", "-t", "e:{{.SHA}}", "."}
+	cfg.Server.Build.Image = "e:{{.SHA}}"
+	p, err := agentapi.PlanAt(cfg, "merge", agentapi.Commits{Repo: "o/r", Head: "aaaa1111", Base: "bbbb2222", Interleave: &agentapi.Interleave{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Version != agentapi.PlanVersion || p.Repo != "o/r" || p.HeadSHA != "aaaa1111" || p.BaseSHA != "bbbb2222" {
+		t.Errorf("plan commits: %+v", p)
+	}
+	if p.Engine.Port != 0 || p.Engine.ContainerPort != 8000 || p.Engine.Build == nil || p.Engine.Build.Image != "e:{{.SHA}}" {
+		t.Errorf("plan engine: %+v", p.Engine)
+	}
+	if p.Runs() != 2*agentapi.DefaultPairs || strings.Join(p.Commits(), " ") != "aaaa1111 bbbb2222" {
+		t.Errorf("runs %d commits %v, want %d runs of both commits", p.Runs(), p.Commits(), 2*agentapi.DefaultPairs)
+	}
+	one, err := agentapi.PlanAt(mustDefault(), "quick", agentapi.Commits{Repo: "o/r", Head: "aaaa1111", Base: "bbbb2222"})
+	if err != nil || one.BaseSHA != "" || len(one.Commits()) != 1 || one.Engine.ContainerPort != 0 {
+		t.Errorf("one-commit plan: %+v %v", one, err)
+	}
+	for _, tc := range []struct {
+		c    agentapi.Commits
+		want string
+	}{
+		{agentapi.Commits{Head: "ZZZ not hex"}, "is not a commit id"},
+		{agentapi.Commits{Head: "aaaa1111", Interleave: &agentapi.Interleave{}}, "needs both head_sha and base_sha"},
+		{agentapi.Commits{Head: "aaaa1111", Base: "bbbb2222", Interleave: &agentapi.Interleave{Pairs: 100}}, "pairs is 100"},
+		{agentapi.Commits{Head: "aaaa1111", Base: "bbbb2222", Interleave: &agentapi.Interleave{Order: "abab"}}, `the only order is "abba"`},
+	} {
+		if _, err := agentapi.PlanAt(mustDefault(), "quick", tc.c); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("PlanAt(%+v): %v, want %q", tc.c, err, tc.want)
+		}
+	}
+	// An agent refuses a plan newer than it knows.
+	if _, err := agentapi.ParsePlan([]byte(`{"version": 99, "tier": "quick", "engine": {"sim": {}}, "workload": {"num_prompts": 1}, "repeats": 1}`)); err == nil || !strings.Contains(err.Error(), "upgrade perfgate on the runner") {
+		t.Errorf("newer plan: %v", err)
+	}
+}
