@@ -30,6 +30,10 @@ func (s *server) source(w http.ResponseWriter, r *http.Request, a store.Agent) {
 	if !ok {
 		return
 	}
+	if j.Status != store.StatusRunning {
+		writeError(w, http.StatusConflict, fmt.Sprintf("source: job %d is %s: abandon it", j.ID, j.Status))
+		return
+	}
 	sha := r.URL.Query().Get("sha")
 	if !shaPattern.MatchString(sha) {
 		writeError(w, http.StatusBadRequest, fmt.Sprintf("source: sha=%q is not a commit id (lower-case hex)", sha))
