@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -323,7 +324,7 @@ func TestEngineEnvironment(t *testing.T) {
 	cmd := exec.Command(perfgateBin, "agent", "--server", e.url(), "--name", "envcheck", "--labels", "gpu", "--fake-gpu", "GPU-env",
 		"--cache-dir", t.TempDir())
 	cmd.Env = append(os.Environ(), "PERFGATE_AGENT_TOKEN="+token, "PERFGATE_AGENT_REGISTRATION_TOKEN="+regToken, "PERFGATE_EXTRA=x")
-	out := &strings.Builder{}
+	out := &syncBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -357,9 +358,9 @@ func TestStateDir(t *testing.T) {
 	if err := os.WriteFile(regFile, []byte(regToken+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	start := func(args ...string) (*exec.Cmd, *strings.Builder) {
+	start := func(args ...string) (*exec.Cmd, *syncBuffer) {
 		cmd := exec.Command(perfgateBin, append([]string{"agent", "--server", e.url(), "--labels", "gpu", "--fake-gpu", "GPU-st", "--state-dir", state}, args...)...)
-		out := &strings.Builder{}
+		out := &syncBuffer{}
 		cmd.Stdout, cmd.Stderr = out, out
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
@@ -404,7 +405,7 @@ func TestStateDir(t *testing.T) {
 	// The old variable name still works, with a warning.
 	cmd := exec.Command(perfgateBin, "agent", "--server", e.url(), "--labels", "gpu", "--fake-gpu", "GPU-old", "--name", "old-name", "--cache-dir", t.TempDir())
 	cmd.Env = append(os.Environ(), "PERFGATE_REGISTRATION_TOKEN="+regToken)
-	old := &strings.Builder{}
+	old := &syncBuffer{}
 	cmd.Stdout, cmd.Stderr = old, old
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -417,4 +418,22 @@ func TestStateDir(t *testing.T) {
 	if !strings.Contains(old.String(), "PERFGATE_REGISTRATION_TOKEN is deprecated") {
 		t.Errorf("no deprecation warning:\n%s", old)
 	}
+}
+
+// syncBuffer is an output buffer a test may read while a process writes it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
