@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 
 	"github.com/perfgate/perfgate/internal/sandbox"
@@ -16,15 +14,11 @@ func init() {
 // runRelay is the relay container's entrypoint (see package sandbox): it
 // accepts on --listen and forwards every connection to --to, nothing else.
 func runRelay(ctx context.Context, env *cliEnv, args []string) int {
-	fs := flag.NewFlagSet("sandbox-relay", flag.ContinueOnError)
-	fs.SetOutput(env.stderr)
+	fs := env.flags("sandbox-relay", "--to HOST:PORT [--listen ADDR]")
 	listen := fs.String("listen", ":8000", "address to accept on")
 	to := fs.String("to", "", "the engine's host:port on the sandbox network")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 3
+	if code, ok := fs.parse(args); !ok {
+		return code
 	}
 	if *to == "" || fs.NArg() > 0 {
 		fmt.Fprintln(env.stderr, "perfgate sandbox-relay: --to host:port is required and nothing else")

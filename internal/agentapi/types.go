@@ -262,25 +262,34 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 }
 
 // Commits names what a job measures: Head alone, or Base and Head
-// interleaved on one card when Interleave is set.
+// interleaved on one card.
 type Commits struct {
-	Repo       string
-	Head       string
+	Repo string
+	Head string
+	// Base is measured alongside Head when the tier interleaves (tiers.X.
+	// interleave, pairs) or Interleave says so; otherwise it is unused.
 	Base       string
 	Interleave *Interleave
 }
 
 // PlanAt is the plan of one tier of a repository's config, measuring the
-// commits c names.
+// commits c names: an interleaved plan when c has a base and the tier (or
+// c.Interleave) asks for interleaving.
 func PlanAt(cfg *config.Config, tier string, c Commits) (Plan, error) {
 	p, err := PlanFromConfig(cfg, tier)
 	if err != nil {
 		return Plan{}, err
 	}
 	p.Repo, p.HeadSHA = c.Repo, c.Head
-	if c.Interleave != nil {
-		il := *c.Interleave
-		p.BaseSHA, p.Interleave = c.Base, &il
+	il := c.Interleave
+	if il == nil && c.Base != "" {
+		if t, err := cfg.Tier(tier); err == nil && t.Interleave {
+			il = &Interleave{Pairs: t.Pairs, Order: OrderABBA}
+		}
+	}
+	if il != nil {
+		cp := *il
+		p.BaseSHA, p.Interleave = c.Base, &cp
 	}
 	if err := p.Validate(); err != nil {
 		return Plan{}, err

@@ -337,7 +337,16 @@ func TestPlanAt(t *testing.T) {
 	}
 	one, err := agentapi.PlanAt(mustDefault(), "quick", agentapi.Commits{Repo: "o/r", Head: "aaaa1111", Base: "bbbb2222"})
 	if err != nil || one.BaseSHA != "" || len(one.Commits()) != 1 || one.Engine.ContainerPort != 0 {
-		t.Errorf("one-commit plan: %+v %v", one, err)
+		t.Errorf("one-commit plan (quick does not interleave): %+v %v", one, err)
+	}
+	// The merge tier interleaves by default: given the base, the plan
+	// measures both commits in the tier's pairs.
+	merge, err := agentapi.PlanAt(mustDefault(), "merge", agentapi.Commits{Repo: "o/r", Head: "aaaa1111", Base: "bbbb2222"})
+	if err != nil || merge.Interleave == nil || merge.Runs() != 16 || merge.BaseSHA != "bbbb2222" {
+		t.Errorf("merge plan: %+v %v, want 8 interleaved pairs", merge, err)
+	}
+	if head, err := agentapi.PlanAt(mustDefault(), "merge", agentapi.Commits{Repo: "o/r", Head: "aaaa1111"}); err != nil || head.Interleave != nil {
+		t.Errorf("merge plan without a base: %+v %v, want the head alone", head, err)
 	}
 	for _, tc := range []struct {
 		c    agentapi.Commits
