@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -364,5 +365,67 @@ func TestPlanAt(t *testing.T) {
 	// An agent refuses a plan newer than it knows.
 	if _, err := agentapi.ParsePlan([]byte(`{"version": 99, "tier": "quick", "engine": {"sim": {}}, "workload": {"num_prompts": 1}, "repeats": 1}`)); err == nil || !strings.Contains(err.Error(), "upgrade perfgate on the runner") {
 		t.Errorf("newer plan: %v", err)
+	}
+}
+
+// slowSource streams n chunks, one every gap.
+type slowSource struct {
+	n   int
+	gap time.Duration
+}
+
+func (s slowSource) Tarball(ctx context.Context, _ int64, _, _ string) (io.ReadCloser, error) {
+	pr, pw := io.Pipe()
+	go func() {
+		for i := 0; i < s.n; i++ {
+			select {
+			case <-ctx.Done():
+				pw.CloseWithError(ctx.Err())
+				return
+			case <-time.After(s.gap):
+			}
+			if _, err := pw.Write(bytes.Repeat([]byte{'x'}, 1000)); err != nil {
+				return
+			}
+		}
+		pw.Close()
+	}()
+	return pr, nil
+}
+
+// TestSourceOutlivesWriteTimeout: a tree takes longer to stream than the
+// server's write timeout for small answers allows; the source route
+// extends its own deadline, so the agent gets all of it.
+func TestSourceOutlivesWriteTimeout(t *testing.T) {
+	ctx := context.Background()
+	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "db.sqlite"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	ts := httptest.NewUnstartedServer(agentapi.NewServer(st, agentapi.Options{RegistrationToken: regToken, Lease: time.Minute,
+		LongPoll: time.Second, Source: slowSource{n: 8, gap: 100 * time.Millisecond}}))
+	ts.Config.WriteTimeout = 300 * time.Millisecond
+	ts.Start()
+	defer ts.Close()
+	a := register(t, ts, "a")
+	plan, _ := agentapi.PlanAt(mustDefault(), "quick", agentapi.Commits{Repo: "o/r", Head: "aaaa1111"})
+	pb, _ := json.Marshal(plan)
+	if _, err := st.Enqueue(ctx, store.JobSpec{Tier: "quick", Repo: "o/r", HeadSHA: "aaaa1111", Labels: []string{"gpu"}, Config: pb}); err != nil {
+		t.Fatal(err)
+	}
+	var c agentapi.ClaimResponse
+	if code := call(t, ts, a.Token, "/api/v1/jobs/claim", struct{}{}, &c); code != 200 {
+		t.Fatalf("claim: %d", code)
+	}
+	client, _ := agentapi.NewClient(agentapi.ClientConfig{Server: ts.URL, Token: a.Token})
+	rc, err := client.Source(ctx, c.JobID, c.LeaseID, "aaaa1111")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	n, err := io.Copy(io.Discard, rc)
+	if err != nil || n != 8000 {
+		t.Fatalf("streamed %d bytes (%v), want all 8000 past the 300ms write timeout", n, err)
 	}
 }
