@@ -72,7 +72,7 @@ func (r *repo) commit(msg string) string {
 // the slowdown its own tree says. The PR's code decides the engine's speed.
 const serveScript = `#!/bin/sh
 here=$(dirname "$0")
-exec "$1" sim --addr "127.0.0.1:$2" --model perfgate-sim --decode-step 2ms --slowdown "$(cat "$here/slowdown")"
+exec "$1" sim --addr "127.0.0.1:$2" --model perfgate-sim --no-noise --decode-step 8ms --slowdown "$(cat "$here/slowdown")"
 `
 
 // withGitHub gives the env's agent API a source fetcher over a test GitHub
@@ -146,7 +146,7 @@ func (e *env) log(id int64) string {
 // TestEnginePerCommit: end to end with a real repository served by the
 // test GitHub through the server, an interleaved job starts the engine
 // from each commit's own tree: head and base run different code, the slow
-// one is the head's, the runs come in balanced ABBA pairs with their side,
+// one is the head's (slowdown 2.0 in its tree against 1.0), the runs come in balanced ABBA pairs with their side,
 // and each result names the commit and tree it ran. A runner that does not
 // allow uncontained engines refuses the same job, and an archive whose
 // symlink points out of the tree is refused.
@@ -155,7 +155,7 @@ func TestEnginePerCommit(t *testing.T) {
 	r.write("inference_engine/serve.sh", serveScript)
 	r.write("inference_engine/slowdown", "1.0\n")
 	base := r.commit("engine")
-	r.write("inference_engine/slowdown", "1.6\n")
+	r.write("inference_engine/slowdown", "2.0\n")
 	head := r.commit("a slower engine")
 
 	e := newEnv(t, 10*time.Second)
@@ -236,7 +236,7 @@ func TestEnginePerCommit(t *testing.T) {
 	ratio := mean(median["head"]) / mean(median["base"])
 	t.Logf("median TPOT: base %.2f ms, head %.2f ms (x%.2f)", mean(median["base"]), mean(median["head"]), ratio)
 	if ratio < 1.3 {
-		t.Errorf("head/base TPOT x%.2f: the head's slower engine (slowdown 1.6 in its tree) was not the one measured", ratio)
+		t.Errorf("head/base TPOT x%.2f: the head's slower engine (slowdown 2.0 in its tree) was not the one measured", ratio)
 	}
 	log := e.log(job.ID)
 	if n := strings.Count(log, "starting the engine of base"); n != 2 {

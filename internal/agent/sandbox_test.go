@@ -87,12 +87,12 @@ func TestImageEngineInSandbox(t *testing.T) {
 	needDocker(t)
 	bin, base := staticBase(t)
 	dockerfile := func(slowdown string) string {
-		return "ARG BASE\nFROM ${BASE}\nENTRYPOINT [\"/perfgate\", \"sim\", \"--addr\", \"0.0.0.0:8000\", \"--decode-step\", \"2ms\", \"--slowdown\", \"" + slowdown + "\"]\n"
+		return "ARG BASE\nFROM ${BASE}\nENTRYPOINT [\"/perfgate\", \"sim\", \"--addr\", \"0.0.0.0:8000\", \"--no-noise\", \"--decode-step\", \"8ms\", \"--slowdown\", \"" + slowdown + "\"]\n"
 	}
 	r := newRepo(t)
 	r.write("Dockerfile", dockerfile("1.0"))
 	baseSHA := r.commit("engine")
-	r.write("Dockerfile", dockerfile("1.6"))
+	r.write("Dockerfile", dockerfile("2.0"))
 	headSHA := r.commit("a slower engine")
 
 	e := newEnv(t, 30*time.Second)
@@ -142,7 +142,7 @@ func TestImageEngineInSandbox(t *testing.T) {
 	}
 	t.Logf("median TPOT in the sandbox: base %.2f ms, head %.2f ms", tpot["base"], tpot["head"])
 	if tpot["head"] < 1.3*tpot["base"] {
-		t.Errorf("the head's build (slowdown 1.6) was not the slower one: %v", tpot)
+		t.Errorf("the head's build (slowdown 2.0) was not the slower one: %v", tpot)
 	}
 	log := e.log(job.ID)
 	if n := strings.Count(log, `"message":"build starting"`); n != 2 {
