@@ -3,20 +3,25 @@ package store
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
 )
 
-const agentCols = `id, name, labels, gpu_uuids, token_hash, created_at, last_seen_at`
+const agentCols = `id, name, labels, gpu_uuids, token_hash, created_at, last_seen_at, cards, drained, drained_at`
 
 func scanAgent(sc scanner) (Agent, error) {
 	var (
-		a             Agent
-		labels, gpus  string
-		created, seen sql.NullInt64
+		a                      Agent
+		labels, gpus, cards    string
+		created, seen, drained sql.NullInt64
 	)
-	if err := sc.Scan(&a.ID, &a.Name, &labels, &gpus, &a.TokenHash, &created, &seen); err != nil {
+	if err := sc.Scan(&a.ID, &a.Name, &labels, &gpus, &a.TokenHash, &created, &seen, &cards, &a.Drained, &drained); err != nil {
 		return Agent{}, err
 	}
+	if err := json.Unmarshal([]byte(cards), &a.Cards); err != nil {
+		return Agent{}, fmt.Errorf("agent %d cards: %w", a.ID, err)
+	}
+	a.DrainedAt = fromMicros(drained)
 	var err error
 	if a.Labels, err = parseList(labels); err != nil {
 		return Agent{}, fmt.Errorf("agent %d labels: %w", a.ID, err)
@@ -30,19 +35,28 @@ func scanAgent(sc scanner) (Agent, error) {
 }
 
 // RegisterAgent creates the agent, or — when the name is already
-// registered — replaces its labels, GPUs and token hash, so a re-registered
-// agent keeps its ID and its old token stops working.
+// registered — replaces its labels, GPUs, cards and token hash, so a
+// re-registered agent keeps its ID (and its drain) and its old token stops
+// working.
 func (s *sqlStore) RegisterAgent(ctx context.Context, reg AgentRegistration) (Agent, error) {
 	if reg.Name == "" || reg.TokenHash == "" {
 		return Agent{}, fmt.Errorf("register agent: name and token hash are required")
 	}
 	now := s.nowMicros()
-	a, err := scanAgent(s.w.QueryRowContext(ctx, s.q(`INSERT INTO agents (name, labels, gpu_uuids, token_hash, created_at, last_seen_at)
-		VALUES (?, ?, ?, ?, ?, ?)
+	cards := "[]"
+	if len(reg.Cards) > 0 {
+		b, err := json.Marshal(reg.Cards)
+		if err != nil {
+			return Agent{}, fmt.Errorf("register agent %q: cards: %w", reg.Name, err)
+		}
+		cards = string(b)
+	}
+	a, err := scanAgent(s.w.QueryRowContext(ctx, s.q(`INSERT INTO agents (name, labels, gpu_uuids, token_hash, created_at, last_seen_at, cards)
+		VALUES (?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (name) DO UPDATE SET labels = excluded.labels, gpu_uuids = excluded.gpu_uuids,
-			token_hash = excluded.token_hash, last_seen_at = excluded.last_seen_at
+			token_hash = excluded.token_hash, last_seen_at = excluded.last_seen_at, cards = excluded.cards
 		RETURNING `+agentCols),
-		reg.Name, jsonList(reg.Labels), jsonList(reg.GPUUUIDs), reg.TokenHash, now, now))
+		reg.Name, jsonList(reg.Labels), jsonList(reg.GPUUUIDs), reg.TokenHash, now, now, cards))
 	if err != nil {
 		return Agent{}, fmt.Errorf("register agent %q: %w", reg.Name, err)
 	}
@@ -76,4 +90,20 @@ func (s *sqlStore) ListAgents(ctx context.Context) ([]Agent, error) {
 		return nil, fmt.Errorf("list agents: %w", err)
 	}
 	return out, nil
+}
+
+// SetAgentDrained drains the named agent — it finishes the job it has and
+// claims no more — or, with drained false, puts it back to work.
+func (s *sqlStore) SetAgentDrained(ctx context.Context, name string, drained bool) (Agent, error) {
+	var at any
+	if drained {
+		at = s.nowMicros()
+	}
+	a, err := scanAgent(s.w.QueryRowContext(ctx, s.q(`UPDATE agents SET drained = ?,
+			drained_at = CASE WHEN ? THEN COALESCE(drained_at, ?) ELSE NULL END
+		WHERE name = ? RETURNING `+agentCols), drained, drained, at, name))
+	if err != nil {
+		return Agent{}, fmt.Errorf("drain agent %q: %w", name, notFound(err))
+	}
+	return a, nil
 }

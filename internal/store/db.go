@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/perfgate/perfgate/internal/fleet"
 )
 
 // dialect holds the few places where SQLite and PostgreSQL SQL differ.
@@ -31,10 +33,13 @@ type dialect struct {
 	// its GPU pin is absent or among the agent's GPUs"; it takes two
 	// parameters, both JSON arrays of strings: labels, then GPU UUIDs.
 	claimMatch string
+	// greatest is the two-argument maximum function.
+	greatest string
 }
 
 var sqliteDialect = dialect{
-	name: "sqlite",
+	name:     "sqlite",
+	greatest: "MAX",
 	claimMatch: `NOT EXISTS (SELECT 1 FROM json_each(j.required_labels) r
 	                 WHERE r.value NOT IN (SELECT value FROM json_each(?)))
 	             AND (j.gpu_uuid = '' OR j.gpu_uuid IN (SELECT value FROM json_each(?)))`,
@@ -45,6 +50,7 @@ var postgresDialect = dialect{
 	dollar:     true,
 	skipLocked: " FOR UPDATE SKIP LOCKED",
 	forUpdate:  " FOR UPDATE",
+	greatest:   "GREATEST",
 	// The CASE hides the predicate's selectivity from the planner. Bare,
 	// jsonb <@ is estimated to keep ~0 rows, so without fresh statistics
 	// PostgreSQL bitmap-scans and sorts the whole queue on every claim
@@ -65,6 +71,7 @@ type sqlStore struct {
 	r *sql.DB
 
 	now    func() time.Time
+	shares fleet.Shares
 	wake   notifier
 	closed sync.Once
 }
@@ -88,8 +95,11 @@ func (s *sqlStore) Close() error {
 func (s *sqlStore) Notify() <-chan struct{} { return s.wake.wait() }
 
 // q rewrites a query's placeholders for the backend.
-func (s *sqlStore) q(query string) string {
-	if !s.d.dollar {
+func (s *sqlStore) q(query string) string { return s.d.rebind(query) }
+
+// rebind rewrites a query's ? placeholders as the backend wants them.
+func (d dialect) rebind(query string) string {
+	if !d.dollar {
 		return query
 	}
 	var b strings.Builder

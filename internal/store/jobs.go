@@ -13,9 +13,13 @@ import (
 
 const jobCols = `id, tier, kind, repo, installation_id, pr_number, head_sha, base_sha, config,
 	required_labels, gpu_uuid, check_run_id, status, attempts, max_attempts, failure_reason,
-	lease_id, lease_expires_at, agent_id, cancel_requested, created_at, started_at, finished_at, judged_at`
+	lease_id, lease_expires_at, agent_id, cancel_requested, created_at, started_at, finished_at, judged_at,
+	priority, share_key, vtag, vcost, seq`
 
-func scanJob(sc scanner) (Job, error) {
+func scanJob(sc scanner) (Job, error) { return scanJobWith(sc) }
+
+// scanJobWith scans jobCols and then extra, columns selected after them.
+func scanJobWith(sc scanner, extra ...any) (Job, error) {
 	var (
 		j                               Job
 		labels                          string
@@ -23,9 +27,11 @@ func scanJob(sc scanner) (Job, error) {
 		leaseExp, agent, created, start sql.NullInt64
 		finish, judged                  sql.NullInt64
 	)
-	err := sc.Scan(&j.ID, &j.Tier, &j.Kind, &j.Repo, &j.InstallationID, &j.PRNumber, &j.HeadSHA, &j.BaseSHA,
+	dest := []any{&j.ID, &j.Tier, &j.Kind, &j.Repo, &j.InstallationID, &j.PRNumber, &j.HeadSHA, &j.BaseSHA,
 		&j.Config, &labels, &j.GPUUUID, &j.CheckRunID, &status, &j.Attempts, &j.MaxAttempts, &j.FailureReason,
-		&j.LeaseID, &leaseExp, &agent, &j.CancelRequested, &created, &start, &finish, &judged)
+		&j.LeaseID, &leaseExp, &agent, &j.CancelRequested, &created, &start, &finish, &judged,
+		&j.Priority, &j.ShareKey, &j.VTag, &j.VCost, &j.Seq}
+	err := sc.Scan(append(dest, extra...)...)
 	if err != nil {
 		return Job{}, err
 	}
@@ -57,7 +63,12 @@ func collectJobs(rows *sql.Rows) ([]Job, error) {
 
 // Enqueue adds a queued job and wakes this process's long-polling claimers.
 func (s *sqlStore) Enqueue(ctx context.Context, spec JobSpec) (Job, error) {
-	j, err := s.enqueueTx(ctx, s.w, spec, s.nowMicros())
+	var j Job
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		var err error
+		j, err = s.enqueueTx(ctx, tx, spec, s.nowMicros())
+		return err
+	})
 	if err != nil {
 		return Job{}, err
 	}
@@ -65,8 +76,8 @@ func (s *sqlStore) Enqueue(ctx context.Context, spec JobSpec) (Job, error) {
 	return j, nil
 }
 
-// enqueueTx inserts a queued job through tx (a transaction or the write
-// pool). A caller inside a transaction wakes claimers after committing —
+// enqueueTx inserts a queued job in transaction tx, in its place in the
+// claim order (fleet.go). A caller wakes claimers after committing —
 // ApplyCheck wakes them whatever it enqueued, which is harmless.
 func (s *sqlStore) enqueueTx(ctx context.Context, tx txer, spec JobSpec, now int64) (Job, error) {
 	if spec.Repo == "" || spec.Tier == "" {
@@ -75,23 +86,37 @@ func (s *sqlStore) enqueueTx(ctx context.Context, tx txer, spec JobSpec, now int
 	if spec.MaxAttempts <= 0 {
 		spec.MaxAttempts = DefaultMaxAttempts
 	}
-	row := tx.QueryRowContext(ctx, s.q(`INSERT INTO jobs
+	pl, err := s.placeJob(ctx, tx, spec, now)
+	if err != nil {
+		return Job{}, fmt.Errorf("enqueue %s %s@%s: %w", spec.Tier, spec.Repo, spec.HeadSHA, err)
+	}
+	var id int64
+	err = tx.QueryRowContext(ctx, s.q(`INSERT INTO jobs
 		(tier, kind, repo, installation_id, pr_number, head_sha, base_sha, config, required_labels,
-		 gpu_uuid, check_run_id, status, max_attempts, created_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-		RETURNING `+jobCols),
+		 gpu_uuid, check_run_id, status, max_attempts, created_at, priority, share_key, vtag, vcost, seq)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		RETURNING id`),
 		spec.Tier, spec.Kind, spec.Repo, spec.InstallationID, spec.PRNumber, spec.HeadSHA, spec.BaseSHA,
 		blob(spec.Config), jsonList(spec.Labels), spec.GPUUUID, spec.CheckRunID, string(StatusQueued),
-		spec.MaxAttempts, now)
-	j, err := scanJob(row)
+		spec.MaxAttempts, now, pl.priority, pl.key, pl.tag, pl.cost, pl.seq).Scan(&id)
+	if err != nil {
+		return Job{}, fmt.Errorf("enqueue %s %s@%s: %w", spec.Tier, spec.Repo, spec.HeadSHA, err)
+	}
+	// A job that took no one's place is last in its tenant's line: its
+	// sequence is its own id.
+	j, err := scanJob(tx.QueryRowContext(ctx, s.q(`UPDATE jobs SET seq = CASE WHEN seq = 0 THEN id ELSE seq END
+		WHERE id = ? RETURNING `+jobCols), id))
 	if err != nil {
 		return Job{}, fmt.Errorf("enqueue %s %s@%s: %w", spec.Tier, spec.Repo, spec.HeadSHA, err)
 	}
 	return j, nil
 }
 
-// Claim hands the oldest matching queued job to the agent under a fresh
-// lease and records that the agent was seen (job or not). On PostgreSQL it
+// Claim hands the first matching queued job in claim order — priority
+// class, fair-share start tag, queue sequence: the order of the jobs_claim
+// index, which the claim walks — to the agent under a fresh lease and
+// records that the agent was seen (job or not). A drained agent gets
+// ErrNoJob. On PostgreSQL it
 // is one autocommit statement — the agent touch rides in a data-modifying
 // CTE — and SKIP LOCKED lets concurrent claimers and replicas pass over a
 // row another is taking. SQLite runs the same UPDATE inside BEGIN
@@ -112,12 +137,10 @@ func (s *sqlStore) Claim(ctx context.Context, req ClaimRequest) (Job, error) {
 	claim := `UPDATE jobs SET
 			status = 'running', attempts = attempts + 1, lease_id = ?, lease_expires_at = ?,
 			agent_id = ?, started_at = ?, cancel_requested = FALSE, log_bytes = 0
-		WHERE status = 'queued' AND id = (SELECT j.id FROM jobs j
-			WHERE j.status = 'queued' AND ` + s.d.claimMatch + `
-			ORDER BY j.id LIMIT 1` + s.d.skipLocked + `)
+		WHERE status = 'queued' AND id = (` + s.d.claimPick() + `)
 		RETURNING ` + jobCols
 	args := []any{lease, now.Add(req.Lease).UnixMicro(), agent, now.UnixMicro(),
-		jsonList(req.Labels), jsonList(req.GPUUUIDs)}
+		req.AgentID, jsonList(req.Labels), jsonList(req.GPUUUIDs)}
 
 	var j Job
 	if s.d.dollar {
@@ -150,6 +173,16 @@ func (s *sqlStore) Claim(ctx context.Context, req ClaimRequest) (Job, error) {
 		return Job{}, fmt.Errorf("claim for agent %d: %w", req.AgentID, err)
 	}
 	return j, nil
+}
+
+// claimPick selects the job a claim takes; its parameters are the agent's
+// id (a drained agent takes nothing), its labels and its GPUs.
+func (d dialect) claimPick() string {
+	return `SELECT j.id FROM jobs j
+			WHERE j.status = 'queued'
+				AND NOT EXISTS (SELECT 1 FROM agents a WHERE a.id = ? AND a.drained)
+				AND ` + d.claimMatch + `
+			ORDER BY j.priority, j.vtag, j.seq LIMIT 1` + d.skipLocked
 }
 
 // Heartbeat extends the lease to now+extend and reports whether the job was
@@ -200,12 +233,20 @@ func (s *sqlStore) Finish(ctx context.Context, jobID int64, leaseID string, stat
 	if leaseID == "" {
 		return Job{}, ErrLeaseLost
 	}
-	row := s.w.QueryRowContext(ctx, s.q(`UPDATE jobs SET
-			status = ?, failure_reason = ?, finished_at = ?, lease_expires_at = NULL
-		WHERE id = ? AND lease_id = ? AND status = 'running'
-		RETURNING `+jobCols),
-		string(status), reason, s.nowMicros(), jobID, leaseID)
-	j, err := scanJob(row)
+	var j Job
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		now := s.nowMicros()
+		var err error
+		j, err = scanJob(tx.QueryRowContext(ctx, s.q(`UPDATE jobs SET
+				status = ?, failure_reason = ?, finished_at = ?, lease_expires_at = NULL
+			WHERE id = ? AND lease_id = ? AND status = 'running'
+			RETURNING `+jobCols),
+			string(status), reason, now, jobID, leaseID))
+		if err != nil {
+			return err
+		}
+		return s.chargeAttempt(ctx, tx, j, j.AgentID, string(status), now)
+	})
 	if err == nil {
 		return j, nil
 	}
@@ -262,6 +303,9 @@ func (s *sqlStore) ReapExpired(ctx context.Context) ([]Job, error) {
 			} else {
 				requeued = true
 			}
+			if err := s.chargeAttempt(ctx, tx, j, j.AgentID, "lost", now); err != nil {
+				return err
+			}
 			// lease_id is cleared so the lost agent's late calls are refused.
 			row := tx.QueryRowContext(ctx, s.q(`UPDATE jobs SET
 					status = ?, failure_reason = ?, finished_at = ?, lease_id = '',
@@ -311,9 +355,11 @@ func (s *sqlStore) cancelPR(ctx context.Context, repo string, pr int, keepSHA, r
 	var out Superseded
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		now := s.nowMicros()
-		rows, err := tx.QueryContext(ctx, s.q(`UPDATE jobs SET status = 'cancelled', failure_reason = ?, finished_at = ?
+		// A newer push's jobs take the places of the ones it cancels
+		// (handoff; see placeJob).
+		rows, err := tx.QueryContext(ctx, s.q(`UPDATE jobs SET status = 'cancelled', failure_reason = ?, finished_at = ?, handoff = ?
 			WHERE repo = ? AND pr_number = ? AND head_sha <> ? AND status = 'queued'
-			RETURNING `+jobCols), reason, now, repo, pr, keepSHA)
+			RETURNING `+jobCols), reason, now, keepSHA != "", repo, pr, keepSHA)
 		if err != nil {
 			return fmt.Errorf("cancel queued: %w", err)
 		}
@@ -399,24 +445,10 @@ func (s *sqlStore) ClaimFinishedJobs(ctx context.Context, limit int, lease time.
 	defer rows.Close()
 	var out []JudgeClaim
 	for rows.Next() {
-		var (
-			c                               JudgeClaim
-			labels, status                  string
-			leaseExp, agent, created, start sql.NullInt64
-			finish, judged                  sql.NullInt64
-		)
-		j := &c.Job
-		if err := rows.Scan(&j.ID, &j.Tier, &j.Kind, &j.Repo, &j.InstallationID, &j.PRNumber, &j.HeadSHA, &j.BaseSHA,
-			&j.Config, &labels, &j.GPUUUID, &j.CheckRunID, &status, &j.Attempts, &j.MaxAttempts, &j.FailureReason,
-			&j.LeaseID, &leaseExp, &agent, &j.CancelRequested, &created, &start, &finish, &judged, &c.Attempt); err != nil {
+		var c JudgeClaim
+		if c.Job, err = scanJobWith(rows, &c.Attempt); err != nil {
 			return nil, fmt.Errorf("claim finished jobs: %w", err)
 		}
-		if j.Labels, err = parseList(labels); err != nil {
-			return nil, fmt.Errorf("claim finished jobs: job %d: %w", j.ID, err)
-		}
-		j.Status = Status(status)
-		j.LeaseExpiresAt, j.AgentID = fromMicros(leaseExp), agent.Int64
-		j.CreatedAt, j.StartedAt, j.FinishedAt, j.JudgedAt = fromMicros(created), fromMicros(start), fromMicros(finish), fromMicros(judged)
 		c.LeaseID = leaseID
 		out = append(out, c)
 	}
@@ -487,7 +519,11 @@ func (s *sqlStore) ListJobs(ctx context.Context, f JobFilter) ([]Job, error) {
 	if len(where) > 0 {
 		query += ` WHERE ` + strings.Join(where, " AND ")
 	}
-	query += ` ORDER BY id`
+	if f.ClaimOrder {
+		query += ` ORDER BY priority, vtag, seq`
+	} else {
+		query += ` ORDER BY id`
+	}
 	if f.Limit > 0 {
 		query += fmt.Sprintf(` LIMIT %d`, f.Limit)
 	}

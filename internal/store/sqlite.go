@@ -35,7 +35,7 @@ func openSQLite(ctx context.Context, dsn string, o options) (Store, error) {
 	// reads then writes (a claim) cannot be overtaken by another process.
 	w.SetMaxOpenConns(1)
 	w.SetConnMaxIdleTime(0)
-	s := &sqlStore{d: sqliteDialect, w: w, r: w, now: o.now}
+	s := &sqlStore{d: sqliteDialect, w: w, r: w, now: o.now, shares: o.shares}
 	if err := migrate(ctx, s); err != nil {
 		_ = w.Close()
 		return nil, fmt.Errorf("open sqlite %s: %w", path, err)

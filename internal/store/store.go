@@ -28,6 +28,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/perfgate/perfgate/internal/fleet"
 )
 
 // Store is the whole database. Consumers declare their own smaller
@@ -37,6 +39,9 @@ type Store interface {
 	RegisterAgent(ctx context.Context, reg AgentRegistration) (Agent, error)
 	AgentByTokenHash(ctx context.Context, tokenHash string) (Agent, error)
 	ListAgents(ctx context.Context) ([]Agent, error)
+	// SetAgentDrained drains a runner (it finishes its job and claims no
+	// more) or puts it back to work.
+	SetAgentDrained(ctx context.Context, name string, drained bool) (Agent, error)
 
 	// Queue.
 	Enqueue(ctx context.Context, spec JobSpec) (Job, error)
@@ -50,6 +55,11 @@ type Store interface {
 	GetJob(ctx context.Context, jobID int64) (Job, error)
 	ListJobs(ctx context.Context, f JobFilter) ([]Job, error)
 	Notify() <-chan struct{}
+
+	// The fleet's GPU time (fleet.go): every attempt, and usage by
+	// repository, tier and week.
+	ListAttempts(ctx context.Context, f AttemptFilter) ([]Attempt, error)
+	Usage(ctx context.Context, f UsageFilter) ([]fleet.UsageRow, error)
 
 	// Judging: finished jobs wait until a worker has judged them.
 	ClaimFinishedJobs(ctx context.Context, limit int, lease time.Duration) ([]JudgeClaim, error)
@@ -159,6 +169,7 @@ type Option func(*options)
 type options struct {
 	now      func() time.Time
 	maxConns int
+	shares   fleet.Shares
 }
 
 // WithClock makes the store read time from now instead of time.Now. Every
@@ -171,6 +182,13 @@ func WithClock(now func() time.Time) Option {
 // always writes through one connection.
 func WithMaxConns(n int) Option {
 	return func(o *options) { o.maxConns = n }
+}
+
+// WithFairShare sets who GPU time is charged to and each tenant's weight
+// (default: every repository its own tenant, weight 1). Every replica
+// should be given the same shares.
+func WithFairShare(s fleet.Shares) Option {
+	return func(o *options) { o.shares = s }
 }
 
 // Open connects to dsn, applies pending migrations and returns the store.
@@ -200,9 +218,11 @@ func HashToken(token string) string {
 
 // AgentRegistration is what an agent presents when it registers.
 type AgentRegistration struct {
-	Name      string
-	Labels    []string
-	GPUUUIDs  []string
+	Name     string
+	Labels   []string
+	GPUUUIDs []string
+	// Cards are the GPUs the agent reported (model, memory, driver).
+	Cards     []fleet.Card
 	TokenHash string // HashToken of the agent's new token
 }
 
@@ -215,6 +235,10 @@ type Agent struct {
 	TokenHash  string
 	CreatedAt  time.Time
 	LastSeenAt time.Time
+	Cards      []fleet.Card
+	// Drained: the runner finishes the job it has and claims no more.
+	Drained   bool
+	DrainedAt time.Time
 }
 
 // Status is a job's state.
@@ -267,6 +291,14 @@ type Job struct {
 	FinishedAt      time.Time
 	// JudgedAt is when a worker judged the finished job (zero: not yet).
 	JudgedAt time.Time
+	// Queue order (see fleet.go): the priority class, the tenant charged,
+	// the fair-share start tag and its cost, and the queue sequence (the
+	// id of the job whose place it holds).
+	Priority int
+	ShareKey string
+	VTag     float64
+	VCost    float64
+	Seq      int64
 }
 
 // JudgeClaim is a finished job leased to one judging worker.
@@ -277,8 +309,10 @@ type JudgeClaim struct {
 	Attempt int
 }
 
-// ClaimRequest asks for the oldest queued job the agent can run: the job's
+// ClaimRequest asks for the first queued job in claim order (priority
+// class, then fair share, then queue order) the agent can run: the job's
 // labels are a subset of Labels and its GPU pin, if any, is in GPUUUIDs.
+// A drained agent (AgentID) gets none.
 type ClaimRequest struct {
 	AgentID  int64
 	Labels   []string
@@ -293,6 +327,9 @@ type JobFilter struct {
 	HeadSHA  string
 	Status   Status
 	Limit    int // 0 → no limit
+	// ClaimOrder lists in the order claims take jobs (priority class,
+	// fair-share tag, queue sequence) instead of by id.
+	ClaimOrder bool
 }
 
 // Superseded reports what CancelSuperseded did: queued jobs it cancelled and

@@ -73,6 +73,17 @@ func BenchmarkQueue(b *testing.B) {
 	b.Run("postgres", func(b *testing.B) { storetest.BenchQueue(b, storetest.PostgresDSN(b), 50, 10000) })
 }
 
+// BenchmarkFleet: the claim path of a shared fleet — 10,000 queued jobs
+// over 200 repositories with priorities, weights, pools and pins; 100
+// agents claiming through two server replicas (store handles) on one
+// database.
+//
+//	go test -run XXX -bench Fleet -benchtime 1x ./internal/store/
+func BenchmarkFleet(b *testing.B) {
+	b.Run("postgres", func(b *testing.B) { storetest.BenchFleet(b, storetest.PostgresDSN(b), 10000, 200, 100, 2) })
+	b.Run("sqlite", func(b *testing.B) { storetest.BenchFleet(b, sqliteDSN(b), 10000, 200, 100, 2) })
+}
+
 func TestRedact(t *testing.T) {
 	cases := map[string]string{
 		"postgres://perfgate:s3cret@db:5432/perfgate":                   "postgres://perfgate:xxxxx@db:5432/perfgate",

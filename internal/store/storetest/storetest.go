@@ -78,6 +78,13 @@ func Run(t *testing.T, newDSN func(t testing.TB) string) {
 		{"ChangePoints", testChangePoints},
 		{"RootCauses", testRootCauses},
 		{"Bisects", testBisects},
+		{"FleetPriorities", testFleetPriorities},
+		{"FleetFairShare", testFleetFairShare},
+		{"FleetHandoff", testFleetHandoff},
+		{"FleetDrain", testFleetDrain},
+		{"FleetPinned", testFleetPinned},
+		{"FleetCards", testFleetCards},
+		{"FleetUsage", testFleetUsage},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,0 +1,144 @@
+package fleet
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"time"
+)
+
+// UsageAttempt is one attempt of a job on a GPU: from its claim to its
+// finish, or to the reaper's verdict when its agent was lost.
+type UsageAttempt struct {
+	JobID          int64
+	Repo, Tier     string
+	Started, Ended time.Time
+}
+
+// UsageCheck is a check run that ended, with its verdict document as the
+// dispatcher stores it.
+type UsageCheck struct {
+	Repo, Tier string
+	Created    time.Time
+	Verdict    json.RawMessage
+}
+
+// UsageRegression is one regression the gate called on a commit.
+type UsageRegression struct {
+	Repo, Tier, SHA string
+	At              time.Time
+}
+
+// UsageRow is one repository's use of the fleet in one tier and ISO week.
+type UsageRow struct {
+	Repo string `json:"repo"`
+	Tier string `json:"tier"`
+	// Week is the ISO week, "2025-W09"; WeekStart its Monday, 00:00 UTC.
+	Week      string    `json:"week"`
+	WeekStart time.Time `json:"week_start"`
+	// GPUHours sums every attempt's time on its card, lost attempts
+	// included: that time was spent.
+	GPUHours float64 `json:"gpu_hours"`
+	// Jobs counts the jobs with an attempt that ended that week.
+	Jobs int `json:"jobs"`
+	// BaselineReuse counts checks judged against a stored baseline rather
+	// than one measured for them: a job not run.
+	BaselineReuse int `json:"baseline_reuse"`
+	// Regressions counts the commits the gate called a regression.
+	Regressions int `json:"regressions"`
+}
+
+// Week names t's ISO week and gives its Monday.
+func Week(t time.Time) (string, time.Time) {
+	t = t.UTC()
+	y, w := t.ISOWeek()
+	day := (int(t.Weekday()) + 6) % 7 // Monday 0
+	start := time.Date(t.Year(), t.Month(), t.Day()-day, 0, 0, 0, 0, time.UTC)
+	return fmt.Sprintf("%04d-W%02d", y, w), start
+}
+
+// verdictUsage is the part of the dispatcher's verdict document usage
+// reads: the design the gate judged with and whether the check measured
+// its own baseline.
+type verdictUsage struct {
+	Report *struct {
+		Design string `json:"design"`
+	} `json:"report"`
+	BaselineJob int64 `json:"baseline_job"`
+}
+
+// ReusedBaseline reports whether a check's verdict was judged against a
+// baseline stored earlier (no job measured the base for it). Interleaved
+// checks measure their base in the same job and never count.
+func ReusedBaseline(verdict json.RawMessage) bool {
+	if len(verdict) == 0 {
+		return false
+	}
+	var v verdictUsage
+	if err := json.Unmarshal(verdict, &v); err != nil || v.Report == nil {
+		return false
+	}
+	return v.BaselineJob == 0 && (v.Report.Design == "stored" || v.Report.Design == "recent")
+}
+
+// Usage sums attempts, checks and regressions by repository, tier and
+// week, sorted by week (newest first), repository and tier.
+func Usage(attempts []UsageAttempt, checks []UsageCheck, regressions []UsageRegression) []UsageRow {
+	type key struct{ repo, tier, week string }
+	rows := map[key]*UsageRow{}
+	row := func(repo, tier string, at time.Time) *UsageRow {
+		w, start := Week(at)
+		k := key{repo, tier, w}
+		r, ok := rows[k]
+		if !ok {
+			r = &UsageRow{Repo: repo, Tier: tier, Week: w, WeekStart: start}
+			rows[k] = r
+		}
+		return r
+	}
+	jobs := map[key]map[int64]bool{}
+	for _, a := range attempts {
+		if a.Ended.Before(a.Started) || a.Started.IsZero() {
+			continue
+		}
+		r := row(a.Repo, a.Tier, a.Ended)
+		r.GPUHours += a.Ended.Sub(a.Started).Hours()
+		k := key{r.Repo, r.Tier, r.Week}
+		if jobs[k] == nil {
+			jobs[k] = map[int64]bool{}
+		}
+		jobs[k][a.JobID] = true
+	}
+	for k, ids := range jobs {
+		rows[k].Jobs = len(ids)
+	}
+	for _, c := range checks {
+		if ReusedBaseline(c.Verdict) {
+			row(c.Repo, c.Tier, c.Created).BaselineReuse++
+		}
+	}
+	caught := map[[3]string]bool{}
+	for _, g := range regressions {
+		k := [3]string{g.Repo, g.Tier, g.SHA}
+		if g.SHA != "" && caught[k] {
+			continue // a retest confirming it is the same regression
+		}
+		caught[k] = true
+		row(g.Repo, g.Tier, g.At).Regressions++
+	}
+	out := make([]UsageRow, 0, len(rows))
+	for _, r := range rows {
+		out = append(out, *r)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i], out[j]
+		if a.Week != b.Week {
+			return a.Week > b.Week
+		}
+		if a.Repo != b.Repo {
+			return a.Repo < b.Repo
+		}
+		return a.Tier < b.Tier
+	})
+	return out
+}

@@ -1,0 +1,327 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/perfgate/perfgate/internal/fleet"
+)
+
+// The claim order of a shared fleet. Claims walk the jobs_claim index
+// (priority, vtag, seq):
+//
+//   - priority is the job's class (fleet.Priority): merge before quick
+//     before nightly before batch work.
+//   - vtag is the job's start tag under start-time fair queuing (Goyal,
+//     Vin and Cheng, 1996) over tenants — repositories, or installations
+//     (fleet.Shares). Each tenant has a virtual finish time per class
+//     (fleet_flows); a job's tag is max(V, the tenant's finish) and moves
+//     the finish on by the job's expected GPU-seconds divided by the
+//     tenant's weight. V, the class's virtual time, is the largest tag
+//     running (else the smallest queued, else the largest finish): a
+//     tenant that was idle starts level with the others instead of
+//     spending credit saved up, and a tenant's burst of 50 jobs is spread
+//     out in virtual time, so another tenant's job queued after it is
+//     claimed after at most one job per weight unit of each busy tenant.
+//     When an attempt ends, its tenant's finish is corrected by the GPU
+//     time it really took minus the estimate (chargeAttempt), so a tenant
+//     whose jobs run long waits longer next time: the share follows GPU
+//     time, not job counts.
+//   - seq is the queue sequence: the job's id, or — for a job of a newer
+//     push — the sequence (and tag) of the queued job of the same PR and
+//     tier it superseded (handoff), so a push does not lose its place.
+//
+// Tags are fixed at enqueue, so the claim is one index walk that stops at
+// the first job the agent can run; the cost of fairness is paid once per
+// job, at enqueue, in three small index reads and one upsert.
+
+// handoffWindow is how long a superseded job's place waits for the newer
+// push's job: the push queues it in the same webhook, so a place unused
+// this long belongs to a push that queued nothing.
+const handoffWindow = time.Hour
+
+type place struct {
+	priority  int
+	key       string
+	tag, cost float64
+	seq       int64
+}
+
+// placeJob decides a new job's place in the claim order and charges its
+// tenant's flow.
+func (s *sqlStore) placeJob(ctx context.Context, tx txer, spec JobSpec, now int64) (place, error) {
+	pl := place{priority: fleet.Priority(spec.Tier, spec.Kind), key: s.shares.Key(spec.Repo)}
+	if spec.PRNumber > 0 {
+		err := tx.QueryRowContext(ctx, s.q(`UPDATE jobs SET handoff = FALSE
+			WHERE handoff AND id = (SELECT id FROM jobs
+				WHERE repo = ? AND pr_number = ? AND tier = ? AND handoff AND priority = ? AND finished_at >= ?
+				ORDER BY seq LIMIT 1`+s.d.skipLocked+`)
+			RETURNING vtag, vcost, seq`),
+			spec.Repo, spec.PRNumber, spec.Tier, pl.priority, now-handoffWindow.Microseconds()).Scan(&pl.tag, &pl.cost, &pl.seq)
+		if err == nil {
+			return pl, nil // the superseded job's charge carries over
+		}
+		if !errors.Is(err, sql.ErrNoRows) {
+			return place{}, fmt.Errorf("take the superseded job's place: %w", err)
+		}
+	}
+	est, err := s.expectedSeconds(ctx, tx, spec.Tier)
+	if err != nil {
+		return place{}, err
+	}
+	pl.cost = est / s.shares.Weight(pl.key)
+	v, err := s.virtualTime(ctx, tx, pl.priority)
+	if err != nil {
+		return place{}, err
+	}
+	var finish float64
+	err = tx.QueryRowContext(ctx, s.q(`INSERT INTO fleet_flows (priority, share_key, finish) VALUES (?, ?, ?)
+		ON CONFLICT (priority, share_key) DO UPDATE SET finish = `+s.d.greatest+`(fleet_flows.finish, ?) + ?
+		RETURNING finish`), pl.priority, pl.key, v+pl.cost, v, pl.cost).Scan(&finish)
+	if err != nil {
+		return place{}, fmt.Errorf("charge %s: %w", pl.key, err)
+	}
+	pl.tag = finish - pl.cost
+	return pl, nil
+}
+
+// virtualTime is the class's virtual time: the largest start tag running,
+// else the smallest queued, else the largest finish of any tenant (the
+// class is idle: everyone is even).
+func (s *sqlStore) virtualTime(ctx context.Context, tx txer, priority int) (float64, error) {
+	for _, q := range []string{
+		`SELECT MAX(vtag) FROM jobs WHERE status = 'running' AND priority = ?`,
+		`SELECT MIN(vtag) FROM jobs WHERE status = 'queued' AND priority = ?`,
+		`SELECT MAX(finish) FROM fleet_flows WHERE priority = ?`,
+	} {
+		var v sql.NullFloat64
+		if err := tx.QueryRowContext(ctx, s.q(q), priority).Scan(&v); err != nil {
+			return 0, fmt.Errorf("virtual time of class %d: %w", priority, err)
+		}
+		if v.Valid {
+			return v.Float64, nil
+		}
+	}
+	return 0, nil
+}
+
+// expectedSeconds is the mean GPU time of the tier's last
+// fleet.RecentWindow successful attempts, else the tier's default.
+func (s *sqlStore) expectedSeconds(ctx context.Context, tx txer, tier string) (float64, error) {
+	var avg sql.NullFloat64
+	err := tx.QueryRowContext(ctx, s.q(`SELECT CAST(AVG(ended_at - started_at) AS DOUBLE PRECISION) FROM (
+			SELECT ended_at, started_at FROM gpu_attempts WHERE tier = ? AND status = 'succeeded'
+			ORDER BY ended_at DESC LIMIT ?) recent`), tier, fleet.RecentWindow).Scan(&avg)
+	if err != nil {
+		return 0, fmt.Errorf("recent %s durations: %w", tier, err)
+	}
+	if avg.Valid && avg.Float64 > 0 {
+		return avg.Float64 / 1e6, nil
+	}
+	return fleet.DefaultDuration(tier).Seconds(), nil
+}
+
+// chargeAttempt records an attempt's time on its GPU (status: the job's
+// final status, or "lost") and corrects its tenant's finish by what it
+// really took: the GPU-seconds over the weight, less the estimate charged
+// at enqueue (once, at the first attempt).
+func (s *sqlStore) chargeAttempt(ctx context.Context, tx txer, j Job, agentID int64, status string, now int64) error {
+	if j.StartedAt.IsZero() || j.Attempts == 0 {
+		return nil // never ran
+	}
+	started := j.StartedAt.UnixMicro()
+	var agent any
+	if agentID != 0 {
+		agent = agentID
+	}
+	res, err := tx.ExecContext(ctx, s.q(`INSERT INTO gpu_attempts
+			(job_id, attempt, repo, installation_id, tier, pool, agent_id, status, started_at, ended_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (job_id, attempt) DO NOTHING`),
+		j.ID, j.Attempts, j.Repo, j.InstallationID, j.Tier, fleet.Pool(j.Labels, j.GPUUUID), agent, status, started, max(now, started))
+	if err != nil {
+		return fmt.Errorf("record attempt %d of job %d: %w", j.Attempts, j.ID, err)
+	}
+	if n, err := res.RowsAffected(); err != nil || n == 0 || j.ShareKey == "" {
+		return err // already recorded, or a job from before fair share
+	}
+	delta := float64(max(now-started, 0)) / 1e6 / s.shares.Weight(j.ShareKey)
+	if j.Attempts == 1 {
+		delta -= j.VCost
+	}
+	if delta == 0 || math.IsNaN(delta) {
+		return nil
+	}
+	if _, err := tx.ExecContext(ctx, s.q(`UPDATE fleet_flows SET finish = finish + ? WHERE priority = ? AND share_key = ?`),
+		delta, j.Priority, j.ShareKey); err != nil {
+		return fmt.Errorf("charge job %d to %s: %w", j.ID, j.ShareKey, err)
+	}
+	return nil
+}
+
+// Attempt is one attempt of a job on a GPU.
+type Attempt struct {
+	JobID          int64
+	Attempt        int
+	Repo           string
+	InstallationID int64
+	Tier           string
+	Pool           string // fleet.Pool of the job's labels and pin
+	AgentID        int64
+	// Status is the job's final status, or "lost" for an attempt whose
+	// agent stopped calling in.
+	Status    string
+	StartedAt time.Time
+	EndedAt   time.Time
+}
+
+// AttemptFilter selects attempts; zero fields match all.
+type AttemptFilter struct {
+	Repo, Tier string
+	// Since and Until bound the attempts' end (Until exclusive).
+	Since, Until time.Time
+	// Succeeded keeps only attempts of jobs that succeeded.
+	Succeeded bool
+	Limit     int
+}
+
+// ListAttempts returns matching attempts, newest first.
+func (s *sqlStore) ListAttempts(ctx context.Context, f AttemptFilter) ([]Attempt, error) {
+	query := `SELECT job_id, attempt, repo, installation_id, tier, pool, agent_id, status, started_at, ended_at
+		FROM gpu_attempts WHERE ended_at >= ? AND ended_at < ?`
+	args := []any{micros0(f.Since), untilMicros(f.Until)}
+	if f.Repo != "" {
+		query, args = query+` AND repo = ?`, append(args, f.Repo)
+	}
+	if f.Tier != "" {
+		query, args = query+` AND tier = ?`, append(args, f.Tier)
+	}
+	if f.Succeeded {
+		query += ` AND status = 'succeeded'`
+	}
+	query += ` ORDER BY ended_at DESC, job_id DESC, attempt DESC`
+	if f.Limit > 0 {
+		query += fmt.Sprintf(` LIMIT %d`, f.Limit)
+	}
+	rows, err := s.r.QueryContext(ctx, s.q(query), args...)
+	if err != nil {
+		return nil, fmt.Errorf("list attempts: %w", err)
+	}
+	defer rows.Close()
+	var out []Attempt
+	for rows.Next() {
+		var (
+			a              Attempt
+			agent          sql.NullInt64
+			started, ended int64
+		)
+		if err := rows.Scan(&a.JobID, &a.Attempt, &a.Repo, &a.InstallationID, &a.Tier, &a.Pool, &agent, &a.Status, &started, &ended); err != nil {
+			return nil, fmt.Errorf("list attempts: %w", err)
+		}
+		a.AgentID = agent.Int64
+		a.StartedAt, a.EndedAt = time.UnixMicro(started).UTC(), time.UnixMicro(ended).UTC()
+		out = append(out, a)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list attempts: %w", err)
+	}
+	return out, nil
+}
+
+// UsageFilter selects the period (and optionally one repository) Usage
+// sums.
+type UsageFilter struct {
+	Repo         string
+	Since, Until time.Time // Until exclusive; zero: no bound
+}
+
+// Usage sums the fleet's GPU time, jobs, baseline reuse and regressions
+// caught by repository, tier and ISO week (fleet.Usage).
+func (s *sqlStore) Usage(ctx context.Context, f UsageFilter) ([]fleet.UsageRow, error) {
+	attempts, err := s.ListAttempts(ctx, AttemptFilter{Repo: f.Repo, Since: f.Since, Until: f.Until})
+	if err != nil {
+		return nil, fmt.Errorf("usage: %w", err)
+	}
+	ua := make([]fleet.UsageAttempt, 0, len(attempts))
+	for _, a := range attempts {
+		ua = append(ua, fleet.UsageAttempt{JobID: a.JobID, Repo: a.Repo, Tier: a.Tier, Started: a.StartedAt, Ended: a.EndedAt})
+	}
+	where, args := ` WHERE created_at >= ? AND created_at < ?`, []any{micros0(f.Since), untilMicros(f.Until)}
+	if f.Repo != "" {
+		where, args = where+` AND repo = ?`, append(args, f.Repo)
+	}
+	rows, err := s.r.QueryContext(ctx, s.q(`SELECT repo, tier, created_at, verdict FROM check_runs`+where+
+		` AND state NOT IN ('queued', 'in_progress')`), args...)
+	if err != nil {
+		return nil, fmt.Errorf("usage: checks: %w", err)
+	}
+	var checks []fleet.UsageCheck
+	for rows.Next() {
+		var (
+			c       fleet.UsageCheck
+			created int64
+			verdict string
+		)
+		if err := rows.Scan(&c.Repo, &c.Tier, &created, &verdict); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("usage: checks: %w", err)
+		}
+		c.Created, c.Verdict = time.UnixMicro(created).UTC(), parseDoc(verdict)
+		checks = append(checks, c)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("usage: checks: %w", err)
+	}
+	rows, err = s.r.QueryContext(ctx, s.q(`SELECT repo, detail, created_at FROM audit_log`+where+
+		` AND action = 'gate.regression'`), args...)
+	if err != nil {
+		return nil, fmt.Errorf("usage: regressions: %w", err)
+	}
+	defer rows.Close()
+	var regs []fleet.UsageRegression
+	for rows.Next() {
+		var (
+			g       fleet.UsageRegression
+			detail  string
+			created int64
+		)
+		if err := rows.Scan(&g.Repo, &detail, &created); err != nil {
+			return nil, fmt.Errorf("usage: regressions: %w", err)
+		}
+		var d struct {
+			SHA  string `json:"sha"`
+			Tier string `json:"tier"`
+		}
+		if doc := parseDoc(detail); doc != nil {
+			if err := json.Unmarshal(doc, &d); err != nil {
+				return nil, fmt.Errorf("usage: regression entry of %s: %w", g.Repo, err)
+			}
+		}
+		g.SHA, g.Tier, g.At = d.SHA, d.Tier, time.UnixMicro(created).UTC()
+		regs = append(regs, g)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("usage: regressions: %w", err)
+	}
+	return fleet.Usage(ua, checks, regs), nil
+}
+
+func micros0(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMicro()
+}
+
+func untilMicros(t time.Time) int64 {
+	if t.IsZero() {
+		return math.MaxInt64
+	}
+	return t.UnixMicro()
+}

@@ -1,0 +1,60 @@
+-- A GPU fleet shared by many repositories (issue 15).
+--
+-- Jobs are claimed in (priority, vtag, seq) order: the priority class
+-- (0 merge, 1 quick, 2 nightly, 3 batch), then the start tag of
+-- start-time fair queuing over the tenants (repositories or
+-- installations), then the queue sequence — the job's own id, or the id of
+-- the superseded job whose place it took.
+ALTER TABLE jobs ADD COLUMN priority INTEGER NOT NULL DEFAULT 1;
+ALTER TABLE jobs ADD COLUMN share_key TEXT NOT NULL DEFAULT '';
+ALTER TABLE jobs ADD COLUMN vtag DOUBLE PRECISION NOT NULL DEFAULT 0;
+ALTER TABLE jobs ADD COLUMN vcost DOUBLE PRECISION NOT NULL DEFAULT 0;
+ALTER TABLE jobs ADD COLUMN seq BIGINT NOT NULL DEFAULT 0;
+-- handoff: a queued job cancelled by a newer push; the push's job takes
+-- its place in the queue.
+ALTER TABLE jobs ADD COLUMN handoff BOOLEAN NOT NULL DEFAULT FALSE;
+UPDATE jobs SET seq = id, share_key = repo,
+    priority = CASE WHEN tier = 'merge' OR kind = 'merge_group' THEN 0
+                    WHEN kind = 'bisect' THEN 3
+                    WHEN tier = 'nightly' OR kind = 'nightly' THEN 2
+                    WHEN tier = 'quick' THEN 1 ELSE 3 END;
+CREATE INDEX jobs_claim ON jobs (priority, vtag, seq) WHERE status = 'queued';
+CREATE INDEX jobs_running_tag ON jobs (priority, vtag) WHERE status = 'running';
+CREATE INDEX jobs_running_agent ON jobs (agent_id) WHERE status = 'running';
+CREATE INDEX jobs_handoff ON jobs (repo, pr_number, tier, seq) WHERE handoff;
+
+-- Each tenant's virtual finish time per priority class: where its next
+-- job's start tag begins.
+CREATE TABLE fleet_flows (
+    priority  INTEGER NOT NULL,
+    share_key TEXT    NOT NULL,
+    finish    DOUBLE PRECISION    NOT NULL,
+    PRIMARY KEY (priority, share_key)
+);
+
+-- Runners: the cards they reported and whether they are drained.
+ALTER TABLE agents ADD COLUMN cards TEXT NOT NULL DEFAULT '[]';
+ALTER TABLE agents ADD COLUMN drained BOOLEAN NOT NULL DEFAULT FALSE;
+ALTER TABLE agents ADD COLUMN drained_at BIGINT;
+
+-- Every attempt's time on a GPU: accounting, fair-share charges and run
+-- time estimates.
+CREATE TABLE gpu_attempts (
+    job_id          BIGINT  NOT NULL REFERENCES jobs (id),
+    attempt         INTEGER NOT NULL,
+    repo            TEXT    NOT NULL,
+    installation_id BIGINT  NOT NULL DEFAULT 0,
+    tier            TEXT    NOT NULL,
+    pool            TEXT    NOT NULL DEFAULT '',
+    agent_id        BIGINT,
+    status          TEXT    NOT NULL,
+    started_at      BIGINT  NOT NULL,
+    ended_at        BIGINT  NOT NULL,
+    PRIMARY KEY (job_id, attempt)
+);
+CREATE INDEX gpu_attempts_ended ON gpu_attempts (ended_at);
+CREATE INDEX gpu_attempts_repo ON gpu_attempts (repo, ended_at);
+CREATE INDEX gpu_attempts_tier ON gpu_attempts (tier, ended_at) WHERE status = 'succeeded';
+
+CREATE INDEX audit_log_action_time ON audit_log (action, created_at);
+CREATE INDEX check_runs_created ON check_runs (created_at);

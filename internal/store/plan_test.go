@@ -1,0 +1,64 @@
+package store_test
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/perfgate/perfgate/internal/store"
+	"github.com/perfgate/perfgate/internal/store/storetest"
+)
+
+// TestClaimPlanPostgres: the claim walks the jobs_claim index in claim
+// order and stops at the first job the agent can run — no sort of the
+// queue — with fresh statistics and without, and a drained agent's claim
+// is decided once, before the walk.
+func TestClaimPlanPostgres(t *testing.T) {
+	if testing.Short() {
+		t.Skip("fills a queue of 2,000 jobs")
+	}
+	dsn := storetest.PostgresDSN(t)
+	ctx := context.Background()
+	st, err := store.Open(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	for i := range 2000 {
+		if _, err := st.Enqueue(ctx, store.JobSpec{Repo: fmt.Sprintf("acme/r%d", i%50), Tier: []string{"quick", "merge", "nightly"}[i%3],
+			Labels: []string{"gpu", []string{"a100", "h100"}[i%2]}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db, err := sql.Open("pgx", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for _, analyzed := range []bool{false, true} {
+		if analyzed {
+			if _, err := db.ExecContext(ctx, "ANALYZE jobs"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		rows, err := db.QueryContext(ctx, "EXPLAIN "+store.ClaimPickSQL(), 1, `["gpu","h100"]`, `[]`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var plan []string
+		for rows.Next() {
+			var line string
+			if err := rows.Scan(&line); err != nil {
+				t.Fatal(err)
+			}
+			plan = append(plan, line)
+		}
+		rows.Close()
+		text := strings.Join(plan, "\n")
+		if !strings.Contains(text, "Index Scan using jobs_claim") || strings.Contains(text, "Sort") || !strings.Contains(text, "One-Time Filter") {
+			t.Errorf("claim plan (analyzed %v) does not walk jobs_claim once per claim:\n%s", analyzed, text)
+		}
+	}
+}
