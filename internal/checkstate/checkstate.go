@@ -92,6 +92,10 @@ const (
 	// Progressed: still running, with news (adding runs, measuring the
 	// base commit).
 	Progressed Kind = "progressed"
+	// QueueMoved: a queued check's place in the queue or its expected
+	// wait changed; GitHub shows the new estimate. It is the only event a
+	// queued check takes without moving.
+	QueueMoved Kind = "queue_moved"
 	// GatePass, GateRegression and GateUndecided are the gate's verdict on
 	// the finished jobs.
 	GatePass       Kind = "gate_pass"

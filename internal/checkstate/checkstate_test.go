@@ -18,7 +18,7 @@ var allPhases = []Phase{None, Queued, InProgress, Passed, Warned, Escalated, Acc
 	Skipped, Superseded, Closed, Waiting, ConfigError, NotConfigured}
 
 var allKinds = []Kind{Requested, Concluded, Started, Progressed, GatePass, GateRegression, GateUndecided, Broken,
-	DeadlinePassed, AppealAccepted, NewerPush, PRClosed}
+	DeadlinePassed, AppealAccepted, NewerPush, PRClosed, QueueMoved}
 
 // fx abbreviates effect lists in the table.
 func fx(kinds ...any) []Effect {
@@ -69,6 +69,9 @@ var table = []row{
 	{"started", State{Phase: Queued, Deadline: deadline}, Event{Kind: Started}, State{Phase: InProgress, Deadline: deadline}, fx(SyncCheck)},
 	{"progress while queued", State{Phase: Queued}, Event{Kind: Progressed}, State{Phase: InProgress}, fx(SyncCheck)},
 	{"progress while running", State{Phase: InProgress, Held: Accepted}, Event{Kind: Progressed}, State{Phase: InProgress, Held: Accepted}, fx(SyncCheck)},
+	{"queue moved", State{Phase: Queued}, Event{Kind: QueueMoved}, State{Phase: Queued}, fx(SyncCheck)},
+	{"queue moved keeps a retest's clock and hold", State{Phase: Queued, Deadline: deadline, Held: Escalated}, Event{Kind: QueueMoved},
+		State{Phase: Queued, Deadline: deadline, Held: Escalated}, fx(SyncCheck)},
 
 	// The gate.
 	{"pass", State{Phase: InProgress}, Event{Kind: GatePass}, State{Phase: Passed}, fx(SyncCheck, "gate.pass")},
@@ -247,7 +250,7 @@ func mustApply(s State, k Kind) bool {
 		return true
 	case GatePass, GateRegression, GateUndecided, Broken, NewerPush, PRClosed, Progressed:
 		return s.Phase.Open()
-	case Started:
+	case Started, QueueMoved:
 		return s.Phase == Queued
 	case AppealAccepted:
 		return s.Phase == Warned || s.Phase == Escalated

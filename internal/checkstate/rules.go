@@ -56,6 +56,10 @@ var rules = []rule{
 		s.Phase = InProgress
 		return s, sync()
 	}},
+	// Still queued, with a new position or wait to show.
+	{on: QueueMoved, from: queued, to: func(s State, e Event) (State, []Effect) {
+		return s, sync()
+	}},
 
 	// The gate's verdicts, on an open check only: a late result on a
 	// superseded, closed or replaced check is ignored.

@@ -15,6 +15,7 @@ import (
 	"github.com/robfig/cron/v3"
 	"gopkg.in/yaml.v3"
 
+	"github.com/perfgate/perfgate/internal/fleet"
 	"github.com/perfgate/perfgate/internal/setup"
 	"github.com/perfgate/perfgate/internal/suggest"
 )
@@ -78,6 +79,21 @@ var Settings = []Setting{
 			return fmt.Errorf("%q: want a positive whole number of bytes", v)
 		}
 		c.HTTP.WebhookInFlightBytes = n
+		return nil
+	}},
+	{Key: "fleet.share_by", Env: "PERFGATE_FLEET_SHARE_BY", Help: `who shares the runners fairly within a priority: "repository" (the default) or "installation" (a GitHub account's repositories together)`, set: func(c *Config, v string) error {
+		if v != fleet.ShareByRepository && v != fleet.ShareByInstallation {
+			return fmt.Errorf("%q: want %s or %s", v, fleet.ShareByRepository, fleet.ShareByInstallation)
+		}
+		c.Fleet.ShareBy = v
+		return nil
+	}},
+	{Key: "fleet.weights", Env: "PERFGATE_FLEET_WEIGHTS", Help: "fair-share weights, owner/name=W or owner=W, comma-separated (default 1 each; in server.yml a map)", set: func(c *Config, v string) error {
+		w, err := fleet.ParseWeights(v)
+		if err != nil {
+			return err
+		}
+		c.Fleet.Weights = w
 		return nil
 	}},
 	{Key: "dashboard.signing_key", Env: "PERFGATE_DASHBOARD_SIGNING_KEY", Secret: true, Help: "key that signs the dashboard's links to private repositories (default: derived from the webhook secret)", set: str(func(c *Config) *string { return &c.Dashboard.SigningKey })},
@@ -293,6 +309,9 @@ func Prepare(cfg *Config) (Prepared, error) {
 	}
 	if cfg.Unconfigured != "" && cfg.Unconfigured != "quiet" && cfg.Unconfigured != "neutral" {
 		bad("PERFGATE_UNCONFIGURED", "%q: want quiet or neutral", cfg.Unconfigured)
+	}
+	if err := cfg.Fleet.Shares().Validate(); err != nil {
+		bad("PERFGATE_FLEET_WEIGHTS", "%v", err)
 	}
 	if cfg.Lease > 0 && cfg.LongPoll >= cfg.Lease {
 		bad("PERFGATE_LONG_POLL", "%s must be shorter than the lease (%s)", cfg.LongPoll, cfg.Lease)

@@ -84,6 +84,17 @@ func TestPrepare(t *testing.T) {
 			[]string{"PERFGATE_GITHUB_APP_WEBHOOK_SECRET (server.yml github.app.webhook_secret): blank or shorter than 16 characters"}, nil},
 		{"an unknown unconfigured mode", map[string]string{"PERFGATE_UNCONFIGURED": "loud", "PERFGATE_PUBLIC_URL": "https://perf.example.org"},
 			[]string{`PERFGATE_UNCONFIGURED (server.yml unconfigured): "loud": want quiet or neutral`}, nil},
+		{"fleet weights that are not weights", map[string]string{"PERFGATE_PUBLIC_URL": "https://perf.example.org", "PERFGATE_FLEET_WEIGHTS": "acme/inference=4,acme=-1",
+			"PERFGATE_FLEET_SHARE_BY": "team"},
+			[]string{`PERFGATE_FLEET_SHARE_BY (server.yml fleet.share_by): "team": want repository or installation`,
+				"PERFGATE_FLEET_WEIGHTS (server.yml fleet.weights): fleet: weight of acme is -1"}, nil},
+		{"fleet weights", map[string]string{"PERFGATE_PUBLIC_URL": "https://perf.example.org", "PERFGATE_FLEET_WEIGHTS": "acme/inference=4, acme=2",
+			"PERFGATE_FLEET_SHARE_BY": "repository"}, nil, func(t *testing.T, c Config, p Prepared) {
+			sh := c.Fleet.Shares()
+			if sh.Weight("acme/inference") != 4 || sh.Weight("acme/x") != 2 || sh.Weight("zeta/y") != 1 || sh.Key("acme/x") != "acme/x" {
+				t.Errorf("shares %+v", sh)
+			}
+		}},
 		{"a missing registration token, credentials by hand", map[string]string{"PERFGATE_GITHUB_APP_INTEGRATION_ID": "5", "PERFGATE_GITHUB_APP_WEBHOOK_SECRET": "a-webhook-secret-of-32-characters", "PERFGATE_GITHUB_APP_PRIVATE_KEY": key},
 			[]string{"PERFGATE_AGENT_REGISTRATION_TOKEN (server.yml agent_registration_token): not set"}, nil},
 	}
@@ -154,5 +165,31 @@ func TestLoadConfigUnknownKeysInPlainWords(t *testing.T) {
 	}
 	if strings.Contains(err.Error(), "server.Config") {
 		t.Errorf("the error names a Go type: %v", err)
+	}
+}
+
+func TestLoadConfigFleet(t *testing.T) {
+	clearEnv(t)
+	path := filepath.Join(t.TempDir(), "server.yml")
+	if err := os.WriteFile(path, []byte("fleet:\n  share_by: installation\n  weights:\n    acme: 3\n    zeta: 0.5\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := LoadConfig(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sh := cfg.Fleet.Shares()
+	if sh.Key("acme/inference") != "acme" || sh.Weight("acme") != 3 || sh.Weight("zeta") != 0.5 {
+		t.Errorf("shares from server.yml = %+v", sh)
+	}
+	t.Setenv("PERFGATE_FLEET_WEIGHTS", "acme=1")
+	if cfg, err = LoadConfig(path); err != nil || cfg.Fleet.Weights["acme"] != 1 || len(cfg.Fleet.Weights) != 1 {
+		t.Errorf("the variable replaces the file's weights: %+v, %v", cfg.Fleet, err)
+	}
+	if err := os.WriteFile(path, []byte("fleet:\n  weight:\n    acme: 3\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadConfig(path); err == nil || !strings.Contains(err.Error(), `unknown key "fleet.weight" (did you mean "fleet.weights"?)`) {
+		t.Errorf("misspelt key: %v", err)
 	}
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/perfgate/perfgate/internal/backoff"
 	"github.com/perfgate/perfgate/internal/dispatch"
 	"github.com/perfgate/perfgate/internal/drift"
+	"github.com/perfgate/perfgate/internal/fleet"
 	"github.com/perfgate/perfgate/internal/inbox"
 	"github.com/perfgate/perfgate/internal/metrics"
 	"github.com/perfgate/perfgate/internal/outbox"
@@ -62,6 +63,9 @@ type Config struct {
 	Unconfigured string `yaml:"unconfigured"`
 	// HTTP bounds what one client can hold: see HTTPServer.
 	HTTP HTTPConfig `yaml:"http"`
+	// Fleet is how the runners are shared: fair-share tenants and weights.
+	// The store applies it (store.WithFairShare(cfg.Fleet.Shares())).
+	Fleet FleetConfig `yaml:"fleet"`
 
 	// Dashboard and ChangePoints configure the web dashboard and the
 	// nightly change-point pass (dashboard.go).
@@ -105,6 +109,24 @@ type LoopConfig struct {
 	GitHubRetry    app.RetryPolicy
 	ReconcileEvery time.Duration // how often open checks are reconciled (1 m)
 	StartSyncEvery time.Duration // how often claimed jobs start their checks (1 s)
+	QueueNoteEvery time.Duration // how often queued checks' positions are estimated (20 s)
+}
+
+// FleetConfig shares the runners between repositories.
+type FleetConfig struct {
+	// ShareBy is "repository" (the default: each repository its own
+	// tenant) or "installation" (all of a GitHub account's repositories
+	// one tenant).
+	ShareBy string `yaml:"share_by"`
+	// Weights maps "owner/name" (or "owner": the default for the owner's
+	// repositories, or the installation's weight) to a positive weight; 1
+	// when absent.
+	Weights map[string]float64 `yaml:"weights"`
+}
+
+// Shares is the fair-share policy the store applies.
+func (f FleetConfig) Shares() fleet.Shares {
+	return fleet.Shares{By: f.ShareBy, Weights: f.Weights}
 }
 
 // Server is the assembled process.
@@ -144,6 +166,9 @@ func New(cfg Config, st store.Store, log zerolog.Logger, now func() time.Time) (
 	}
 	if cfg.Loop.StartSyncEvery <= 0 {
 		cfg.Loop.StartSyncEvery = time.Second
+	}
+	if cfg.Loop.QueueNoteEvery <= 0 {
+		cfg.Loop.QueueNoteEvery = 20 * time.Second
 	}
 	switch tok := cfg.AgentRegistrationToken; {
 	case tok == "":
@@ -241,6 +266,7 @@ func (s *Server) RunBackground(ctx context.Context) error {
 	go agentapi.RunReaper(ctx, s.st, s.cfg.Lease/4, s.dispatch.JobDone, s.log)
 	go s.dispatch.RunEscalations(ctx, s.cfg.EscalateEvery)
 	go s.dispatch.RunStartSync(ctx, s.cfg.Loop.StartSyncEvery)
+	go s.dispatch.RunQueueNotes(ctx, s.cfg.Loop.QueueNoteEvery)
 	go s.dispatch.RunReconcile(ctx, s.cfg.Loop.ReconcileEvery)
 	if s.cfg.NightlyCron != "" {
 		stop, err := s.dispatch.ScheduleNightly(ctx, s.cfg.NightlyCron, s.cfg.NightlyRepos, s.app.ClientCreator())

@@ -164,6 +164,56 @@ func (s *sqlStore) chargeAttempt(ctx context.Context, tx txer, j Job, agentID in
 	return nil
 }
 
+// QueueEntry is a queued or running job, as the queue estimate reads it.
+type QueueEntry struct {
+	ID, CheckRunID      int64
+	Repo, Tier, HeadSHA string
+	Labels              []string
+	GPUUUID             string
+	Status              Status
+	Priority            int
+	AgentID             int64     // running jobs
+	StartedAt           time.Time // running jobs
+}
+
+// ListQueue returns the queued jobs in claim order, then the running ones,
+// without their plans: what a queue estimate needs, cheaply.
+func (s *sqlStore) ListQueue(ctx context.Context) ([]QueueEntry, error) {
+	const cols = `SELECT id, check_run_id, repo, tier, head_sha, required_labels, gpu_uuid, status, priority, agent_id, started_at FROM jobs`
+	var out []QueueEntry
+	for _, q := range []string{
+		cols + ` WHERE status = 'queued' ORDER BY priority, vtag, seq`,
+		cols + ` WHERE status = 'running' ORDER BY id`,
+	} {
+		rows, err := s.r.QueryContext(ctx, q)
+		if err != nil {
+			return nil, fmt.Errorf("list queue: %w", err)
+		}
+		for rows.Next() {
+			var (
+				e              QueueEntry
+				labels, status string
+				agent, started sql.NullInt64
+			)
+			if err := rows.Scan(&e.ID, &e.CheckRunID, &e.Repo, &e.Tier, &e.HeadSHA, &labels, &e.GPUUUID, &status, &e.Priority, &agent, &started); err != nil {
+				rows.Close()
+				return nil, fmt.Errorf("list queue: %w", err)
+			}
+			if e.Labels, err = parseList(labels); err != nil {
+				rows.Close()
+				return nil, fmt.Errorf("list queue: job %d: %w", e.ID, err)
+			}
+			e.Status, e.AgentID, e.StartedAt = Status(status), agent.Int64, fromMicros(started)
+			out = append(out, e)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, fmt.Errorf("list queue: %w", err)
+		}
+	}
+	return out, nil
+}
+
 // Attempt is one attempt of a job on a GPU.
 type Attempt struct {
 	JobID          int64
