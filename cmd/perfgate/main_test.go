@@ -29,6 +29,7 @@ func TestEveryHelpExitsZero(t *testing.T) {
 		cases = append(cases, []string{"baseline", sub, "-h"})
 	}
 	cases = append(cases, []string{"config", "validate", "-h"}, []string{"config", "validate", "--help"})
+	cases = append(cases, []string{"runners", "drain", "-h"}, []string{"runners", "undrain", "--help"})
 	for _, args := range cases {
 		code, stdout, stderr := run(t, args...)
 		if code != 0 || !strings.Contains(stdout, "usage: perfgate") || stderr != "" {

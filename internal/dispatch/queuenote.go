@@ -19,9 +19,6 @@ const (
 	// QueueNoteEvery is the least time between two updates of one check's
 	// queue note (GitHub writes cost rate limit; nobody reads faster).
 	QueueNoteEvery = time.Minute
-	// RunnerOnline is how recently a runner must have called in to count
-	// in the estimate (its long poll returns every 30 s).
-	RunnerOnline = 2 * time.Minute
 	// queueTitle starts every queued check's title.
 	queueTitle = "Queued"
 )
@@ -78,7 +75,7 @@ func (s *Service) UpdateQueueNotes(ctx context.Context) error {
 	runners := make([]fleet.Runner, 0, len(agents))
 	for _, a := range agents {
 		runners = append(runners, fleet.Runner{Name: a.Name, Labels: a.Labels, GPUUUIDs: a.GPUUUIDs, BusyFor: busy[a.ID],
-			Available: !a.Drained && now.Sub(a.LastSeenAt) <= RunnerOnline})
+			Available: !a.Drained && now.Sub(a.LastSeenAt) <= fleet.OnlineWindow})
 	}
 	places := fleet.Estimate(queue, runners, dur.Of)
 	open, err := s.st.ListOpenCheckRuns(ctx)

@@ -200,6 +200,16 @@ func TestDurations(t *testing.T) {
 	}
 }
 
+func TestWeeksBack(t *testing.T) {
+	sun := time.Date(2025, 3, 9, 23, 0, 0, 0, time.UTC) // end of 2025-W10
+	if got := WeeksBack(sun, 1); !got.Equal(time.Date(2025, 3, 3, 0, 0, 0, 0, time.UTC)) {
+		t.Errorf("this week starts %v", got)
+	}
+	if got := WeeksBack(sun, 8); !got.Equal(time.Date(2025, 1, 13, 0, 0, 0, 0, time.UTC)) {
+		t.Errorf("8 weeks start %v", got)
+	}
+}
+
 func TestUsage(t *testing.T) {
 	mon := time.Date(2025, 3, 3, 9, 0, 0, 0, time.UTC) // 2025-W10
 	stored := json.RawMessage(`{"report":{"design":"stored"}}`)
@@ -223,5 +233,22 @@ func TestUsage(t *testing.T) {
 	}
 	if !reflect.DeepEqual(rows, want) {
 		t.Errorf("Usage =\n%+v\nwant\n%+v", rows, want)
+	}
+}
+
+func TestRunnerState(t *testing.T) {
+	now := time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
+	recent, old := now.Add(-time.Minute), now.Add(-3*time.Minute)
+	for _, tc := range []struct {
+		drained, busy bool
+		seen          time.Time
+		want          string
+	}{
+		{false, false, recent, StateIdle}, {false, true, recent, StateBusy}, {true, true, recent, StateDraining},
+		{true, false, recent, StateDrained}, {false, true, old, StateOffline}, {true, false, old, StateOffline},
+	} {
+		if got := RunnerState(tc.drained, tc.busy, tc.seen, now); got != tc.want {
+			t.Errorf("RunnerState(drained %v, busy %v, seen %v ago) = %s, want %s", tc.drained, tc.busy, now.Sub(tc.seen), got, tc.want)
+		}
 	}
 }

@@ -57,6 +57,13 @@ func Week(t time.Time) (string, time.Time) {
 	return fmt.Sprintf("%04d-W%02d", y, w), start
 }
 
+// WeeksBack is the Monday, 00:00 UTC, that starts the last n ISO weeks up
+// to now (n = 1: this week).
+func WeeksBack(now time.Time, n int) time.Time {
+	_, start := Week(now)
+	return start.AddDate(0, 0, -7*(max(n, 1)-1))
+}
+
 // verdictUsage is the part of the dispatcher's verdict document usage
 // reads: the design the gate judged with and whether the check measured
 // its own baseline.

@@ -21,6 +21,7 @@ import (
 //	GET /api/data/repos/{owner}/{name}/checks/{sha}/{tier}           one check run, with runs, CDFs, telemetry, history
 //	GET /api/data/repos/{owner}/{name}/jobs/{id}/runs[?format=csv]   a job's measured runs (summaries)
 //	GET /api/data/repos/{owner}/{name}/changepoints[?key=&metric=&state=][&format=csv]
+//	GET /api/data/repos/{owner}/{name}/usage[?weeks=N]                GPU-hours, jobs, baseline reuse, regressions by tier and week
 
 func writeJSON(w http.ResponseWriter, code int, v any) {
 	b, err := json.MarshalIndent(v, "", "  ")

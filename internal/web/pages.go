@@ -146,7 +146,12 @@ func (h *Handler) repoPage(w http.ResponseWriter, r *http.Request, repo string) 
 		}
 		checks = append(checks, crs...)
 	}
-	h.render(w, r, "repo", map[string]any{"Title": repo, "Repo": repo, "Benchmarks": benches, "ChangePoints": cps, "Checks": checks})
+	usage, err := h.usageOf(ctx, repo, usageWeeks)
+	if err != nil {
+		h.internal(w, r, err)
+		return
+	}
+	h.render(w, r, "repo", map[string]any{"Title": repo, "Repo": repo, "Benchmarks": benches, "ChangePoints": cps, "Checks": checks, "Usage": usage})
 }
 
 // chartData is what static/dashboard.js draws: uPlot's aligned columns

@@ -25,6 +25,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/perfgate/perfgate/internal/fleet"
 	"github.com/perfgate/perfgate/internal/store"
 )
 
@@ -49,6 +50,7 @@ type Store interface {
 	ListAppeals(ctx context.Context, repo string, pr int) ([]store.Appeal, error)
 	ListAudit(ctx context.Context, repo string, pr int) ([]store.AuditEntry, error)
 	BaselineHistory(ctx context.Context, repo, key string) ([]store.Baseline, error)
+	Usage(ctx context.Context, f store.UsageFilter) ([]fleet.UsageRow, error)
 }
 
 // Options configure the dashboard.
@@ -117,6 +119,7 @@ func New(o Options) (*Handler, error) {
 	m.HandleFunc("GET /api/data/repos/{owner}/{name}/checks/{sha}/{tier}", h.repo(h.apiCheckRun))
 	m.HandleFunc("GET /api/data/repos/{owner}/{name}/jobs/{id}/runs", h.repo(h.apiRuns))
 	m.HandleFunc("GET /api/data/repos/{owner}/{name}/changepoints", h.repo(h.apiChangePoints))
+	m.HandleFunc("GET /api/data/repos/{owner}/{name}/usage", h.repo(h.apiUsage))
 	h.mux = m
 	return h, nil
 }

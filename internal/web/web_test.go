@@ -168,3 +168,34 @@ func TestSignedLinks(t *testing.T) {
 		t.Errorf("details link = %s", got)
 	}
 }
+
+// GPU usage: the API sums the seeded nightly jobs' attempts by tier and
+// week, the repository page shows them, and a private repository's usage
+// needs a grant like the rest of it.
+func TestUsage(t *testing.T) {
+	f := newFixture(t)
+	code, body, _ := get(t, nil, f.srv.URL+"/api/data/repos/"+repo+"/usage")
+	var u web.Usage
+	if code != 200 || json.Unmarshal([]byte(body), &u) != nil {
+		t.Fatalf("usage API: %d %.300s", code, body)
+	}
+	jobs := 0
+	for _, r := range u.Rows {
+		if r.Repo != repo || r.Tier != "nightly" || r.Week == "" || r.GPUHours < 0 {
+			t.Errorf("row %+v", r)
+		}
+		jobs += r.Jobs
+	}
+	if u.Weeks != 8 || jobs != 2*days || !strings.Contains(u.Note, "baseline reuse only") {
+		t.Errorf("usage = %d weeks, %d jobs (want %d seeded), note %q", u.Weeks, jobs, 2*days, u.Note)
+	}
+	if code, body, _ := get(t, nil, f.srv.URL+"/r/"+repo); code != 200 || !strings.Contains(body, `id="usage"`) || !strings.Contains(body, "GPU usage, last 8 weeks") {
+		t.Errorf("repository page without the usage table: %d", code)
+	}
+	if code, _, _ := get(t, nil, f.srv.URL+"/api/data/repos/"+repo+"/usage?weeks=0"); code != 400 {
+		t.Errorf("weeks=0: %d, want 400", code)
+	}
+	if code, _, _ := get(t, nil, f.srv.URL+"/api/data/repos/"+private+"/usage"); code != 404 {
+		t.Errorf("private usage without a grant: %d, want 404", code)
+	}
+}
