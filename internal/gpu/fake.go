@@ -27,7 +27,7 @@ func NewFake(uuid string) *Fake {
 		info: Info{
 			UUID: uuid, Serial: "1650000000000", Name: "NVIDIA H100 80GB HBM3 (fake)",
 			PCIBusID: "00000000:01:00.0", Driver: "550.54.15", CUDA: "12.4",
-			PowerLimitW: 700, SMClockMHz: 1980, MemClockMHz: 2619,
+			PowerLimitW: 700, MemoryMiB: 81559, SMClockMHz: 1980, MemClockMHz: 2619,
 			ECCMode: "enabled", MIGMode: "disabled", Persistence: "enabled",
 			SlowdownTempC: 87,
 		},

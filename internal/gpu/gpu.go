@@ -61,6 +61,9 @@ type Info struct {
 	Driver      string  `json:"driver_version,omitempty"`
 	CUDA        string  `json:"cuda_version,omitempty"` // "12.4"
 	PowerLimitW float64 `json:"power_limit_w,omitempty"`
+	// MemoryMiB is the card's total memory (what a runner's mem-NNgb label
+	// is made from).
+	MemoryMiB int `json:"memory_mib,omitempty"`
 	// SMClockMHz and MemClockMHz are the configured (applications) clocks,
 	// or the maximum clocks where applications clocks are not supported: the
 	// clocks the card is set to run at, not what it happens to run at now.

@@ -155,6 +155,9 @@ func (d *nvmlDevice) Info(ctx context.Context) (Info, error) {
 	if mw, ret := d.h.GetEnforcedPowerLimit(); ret == nvml.SUCCESS {
 		info.PowerLimitW = float64(mw) / 1000
 	}
+	if m, ret := d.h.GetMemoryInfo(); ret == nvml.SUCCESS {
+		info.MemoryMiB = int(m.Total >> 20)
+	}
 	info.SMClockMHz = d.configuredClock(nvml.CLOCK_SM)
 	info.MemClockMHz = d.configuredClock(nvml.CLOCK_MEM)
 	if cur, _, ret := d.h.GetEccMode(); ret == nvml.SUCCESS {
