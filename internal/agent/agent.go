@@ -28,6 +28,7 @@ import (
 
 	"github.com/perfgate/perfgate/internal/agentapi"
 	"github.com/perfgate/perfgate/internal/engine"
+	"github.com/perfgate/perfgate/internal/fleet"
 	"github.com/perfgate/perfgate/internal/gpu"
 	"github.com/perfgate/perfgate/internal/sandbox"
 	"github.com/perfgate/perfgate/internal/source"
@@ -112,6 +113,7 @@ type Agent struct {
 	cfg    Config
 	client *agentapi.Client
 	gpus   []string
+	cards  []fleet.Card // the GPUs as the server is told of them
 	host   string
 	cache  *source.Cache
 
@@ -141,6 +143,7 @@ func New(cfg Config) (*Agent, error) {
 			return nil, fmt.Errorf("agent: engine variable %s: PERFGATE_* variables never reach an engine", k)
 		}
 	}
+	var saved *state
 	if cfg.StateDir != "" {
 		st, ok, err := loadState(cfg.StateDir)
 		if err != nil {
@@ -151,11 +154,10 @@ func New(cfg Config) (*Agent, error) {
 		case st.Server != strings.TrimRight(cfg.Server, "/"):
 			cfg.Log.Warn().Str("saved_for", st.Server).Msg("the saved agent identity is for another server: registering with this one")
 		case cfg.Token == "":
-			cfg.Token = st.Token
+			saved = &st
 			if cfg.Name == "" {
 				cfg.Name = st.Name
 			}
-			cfg.Log.Info().Int64("agent_id", st.AgentID).Str("agent", st.Name).Str("state", cfg.StateDir).Msg("reusing the saved agent identity")
 		}
 	}
 	if cfg.GPU == nil {
@@ -175,6 +177,7 @@ func New(cfg Config) (*Agent, error) {
 		for _, i := range infos {
 			if len(cfg.GPUs) == 0 || contains(cfg.GPUs, i.UUID) {
 				a.gpus = append(a.gpus, i.UUID)
+				a.cards = append(a.cards, fleet.Card{UUID: i.UUID, Model: i.Name, MemoryMiB: i.MemoryMiB, Driver: i.Driver})
 			}
 		}
 		for _, want := range cfg.GPUs {
@@ -210,9 +213,23 @@ func New(cfg Config) (*Agent, error) {
 	}
 	cache.OnEvict = a.evicted
 	a.cache = cache
+	if saved != nil {
+		// The saved identity holds while it describes this host; new
+		// labels or cards (a driver upgrade, another card) register again,
+		// under the same name and so the same row.
+		if saved.sameRegistration(cfg.Labels, a.cards) || cfg.RegistrationToken == "" {
+			a.cfg.Token = saved.Token
+			cfg.Log.Info().Int64("agent_id", saved.AgentID).Str("agent", saved.Name).Str("state", cfg.StateDir).Msg("reusing the saved agent identity")
+			if !saved.sameRegistration(cfg.Labels, a.cards) {
+				cfg.Log.Warn().Msg("the runner's labels or cards changed since it registered, but there is no registration token to register again: the server matches jobs to the old ones")
+			}
+		} else {
+			cfg.Log.Info().Strs("labels", cfg.Labels).Int("cards", len(a.cards)).Msg("the runner's labels or cards changed since it registered: registering again")
+		}
+	}
 	c, err := agentapi.NewClient(agentapi.ClientConfig{
-		Server: cfg.Server, Token: cfg.Token, RegistrationToken: cfg.RegistrationToken,
-		Name: a.cfg.Name, Labels: cfg.Labels, GPUUUIDs: a.gpus, Backoff: cfg.Backoff, Timeout: cfg.CallTimeout, Log: cfg.Log,
+		Server: cfg.Server, Token: a.cfg.Token, RegistrationToken: cfg.RegistrationToken,
+		Name: a.cfg.Name, Labels: cfg.Labels, GPUUUIDs: a.gpus, Cards: a.cards, Backoff: cfg.Backoff, Timeout: cfg.CallTimeout, Log: cfg.Log,
 		OnRegister: a.saveIdentity,
 	})
 	if err != nil {
@@ -228,7 +245,7 @@ func (a *Agent) saveIdentity(r agentapi.RegisterResponse) error {
 		return nil
 	}
 	if err := saveState(a.cfg.StateDir, state{Server: strings.TrimRight(a.cfg.Server, "/"), AgentID: r.AgentID, Name: a.cfg.Name,
-		Token: r.Token, RegisteredAt: time.Now().UTC()}); err != nil {
+		Token: r.Token, RegisteredAt: time.Now().UTC(), Labels: a.cfg.Labels, Cards: a.cards}); err != nil {
 		return err
 	}
 	a.cfg.Log.Info().Str("state", filepath.Join(a.cfg.StateDir, stateFile)).Msg("saved the agent identity: a restart reuses it")

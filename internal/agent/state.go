@@ -7,7 +7,10 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
+
+	"github.com/perfgate/perfgate/internal/fleet"
 )
 
 // stateFile is the agent's identity in its state directory.
@@ -22,6 +25,17 @@ type state struct {
 	Name         string    `json:"name"`
 	Token        string    `json:"token"`
 	RegisteredAt time.Time `json:"registered_at"`
+	// Labels and Cards are what the agent registered with: when they
+	// change (a new driver, another card, new --labels) it registers again
+	// so the server matches jobs to what the host now has.
+	Labels []string     `json:"labels,omitempty"`
+	Cards  []fleet.Card `json:"cards,omitempty"`
+}
+
+// sameRegistration reports whether the saved registration still describes
+// the agent.
+func (st state) sameRegistration(labels []string, cards []fleet.Card) bool {
+	return slices.Equal(st.Labels, labels) && slices.Equal(st.Cards, cards)
 }
 
 // loadState reads dir's state; ok is false when there is none yet.

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/perfgate/perfgate/internal/fleet"
 )
 
 // ErrLeaseLost is returned when the server refused a call because the
@@ -65,8 +67,11 @@ type ClientConfig struct {
 	Name              string
 	Labels            []string
 	GPUUUIDs          []string
-	HTTP              *http.Client // a plain client when nil; every call has its own deadline
-	Backoff           Backoff
+	// Cards describe the GPUs at registration (the server labels the agent
+	// with their model, memory and driver).
+	Cards   []fleet.Card
+	HTTP    *http.Client // a plain client when nil; every call has its own deadline
+	Backoff Backoff
 	// Timeout bounds one attempt of a call (a claim adds its long poll, a
 	// result upload gets four times as long); 30 s when 0.
 	Timeout time.Duration
@@ -129,7 +134,7 @@ func (c *Client) Register(ctx context.Context) (RegisterResponse, error) {
 	}
 	var out RegisterResponse
 	err := c.do(ctx, "register", "/api/v1/agents/register", nil, jsonBody(RegisterRequest{
-		Name: c.cfg.Name, Labels: c.cfg.Labels, GPUUUIDs: c.cfg.GPUUUIDs,
+		Name: c.cfg.Name, Labels: c.cfg.Labels, GPUUUIDs: c.cfg.GPUUUIDs, Cards: c.cfg.Cards,
 	}), &out, c.cfg.RegistrationToken, false)
 	if err != nil {
 		return RegisterResponse{}, fmt.Errorf("register agent %q: %w", c.cfg.Name, err)

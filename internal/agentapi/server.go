@@ -127,13 +127,18 @@ func (s *server) register(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "register: name is empty: give the agent a --name")
 		return
 	}
+	if msg := checkCards(req); msg != "" {
+		writeError(w, http.StatusBadRequest, "register: "+msg)
+		return
+	}
 	token, err := newToken()
 	if err != nil {
 		s.internal(w, r, "register agent", err)
 		return
 	}
 	a, err := s.q.RegisterAgent(r.Context(), store.AgentRegistration{
-		Name: req.Name, Labels: req.Labels, GPUUUIDs: req.GPUUUIDs, TokenHash: store.HashToken(token),
+		Name: req.Name, Labels: withCardLabels(req.Labels, req.Cards), GPUUUIDs: req.GPUUUIDs, Cards: req.Cards,
+		TokenHash: store.HashToken(token),
 	})
 	if err != nil {
 		s.internal(w, r, "register agent", err)

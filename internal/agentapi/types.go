@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/perfgate/perfgate/internal/config"
+	"github.com/perfgate/perfgate/internal/fleet"
 	"github.com/perfgate/perfgate/internal/result"
 )
 
@@ -444,7 +445,13 @@ type RegisterRequest struct {
 	Name     string   `json:"name"`
 	Labels   []string `json:"labels"`
 	GPUUUIDs []string `json:"gpu_uuids"`
+	// Cards describe the GPUs (model, memory, driver); the server adds
+	// the labels they give (fleet.CardLabels) to Labels.
+	Cards []fleet.Card `json:"cards,omitempty"`
 }
+
+// MaxCards is the most GPUs one agent may report.
+const MaxCards = 64
 
 // RegisterResponse carries the agent's own token: shown once, stored only
 // hashed on the server.
