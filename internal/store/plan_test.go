@@ -62,3 +62,45 @@ func TestClaimPlanPostgres(t *testing.T) {
 		}
 	}
 }
+
+// TestClaimPlanSQLite: on SQLite too the claim walks jobs_claim in order,
+// with no sort.
+func TestClaimPlanSQLite(t *testing.T) {
+	p := sqliteDSN(t)
+	ctx := context.Background()
+	st, err := store.Open(ctx, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 200 {
+		if _, err := st.Enqueue(ctx, store.JobSpec{Repo: fmt.Sprintf("acme/r%d", i%20), Tier: []string{"quick", "merge"}[i%2]}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db, err := sql.Open("sqlite", p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	rows, err := db.QueryContext(ctx, "EXPLAIN QUERY PLAN "+store.ClaimPickSQLite(), 1, `["gpu"]`, `[]`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var plan []string
+	for rows.Next() {
+		var id, parent, notused int
+		var detail string
+		if err := rows.Scan(&id, &parent, &notused, &detail); err != nil {
+			t.Fatal(err)
+		}
+		plan = append(plan, detail)
+	}
+	text := strings.Join(plan, "\n")
+	if !strings.Contains(text, "SCAN j USING INDEX jobs_claim") || strings.Contains(text, "TEMP B-TREE") {
+		t.Errorf("claim plan does not walk jobs_claim in order:\n%s", text)
+	}
+}
