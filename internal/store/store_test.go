@@ -76,12 +76,12 @@ func BenchmarkQueue(b *testing.B) {
 // BenchmarkFleet: the claim path of a shared fleet — 10,000 queued jobs
 // over 200 repositories with priorities, weights, pools and pins; 100
 // agents claiming through two server replicas (store handles) on one
-// database.
+// database. SQLite serves one server, so its run has one handle.
 //
 //	go test -run XXX -bench Fleet -benchtime 1x ./internal/store/
 func BenchmarkFleet(b *testing.B) {
 	b.Run("postgres", func(b *testing.B) { storetest.BenchFleet(b, storetest.PostgresDSN(b), 10000, 200, 100, 2) })
-	b.Run("sqlite", func(b *testing.B) { storetest.BenchFleet(b, sqliteDSN(b), 10000, 200, 100, 2) })
+	b.Run("sqlite", func(b *testing.B) { storetest.BenchFleet(b, sqliteDSN(b), 10000, 200, 100, 1) })
 }
 
 func TestRedact(t *testing.T) {

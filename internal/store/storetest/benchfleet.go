@@ -21,10 +21,11 @@ import (
 // store handles on the same database (server replicas), until the queue
 // is empty. Each replica has the default pool of 16 connections, so the
 // agents' claims queue for them as long polls through the agent API do.
-// It reports claims per second (claim and finish), the claim
-// latency percentiles, the enqueue rate (where fair share pays: outside
-// the timer), and how far into the claims every repository had its first
-// quick job.
+// It reports claims per second (claim and finish), the claim latency
+// percentiles, the enqueue rate (where fair share pays: outside the timer),
+// how far into the claims every repository had its first quick job, and
+// the worst idle poll: the median claim of a runner that none of the
+// queued jobs is for, which walks the whole queue to find nothing.
 func BenchFleet(b *testing.B, dsn string, jobs, repos, agents, replicas int) {
 	ctx := context.Background()
 	shares := fleet.Shares{Weights: map[string]float64{}}
@@ -86,6 +87,17 @@ func BenchFleet(b *testing.B, dsn string, jobs, repos, agents, replicas int) {
 			}
 		}
 		enqRate := float64(jobs) / time.Since(enqStart).Seconds()
+		// The worst idle poll: a runner no queued job is for walks the
+		// whole queue and finds nothing.
+		var idle []time.Duration
+		for range 50 {
+			t0 := time.Now()
+			if _, err := sts[0].Claim(ctx, store.ClaimRequest{AgentID: 0, Labels: []string{"gpu", "l40s"}, Lease: time.Hour}); !errors.Is(err, store.ErrNoJob) {
+				b.Fatalf("a runner of no pool claimed: %v", err)
+			}
+			idle = append(idle, time.Since(t0))
+		}
+		sort.Slice(idle, func(i, j int) bool { return idle[i] < idle[j] })
 		var (
 			mu        sync.Mutex
 			lats      = make([]time.Duration, 0, jobs)
@@ -146,6 +158,7 @@ func BenchFleet(b *testing.B, dsn string, jobs, repos, agents, replicas int) {
 		b.ReportMetric(pct(0.99), "p99-claim-ms")
 		b.ReportMetric(pct(1), "max-claim-ms")
 		b.ReportMetric(enqRate, "enqueues/s")
+		b.ReportMetric(float64(idle[len(idle)/2].Microseconds())/1000, "full-scan-empty-claim-ms")
 		b.ReportMetric(float64(lastFirst), "claims-until-every-repo-ran")
 		b.StartTimer()
 	}
