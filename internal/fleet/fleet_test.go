@@ -1,7 +1,6 @@
 package fleet
 
 import (
-	"encoding/json"
 	"reflect"
 	"strings"
 	"testing"
@@ -200,6 +199,18 @@ func TestDurations(t *testing.T) {
 	}
 }
 
+func TestReusedBaseline(t *testing.T) {
+	for _, tc := range []struct {
+		design string
+		job    int64
+		want   bool
+	}{{"stored", 0, true}, {"recent", 0, true}, {"stored", 7, false}, {"interleaved", 0, false}, {"", 0, false}} {
+		if got := ReusedBaseline(tc.design, tc.job); got != tc.want {
+			t.Errorf("ReusedBaseline(%q, %d) = %v", tc.design, tc.job, got)
+		}
+	}
+}
+
 func TestWeeksBack(t *testing.T) {
 	sun := time.Date(2025, 3, 9, 23, 0, 0, 0, time.UTC) // end of 2025-W10
 	if got := WeeksBack(sun, 1); !got.Equal(time.Date(2025, 3, 3, 0, 0, 0, 0, time.UTC)) {
@@ -212,9 +223,6 @@ func TestWeeksBack(t *testing.T) {
 
 func TestUsage(t *testing.T) {
 	mon := time.Date(2025, 3, 3, 9, 0, 0, 0, time.UTC) // 2025-W10
-	stored := json.RawMessage(`{"report":{"design":"stored"}}`)
-	measured := json.RawMessage(`{"report":{"design":"stored"},"baseline_job":7}`)
-	interleaved := json.RawMessage(`{"report":{"design":"interleaved"}}`)
 	rows := Usage(
 		[]UsageAttempt{
 			{JobID: 1, Repo: "a/x", Tier: "quick", Started: mon, Ended: mon.Add(30 * time.Minute)},
@@ -222,8 +230,7 @@ func TestUsage(t *testing.T) {
 			{JobID: 2, Repo: "a/x", Tier: "merge", Started: mon, Ended: mon.Add(2 * time.Hour)},
 			{JobID: 3, Repo: "a/x", Tier: "quick", Started: mon.Add(-24 * time.Hour), Ended: mon.Add(-23 * time.Hour)}, // Sunday: W09
 		},
-		[]UsageCheck{{Repo: "a/x", Tier: "quick", Created: mon, Verdict: stored}, {Repo: "a/x", Tier: "quick", Created: mon, Verdict: measured},
-			{Repo: "a/x", Tier: "merge", Created: mon, Verdict: interleaved}, {Repo: "a/x", Tier: "quick", Created: mon, Verdict: json.RawMessage(`{}`)}},
+		[]UsageReuse{{Repo: "a/x", Tier: "quick", Created: mon}},
 		[]UsageRegression{{Repo: "a/x", Tier: "quick", SHA: "s1", At: mon}, {Repo: "a/x", Tier: "quick", SHA: "s1", At: mon.Add(time.Hour)}, {Repo: "a/x", Tier: "quick", SHA: "s2", At: mon}},
 	)
 	want := []UsageRow{

@@ -1,7 +1,6 @@
 package fleet
 
 import (
-	"encoding/json"
 	"fmt"
 	"sort"
 	"time"
@@ -15,12 +14,11 @@ type UsageAttempt struct {
 	Started, Ended time.Time
 }
 
-// UsageCheck is a check run that ended, with its verdict document as the
-// dispatcher stores it.
-type UsageCheck struct {
+// UsageReuse is a check judged against a baseline stored earlier instead
+// of one measured for it (ReusedBaseline).
+type UsageReuse struct {
 	Repo, Tier string
 	Created    time.Time
-	Verdict    json.RawMessage
 }
 
 // UsageRegression is one regression the gate called on a commit.
@@ -64,33 +62,17 @@ func WeeksBack(now time.Time, n int) time.Time {
 	return start.AddDate(0, 0, -7*(max(n, 1)-1))
 }
 
-// verdictUsage is the part of the dispatcher's verdict document usage
-// reads: the design the gate judged with and whether the check measured
-// its own baseline.
-type verdictUsage struct {
-	Report *struct {
-		Design string `json:"design"`
-	} `json:"report"`
-	BaselineJob int64 `json:"baseline_job"`
+// ReusedBaseline reports whether a check whose verdict the gate reached
+// with design (report.design) and whose base was measured by baselineJob
+// (0: none) reused a stored baseline: a job not run. Interleaved checks
+// measure their base in the same job and never count.
+func ReusedBaseline(design string, baselineJob int64) bool {
+	return baselineJob == 0 && (design == "stored" || design == "recent")
 }
 
-// ReusedBaseline reports whether a check's verdict was judged against a
-// baseline stored earlier (no job measured the base for it). Interleaved
-// checks measure their base in the same job and never count.
-func ReusedBaseline(verdict json.RawMessage) bool {
-	if len(verdict) == 0 {
-		return false
-	}
-	var v verdictUsage
-	if err := json.Unmarshal(verdict, &v); err != nil || v.Report == nil {
-		return false
-	}
-	return v.BaselineJob == 0 && (v.Report.Design == "stored" || v.Report.Design == "recent")
-}
-
-// Usage sums attempts, checks and regressions by repository, tier and
+// Usage sums attempts, baseline reuses and regressions by repository, tier and
 // week, sorted by week (newest first), repository and tier.
-func Usage(attempts []UsageAttempt, checks []UsageCheck, regressions []UsageRegression) []UsageRow {
+func Usage(attempts []UsageAttempt, reuses []UsageReuse, regressions []UsageRegression) []UsageRow {
 	type key struct{ repo, tier, week string }
 	rows := map[key]*UsageRow{}
 	row := func(repo, tier string, at time.Time) *UsageRow {
@@ -119,10 +101,8 @@ func Usage(attempts []UsageAttempt, checks []UsageCheck, regressions []UsageRegr
 	for k, ids := range jobs {
 		rows[k].Jobs = len(ids)
 	}
-	for _, c := range checks {
-		if ReusedBaseline(c.Verdict) {
-			row(c.Repo, c.Tier, c.Created).BaselineReuse++
-		}
+	for _, c := range reuses {
+		row(c.Repo, c.Tier, c.Created).BaselineReuse++
 	}
 	caught := map[[3]string]bool{}
 	for _, g := range regressions {

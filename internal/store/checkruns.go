@@ -51,15 +51,16 @@ func (s *sqlStore) PutCheckRun(ctx context.Context, c CheckRun) (CheckRun, error
 	}
 	now := s.nowMicros()
 	out, err := scanCheckRun(s.w.QueryRowContext(ctx, s.q(`INSERT INTO check_runs
-		(repo, head_sha, tier, pr_number, installation_id, github_id, job_ids, state, verdict, deadline_at, created_at, updated_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		(repo, head_sha, tier, pr_number, installation_id, github_id, job_ids, state, verdict, deadline_at, created_at, updated_at, reused_baseline)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (repo, head_sha, tier) DO UPDATE SET
 			pr_number = excluded.pr_number, installation_id = excluded.installation_id,
 			github_id = excluded.github_id, job_ids = excluded.job_ids, state = excluded.state,
-			verdict = excluded.verdict, deadline_at = excluded.deadline_at, updated_at = excluded.updated_at
+			verdict = excluded.verdict, deadline_at = excluded.deadline_at, updated_at = excluded.updated_at,
+			reused_baseline = excluded.reused_baseline
 		RETURNING `+checkRunCols),
 		c.Repo, c.HeadSHA, c.Tier, c.PRNumber, c.InstallationID, c.GitHubID, jsonInts(c.JobIDs), c.State,
-		verdict, micros(c.Deadline), now, now))
+		verdict, micros(c.Deadline), now, now, reusedBaseline(c.Verdict)))
 	if err != nil {
 		return CheckRun{}, fmt.Errorf("put check run %s@%s %s: %w", c.Repo, c.HeadSHA, c.Tier, err)
 	}
@@ -109,9 +110,9 @@ func (s *sqlStore) TransitionCheckRun(ctx context.Context, id int64, from string
 		cast = "::jsonb" // an untyped NULL parameter needs a type in COALESCE
 	}
 	res, err := s.w.ExecContext(ctx, s.q(`UPDATE check_runs SET state = ?, verdict = COALESCE(?`+cast+`, verdict),
-			deadline_at = ?, updated_at = ?
+			reused_baseline = CASE WHEN ? THEN ? ELSE reused_baseline END, deadline_at = ?, updated_at = ?
 		WHERE id = ? AND state = ?`),
-		to.State, verdict, micros(to.Deadline), s.nowMicros(), id, from)
+		to.State, verdict, to.Verdict != nil, reusedBaseline(to.Verdict), micros(to.Deadline), s.nowMicros(), id, from)
 	if err != nil {
 		return false, fmt.Errorf("transition check run %d %s→%s: %w", id, from, to.State, err)
 	}
@@ -291,10 +292,10 @@ func (s *sqlStore) applyCheck(ctx context.Context, tx *sql.Tx, cur CheckRun, ch 
 		inst = ch.InstallationID
 	}
 	next, err := scanCheckRun(tx.QueryRowContext(ctx, s.q(`UPDATE check_runs SET
-			state = ?, deadline_at = ?, verdict = ?, job_ids = ?, generation = ?, github_id = ?, create_attempted = ?,
+			state = ?, deadline_at = ?, verdict = ?, reused_baseline = ?, job_ids = ?, generation = ?, github_id = ?, create_attempted = ?,
 			desired = ?, desired_version = ?, request_key = ?, pr_number = ?, installation_id = ?, updated_at = ?
 		WHERE id = ? RETURNING `+checkRunCols),
-		ch.State, micros(ch.Deadline), vdoc, jsonInts(jobs), gen, githubID, attempted,
+		ch.State, micros(ch.Deadline), vdoc, reusedBaseline(verdict), jsonInts(jobs), gen, githubID, attempted,
 		desired, version, key, pr, inst, now, cur.ID))
 	if err != nil {
 		return CheckRun{}, fmt.Errorf("update check run %d: %w", cur.ID, err)

@@ -305,24 +305,22 @@ func (s *sqlStore) Usage(ctx context.Context, f UsageFilter) ([]fleet.UsageRow, 
 	if f.Repo != "" {
 		where, args = where+` AND repo = ?`, append(args, f.Repo)
 	}
-	rows, err := s.r.QueryContext(ctx, s.q(`SELECT repo, tier, created_at, verdict FROM check_runs`+where+
-		` AND state NOT IN ('queued', 'in_progress')`), args...)
+	rows, err := s.r.QueryContext(ctx, s.q(`SELECT repo, tier, created_at FROM check_runs`+where+` AND reused_baseline`), args...)
 	if err != nil {
 		return nil, fmt.Errorf("usage: checks: %w", err)
 	}
-	var checks []fleet.UsageCheck
+	var reuses []fleet.UsageReuse
 	for rows.Next() {
 		var (
-			c       fleet.UsageCheck
+			c       fleet.UsageReuse
 			created int64
-			verdict string
 		)
-		if err := rows.Scan(&c.Repo, &c.Tier, &created, &verdict); err != nil {
+		if err := rows.Scan(&c.Repo, &c.Tier, &created); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("usage: checks: %w", err)
 		}
-		c.Created, c.Verdict = time.UnixMicro(created).UTC(), parseDoc(verdict)
-		checks = append(checks, c)
+		c.Created = time.UnixMicro(created).UTC()
+		reuses = append(reuses, c)
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
@@ -359,7 +357,7 @@ func (s *sqlStore) Usage(ctx context.Context, f UsageFilter) ([]fleet.UsageRow, 
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("usage: regressions: %w", err)
 	}
-	return fleet.Usage(ua, checks, regs), nil
+	return fleet.Usage(ua, reuses, regs), nil
 }
 
 func micros0(t time.Time) int64 {
@@ -374,4 +372,23 @@ func untilMicros(t time.Time) int64 {
 		return math.MaxInt64
 	}
 	return t.UnixMicro()
+}
+
+// reusedBaseline reads from a check run's verdict document (the
+// dispatcher's: report.design, baseline_job) whether it reused a stored
+// baseline, for the reused_baseline column usage counts.
+func reusedBaseline(verdict json.RawMessage) bool {
+	if len(verdict) == 0 {
+		return false
+	}
+	var v struct {
+		Report *struct {
+			Design string `json:"design"`
+		} `json:"report"`
+		BaselineJob int64 `json:"baseline_job"`
+	}
+	if err := json.Unmarshal(verdict, &v); err != nil || v.Report == nil {
+		return false
+	}
+	return fleet.ReusedBaseline(v.Report.Design, v.BaselineJob)
 }

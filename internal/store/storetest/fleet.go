@@ -450,6 +450,19 @@ func testFleetUsage(t *testing.T, newDSN func(t testing.TB) string) {
 		Verdict: []byte(`{"report":{"design":"stored"}}`)}); err != nil {
 		t.Fatal(err)
 	}
+	// Not reuses: a check that measured its own base, an interleaved one,
+	// one still queued; a reuse stays one when the state moves on.
+	for i, v := range []string{`{"report":{"design":"stored"},"baseline_job":4}`, `{"report":{"design":"interleaved"}}`, `{}`} {
+		if _, _, err := e.st.ApplyCheck(e.ctx, store.CheckChange{Repo: "acme/llm", HeadSHA: sha40(fmt.Sprint(i)), Tier: "quick", State: store.CheckPassed,
+			Verdict: []byte(v)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if cr, err := e.st.GetCheckRun(e.ctx, "acme/llm", sha, "quick"); err != nil {
+		t.Fatal(err)
+	} else if ok, err := e.st.TransitionCheckRun(e.ctx, cr.ID, store.CheckWarned, store.CheckTransition{State: store.CheckEscalated}); err != nil || !ok {
+		t.Fatalf("escalate: %v %v", ok, err)
+	}
 	for range 2 {
 		if _, err := e.st.AppendAudit(e.ctx, store.AuditEntry{Actor: "perfgate", Action: "gate.regression", Repo: "acme/llm",
 			Detail: []byte(`{"sha":"` + sha + `","tier":"quick"}`)}); err != nil {

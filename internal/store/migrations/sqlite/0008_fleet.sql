@@ -57,4 +57,11 @@ CREATE INDEX gpu_attempts_repo ON gpu_attempts (repo, ended_at);
 CREATE INDEX gpu_attempts_tier ON gpu_attempts (tier, ended_at) WHERE status = 'succeeded';
 
 CREATE INDEX audit_log_action_time ON audit_log (action, created_at);
-CREATE INDEX check_runs_created ON check_runs (created_at);
+
+-- reused_baseline: the check was judged against a stored baseline, not one
+-- measured for it (the verdict's report.design is stored or recent and it
+-- has no baseline_job): a job saved. Written with every verdict.
+ALTER TABLE check_runs ADD COLUMN reused_baseline BOOLEAN NOT NULL DEFAULT FALSE;
+UPDATE check_runs SET reused_baseline = TRUE
+    WHERE json_extract(verdict, '$.report.design') IN ('stored', 'recent') AND COALESCE(json_extract(verdict, '$.baseline_job'), 0) = 0;
+CREATE INDEX check_runs_reused ON check_runs (created_at) WHERE reused_baseline;
