@@ -28,17 +28,19 @@ import (
 //     spending credit saved up, and a tenant's burst of 50 jobs is spread
 //     out in virtual time, so another tenant's job queued after it is
 //     claimed after at most one job per weight unit of each busy tenant.
-//     When an attempt ends, its tenant's finish is corrected by the GPU
-//     time it really took minus the estimate (chargeAttempt), so a tenant
-//     whose jobs run long waits longer next time: the share follows GPU
-//     time, not job counts.
+//     When an attempt ends, the GPU time it really took minus the
+//     estimate is charged to its tenant (chargeAttempt; folded into the
+//     tenant's finish at its next enqueue), so a tenant whose jobs run
+//     long waits longer next time: the share follows GPU time, not job
+//     counts.
 //   - seq is the queue sequence: the job's id, or — for a job of a newer
 //     push — the sequence (and tag) of the queued job of the same PR and
 //     tier it superseded (handoff), so a push does not lose its place.
 //
 // Tags are fixed at enqueue, so the claim is one index walk that stops at
 // the first job the agent can run; the cost of fairness is paid once per
-// job, at enqueue, in three small index reads and one upsert.
+// job, at enqueue, in a few small index reads and two writes to the
+// tenant's clock; claims and finishes never touch it.
 
 // handoffWindow is how long a superseded job's place waits for the newer
 // push's job: the push queues it in the same webhook, so a place unused
@@ -77,6 +79,9 @@ func (s *sqlStore) placeJob(ctx context.Context, tx txer, spec JobSpec, now int6
 	pl.cost = est / s.shares.Weight(pl.key)
 	v, err := s.virtualTime(ctx, tx, pl.priority)
 	if err != nil {
+		return place{}, err
+	}
+	if err := s.foldCharges(ctx, tx, pl.priority, pl.key); err != nil {
 		return place{}, err
 	}
 	var finish float64
@@ -127,9 +132,12 @@ func (s *sqlStore) expectedSeconds(ctx context.Context, tx txer, tier string) (f
 }
 
 // chargeAttempt records an attempt's time on its GPU (status: the job's
-// final status, or "lost") and corrects its tenant's finish by what it
-// really took: the GPU-seconds over the weight, less the estimate charged
-// at enqueue (once, at the first attempt).
+// final status, or "lost") with what its tenant owes for it beyond the
+// estimate charged at enqueue: the GPU-seconds over the weight it was
+// queued with, less that estimate (once, at the first attempt). The
+// tenant's next enqueue folds the charge into its clock (foldCharges), so
+// a finish never waits on the clock's row. Finish on PostgreSQL does the
+// same in its one statement.
 func (s *sqlStore) chargeAttempt(ctx context.Context, tx txer, j Job, agentID int64, status string, now int64) error {
 	if j.StartedAt.IsZero() || j.Attempts == 0 {
 		return nil // never ran
@@ -139,27 +147,46 @@ func (s *sqlStore) chargeAttempt(ctx context.Context, tx txer, j Job, agentID in
 	if agentID != 0 {
 		agent = agentID
 	}
-	res, err := tx.ExecContext(ctx, s.q(`INSERT INTO gpu_attempts
-			(job_id, attempt, repo, installation_id, tier, pool, agent_id, status, started_at, ended_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+	charge := float64(max(now-started, 0)) / 1e6 / j.VWeight
+	if j.Attempts == 1 {
+		charge -= j.VCost
+	}
+	if math.IsNaN(charge) || math.IsInf(charge, 0) {
+		charge = 0
+	}
+	_, err := tx.ExecContext(ctx, s.q(`INSERT INTO gpu_attempts
+			(job_id, attempt, repo, installation_id, tier, pool, agent_id, status, started_at, ended_at, priority, share_key, charge, folded)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (job_id, attempt) DO NOTHING`),
-		j.ID, j.Attempts, j.Repo, j.InstallationID, j.Tier, fleet.Pool(j.Labels, j.GPUUUID), agent, status, started, max(now, started))
+		j.ID, j.Attempts, j.Repo, j.InstallationID, j.Tier, j.Pool, agent, status, started, max(now, started),
+		j.Priority, j.ShareKey, charge, j.ShareKey == "")
 	if err != nil {
 		return fmt.Errorf("record attempt %d of job %d: %w", j.Attempts, j.ID, err)
 	}
-	if n, err := res.RowsAffected(); err != nil || n == 0 || j.ShareKey == "" {
-		return err // already recorded, or a job from before fair share
+	return nil
+}
+
+// foldCharges adds the charges of the tenant's attempts that ended since
+// its last enqueue to its clock.
+func (s *sqlStore) foldCharges(ctx context.Context, tx txer, priority int, key string) error {
+	var err error
+	if s.d.dollar {
+		// One statement: the attempts marked are exactly those summed,
+		// whatever finishes meanwhile.
+		_, err = tx.ExecContext(ctx, s.q(`WITH f AS (
+				UPDATE gpu_attempts SET folded = TRUE WHERE priority = ? AND share_key = ? AND NOT folded RETURNING charge)
+			UPDATE fleet_flows SET finish = finish + (SELECT COALESCE(SUM(charge), 0) FROM f)
+			WHERE priority = ? AND share_key = ? AND EXISTS (SELECT 1 FROM f)`), priority, key, priority, key)
+	} else {
+		// SQLite's writes are serial: nothing lands between the two.
+		if _, err = tx.ExecContext(ctx, `UPDATE fleet_flows SET finish = finish + (SELECT COALESCE(SUM(charge), 0) FROM gpu_attempts
+				WHERE priority = ? AND share_key = ? AND NOT folded)
+			WHERE priority = ? AND share_key = ?`, priority, key, priority, key); err == nil {
+			_, err = tx.ExecContext(ctx, `UPDATE gpu_attempts SET folded = TRUE WHERE priority = ? AND share_key = ? AND NOT folded`, priority, key)
+		}
 	}
-	delta := float64(max(now-started, 0)) / 1e6 / s.shares.Weight(j.ShareKey)
-	if j.Attempts == 1 {
-		delta -= j.VCost
-	}
-	if delta == 0 || math.IsNaN(delta) {
-		return nil
-	}
-	if _, err := tx.ExecContext(ctx, s.q(`UPDATE fleet_flows SET finish = finish + ? WHERE priority = ? AND share_key = ?`),
-		delta, j.Priority, j.ShareKey); err != nil {
-		return fmt.Errorf("charge job %d to %s: %w", j.ID, j.ShareKey, err)
+	if err != nil {
+		return fmt.Errorf("fold %s's charges: %w", key, err)
 	}
 	return nil
 }

@@ -9,12 +9,14 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/perfgate/perfgate/internal/fleet"
 )
 
 const jobCols = `id, tier, kind, repo, installation_id, pr_number, head_sha, base_sha, config,
 	required_labels, gpu_uuid, check_run_id, status, attempts, max_attempts, failure_reason,
 	lease_id, lease_expires_at, agent_id, cancel_requested, created_at, started_at, finished_at, judged_at,
-	priority, share_key, vtag, vcost, seq`
+	priority, share_key, vtag, vcost, vweight, seq, pool`
 
 func scanJob(sc scanner) (Job, error) { return scanJobWith(sc) }
 
@@ -30,7 +32,7 @@ func scanJobWith(sc scanner, extra ...any) (Job, error) {
 	dest := []any{&j.ID, &j.Tier, &j.Kind, &j.Repo, &j.InstallationID, &j.PRNumber, &j.HeadSHA, &j.BaseSHA,
 		&j.Config, &labels, &j.GPUUUID, &j.CheckRunID, &status, &j.Attempts, &j.MaxAttempts, &j.FailureReason,
 		&j.LeaseID, &leaseExp, &agent, &j.CancelRequested, &created, &start, &finish, &judged,
-		&j.Priority, &j.ShareKey, &j.VTag, &j.VCost, &j.Seq}
+		&j.Priority, &j.ShareKey, &j.VTag, &j.VCost, &j.VWeight, &j.Seq, &j.Pool}
 	err := sc.Scan(append(dest, extra...)...)
 	if err != nil {
 		return Job{}, err
@@ -93,12 +95,12 @@ func (s *sqlStore) enqueueTx(ctx context.Context, tx txer, spec JobSpec, now int
 	var id int64
 	err = tx.QueryRowContext(ctx, s.q(`INSERT INTO jobs
 		(tier, kind, repo, installation_id, pr_number, head_sha, base_sha, config, required_labels,
-		 gpu_uuid, check_run_id, status, max_attempts, created_at, priority, share_key, vtag, vcost, seq)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		 gpu_uuid, check_run_id, status, max_attempts, created_at, priority, share_key, vtag, vcost, vweight, seq, pool)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		RETURNING id`),
 		spec.Tier, spec.Kind, spec.Repo, spec.InstallationID, spec.PRNumber, spec.HeadSHA, spec.BaseSHA,
 		blob(spec.Config), jsonList(spec.Labels), spec.GPUUUID, spec.CheckRunID, string(StatusQueued),
-		spec.MaxAttempts, now, pl.priority, pl.key, pl.tag, pl.cost, pl.seq).Scan(&id)
+		spec.MaxAttempts, now, pl.priority, pl.key, pl.tag, pl.cost, s.shares.Weight(pl.key), pl.seq, fleet.Pool(spec.Labels, spec.GPUUUID)).Scan(&id)
 	if err != nil {
 		return Job{}, fmt.Errorf("enqueue %s %s@%s: %w", spec.Tier, spec.Repo, spec.HeadSHA, err)
 	}
@@ -233,20 +235,43 @@ func (s *sqlStore) Finish(ctx context.Context, jobID int64, leaseID string, stat
 	if leaseID == "" {
 		return Job{}, ErrLeaseLost
 	}
-	var j Job
-	err := s.tx(ctx, func(tx *sql.Tx) error {
-		now := s.nowMicros()
-		var err error
-		j, err = scanJob(tx.QueryRowContext(ctx, s.q(`UPDATE jobs SET
-				status = ?, failure_reason = ?, finished_at = ?, lease_expires_at = NULL
-			WHERE id = ? AND lease_id = ? AND status = 'running'
-			RETURNING `+jobCols),
+	var (
+		j   Job
+		err error
+	)
+	now := s.nowMicros()
+	if s.d.dollar {
+		// One statement: the job's end and its attempt, with the charge
+		// chargeAttempt computes (over the finished row).
+		j, err = scanJob(s.w.QueryRowContext(ctx, s.q(`WITH done AS (
+				UPDATE jobs SET status = ?, failure_reason = ?, finished_at = ?, lease_expires_at = NULL
+				WHERE id = ? AND lease_id = ? AND status = 'running'
+				RETURNING *),
+			attempt AS (
+				INSERT INTO gpu_attempts (job_id, attempt, repo, installation_id, tier, pool, agent_id, status, started_at, ended_at,
+					priority, share_key, charge, folded)
+				SELECT id, attempts, repo, installation_id, tier, pool, agent_id, status, started_at, GREATEST(finished_at, started_at),
+					priority, share_key,
+					GREATEST(finished_at - started_at, 0)::float8 / 1e6 / vweight - CASE WHEN attempts = 1 THEN vcost ELSE 0 END,
+					share_key = ''
+				FROM done WHERE started_at IS NOT NULL AND attempts > 0
+				ON CONFLICT (job_id, attempt) DO NOTHING)
+			SELECT `+jobCols+` FROM done`),
 			string(status), reason, now, jobID, leaseID))
-		if err != nil {
-			return err
-		}
-		return s.chargeAttempt(ctx, tx, j, j.AgentID, string(status), now)
-	})
+	} else {
+		err = s.tx(ctx, func(tx *sql.Tx) error {
+			var err error
+			j, err = scanJob(tx.QueryRowContext(ctx, s.q(`UPDATE jobs SET
+					status = ?, failure_reason = ?, finished_at = ?, lease_expires_at = NULL
+				WHERE id = ? AND lease_id = ? AND status = 'running'
+				RETURNING `+jobCols),
+				string(status), reason, now, jobID, leaseID))
+			if err != nil {
+				return err
+			}
+			return s.chargeAttempt(ctx, tx, j, j.AgentID, string(status), now)
+		})
+	}
 	if err == nil {
 		return j, nil
 	}

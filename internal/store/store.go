@@ -299,7 +299,11 @@ type Job struct {
 	ShareKey string
 	VTag     float64
 	VCost    float64
+	VWeight  float64
 	Seq      int64
+	// Pool names the runners it can go to (fleet.Pool of its labels and
+	// card pin).
+	Pool string
 }
 
 // JudgeClaim is a finished job leased to one judging worker.

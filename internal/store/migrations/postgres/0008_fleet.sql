@@ -13,6 +13,10 @@ ALTER TABLE jobs ADD COLUMN seq BIGINT NOT NULL DEFAULT 0;
 -- handoff: a queued job cancelled by a newer push; the push's job takes
 -- its place in the queue.
 ALTER TABLE jobs ADD COLUMN handoff BOOLEAN NOT NULL DEFAULT FALSE;
+-- The tenant's weight when the job was queued (its GPU time is charged
+-- with it) and the job's pool (fleet.Pool: its labels and card pin).
+ALTER TABLE jobs ADD COLUMN vweight DOUBLE PRECISION NOT NULL DEFAULT 1;
+ALTER TABLE jobs ADD COLUMN pool TEXT NOT NULL DEFAULT '';
 UPDATE jobs SET seq = id, share_key = repo,
     priority = CASE WHEN tier = 'merge' OR kind = 'merge_group' THEN 0
                     WHEN kind = 'bisect' THEN 3
@@ -37,8 +41,11 @@ ALTER TABLE agents ADD COLUMN cards TEXT NOT NULL DEFAULT '[]';
 ALTER TABLE agents ADD COLUMN drained BOOLEAN NOT NULL DEFAULT FALSE;
 ALTER TABLE agents ADD COLUMN drained_at BIGINT;
 
--- Every attempt's time on a GPU: accounting, fair-share charges and run
--- time estimates.
+-- Every attempt's time on a GPU: accounting, run time estimates and the
+-- fair-share charge. charge is what the attempt's tenant owes beyond the
+-- estimate charged at enqueue (GPU-seconds over the weight, less that
+-- estimate once); the tenant's next enqueue folds it into its clock, so a
+-- finish never waits on the clock's row.
 CREATE TABLE gpu_attempts (
     job_id          BIGINT  NOT NULL REFERENCES jobs (id),
     attempt         INTEGER NOT NULL,
@@ -50,8 +57,13 @@ CREATE TABLE gpu_attempts (
     status          TEXT    NOT NULL,
     started_at      BIGINT  NOT NULL,
     ended_at        BIGINT  NOT NULL,
+    priority        INTEGER NOT NULL DEFAULT 0,
+    share_key       TEXT    NOT NULL DEFAULT '',
+    charge          DOUBLE PRECISION NOT NULL DEFAULT 0,
+    folded          BOOLEAN NOT NULL DEFAULT TRUE,
     PRIMARY KEY (job_id, attempt)
 );
+CREATE INDEX gpu_attempts_unfolded ON gpu_attempts (priority, share_key) WHERE NOT folded;
 CREATE INDEX gpu_attempts_ended ON gpu_attempts (ended_at);
 CREATE INDEX gpu_attempts_repo ON gpu_attempts (repo, ended_at);
 CREATE INDEX gpu_attempts_tier ON gpu_attempts (tier, ended_at) WHERE status = 'succeeded';
