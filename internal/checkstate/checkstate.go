@@ -27,6 +27,7 @@ const (
 	Escalated     Phase = "escalated"    // a regression unresolved past its deadline: blocking
 	Accepted      Phase = "accepted"     // a regression accepted on appeal
 	Inconclusive  Phase = "inconclusive" // the evidence cannot decide (or the runner failed)
+	NeedsAck      Phase = "needs_ack"    // inconclusive on a tier that holds it until a maintainer acknowledges it
 	Errored       Phase = "errored"      // the commit's engine could not be measured
 	Skipped       Phase = "skipped"      // nothing gated changed, or a draft
 	Superseded    Phase = "superseded"   // a newer push replaced the commit before it was judged
@@ -57,7 +58,7 @@ func (p Phase) Check() (status, conclusion string) {
 		return "completed", "skipped"
 	case Superseded, Closed:
 		return "completed", "cancelled"
-	case Waiting:
+	case Waiting, NeedsAck:
 		return "completed", "action_required"
 	default: // escalated, errored, config error: fail safe
 		return "completed", "failure"
@@ -108,6 +109,9 @@ const (
 	DeadlinePassed Kind = "deadline_passed"
 	// AppealAccepted: a maintainer accepted the commit's regression.
 	AppealAccepted Kind = "appeal_accepted"
+	// Acked: a maintainer acknowledged an inconclusive check the tier
+	// held (`/perf ack`): it passes as inconclusive.
+	Acked Kind = "acked"
 	// NewerPush: the pull request moved on to another commit.
 	NewerPush Kind = "newer_push"
 	// PRClosed: the pull request was closed.
@@ -130,6 +134,9 @@ type Event struct {
 	Phase Phase
 	// Tier is the check's tier, for rules that depend on it.
 	Tier string
+	// NeedsAck: the tier does not pass an inconclusive verdict
+	// (GateUndecided under `inconclusive: needs_ack`).
+	NeedsAck bool
 }
 
 // EffectKind names an effect.

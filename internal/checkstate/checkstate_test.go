@@ -14,11 +14,11 @@ var (
 	after    = 48 * time.Hour
 )
 
-var allPhases = []Phase{None, Queued, InProgress, Passed, Warned, Escalated, Accepted, Inconclusive, Errored,
+var allPhases = []Phase{None, Queued, InProgress, Passed, Warned, Escalated, Accepted, Inconclusive, NeedsAck, Errored,
 	Skipped, Superseded, Closed, Waiting, ConfigError, NotConfigured}
 
 var allKinds = []Kind{Requested, Concluded, Started, Progressed, GatePass, GateRegression, GateUndecided, Broken,
-	DeadlinePassed, AppealAccepted, NewerPush, PRClosed, QueueMoved}
+	DeadlinePassed, AppealAccepted, Acked, NewerPush, PRClosed, QueueMoved}
 
 // fx abbreviates effect lists in the table.
 func fx(kinds ...any) []Effect {
@@ -58,6 +58,7 @@ var table = []row{
 	{"re-run after a pass holds nothing", State{Phase: Passed, Held: Accepted}, Event{Kind: Requested}, State{Phase: Queued}, fx(SyncCheck, NewCheck)},
 	{"reopened after close", State{Phase: Closed}, Event{Kind: Requested}, State{Phase: Queued}, fx(SyncCheck, NewCheck)},
 	{"fork approved after waiting", State{Phase: Waiting}, Event{Kind: Requested}, State{Phase: Queued}, fx(SyncCheck, NewCheck)},
+	{"retest of a held inconclusive check", State{Phase: NeedsAck}, Event{Kind: Requested}, State{Phase: Queued}, fx(SyncCheck, NewCheck)},
 
 	// Concluded without a run.
 	{"skipped", State{}, Event{Kind: Concluded, Phase: Skipped}, State{Phase: Skipped}, fx(SyncCheck, NewCheck)},
@@ -91,6 +92,14 @@ var table = []row{
 		State{Phase: Warned, Deadline: now.Add(after)}, fx(SyncCheck, WarnAuthor, "gate.regression")},
 	{"undecided while queued", State{Phase: Queued}, Event{Kind: GateUndecided}, State{Phase: Inconclusive}, fx(SyncCheck, "gate.inconclusive")},
 	{"undecided", State{Phase: InProgress, Deadline: deadline, Held: Escalated}, Event{Kind: GateUndecided}, State{Phase: Inconclusive}, fx(SyncCheck, "gate.inconclusive")},
+	{"undecided on a needs_ack tier holds the check", State{Phase: InProgress}, Event{Kind: GateUndecided, NeedsAck: true},
+		State{Phase: NeedsAck}, fx(SyncCheck, "gate.inconclusive")},
+	{"undecided on a needs_ack tier drops an escalation's hold", State{Phase: Queued, Held: Escalated, Deadline: deadline}, Event{Kind: GateUndecided, NeedsAck: true},
+		State{Phase: NeedsAck}, fx(SyncCheck, "gate.inconclusive")},
+	{"a maintainer's ack passes a held inconclusive check", State{Phase: NeedsAck}, Event{Kind: Acked},
+		State{Phase: Inconclusive}, fx(SyncCheck, "inconclusive.acknowledged")},
+	{"an ack leaves no clock behind", State{Phase: NeedsAck, Deadline: deadline}, Event{Kind: Acked},
+		State{Phase: Inconclusive}, fx(SyncCheck, "inconclusive.acknowledged")},
 	{"runner lost", State{Phase: InProgress}, Event{Kind: Broken, RunnerFault: true}, State{Phase: Inconclusive}, fx(SyncCheck, "gate.broken")},
 	{"engine failed", State{Phase: Queued, Deadline: deadline}, Event{Kind: Broken}, State{Phase: Errored}, fx(SyncCheck, "gate.broken")},
 
@@ -132,6 +141,7 @@ func init() {
 				{"pass", withClock(p), Event{Kind: GatePass}, State{Phase: Passed}, pass},
 				{"regression", withClock(p), Event{Kind: GateRegression, Now: now, EscalateAfter: after}, State{Phase: Warned, Deadline: warnedAt}, warn},
 				{"undecided", withClock(p), Event{Kind: GateUndecided}, State{Phase: Inconclusive}, fx(SyncCheck, "gate.inconclusive")},
+				{"undecided, needs ack", withClock(p), Event{Kind: GateUndecided, NeedsAck: true}, State{Phase: NeedsAck}, fx(SyncCheck, "gate.inconclusive")},
 				{"runner lost", withClock(p), Event{Kind: Broken, RunnerFault: true}, State{Phase: Inconclusive}, fx(SyncCheck, "gate.broken")},
 				{"engine failed", withClock(p), Event{Kind: Broken}, State{Phase: Errored}, fx(SyncCheck, "gate.broken")},
 				{"newer push", withClock(p), Event{Kind: NewerPush}, State{Phase: Superseded}, fx(SyncCheck, CancelJobs)},
@@ -165,6 +175,10 @@ func TestIgnored(t *testing.T) {
 		{"appeal while the retest runs", State{Phase: InProgress, Deadline: deadline}, Event{Kind: AppealAccepted}, State{}, nil},
 		{"start of a running check", State{Phase: InProgress}, Event{Kind: Started}, State{}, nil},
 		{"push over a check with no clock", State{Phase: Passed}, Event{Kind: NewerPush}, State{}, nil},
+		{"ack of a passing inconclusive check", State{Phase: Inconclusive}, Event{Kind: Acked}, State{}, nil},
+		{"ack while the runs are measured", State{Phase: InProgress}, Event{Kind: Acked}, State{}, nil},
+		{"ack of a regression", State{Phase: Warned, Deadline: deadline}, Event{Kind: Acked}, State{}, nil},
+		{"appeal of a held inconclusive check", State{Phase: NeedsAck}, Event{Kind: AppealAccepted}, State{}, nil},
 	}
 	for _, r := range append(ignoredRows, extra...) {
 		if _, effects, err := Transition(r.from, r.ev); !errors.Is(err, ErrIgnored) || effects != nil {
@@ -254,6 +268,8 @@ func mustApply(s State, k Kind) bool {
 		return s.Phase == Queued
 	case AppealAccepted:
 		return s.Phase == Warned || s.Phase == Escalated
+	case Acked:
+		return s.Phase == NeedsAck
 	case DeadlinePassed:
 		return s.Phase == Warned && !s.Deadline.IsZero()
 	}

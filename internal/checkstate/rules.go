@@ -29,8 +29,8 @@ func heldAccepted(s State, e Event) bool  { return s.Held == Accepted || e.Accep
 func sync(more ...Effect) []Effect { return append([]Effect{{Kind: SyncCheck}}, more...) }
 func audit(action string) Effect   { return Effect{Kind: Audit, Action: action} }
 
-// rules is the lifecycle, in priority order. To add a rule (a merge-tier
-// check that needs an acknowledgement, a budget that runs out), add a
+// rules is the lifecycle, in priority order. To add a rule (a budget
+// that runs out, say), add a
 // phase if it needs one, give Phase.Check its GitHub face, and put a row
 // here above the general row it refines; then add its rows to the table
 // in checkstate_test.go.
@@ -86,6 +86,12 @@ var rules = []rule{
 	{on: GateRegression, from: isOpen, to: func(s State, e Event) (State, []Effect) {
 		return State{Phase: Warned, Deadline: e.Now.Add(e.EscalateAfter)}, sync(Effect{Kind: WarnAuthor}, audit("gate.regression"))
 	}},
+	// An inconclusive verdict on a tier that does not pass one holds the
+	// check (action required) until a maintainer acknowledges it or more
+	// runs decide.
+	{on: GateUndecided, from: isOpen, when: func(_ State, e Event) bool { return e.NeedsAck }, to: func(s State, e Event) (State, []Effect) {
+		return State{Phase: NeedsAck}, sync(audit("gate.inconclusive"))
+	}},
 	{on: GateUndecided, from: isOpen, to: func(s State, e Event) (State, []Effect) {
 		return State{Phase: Inconclusive}, sync(audit("gate.inconclusive"))
 	}},
@@ -105,6 +111,12 @@ var rules = []rule{
 	{on: DeadlinePassed, from: settled, when: hasClock, to: func(s State, e Event) (State, []Effect) {
 		s.Deadline = time.Time{}
 		return s, nil
+	}},
+
+	// A maintainer's `/perf ack`: the held inconclusive check passes as
+	// inconclusive (neutral), and the audit log says who let it through.
+	{on: Acked, from: is(NeedsAck), to: func(s State, e Event) (State, []Effect) {
+		return State{Phase: Inconclusive}, sync(audit("inconclusive.acknowledged"))
 	}},
 
 	{on: AppealAccepted, from: regressed, to: func(s State, e Event) (State, []Effect) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -33,6 +34,30 @@ type verdictDoc struct {
 	// BaselineJob is the job measuring the base commit for this check
 	// while it runs.
 	BaselineJob int64 `json:"baseline_job,omitempty"`
+	// Looks is the commit's false-alarm budget per baseline key (the
+	// tier, or "<tier>/<cell>" for a nightly matrix cell): every
+	// judgement of this check — the first runs, the added runs, each
+	// retest, an appeal's re-test — spends from it, so no sequence of
+	// retests can call an unchanged commit a regression more often than
+	// the tier allows. It survives every step of this row; a new commit
+	// is a new row, with a fresh budget.
+	Looks map[string]gate.Looks `json:"looks,omitempty"`
+}
+
+// withLooks is doc with the budgets in looks stored over its own.
+func (doc verdictDoc) withLooks(looks map[string]gate.Looks) verdictDoc {
+	if len(looks) == 0 {
+		return doc
+	}
+	merged := make(map[string]gate.Looks, len(doc.Looks)+len(looks))
+	for k, v := range doc.Looks {
+		merged[k] = v
+	}
+	for k, v := range looks {
+		merged[k] = v
+	}
+	doc.Looks = merged
+	return doc
 }
 
 // judging is the judge worker's configuration.
@@ -218,7 +243,7 @@ func (s *Service) judgeRow(ctx context.Context, cr store.CheckRun, job store.Job
 	if err != nil {
 		return err
 	}
-	return s.judge(ctx, cr, job, snap.Runs, ev.runs, ev.bad)
+	return s.judge(ctx, cr, job, judgement{key: cr.Tier, base: snap.Runs, against: snap.Version, cand: ev, notes: ev.bad})
 }
 
 // checkOf finds the check run row a job reports to, and whether the job
@@ -259,10 +284,12 @@ func (s *Service) pending(ctx context.Context, ids []int64) (bool, error) {
 	return false, nil
 }
 
-// evidence is what a set of jobs measured: the runs the gate can use, the
-// reasons jobs failed, and the runs that cannot be judged.
+// evidence is what a set of jobs measured: the runs the gate can use (and
+// the session, the job, each ran in), the reasons jobs failed, and the
+// runs that cannot be judged.
 type evidence struct {
 	runs     []*result.Result
+	sessions []string // parallel to runs: the job ID each run came from
 	failures []string // jobs that failed, with their reasons
 	bad      []string // runs whose results cannot be judged, with why
 }
@@ -297,6 +324,7 @@ func (s *Service) runsOf(ctx context.Context, ids []int64) (evidence, error) {
 				continue
 			}
 			ev.runs = append(ev.runs, rr)
+			ev.sessions = append(ev.sessions, strconv.FormatInt(id, 10))
 		}
 	}
 	return ev, nil
@@ -371,46 +399,80 @@ func (s *Service) baselineDone(ctx context.Context, cr store.CheckRun, job store
 	notes := cand.bad
 	meta := baseline.Meta{Repo: job.Repo, Key: job.Tier, Version: "base-" + short(job.HeadSHA), Commit: job.HeadSHA, By: "perfgate",
 		Reason: fmt.Sprintf("first baseline, measured for PR #%d", job.PRNumber)}
-	if _, _, err := baseline.Promote(ctx, s.st, base.runs, meta, tier); err != nil {
+	against := 0
+	if saved, _, err := baseline.Promote(ctx, s.st, base.runs, meta, tier); err != nil {
 		notes = append(notes, "the base commit's runs were compared but not stored as the baseline: "+err.Error())
 	} else {
+		against = saved.Version
 		notes = append(notes, fmt.Sprintf("baseline: the base commit %s, measured for this PR and promoted as the first `%s` baseline", short(job.HeadSHA), job.Tier))
 	}
 	if len(cand.runs) == 0 {
 		return s.fail(ctx, cr, job, cand)
 	}
-	return s.judge(ctx, cr, job, base.runs, cand.runs, notes)
+	return s.judge(ctx, cr, job, judgement{key: cr.Tier, base: base.runs, against: against, cand: cand, notes: notes})
+}
+
+// judgement is one stored-baseline comparison to make: the candidate's
+// evidence against a baseline's runs, for one baseline key.
+type judgement struct {
+	key     string // the baseline key: the tier, or "<tier>/<cell>"
+	base    []*result.Result
+	against int // the baseline version compared with (left out of the noise history); 0: none stored
+	cand    evidence
+	notes   []string
+}
+
+// options is what production judges key with: the noise history of the
+// repository's baselines of the key other than the one compared with, the
+// commit's look budget as this check spent it so far, and the session
+// (job) of each candidate run.
+func (s *Service) options(ctx context.Context, cr store.CheckRun, key string, against int, sessions []string) (gate.Options, error) {
+	opt, err := baseline.Options(ctx, s.st, cr.Repo, key, against, s.docOf(cr).Looks[key])
+	if err != nil {
+		return gate.Options{}, err
+	}
+	opt.CandidateSessions = sessions
+	return opt, nil
 }
 
 // judge runs the gate and reports the verdict on the check run.
-func (s *Service) judge(ctx context.Context, cr store.CheckRun, job store.Job, base, cand []*result.Result, notes []string) error {
+func (s *Service) judge(ctx context.Context, cr store.CheckRun, job store.Job, jm judgement) error {
 	tier, err := tierOf(job)
 	if err != nil {
 		return err
 	}
-	rep, err := gate.Compare(base, cand, tier, gate.Options{})
+	opt, err := s.options(ctx, cr, jm.key, jm.against, jm.cand.sessions)
 	if err != nil {
-		return s.broken(ctx, cr, false, append([]string{"compare: " + err.Error()}, notes...))
+		return err
 	}
-	if rep.Verdict == gate.Inconclusive && rep.NeedMoreRuns > len(cand) && !s.extended(ctx, cr.JobIDs) {
-		return s.extend(ctx, cr, job, rep.NeedMoreRuns-len(cand))
+	rep, err := gate.Compare(jm.base, jm.cand.runs, tier, opt)
+	if err != nil {
+		return s.broken(ctx, cr, false, append([]string{"compare: " + err.Error()}, jm.notes...))
+	}
+	looks := map[string]gate.Looks{jm.key: rep.Looks}
+	if rep.Verdict == gate.Inconclusive && rep.NeedMoreRuns > rep.CandidateRuns && !s.extended(ctx, cr.JobIDs) {
+		return s.extend(ctx, cr, job, rep.NeedMoreRuns-rep.CandidateRuns, looks)
 	}
 	if s.onDefaultBranch(ctx, cr) {
-		s.recordTrend(ctx, cr, cr.Tier, job.ID, cand, tier)
+		s.recordTrend(ctx, cr, cr.Tier, job.ID, jm.cand.runs, tier)
 	}
-	return s.publish(ctx, cr, job, rep, envOf(cand), notes)
+	return s.publish(ctx, cr, job, rep, envOf(jm.cand.runs), jm.notes, looks)
 }
 
 // publish records the gate's verdict as a lifecycle step: the check's new
 // phase, its rendered table, and for a fresh regression the one warning
 // comment with its deadline — all in one transaction, sent by the outbox.
-func (s *Service) publish(ctx context.Context, cr store.CheckRun, job store.Job, rep *gate.Report, env *result.Environment, notes []string) error {
+//
+// looks are the budgets this judgement spent, stored over the check's so
+// the next look at the commit (a retest, an appeal) continues from them.
+func (s *Service) publish(ctx context.Context, cr store.CheckRun, job store.Job, rep *gate.Report, env *result.Environment, notes []string, looks map[string]gate.Looks) error {
 	prior := s.docOf(cr)
-	doc := verdictDoc{Report: rep, Env: env, Notes: notes, After: escalateAfter(job), Author: prior.Author}
+	doc := verdictDoc{Report: rep, Env: env, Notes: notes, After: escalateAfter(job), Author: prior.Author, Looks: prior.Looks}.withLooks(looks)
 	if doc.Author == "" {
 		doc.Author = s.authorOf(ctx, cr)
 	}
-	ev := checkstate.Event{Kind: checkstate.GateUndecided}
+	// Inconclusive on a needs_ack tier holds the check (action required).
+	ev := checkstate.Event{Kind: checkstate.GateUndecided, NeedsAck: rep.NeedsAck()}
 	switch rep.Verdict {
 	case gate.Pass:
 		ev.Kind = checkstate.GatePass
@@ -461,8 +523,9 @@ func (s *Service) extended(ctx context.Context, ids []int64) bool {
 	return false
 }
 
-// extend adds runs to an inconclusive comparison, on the same card.
-func (s *Service) extend(ctx context.Context, cr store.CheckRun, job store.Job, more int) error {
+// extend adds runs to an inconclusive comparison, on the same card. The
+// look just taken is recorded: the decision on all the runs is the next.
+func (s *Service) extend(ctx context.Context, cr store.CheckRun, job store.Job, more int, looks map[string]gate.Looks) error {
 	snap, err := snapshotOf(job)
 	if err != nil {
 		return err
@@ -474,7 +537,8 @@ func (s *Service) extend(ctx context.Context, cr store.CheckRun, job store.Job, 
 		return err
 	}
 	return s.settle(ctx, cr, step{
-		ev: checkstate.Event{Kind: checkstate.Progressed},
+		ev:     checkstate.Event{Kind: checkstate.Progressed},
+		docFor: func(doc verdictDoc) verdictDoc { return doc.withLooks(looks) },
 		jobs: []store.JobSpec{{
 			Tier: job.Tier, Kind: kindExtend, Repo: job.Repo, InstallationID: job.InstallationID, PRNumber: job.PRNumber,
 			HeadSHA: cr.HeadSHA, BaseSHA: job.BaseSHA, Config: snapshot, Labels: job.Labels, GPUUUID: snap.GPUUUID,

@@ -105,7 +105,8 @@ func (s *Service) judgeMatrix(ctx context.Context, cr store.CheckRun, job store.
 		labels = append(labels, l)
 	}
 	sort.Strings(labels)
-	merged := &gate.Report{Tier: cr.Tier, Verdict: gate.Pass}
+	merged := &gate.Report{Tier: cr.Tier, Verdict: gate.Pass, RegressionAt: tier.RegressionAt, InconclusivePolicy: tier.Inconclusive}
+	looks := map[string]gate.Looks{}
 	var notes []string
 	var all evidence
 	var env *result.Environment
@@ -143,14 +144,19 @@ func (s *Service) judgeMatrix(ctx context.Context, cr store.CheckRun, job store.
 		if err != nil {
 			return err
 		}
-		rep, err := gate.Compare(snap.Runs, cand, tier, gate.Options{})
+		opt, err := s.options(ctx, cr, key, snap.Version, ev.sessions)
+		if err != nil {
+			return err
+		}
+		rep, err := gate.Compare(snap.Runs, cand, tier, opt)
 		if err != nil {
 			notes = append(notes, fmt.Sprintf("%s: compare: %v", label, err))
 			merged.Verdict = worse(merged.Verdict, gate.Inconclusive)
 			continue
 		}
+		looks[key] = rep.Looks
 		merged.Verdict = worse(merged.Verdict, rep.Verdict)
-		merged.Confidence = rep.Confidence
+		merged.Confidence, merged.Alpha, merged.Looks = rep.Confidence, rep.Alpha, rep.Looks
 		if merged.CandidateRuns == 0 || rep.CandidateRuns < merged.CandidateRuns {
 			merged.CandidateRuns, merged.BaselineRuns = rep.CandidateRuns, rep.BaselineRuns
 		}
@@ -170,7 +176,7 @@ func (s *Service) judgeMatrix(ctx context.Context, cr store.CheckRun, job store.
 	if len(merged.Metrics) == 0 && len(all.failures)+len(all.bad) > 0 {
 		return s.fail(ctx, cr, job, all)
 	}
-	return s.publish(ctx, cr, job, merged, env, notes)
+	return s.publish(ctx, cr, job, merged, env, notes, looks)
 }
 
 // worse orders verdicts regression > inconclusive > pass.

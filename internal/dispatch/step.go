@@ -140,7 +140,13 @@ func (s *Service) apply(ctx context.Context, cr store.CheckRun, st step) (store.
 			if e.Action == "gate.regression" || e.Action == "regression.escalated" {
 				d = withDeadline(detail, next.Deadline)
 			}
-			entry, err := auditEntry("perfgate", e.Action, cr.Repo, cr.PRNumber, d)
+			// The lifecycle's entry names who caused the step (the
+			// maintainer who acknowledged, the user who closed the PR).
+			actor := st.actor
+			if actor == "" {
+				actor = "perfgate"
+			}
+			entry, err := auditEntry(actor, e.Action, cr.Repo, cr.PRNumber, d)
 			if err != nil {
 				return cr, false, err
 			}
@@ -211,7 +217,7 @@ func verdictOf(p checkstate.Phase) app.Verdict {
 		return app.VerdictWarning
 	case checkstate.Escalated:
 		return app.VerdictEscalated
-	case checkstate.Inconclusive:
+	case checkstate.Inconclusive, checkstate.NeedsAck:
 		return app.VerdictInconclusive
 	case checkstate.Errored:
 		return app.VerdictError
@@ -253,6 +259,8 @@ func (s *Service) view(cr store.CheckRun, doc verdictDoc) report.View {
 		v.Verdict = report.Escalated
 	case checkstate.Accepted:
 		v.Verdict = report.Accepted
+	case checkstate.NeedsAck:
+		v.Verdict, v.NeedsAck = report.Inconclusive, true
 	}
 	return v
 }

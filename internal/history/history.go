@@ -140,7 +140,10 @@ func Seed(ctx context.Context, st store.Store, s Spec) ([]Night, error) {
 			return nil, err
 		}
 		if d == s.ReleaseDay && s.ReleaseTag != "" {
-			detail, _ := json.Marshal(map[string]any{"tag": s.ReleaseTag, "commit": sha, "promoted": false, "why": "seeded history"})
+			detail, err := json.Marshal(map[string]any{"tag": s.ReleaseTag, "commit": sha, "promoted": false, "why": "seeded history"})
+			if err != nil {
+				return nil, fmt.Errorf("encode release audit: %w", err)
+			}
 			if _, err := st.AppendAudit(ctx, store.AuditEntry{Actor: "perfgate", Action: "release.published", Repo: s.Repo, Detail: detail}); err != nil {
 				return nil, err
 			}
@@ -229,7 +232,10 @@ func storeCheck(ctx context.Context, st store.Store, repo, sha string, jobIDs []
 	if err != nil {
 		return err
 	}
-	detail, _ := json.Marshal(map[string]any{"sha": sha, "tier": "nightly", "verdict": merged.Verdict})
+	detail, err := json.Marshal(map[string]any{"sha": sha, "tier": "nightly", "verdict": merged.Verdict})
+	if err != nil {
+		return fmt.Errorf("encode verdict audit: %w", err)
+	}
 	_, err = st.AppendAudit(ctx, store.AuditEntry{Actor: "perfgate", Action: "gate." + string(merged.Verdict), Repo: repo, Detail: detail})
 	return err
 }

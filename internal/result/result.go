@@ -469,7 +469,10 @@ func marshalSorted(m map[string]json.RawMessage) ([]byte, error) {
 		if i > 0 {
 			buf = append(buf, ',')
 		}
-		kb, _ := json.Marshal(k)
+		kb, err := json.Marshal(k)
+		if err != nil {
+			return nil, fmt.Errorf("encode key %q: %w", k, err)
+		}
 		buf = append(buf, kb...)
 		buf = append(buf, ':')
 		buf = append(buf, m[k]...)

@@ -341,10 +341,13 @@ func (s *sqlStore) ReapExpired(ctx context.Context) ([]Job, error) {
 			if err != nil {
 				return fmt.Errorf("reap job %d: %w", j.ID, err)
 			}
-			detail, _ := json.Marshal(map[string]any{
+			detail, err := json.Marshal(map[string]any{
 				"job_id": j.ID, "attempt": j.Attempts, "max_attempts": j.MaxAttempts,
 				"agent_id": j.AgentID, "reason": "lease expired",
 			})
+			if err != nil {
+				return fmt.Errorf("reap job %d: encode audit detail: %w", j.ID, err)
+			}
 			if err := insertAudit(ctx, s, tx, AuditEntry{Actor: "perfgate", Action: action,
 				Repo: j.Repo, PRNumber: j.PRNumber, Detail: detail}, now); err != nil {
 				return err
