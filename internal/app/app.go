@@ -151,6 +151,12 @@ type Deps struct {
 	Appeals Appeals
 	// Releases is optional; without it releases are only logged.
 	Releases Releases
+	// Approvals is optional; without it a fork's commit cannot be
+	// approved, so it never runs.
+	Approvals Approvals
+	// Acks is optional; without it `/perf ack` answers that it is not
+	// enabled.
+	Acks Acks
 }
 
 // App is the webhook side of perfgate.

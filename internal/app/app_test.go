@@ -447,7 +447,7 @@ func TestDraftAndFork(t *testing.T) {
 		summary string
 	}{
 		{"pull_request/opened.draft.json", VerdictSkipped, "ready for review"},
-		{"pull_request/opened.fork.json", VerdictWaiting, "/perf retest"},
+		{"pull_request/opened.fork.json", VerdictWaiting, "/perf approve 9f4c3e1"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.fixture, func(t *testing.T) {

@@ -33,6 +33,7 @@ type prTarget struct {
 	headSHA        string
 	baseSHA        string
 	baseRef        string
+	defaultBranch  string // the repository's; empty: ask GitHub
 	author         string
 	draft          bool
 	fork           bool
@@ -48,6 +49,7 @@ func targetOf(installationID int64, repo *github.Repository, pr *github.PullRequ
 		headSHA:        pr.GetHead().GetSHA(),
 		baseSHA:        pr.GetBase().GetSHA(),
 		baseRef:        pr.GetBase().GetRef(),
+		defaultBranch:  repo.GetDefaultBranch(),
 		author:         pr.GetUser().GetLogin(),
 		draft:          pr.GetDraft(),
 		// A deleted fork leaves head.repo null: treat it as a fork.
@@ -75,13 +77,20 @@ const (
 	configMissing             // no .github/perfgate.yml: quiet, or a neutral check
 )
 
-// loadConfig reads the repo config from the PR's base ref, so a PR cannot
-// relax its own gate. A broken file becomes a failing check quoting the
-// problems; a missing one stays quiet or gets a neutral "not configured"
-// check, as the server is set. Either way the caller stops.
-func (b *base) loadConfig(ctx context.Context, client *github.Client, t prTarget, tier Tier, ref, deliveryID string) (RepoConfig, configState, error) {
+// loadConfig reads the repo config from the default branch, or from the
+// PR's base branch when that is protected (configRef), so a PR cannot
+// relax its own gate and a branch a writer pushed cannot either. A broken
+// file becomes a failing check quoting the problems; a missing one stays
+// quiet or gets a neutral "not configured" check, as the server is set.
+// Either way the caller stops.
+func (b *base) loadConfig(ctx context.Context, client *github.Client, t prTarget, tier Tier, deliveryID string) (RepoConfig, configState, error) {
+	ref, err := b.configRef(ctx, client, t)
+	if err != nil {
+		return RepoConfig{}, configInvalid, err
+	}
 	cfg, err := b.deps.Config.Load(ctx, client, t.owner, t.repo, ref)
 	if err == nil {
+		cfg.Ref = ref
 		return cfg, configOK, nil
 	}
 	if errors.Is(err, ErrNotConfigured) {
@@ -101,7 +110,7 @@ func (b *base) loadConfig(ctx context.Context, client *github.Client, t prTarget
 	}
 	zerolog.Ctx(ctx).Warn().Strs("problems", v.ValidationErrors()).Msg("invalid perfgate config")
 	var sb strings.Builder
-	fmt.Fprintf(&sb, "perfgate could not read `%s` on `%s`, so it cannot gate this commit. Fix these problems on the base branch, then comment `/perf retest`:\n\n", ConfigPath, ref)
+	fmt.Fprintf(&sb, "perfgate could not read `%s` on `%s`, so it cannot gate this commit. Fix these problems on `%s`, then comment `/perf retest`:\n\n", ConfigPath, ref, ref)
 	for _, p := range v.ValidationErrors() {
 		fmt.Fprintf(&sb, "- %s\n", p)
 	}
@@ -126,10 +135,10 @@ func (b *base) queueRun(ctx context.Context, req RunRequest) error {
 	return nil
 }
 
-func (b *base) runRequest(t prTarget, tier Tier, trigger, by, deliveryID string) RunRequest {
+func (b *base) runRequest(t prTarget, cfg RepoConfig, tier Tier, trigger, by, deliveryID string) RunRequest {
 	return RunRequest{
 		InstallationID: t.installationID, Owner: t.owner, Repo: t.repo, PR: t.number,
-		HeadSHA: t.headSHA, BaseSHA: t.baseSHA, BaseRef: t.baseRef, Tier: tier,
+		HeadSHA: t.headSHA, BaseSHA: t.baseSHA, BaseRef: t.baseRef, ConfigRef: cfg.Ref, Tier: tier,
 		Trigger: trigger, RequestedBy: by, Author: t.author, DeliveryID: deliveryID, Fork: t.fork,
 	}
 }

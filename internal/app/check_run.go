@@ -42,12 +42,15 @@ func (h *checkRunHandler) Handle(ctx context.Context, eventType, deliveryID stri
 	}
 	repo := ev.GetRepo()
 	sender := ev.GetSender().GetLogin()
-	t := prTarget{installationID: installationID, owner: repo.GetOwner().GetLogin(), repo: repo.GetName(), number: pr, headSHA: run.GetHeadSHA()}
+	t := prTarget{installationID: installationID, owner: repo.GetOwner().GetLogin(), repo: repo.GetName(), number: pr, headSHA: run.GetHeadSHA(),
+		defaultBranch: repo.GetDefaultBranch()}
+	prHead := ""
 	if pr > 0 {
 		fetched, _, err := h.fetchPR(ctx, client, installationID, repo, pr)
 		if err != nil {
 			return err
 		}
+		prHead = fetched.headSHA
 		fetched.headSHA = run.GetHeadSHA() // re-run what was run, even if the PR moved on
 		t = fetched
 	}
@@ -76,22 +79,75 @@ func (h *checkRunHandler) Handle(ctx context.Context, eventType, deliveryID stri
 			}
 		case "appeal":
 			return answer(fmt.Sprintf("to appeal `%s` on `%s`, comment `/perf appeal <reason>` on this pull request; the reason is recorded and the PR re-tested.", run.GetName(), short(t.headSHA)))
+		case "approve":
+			return h.approveButton(ctx, client, t, tier, prHead, sender, deliveryID, answer)
 		default:
 			return answer(fmt.Sprintf("perfgate has no button %q; nothing was run.", ev.GetRequestedAction().Identifier))
 		}
 	}
-	_, state, err := h.loadConfig(ctx, client, t, tier, t.baseRef, deliveryID)
-	switch {
-	case err != nil:
+	cfg, ok, err := h.buttonConfig(ctx, client, t, tier, deliveryID, answer)
+	if !ok {
 		return err
-	case state == configInvalid:
-		return answer(fmt.Sprintf("`%s` is invalid on `%s`, so nothing was run; see the failing check run.", ConfigPath, t.baseRef))
-	case state == configMissing:
-		return answer(fmt.Sprintf("this repository has no `%s`, so perfgate does not gate it and nothing was run: %s", ConfigPath, DocsURL))
 	}
-	req := h.runRequest(t, tier, trigger, sender, deliveryID)
+	if st, err := h.forkStateOf(ctx, t, cfg); err != nil {
+		return err
+	} else if st != forkRuns {
+		return answer(notApprovedReply(t, st, cfg))
+	}
+	req := h.runRequest(t, cfg, tier, trigger, sender, deliveryID)
 	req.Confirm = true
 	return h.queueRun(ctx, req)
+}
+
+// buttonConfig loads the config for a button press; a broken or missing
+// one is answered (ok false, no error).
+func (h *checkRunHandler) buttonConfig(ctx context.Context, client *github.Client, t prTarget, tier Tier, deliveryID string, answer func(string) error) (RepoConfig, bool, error) {
+	cfg, state, err := h.loadConfig(ctx, client, t, tier, deliveryID)
+	switch {
+	case err != nil:
+		return cfg, false, err
+	case state == configInvalid:
+		return cfg, false, answer(fmt.Sprintf("`%s` is invalid, so nothing was run; see the failing check run.", ConfigPath))
+	case state == configMissing:
+		return cfg, false, answer(fmt.Sprintf("this repository has no `%s`, so perfgate does not gate it and nothing was run: %s", ConfigPath, DocsURL))
+	}
+	return cfg, true, nil
+}
+
+// approveButton is "Approve" on a fork commit's waiting check: it approves
+// exactly the commit that check is about, and runs its tier.
+func (h *checkRunHandler) approveButton(ctx context.Context, client *github.Client, t prTarget, tier Tier, prHead, sender, deliveryID string, answer func(string) error) error {
+	if t.number == 0 {
+		return answer("only a pull request's commit can be approved; nothing was run.")
+	}
+	if prHead != t.headSHA {
+		return answer(fmt.Sprintf("this check is about `%s`, but the pull request has moved on to `%s`; nothing was approved or run. Approve the new commit on its own check, or comment `/perf approve %s`.",
+			short(t.headSHA), short(prHead), short(prHead)))
+	}
+	cfg, ok, err := h.buttonConfig(ctx, client, t, tier, deliveryID, answer)
+	if !ok {
+		return err
+	}
+	a, err := h.collaboratorAccess(ctx, client, t.owner, t.repo, sender)
+	if err != nil {
+		return err
+	}
+	refusal, ok, err := h.approve(ctx, t, cfg, sender, a, "Approve button")
+	if !ok {
+		if err != nil {
+			return err
+		}
+		return answer(refusal)
+	}
+	if tier == TierQuick {
+		err = h.quickRun(ctx, client, t, cfg, "check_run.approve", sender, deliveryID)
+	} else {
+		err = h.mergeRun(ctx, t, cfg, "check_run.approve", sender, a, deliveryID)
+	}
+	if err != nil {
+		return err
+	}
+	return answer(fmt.Sprintf("approved commit `%s` to run on perfgate's runners; `%s` measures it now. A new push needs a new approval.", short(t.headSHA), CheckName(tier)))
 }
 
 // prNumberOf reads the PR from external_id (set by perfgate, present for

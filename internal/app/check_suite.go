@@ -6,6 +6,7 @@ import (
 
 	"github.com/google/go-github/v62/github"
 	"github.com/palantir/go-githubapp/githubapp"
+	"github.com/rs/zerolog"
 )
 
 // checkSuiteHandler answers GitHub's "Re-run all checks": the suite's PR is
@@ -40,10 +41,16 @@ func (h *checkSuiteHandler) Handle(ctx context.Context, eventType, deliveryID st
 		return err
 	}
 	t.headSHA = suite.GetHeadSHA() // re-run what was run, even if the PR moved on
-	if _, state, err := h.loadConfig(ctx, client, t, TierQuick, t.baseRef, deliveryID); state != configOK {
+	cfg, state, err := h.loadConfig(ctx, client, t, TierQuick, deliveryID)
+	if state != configOK {
 		return err
 	}
-	req := h.runRequest(t, TierQuick, "check_suite.rerequested", ev.GetSender().GetLogin(), deliveryID)
+	if st, err := h.forkStateOf(ctx, t, cfg); err != nil || st != forkRuns {
+		// A fork's commit nobody approved: its check already says so.
+		zerolog.Ctx(ctx).Info().Str("sha", t.headSHA).Msg("re-run of a fork commit nobody approved: nothing run")
+		return err
+	}
+	req := h.runRequest(t, cfg, TierQuick, "check_suite.rerequested", ev.GetSender().GetLogin(), deliveryID)
 	req.Confirm = true
 	return h.queueRun(ctx, req)
 }

@@ -70,15 +70,18 @@ type Button struct {
 
 // Buttons returns the buttons a concluded run offers: Retest whenever a
 // re-measurement could change the outcome, Appeal when a regression blocks
-// or warns.
+// or warns, Approve on a fork's commit that waits for an approval.
 func Buttons(v Verdict) []Button {
 	retest := Button{Label: "Retest", Description: "Re-run the benchmark on this commit", Identifier: "retest"}
 	appeal := Button{Label: "Appeal", Description: "Contest this regression", Identifier: "appeal"}
+	approve := Button{Label: "Approve", Description: "Run this fork commit on the runners", Identifier: "approve"}
 	switch v {
 	case VerdictWarning, VerdictEscalated:
 		return []Button{retest, appeal}
-	case VerdictInconclusive, VerdictError, VerdictWaiting:
+	case VerdictInconclusive, VerdictError:
 		return []Button{retest}
+	case VerdictWaiting:
+		return []Button{approve}
 	}
 	return nil
 }

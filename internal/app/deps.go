@@ -36,7 +36,11 @@ type RunRequest struct {
 	// DeliveryID is the webhook delivery that asked; a retried delivery
 	// asks once.
 	DeliveryID string
-	Fork       bool // head lives in a fork: the run was approved by a maintainer
+	// ConfigRef is the branch whose config the handler read (the default
+	// branch, or a protected base branch); the dispatcher reads it there
+	// too. Empty: BaseRef.
+	ConfigRef string
+	Fork      bool // head lives in a fork: someone triggers.forks allows approved this commit
 	// Confirm asks for repeated measurements on the same runner: set for
 	// retests and appeals, which follow a suspected regression.
 	Confirm bool
@@ -131,6 +135,8 @@ type RepoConfig struct {
 	MergeLabel string
 	// MergeOnApproval runs the merge tier on an approving review.
 	MergeOnApproval bool
+	// Ref is the branch the config was read from (the handlers fill it).
+	Ref string
 }
 
 // DraftPolicy says what happens to draft PRs.
@@ -141,12 +147,14 @@ const (
 	DraftsRun  DraftPolicy = "run"
 )
 
-// ForkPolicy says whether code from forks runs on the runners unasked.
+// ForkPolicy says who may let a fork's commit run on the runners
+// (triggers.forks). Code from a fork never runs unapproved.
 type ForkPolicy string
 
 const (
-	ForksWait ForkPolicy = "wait" // default: wait for a maintainer's /perf retest
-	ForksRun  ForkPolicy = "run"
+	ForksNever      ForkPolicy = config.ForksNever      // fork PRs never run
+	ForksMaintainer ForkPolicy = config.ForksMaintainer // default: after a maintain or admin's approval of the commit
+	ForksWrite      ForkPolicy = config.ForksWrite      // after any writer's approval of the commit
 )
 
 // DefaultRepoConfig is the configuration an empty perfgate.yml gives.
@@ -208,6 +216,44 @@ type Decision struct {
 	PR          int
 	HeadSHA     string
 	Accept      bool
+	By          string
+	Reason      string
+	CommentURL  string
+}
+
+// Approvals remember which commits of forks may run on the runners. An
+// approval is of one commit: a new push is a new SHA and needs a new one.
+type Approvals interface {
+	// Approve records the approval (a commit approved twice keeps its
+	// first approval).
+	Approve(ctx context.Context, a Approval) error
+	// Approved reports whether the commit was approved.
+	Approved(ctx context.Context, repo, sha string) (bool, error)
+}
+
+// Approval is someone's approval to run one commit of a fork's PR.
+type Approval struct {
+	Owner, Repo string
+	PR          int
+	HeadSHA     string // full SHA: the commit the approver saw
+	By          string
+	Role        string // the approver's role
+	Via         string // "/perf approve", "Approve button", "approving review", "label:…"
+}
+
+// Acks let a maintainer pass an inconclusive check its tier holds
+// (`inconclusive: needs_ack`).
+type Acks interface {
+	// Ack concludes the commit's checks that wait for an acknowledgement
+	// and returns their tiers (none: nothing on the commit waits).
+	Ack(ctx context.Context, a Ack) ([]Tier, error)
+}
+
+// Ack is a maintainer's `/perf ack`.
+type Ack struct {
+	Owner, Repo string
+	PR          int
+	HeadSHA     string
 	By          string
 	Reason      string
 	CommentURL  string

@@ -74,7 +74,7 @@ func (h *issueCommentHandler) Handle(ctx context.Context, eventType, deliveryID 
 		log.Info().Msg("command refused: insufficient permission")
 		return reply(fmt.Sprintf("`%s` needs %s; you have %s access, so nothing was run.", usage(cmd), permissionWords(cmd.Permission), accessWord(a)))
 	}
-	msg, err := h.run(ctx, client, t, cmd, commenter, ev.GetComment().GetHTMLURL(), deliveryID)
+	msg, err := h.run(ctx, client, t, cmd, commenter, a, ev.GetComment().GetHTMLURL(), deliveryID)
 	if err != nil {
 		// The delivery is retried (a GitHub or store hiccup); the reply
 		// comes with the attempt that succeeds. One that cannot succeed
@@ -91,31 +91,81 @@ func (h *issueCommentHandler) Handle(ctx context.Context, eventType, deliveryID 
 }
 
 // run acts on a permitted command and returns the reply.
-func (h *issueCommentHandler) run(ctx context.Context, client *github.Client, t prTarget, cmd command.Command, by, commentURL, deliveryID string) (string, error) {
+func (h *issueCommentHandler) run(ctx context.Context, client *github.Client, t prTarget, cmd command.Command, by string, a access, commentURL, deliveryID string) (string, error) {
 	switch cmd.Kind {
 	case command.Retest:
 		tier := Tier(cmd.Tier)
-		if msg, ok, err := h.configured(ctx, client, t, tier, deliveryID); !ok {
+		cfg, msg, ok, err := h.configured(ctx, client, t, tier, deliveryID)
+		if !ok {
 			return msg, err
 		}
-		req := h.runRequest(t, tier, "/perf retest", by, deliveryID)
+		if st, err := h.forkStateOf(ctx, t, cfg); err != nil {
+			return "", err
+		} else if st != forkRuns {
+			return notApprovedReply(t, st, cfg), nil
+		}
+		req := h.runRequest(t, cfg, tier, "/perf retest", by, deliveryID)
 		req.Confirm = true
 		if err := h.queueRun(ctx, req); err != nil {
 			return "", err
 		}
 		return fmt.Sprintf("Re-testing `%s` on `%s`.", CheckName(tier), short(t.headSHA)), nil
 
+	case command.Approve:
+		cfg, msg, ok, err := h.configured(ctx, client, t, TierQuick, deliveryID)
+		if !ok {
+			return msg, err
+		}
+		// Bound to the commit the approver names: if the PR moved on, what
+		// they reviewed is not what would run.
+		if !strings.HasPrefix(t.headSHA, cmd.SHA) {
+			return fmt.Sprintf("`%s` is not this pull request's head commit (it is `%s` now), so nothing was approved or run. Review the new commit and approve it: `/perf approve %s`.",
+				cmd.SHA, short(t.headSHA), short(t.headSHA)), nil
+		}
+		refusal, ok, err := h.approve(ctx, t, cfg, by, a, "/perf approve")
+		if !ok {
+			return refusal, err
+		}
+		if err := h.quickRun(ctx, client, t, cfg, "/perf approve", by, deliveryID); err != nil {
+			return "", err
+		}
+		return fmt.Sprintf("Approved commit `%s` to run on perfgate's runners; `%s` measures it now (`/perf retest merge` runs the merge tier). A new push needs a new approval.",
+			short(t.headSHA), CheckName(TierQuick)), nil
+
+	case command.Ack:
+		if h.deps.Acks == nil {
+			return "acknowledgements are not enabled on this perfgate server.", nil
+		}
+		tiers, err := h.deps.Acks.Ack(ctx, Ack{Owner: t.owner, Repo: t.repo, PR: t.number, HeadSHA: t.headSHA, By: by, Reason: cmd.Reason, CommentURL: commentURL})
+		if err != nil {
+			return "", fmt.Errorf("acknowledge on %s#%d: %w", t.fullName(), t.number, err)
+		}
+		if len(tiers) == 0 {
+			return fmt.Sprintf("no check on `%s` waits for an acknowledgement (only an inconclusive result on a tier with `inconclusive: needs_ack` does), so nothing changed.", short(t.headSHA)), nil
+		}
+		names := make([]string, len(tiers))
+		for i, tier := range tiers {
+			names[i] = "`" + CheckName(tier) + "`"
+		}
+		return fmt.Sprintf("Acknowledged: %s on `%s` passes as inconclusive; recorded in the audit log. A retest can still decide it.", strings.Join(names, ", "), short(t.headSHA)), nil
+
 	case command.Appeal:
 		if h.deps.Appeals == nil {
 			return "appeals are not enabled on this perfgate server.", nil
 		}
-		if msg, ok, err := h.configured(ctx, client, t, TierQuick, deliveryID); !ok {
+		cfg, msg, ok, err := h.configured(ctx, client, t, TierQuick, deliveryID)
+		if !ok {
 			return msg, err
+		}
+		if st, err := h.forkStateOf(ctx, t, cfg); err != nil {
+			return "", err
+		} else if st != forkRuns {
+			return notApprovedReply(t, st, cfg), nil
 		}
 		if err := h.deps.Appeals.Open(ctx, Appeal{Owner: t.owner, Repo: t.repo, PR: t.number, HeadSHA: t.headSHA, By: by, Reason: cmd.Reason, CommentURL: commentURL}); err != nil {
 			return "", fmt.Errorf("open appeal on %s#%d: %w", t.fullName(), t.number, err)
 		}
-		req := h.runRequest(t, TierQuick, "/perf appeal", by, deliveryID)
+		req := h.runRequest(t, cfg, TierQuick, "/perf appeal", by, deliveryID)
 		req.Confirm = true
 		if err := h.queueRun(ctx, req); err != nil {
 			return "", err
@@ -150,23 +200,26 @@ func (h *issueCommentHandler) run(ctx context.Context, client *github.Client, t 
 
 // configured loads the config for a command that runs the benchmark; when
 // the config is broken or missing it returns the reply that says so.
-func (h *issueCommentHandler) configured(ctx context.Context, client *github.Client, t prTarget, tier Tier, deliveryID string) (string, bool, error) {
-	_, state, err := h.loadConfig(ctx, client, t, tier, t.baseRef, deliveryID)
+func (h *issueCommentHandler) configured(ctx context.Context, client *github.Client, t prTarget, tier Tier, deliveryID string) (RepoConfig, string, bool, error) {
+	cfg, state, err := h.loadConfig(ctx, client, t, tier, deliveryID)
 	switch {
 	case err != nil:
-		return "", false, err
+		return cfg, "", false, err
 	case state == configInvalid:
-		return fmt.Sprintf("`%s` is invalid on `%s`, so nothing was run; see the failing check run.", ConfigPath, t.baseRef), false, nil
+		return cfg, fmt.Sprintf("`%s` is invalid, so nothing was run; see the failing check run.", ConfigPath), false, nil
 	case state == configMissing:
-		return fmt.Sprintf("this repository has no `%s` on `%s`, so perfgate does not gate it and nothing was run. Add the file (an empty one uses the defaults): %s", ConfigPath, t.baseRef, DocsURL), false, nil
+		return cfg, fmt.Sprintf("this repository has no `%s`, so perfgate does not gate it and nothing was run. Add the file (an empty one uses the defaults): %s", ConfigPath, DocsURL), false, nil
 	}
-	return "", true, nil
+	return cfg, "", true, nil
 }
 
 func usage(c command.Command) string {
 	s := command.Prefix + " " + string(c.Kind)
 	if c.Kind == command.Retest && c.Tier != "" {
 		s += " " + string(c.Tier)
+	}
+	if c.Kind == command.Approve {
+		s += " " + c.SHA
 	}
 	return s
 }

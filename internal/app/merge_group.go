@@ -43,10 +43,13 @@ func (h *mergeGroupHandler) Handle(ctx context.Context, eventType, deliveryID st
 	repo := ev.GetRepo()
 	t := prTarget{
 		installationID: installationID, owner: repo.GetOwner().GetLogin(), repo: repo.GetName(), number: pr,
-		headSHA: mg.GetHeadSHA(), baseSHA: mg.GetBaseSHA(), baseRef: mg.GetBaseRef(),
+		headSHA: mg.GetHeadSHA(), baseSHA: mg.GetBaseSHA(), baseRef: mg.GetBaseRef(), defaultBranch: repo.GetDefaultBranch(),
 	}
-	if _, state, err := h.loadConfig(ctx, client, t, TierMerge, t.baseRef, deliveryID); state != configOK {
+	// The merge group's head is a commit of this repository (GitHub made
+	// it from the queue), never a fork's: it runs without an approval.
+	cfg, state, err := h.loadConfig(ctx, client, t, TierMerge, deliveryID)
+	if state != configOK {
 		return err
 	}
-	return h.queueRun(ctx, h.runRequest(t, TierMerge, "merge_group", ev.GetSender().GetLogin(), deliveryID))
+	return h.queueRun(ctx, h.runRequest(t, cfg, TierMerge, "merge_group", ev.GetSender().GetLogin(), deliveryID))
 }

@@ -56,48 +56,31 @@ func (h *pullRequestHandler) Handle(ctx context.Context, eventType, deliveryID s
 			return fmt.Errorf("supersede runs of %s#%d: %w", t.fullName(), t.number, err)
 		}
 	}
-	cfg, state, err := h.loadConfig(ctx, client, t, TierQuick, t.baseRef, deliveryID)
+	cfg, state, err := h.loadConfig(ctx, client, t, TierQuick, deliveryID)
 	if state != configOK {
 		return err
 	}
-	if t.draft && cfg.Drafts == DraftsSkip {
-		return h.conclude(ctx, t, TierQuick, VerdictSkipped,
-			Output{Title: "Draft pull request", Summary: "perfgate runs when the pull request is marked ready for review."}, deliveryID)
-	}
-	matched, capped, err := changesGatedFile(ctx, client, t, cfg)
-	if err != nil {
-		return err
-	}
-	if !matched && !capped {
-		if cfg.NoCheckWhenUnmatched {
-			log.Info().Msg("no gated paths changed; no check posted")
-			return nil
-		}
-		return h.conclude(ctx, t, TierQuick, VerdictSkipped,
-			Output{Title: "No gated changes", Summary: "no " + strings.Join(cfg.Paths, " or ") + " changes"}, deliveryID)
-	}
-	if capped {
-		log.Info().Msg("PR lists the maximum number of files; gating it")
-	}
-	if t.fork && cfg.Forks == ForksWait {
-		return h.conclude(ctx, t, TierQuick, VerdictWaiting,
-			Output{Title: "Waiting for a maintainer", Summary: "This pull request comes from a fork. perfgate does not run fork code on its runners until a maintainer comments `/perf retest`."}, deliveryID)
-	}
-	return h.queueRun(ctx, h.runRequest(t, TierQuick, "pull_request."+action, ev.GetSender().GetLogin(), deliveryID))
+	return h.quickRun(ctx, client, t, cfg, "pull_request."+action, ev.GetSender().GetLogin(), deliveryID)
 }
 
-// labeled runs the merge tier when the configured label is added.
+// labeled runs the merge tier when the configured label is added. On a
+// fork's PR the label is the labeler's approval of the commit they saw,
+// when triggers.forks lets them approve.
 func (h *pullRequestHandler) labeled(ctx context.Context, client *github.Client, t prTarget, label, by, deliveryID string) error {
-	cfg, state, err := h.loadConfig(ctx, client, t, TierMerge, t.baseRef, deliveryID)
+	cfg, state, err := h.loadConfig(ctx, client, t, TierMerge, deliveryID)
 	if state != configOK {
 		return err
 	}
 	if cfg.MergeLabel == "" || !strings.EqualFold(label, cfg.MergeLabel) {
 		return nil
 	}
-	// Adding a label needs triage access, so the labeler has vouched for
-	// fork code too.
-	return h.queueRun(ctx, h.runRequest(t, TierMerge, "label:"+label, by, deliveryID))
+	a := accessNone
+	if t.fork {
+		if a, err = h.collaboratorAccess(ctx, client, t.owner, t.repo, by); err != nil {
+			return err
+		}
+	}
+	return h.mergeRun(ctx, t, cfg, "label:"+label, by, a, deliveryID)
 }
 
 // changesGatedFile lists the PR's files page by page and stops at the first

@@ -40,16 +40,18 @@ func (h *pullRequestReviewHandler) Handle(ctx context.Context, eventType, delive
 		log.Info().Str("reviewer", reviewer).Msg("approval by a non-writer; merge tier not run")
 		return nil
 	}
-	cfg, state, err := h.loadConfig(ctx, client, t, TierMerge, t.baseRef, deliveryID)
+	cfg, state, err := h.loadConfig(ctx, client, t, TierMerge, deliveryID)
 	if state != configOK {
 		return err
 	}
 	if !cfg.MergeOnApproval {
 		return nil
 	}
-	// A review may approve an older commit; the gate runs on what it saw.
+	// A review may approve an older commit; the gate runs on what it saw,
+	// and on a fork's PR the review approves running that commit when
+	// triggers.forks lets the reviewer approve.
 	if sha := ev.GetReview().GetCommitID(); sha != "" {
 		t.headSHA = sha
 	}
-	return h.queueRun(ctx, h.runRequest(t, TierMerge, "pull_request_review.approved", reviewer, deliveryID))
+	return h.mergeRun(ctx, t, cfg, "pull_request_review.approved", reviewer, a, deliveryID)
 }

@@ -62,23 +62,21 @@ func (c ContentsConfigLoader) Load(ctx context.Context, client *github.Client, o
 }
 
 // RepoConfigOf maps the gate configuration onto what the handlers need.
-// triggers.forks "never" waits like "maintainer": only a maintainer's
-// /perf retest runs a fork's code.
 func RepoConfigOf(cfg *config.Config) RepoConfig {
 	rc := RepoConfig{
 		Paths:                cfg.Paths,
 		Filter:               cfg.Filter(),
 		NoCheckWhenUnmatched: cfg.Triggers.SkipCheckWhenNoMatch,
 		Drafts:               DraftsSkip,
-		Forks:                ForksWait,
+		Forks:                ForkPolicy(cfg.Triggers.Forks),
 		MergeLabel:           cfg.Triggers.MergeLabel,
 		MergeOnApproval:      cfg.Triggers.OnApproval,
 	}
 	if cfg.Triggers.Drafts == "run" {
 		rc.Drafts = DraftsRun
 	}
-	if cfg.Triggers.Forks == "always" {
-		rc.Forks = ForksRun
+	if rc.Forks == "" {
+		rc.Forks = ForksMaintainer
 	}
 	return rc
 }

@@ -40,14 +40,14 @@ func TestRepoConfigOf(t *testing.T) {
 		check func(RepoConfig) bool
 	}{
 		{"empty file is defaults", "", func(c RepoConfig) bool {
-			return strings.Join(c.Paths, ",") == "model/**,inference_engine/**" && c.Drafts == DraftsSkip && c.Forks == ForksWait && c.MergeOnApproval && !c.NoCheckWhenUnmatched
+			return strings.Join(c.Paths, ",") == "model/**,inference_engine/**" && c.Drafts == DraftsSkip && c.Forks == ForksMaintainer && c.MergeOnApproval && !c.NoCheckWhenUnmatched
 		}},
-		{"triggers", "paths: [\"kernels/**\"]\ntriggers:\n  drafts: run\n  forks: always\n  merge_label: gate\n  on_approval: false\n  skip_check_when_no_match: true\n",
+		{"triggers", "paths: [\"kernels/**\"]\ntriggers:\n  drafts: run\n  forks: write\n  merge_label: gate\n  on_approval: false\n  skip_check_when_no_match: true\n",
 			func(c RepoConfig) bool {
-				return c.Paths[0] == "kernels/**" && c.Drafts == DraftsRun && c.Forks == ForksRun && c.MergeLabel == "gate" && !c.MergeOnApproval && c.NoCheckWhenUnmatched
+				return c.Paths[0] == "kernels/**" && c.Drafts == DraftsRun && c.Forks == ForksWrite && c.MergeLabel == "gate" && !c.MergeOnApproval && c.NoCheckWhenUnmatched
 			}},
-		{"forks never waits for a maintainer", "triggers:\n  forks: never\n", func(c RepoConfig) bool { return c.Forks == ForksWait }},
-		{"forks maintainer waits", "triggers:\n  forks: maintainer\n", func(c RepoConfig) bool { return c.Forks == ForksWait }},
+		{"forks never is never", "triggers:\n  forks: never\n", func(c RepoConfig) bool { return c.Forks == ForksNever }},
+		{"forks maintainer", "triggers:\n  forks: maintainer\n", func(c RepoConfig) bool { return c.Forks == ForksMaintainer }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

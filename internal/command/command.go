@@ -30,6 +30,8 @@ const (
 	Appeal       Kind = "appeal"
 	AppealAccept Kind = "appeal accept"
 	AppealReject Kind = "appeal reject"
+	Ack          Kind = "ack"
+	Approve      Kind = "approve"
 	Help         Kind = "help"
 	Profile      Kind = "profile"
 	Bisect       Kind = "bisect"
@@ -62,9 +64,10 @@ const (
 type Command struct {
 	Kind       Kind
 	Tier       Tier   // Retest only; TierQuick when omitted
-	Reason     string // Appeal (required) and AppealReject (optional); RootCause: the cause
+	Reason     string // Appeal (required), AppealReject and Ack (optional); RootCause: the cause
 	Good, Bad  string // Bisect: the commits (SHAs or refs), good first
 	Fix        string // RootCause: the fix's link (a URL or #N), optional
+	SHA        string // Approve: the commit the approver reviewed (7 to 40 hex digits, lower case)
 	Permission Permission
 }
 
@@ -177,6 +180,32 @@ var table = []spec{
 		summary:    "maintainers: record why this regression happened (and its fix) in the knowledge base, so a repeat is recognised",
 		permission: Maintain,
 		parse:      parseRootCause,
+	},
+	{
+		kind:       Ack,
+		usage:      "/perf ack [reason]",
+		summary:    "maintainers: let an inconclusive check that needs acknowledgement pass (recorded in the audit log)",
+		permission: Maintain,
+		parse: func(_ []string, rest string) (Command, error) {
+			reason, err := checkReason(rest, false)
+			return Command{Reason: reason}, err
+		},
+	},
+	{
+		kind:       Approve,
+		usage:      "/perf approve <sha>",
+		summary:    "run a fork's commit on the runners after reviewing it; a new push needs a new approval (`triggers.forks: maintainer` asks maintain or admin)",
+		permission: Write,
+		parse: func(args []string, _ string) (Command, error) {
+			if len(args) != 1 {
+				return Command{}, fmt.Errorf("name the commit you reviewed, e.g. `/perf approve 1a2b3c4`")
+			}
+			sha := strings.ToLower(args[0])
+			if !isSHA(sha) {
+				return Command{}, fmt.Errorf("%q is not a commit SHA (7 to 40 hex digits)", args[0])
+			}
+			return Command{SHA: sha}, nil
+		},
 	},
 	{
 		kind:       Help,
@@ -357,6 +386,20 @@ func checkReason(reason string, required bool) (string, error) {
 		return "", fmt.Errorf("the reason is %d characters; keep it under %d", n, MaxReasonLen)
 	}
 	return reason, nil
+}
+
+// isSHA reports whether s is a commit SHA or a prefix of one that git
+// would show (7 to 40 hex digits).
+func isSHA(s string) bool {
+	if len(s) < 7 || len(s) > 40 {
+		return false
+	}
+	for _, c := range s {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 func equalWords(a, b []string) bool {

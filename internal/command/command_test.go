@@ -29,6 +29,10 @@ func TestParseAccepted(t *testing.T) {
 		{"appeal reject bare", "/perf appeal reject", Command{Kind: AppealReject, Permission: Maintain}},
 		{"appeal reject reason", "/perf appeal reject warm-up is in the SLO", Command{Kind: AppealReject, Reason: "warm-up is in the SLO", Permission: Maintain}},
 		{"help", "/perf help", Command{Kind: Help, Permission: Anyone}},
+		{"ack", "/perf ack", Command{Kind: Ack, Permission: Maintain}},
+		{"ack with reason", "/perf ack the runner is noisy this week", Command{Kind: Ack, Reason: "the runner is noisy this week", Permission: Maintain}},
+		{"approve short sha", "/perf approve 9F4C3E1", Command{Kind: Approve, SHA: "9f4c3e1", Permission: Write}},
+		{"approve full sha", "/perf approve 9f4c3e1a2b7d8e6f5a4b3c2d1e0f9a8b7c6d5e4f", Command{Kind: Approve, SHA: "9f4c3e1a2b7d8e6f5a4b3c2d1e0f9a8b7c6d5e4f", Permission: Write}},
 		{"indented up to three", "   /perf help", Command{Kind: Help, Permission: Anyone}},
 		{"profile", "/perf profile", Command{Kind: Profile, Permission: Write}},
 		{"bisect SHAs", "/perf bisect 1a2b3c4 9f8e7d6c5b4a39281706f5e4d3c2b1a098765432", Command{Kind: Bisect, Good: "1a2b3c4", Bad: "9f8e7d6c5b4a39281706f5e4d3c2b1a098765432", Permission: Maintain}},
@@ -83,6 +87,11 @@ func TestParseReplies(t *testing.T) {
 		{"rootcause bare", "/perf rootcause", "say what caused the regression"},
 		{"rootcause only a fix", "/perf rootcause fix #130", "say what caused the regression"},
 		{"rootcause too long", "/perf rootcause " + strings.Repeat("y", MaxReasonLen+1), "keep it under 500"},
+		{"approve without a sha", "/perf approve", "name the commit you reviewed"},
+		{"approve with a short sha", "/perf approve 9f4c3e", "not a commit SHA"},
+		{"approve with a non-hex word", "/perf approve looks-good", "not a commit SHA"},
+		{"approve with two words", "/perf approve 9f4c3e1 9f4c3e1", "name the commit you reviewed"},
+		{"ack reason too long", "/perf ack " + strings.Repeat("y", MaxReasonLen+1), "keep it under 500"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -154,7 +163,7 @@ func TestHelpTextFromTable(t *testing.T) {
 		if !strings.Contains(help, "`"+strings.ReplaceAll(s.usage, "|", `\|`)+"`") {
 			t.Errorf("help text lacks %q", s.usage)
 		}
-		body := strings.NewReplacer("<reason>", "sample reason", "[quick|merge]", "quick", " [reason]", "",
+		body := strings.NewReplacer("<reason>", "sample reason", "<sha>", "1a2b3c4", "[quick|merge]", "quick", " [reason]", "",
 			"<good> <bad>", "v0.26.0 main", "<cause>", "sample cause", "[fix <link>]", "fix #1").Replace(s.usage)
 		got := Parse(body)
 		if got.Action != Run || got.Command.Kind != s.kind {

@@ -174,8 +174,9 @@ type Runner struct {
 type Triggers struct {
 	MergeLabel string `yaml:"merge_label"`
 	OnApproval bool   `yaml:"on_approval"`
-	// Forks: "maintainer" (a maintainer's /perf retest starts a fork's run),
-	// "always", or "never".
+	// Forks says who may let a fork's commit run on the runners:
+	// ForksMaintainer (the default), ForksWrite or ForksNever. An
+	// approval is of one commit; a new push needs a new one.
 	Forks string `yaml:"forks"`
 	// Drafts: "skip" or "run".
 	Drafts string `yaml:"drafts"`
@@ -183,6 +184,20 @@ type Triggers struct {
 	// instead of a neutral "skipped" one.
 	SkipCheckWhenNoMatch bool `yaml:"skip_check_when_no_match"`
 }
+
+// The values of triggers.forks.
+const (
+	// ForksNever: a fork's pull request never runs on the runners (the
+	// merge queue, which measures the merged code in this repository,
+	// still gates it).
+	ForksNever = "never"
+	// ForksMaintainer: a fork's commit runs after a maintainer or admin
+	// approves it.
+	ForksMaintainer = "maintainer"
+	// ForksWrite: a fork's commit runs after anyone with write access
+	// approves it.
+	ForksWrite = "write"
+)
 
 // Default is the configuration an empty file gets.
 func Default() *Config {
@@ -212,7 +227,7 @@ func Default() *Config {
 		Triggers: Triggers{
 			MergeLabel: "perf/merge-gate",
 			OnApproval: true,
-			Forks:      "maintainer",
+			Forks:      ForksMaintainer,
 			Drafts:     "skip",
 		},
 	}

@@ -32,6 +32,7 @@ func TestInvalidConfigs(t *testing.T) {
 		{"tier-removed.yml", `tier-removed.yml:2:12: tiers.nightly: tier "nightly" is required (remove the "off" or define the tier)`},
 		{"bad-gpu-uuid.yml", `bad-gpu-uuid.yml:3:13: runner.gpu_uuid: "0" is not a GPU UUID (nvidia-smi -L prints them: GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx)`},
 		{"bad-forks.yml", `bad-forks.yml:2:10: triggers.forks: unknown value "maintainers" (did you mean "maintainer"?)`},
+		{"forks-always.yml", `forks-always.yml:2:10: triggers.forks: "always" is no longer accepted: a fork's code runs on the GPU host only after someone approves the commit (use write (any writer may approve), maintainer (maintain or admin may) or never)`},
 		{"wrong-type.yml", `wrong-type.yml:3:14: tiers.merge.prompts: want a whole number, got "lots"`},
 		{"glob-double-star.yml", `glob-double-star.yml:2:5: paths[0]: bad glob "model/***": "**" must be a whole path segment, e.g. "model/**"`},
 		{"bad-inconclusive.yml", `bad-inconclusive.yml:3:19: tiers.merge.inconclusive: unknown value "needs-ack" (did you mean "needs_ack"?)`},

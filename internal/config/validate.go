@@ -98,7 +98,12 @@ func (d *decoder) validate(c *Config) {
 	if t.MergeLabel == "" {
 		d.errField("triggers.merge_label", "empty merge label", `e.g. "perf/merge-gate"`)
 	}
-	d.oneOf("triggers.forks", t.Forks, []string{"maintainer", "always", "never"})
+	if t.Forks == "always" {
+		d.errField("triggers.forks", `"always" is no longer accepted: a fork's code runs on the GPU host only after someone approves the commit`,
+			"use write (any writer may approve), maintainer (maintain or admin may) or never")
+	} else {
+		d.oneOf("triggers.forks", t.Forks, []string{ForksNever, ForksMaintainer, ForksWrite})
+	}
 	d.oneOf("triggers.drafts", t.Drafts, []string{"skip", "run"})
 }
 

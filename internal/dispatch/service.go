@@ -99,7 +99,12 @@ func (s *Service) RequestRun(ctx context.Context, req app.RunRequest) error {
 	if err != nil {
 		return fmt.Errorf("installation client %d: %w", req.InstallationID, err)
 	}
-	ref := req.BaseRef
+	// The config the handler decided by: the default branch's, or a
+	// protected base branch's.
+	ref := req.ConfigRef
+	if ref == "" {
+		ref = req.BaseRef
+	}
 	if ref == "" {
 		ref = req.BaseSHA
 	}
@@ -217,8 +222,9 @@ func (s *Service) Conclude(ctx context.Context, c app.ConcludeRequest) error {
 		}
 		prev.PRNumber, prev.InstallationID = c.PR, c.InstallationID
 		_, applied, err := s.apply(ctx, prev, step{
-			ev:           checkstate.Event{Kind: checkstate.Concluded, Phase: phaseOf(c.Verdict), Tier: string(c.Tier)},
-			doc:          &verdictDoc{},
+			ev: checkstate.Event{Kind: checkstate.Concluded, Phase: phaseOf(c.Verdict), Tier: string(c.Tier)},
+			// The verdict goes; the commit's look budget stays with it.
+			doc:          &verdictDoc{Looks: s.docOf(prev).Looks},
 			out:          c.Output,
 			key:          key,
 			replaced:     [2]string{"Replaced", fmt.Sprintf("perfgate concluded `%s` without a run: %s", app.CheckName(c.Tier), c.Output.Title)},

@@ -22,7 +22,9 @@ type Issue struct {
 
 // repoState is what the fake knows of a repository beyond its PRs.
 type repoState struct {
-	private bool
+	private       bool
+	defaultBranch string
+	branches      map[string]branchState // branches.go
 }
 
 // SetPrivate marks a repository private (repositories are public otherwise)
@@ -30,10 +32,7 @@ type repoState struct {
 func (s *Server) SetPrivate(repo string, private bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.repos == nil {
-		s.repos = map[string]*repoState{}
-	}
-	s.repos[repo] = &repoState{private: private}
+	s.repoState(repo).private = private
 }
 
 // Issues returns the issues opened, in order.
@@ -56,6 +55,7 @@ func (s *Server) issueRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("PATCH /repos/{owner}/{repo}/issues/{number}", s.auth(s.editIssue))
 	mux.HandleFunc("GET /repos/{owner}/{repo}/issues", s.auth(s.listIssues))
 	mux.HandleFunc("GET /repos/{owner}/{repo}", s.auth(s.getRepo))
+	mux.HandleFunc("GET /repos/{owner}/{repo}/branches/{branch...}", s.auth(s.getBranch))
 	mux.HandleFunc("GET /repos/{owner}/{repo}/installation", s.getRepoInstallation)
 }
 
@@ -192,11 +192,12 @@ func (s *Server) getRepo(w http.ResponseWriter, r *http.Request) {
 	repo := repoOf(r)
 	s.mu.Lock()
 	st := s.repos[repo]
-	s.mu.Unlock()
 	private := st != nil && st.private
+	defaultBranch := st.defaultBranchName()
+	s.mu.Unlock()
 	writeJSON(w, http.StatusOK, map[string]any{
 		"full_name": repo, "name": r.PathValue("repo"), "owner": map[string]any{"login": r.PathValue("owner")},
-		"private": private, "visibility": map[bool]string{true: "private", false: "public"}[private], "default_branch": "main",
+		"private": private, "visibility": map[bool]string{true: "private", false: "public"}[private], "default_branch": defaultBranch,
 	})
 }
 

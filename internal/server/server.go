@@ -198,7 +198,7 @@ func New(cfg Config, st store.Store, log zerolog.Logger, now func() time.Time) (
 		Unconfigured: app.Unconfigured(cfg.Unconfigured), MaxInFlightBytes: cfg.HTTP.WebhookInFlightBytes,
 		ClientMiddleware: []githubapp.ClientMiddleware{cfg.Metrics.GitHubTransport}, Events: cfg.Metrics,
 	}, app.Deps{Dispatcher: fwd, Inbox: storeInbox{st}, Outbox: fwd, Config: app.ContentsConfigLoader{}, Appeals: fwd, Releases: fwd,
-		Accepted: func() { s.inbox.Wake() }})
+		Approvals: fwd, Acks: fwd, Accepted: func() { s.inbox.Wake() }})
 	if err != nil {
 		return nil, err
 	}
@@ -312,10 +312,15 @@ func (f *forward) Supersede(ctx context.Context, repo string, pr int, sha string
 func (f *forward) Close(ctx context.Context, repo string, pr int, by string) error {
 	return f.s.Close(ctx, repo, pr, by)
 }
-func (f *forward) Comment(ctx context.Context, c app.Comment) error { return f.s.Comment(ctx, c) }
-func (f *forward) React(ctx context.Context, r app.Reaction) error  { return f.s.React(ctx, r) }
-func (f *forward) Open(ctx context.Context, a app.Appeal) error     { return f.s.Open(ctx, a) }
-func (f *forward) Decide(ctx context.Context, d app.Decision) error { return f.s.Decide(ctx, d) }
+func (f *forward) Comment(ctx context.Context, c app.Comment) error  { return f.s.Comment(ctx, c) }
+func (f *forward) React(ctx context.Context, r app.Reaction) error   { return f.s.React(ctx, r) }
+func (f *forward) Open(ctx context.Context, a app.Appeal) error      { return f.s.Open(ctx, a) }
+func (f *forward) Decide(ctx context.Context, d app.Decision) error  { return f.s.Decide(ctx, d) }
+func (f *forward) Approve(ctx context.Context, a app.Approval) error { return f.s.Approve(ctx, a) }
+func (f *forward) Approved(ctx context.Context, repo, sha string) (bool, error) {
+	return f.s.Approved(ctx, repo, sha)
+}
+func (f *forward) Ack(ctx context.Context, a app.Ack) ([]app.Tier, error) { return f.s.Ack(ctx, a) }
 func (f *forward) ReleasePublished(ctx context.Context, r app.Release) error {
 	return f.s.ReleasePublished(ctx, r)
 }

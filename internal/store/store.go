@@ -109,6 +109,10 @@ type Store interface {
 	DecideAppeal(ctx context.Context, id int64, status AppealStatus, decidedBy string) (Appeal, error)
 	ListAppeals(ctx context.Context, repo string, pr int) ([]Appeal, error)
 
+	// Approvals: which fork commits may run on the runners.
+	ApproveCommit(ctx context.Context, a Approval) (Approval, bool, error)
+	GetApproval(ctx context.Context, repo, sha string) (Approval, error)
+
 	// Webhook inbox.
 	AcceptDelivery(ctx context.Context, id, event string, payload []byte) (Accepted, error)
 	ClaimDeliveries(ctx context.Context, limit int, lease time.Duration) ([]Delivery, error)
@@ -416,14 +420,17 @@ const (
 	CheckWarned       = "warned"
 	CheckEscalated    = "escalated"
 	CheckInconclusive = "inconclusive"
-	CheckAccepted     = "accepted"
-	CheckSkipped      = "skipped"
-	CheckErrored      = "errored"
+	// CheckNeedsAck: inconclusive on a tier that holds it (action
+	// required) until a maintainer acknowledges it or more runs decide.
+	CheckNeedsAck = "needs_ack"
+	CheckAccepted = "accepted"
+	CheckSkipped  = "skipped"
+	CheckErrored  = "errored"
 	// CheckSuperseded: a newer push replaced the commit before it was judged.
 	CheckSuperseded = "superseded"
 	// CheckClosed: the pull request was closed before the check ended.
 	CheckClosed = "closed"
-	// CheckWaiting: a fork's PR waits for a maintainer.
+	// CheckWaiting: a fork's commit waits for an approval.
 	CheckWaiting = "waiting"
 	// CheckConfigError: .github/perfgate.yml is broken.
 	CheckConfigError = "config_error"
@@ -546,6 +553,18 @@ type Appeal struct {
 	DecidedBy string
 	CreatedAt time.Time
 	DecidedAt time.Time
+}
+
+// Approval is someone's approval to run one commit of a fork's pull
+// request on the runners.
+type Approval struct {
+	Repo      string
+	HeadSHA   string // the full SHA approved; a new push needs a new approval
+	PRNumber  int
+	By        string // GitHub login
+	Role      string // the approver's role when approving (write, maintain, admin)
+	Via       string // how: "/perf approve", the Approve button, an approving review, a label
+	CreatedAt time.Time
 }
 
 // AuditEntry is one line of the audit log.

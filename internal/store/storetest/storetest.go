@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -72,6 +73,7 @@ func Run(t *testing.T, newDSN func(t testing.TB) string) {
 		{"CheckRunDeadlines", testCheckRuns},
 		{"Baselines", testBaselines},
 		{"Appeals", testAppeals},
+		{"Approvals", testApprovals},
 		{"Audit", testAudit},
 		{"Trend", testTrend},
 		{"DashboardReads", testDashboardReads},
@@ -982,6 +984,37 @@ func testAppeals(t *testing.T, newDSN func(t testing.TB) string) {
 	list, err := e.st.ListAppeals(e.ctx, "acme/llm", 7)
 	if err != nil || len(list) != 1 || list[0].Reason != "noisy neighbour on the runner" || list[0].Status != store.AppealAccepted {
 		t.Errorf("list = %+v, %v", list, err)
+	}
+}
+
+func testApprovals(t *testing.T, newDSN func(t testing.TB) string) {
+	e := newEnv(t, newDSN)
+	const sha = "9f4c3e1a2b7d8e6f5a4b3c2d1e0f9a8b7c6d5e4f"
+	if _, err := e.st.GetApproval(e.ctx, "acme/llm", sha); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("approval before any: %v, want ErrNotFound", err)
+	}
+	if _, _, err := e.st.ApproveCommit(e.ctx, store.Approval{Repo: "acme/llm", HeadSHA: sha[:7], By: "maint"}); err == nil {
+		t.Error("an approval of a short SHA was stored: it must name one commit")
+	}
+	a, created, err := e.st.ApproveCommit(e.ctx, store.Approval{Repo: "acme/llm", HeadSHA: strings.ToUpper(sha), PRNumber: 7, By: "maint", Role: "maintain", Via: "/perf approve"})
+	if err != nil || !created || a.HeadSHA != sha || a.By != "maint" || !a.CreatedAt.Equal(e.clock.Now()) {
+		t.Fatalf("approve = %+v, %v, %v", a, created, err)
+	}
+	e.clock.Advance(time.Minute)
+	again, created, err := e.st.ApproveCommit(e.ctx, store.Approval{Repo: "acme/llm", HeadSHA: sha, PRNumber: 7, By: "other", Via: "button"})
+	if err != nil || created || again.By != "maint" || !again.CreatedAt.Equal(a.CreatedAt) {
+		t.Errorf("second approval = %+v, %v, %v; want the first kept", again, created, err)
+	}
+	got, err := e.st.GetApproval(e.ctx, "acme/llm", sha)
+	if err != nil || got != a {
+		t.Errorf("get = %+v, %v; want %+v", got, err, a)
+	}
+	if _, err := e.st.GetApproval(e.ctx, "acme/other", sha); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("approval leaks across repositories: %v", err)
+	}
+	audit, err := e.st.ListAudit(e.ctx, "acme/llm", 7)
+	if err != nil || len(audit) != 1 || audit[0].Action != "commit.approved" || audit[0].Actor != "maint" {
+		t.Errorf("audit = %+v, %v; want one commit.approved by maint", audit, err)
 	}
 }
 

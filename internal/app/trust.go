@@ -1,0 +1,209 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/google/go-github/v62/github"
+	"github.com/rs/zerolog"
+)
+
+// configRef is the branch whose .github/perfgate.yml governs t: the
+// repository's default branch, or the PR's base branch when that branch
+// is protected (its config then went through review, as the default
+// branch's does). Anyone with write access can open a PR against a branch
+// they pushed themselves; a config written there must not relax the gate
+// or let a fork's code run.
+func (b *base) configRef(ctx context.Context, client *github.Client, t prTarget) (string, error) {
+	def := t.defaultBranch
+	if def == "" {
+		r, _, err := client.Repositories.Get(ctx, t.owner, t.repo)
+		if err != nil {
+			return "", fmt.Errorf("default branch of %s: %w", t.fullName(), err)
+		}
+		def = r.GetDefaultBranch()
+		if def == "" {
+			return "", fmt.Errorf("default branch of %s: GitHub named none", t.fullName())
+		}
+	}
+	baseBranch := strings.TrimPrefix(t.baseRef, "refs/heads/")
+	if baseBranch == "" || baseBranch == def {
+		return def, nil
+	}
+	br, resp, err := client.Repositories.GetBranch(ctx, t.owner, t.repo, baseBranch, 0)
+	if resp != nil && resp.StatusCode == http.StatusNotFound {
+		zerolog.Ctx(ctx).Info().Str("base", baseBranch).Str("default", def).Msg("base branch not found: perfgate config read from the default branch")
+		return def, nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("is %s of %s protected: %w", baseBranch, t.fullName(), err)
+	}
+	if br.GetProtected() {
+		return baseBranch, nil
+	}
+	zerolog.Ctx(ctx).Info().Str("base", baseBranch).Str("default", def).Msg("base branch is not protected: perfgate config read from the default branch")
+	return def, nil
+}
+
+// forkState is whether a PR's commit may run on the runners.
+type forkState int
+
+const (
+	forkRuns  forkState = iota // not a fork, or a fork commit someone approved
+	forkNever                  // triggers.forks: never
+	forkWaits                  // a fork commit nobody (allowed) approved yet
+)
+
+// forkStateOf decides t's commit under the repository's fork policy. An
+// approval is of one commit: a new push is not approved.
+func (b *base) forkStateOf(ctx context.Context, t prTarget, cfg RepoConfig) (forkState, error) {
+	if !t.fork {
+		return forkRuns, nil
+	}
+	if cfg.Forks == ForksNever {
+		return forkNever, nil
+	}
+	if b.deps.Approvals == nil {
+		return forkWaits, nil
+	}
+	ok, err := b.deps.Approvals.Approved(ctx, t.fullName(), t.headSHA)
+	if err != nil {
+		return forkWaits, fmt.Errorf("approval of %s@%s: %w", t.fullName(), short(t.headSHA), err)
+	}
+	if ok {
+		return forkRuns, nil
+	}
+	return forkWaits, nil
+}
+
+// mayApprove applies triggers.forks to an approver's role.
+func mayApprove(p ForkPolicy, a access) bool {
+	switch p {
+	case ForksWrite:
+		return a >= accessWrite
+	case ForksMaintainer:
+		return a >= accessMaintain
+	}
+	return false
+}
+
+// approverWords says who may approve under p.
+func approverWords(p ForkPolicy) string {
+	if p == ForksWrite {
+		return "someone with write access"
+	}
+	return "a maintainer (maintain or admin role)"
+}
+
+// concludeFork records the check of a fork's commit that may not run: a
+// skipped one under `forks: never`, else one waiting for an approval of
+// this commit.
+func (b *base) concludeFork(ctx context.Context, t prTarget, tier Tier, st forkState, cfg RepoConfig, deliveryID string) error {
+	if st == forkNever {
+		return b.conclude(ctx, t, tier, VerdictSkipped, Output{
+			Title: "Fork pull requests do not run here",
+			Summary: fmt.Sprintf("This pull request comes from a fork, and this repository's `%s` (on `%s`) says `triggers.forks: never`: "+
+				"perfgate never runs a fork's code on its GPU runners. The merge queue, which measures the merged code in this repository, still gates it.", ConfigPath, cfg.Ref),
+		}, deliveryID)
+	}
+	return b.conclude(ctx, t, tier, VerdictWaiting, Output{
+		Title: "Waiting for approval",
+		Summary: fmt.Sprintf("This pull request comes from a fork. perfgate runs a fork's code on its GPU runners only after %s has reviewed the commit and approved it: "+
+			"press **Approve** on this check, or comment `/perf approve %s`. An approval is for commit `%s` only: a new push needs a new approval.",
+			approverWords(cfg.Forks), short(t.headSHA), short(t.headSHA)),
+	}, deliveryID)
+}
+
+// notApprovedReply answers a command or button that would run a fork's
+// commit nobody approved.
+func notApprovedReply(t prTarget, st forkState, cfg RepoConfig) string {
+	if st == forkNever {
+		return fmt.Sprintf("this pull request comes from a fork and this repository never runs a fork's code (`triggers.forks: never` in `%s` on `%s`), so nothing was run.", ConfigPath, cfg.Ref)
+	}
+	return fmt.Sprintf("commit `%s` comes from a fork and nobody has approved running it, so nothing was run. After reviewing it, %s can comment `/perf approve %s` or press **Approve** on the check; a new push needs a new approval.",
+		short(t.headSHA), approverWords(cfg.Forks), short(t.headSHA))
+}
+
+// approve records an approval of t's head commit by someone with role a,
+// when triggers.forks allows them; it returns the refusal to answer with
+// otherwise (and ok false).
+func (b *base) approve(ctx context.Context, t prTarget, cfg RepoConfig, by string, a access, via string) (refusal string, ok bool, err error) {
+	switch {
+	case !t.fork:
+		return fmt.Sprintf("this pull request's code lives in the repository itself: it runs without an approval (`%s`).", CheckName(TierQuick)), false, nil
+	case cfg.Forks == ForksNever:
+		return fmt.Sprintf("this repository never runs a fork's code (`triggers.forks: never` in `%s` on `%s`), so nothing was approved or run.", ConfigPath, cfg.Ref), false, nil
+	case !mayApprove(cfg.Forks, a):
+		need := "the maintain or admin role"
+		if cfg.Forks == ForksWrite {
+			need = "write access to the repository"
+		}
+		return fmt.Sprintf("running a fork's commit needs the approval of someone with %s (`triggers.forks: %s`); you have %s access, so nothing was run.", need, cfg.Forks, accessWord(a)), false, nil
+	case b.deps.Approvals == nil:
+		return "approvals are not enabled on this perfgate server, so a fork's code cannot run.", false, nil
+	}
+	err = b.deps.Approvals.Approve(ctx, Approval{Owner: t.owner, Repo: t.repo, PR: t.number, HeadSHA: t.headSHA, By: by, Role: accessWord(a), Via: via})
+	if err != nil {
+		return "", false, fmt.Errorf("approve %s@%s: %w", t.fullName(), short(t.headSHA), err)
+	}
+	zerolog.Ctx(ctx).Info().Str("sha", t.headSHA).Str("by", by).Str("via", via).Msg("fork commit approved")
+	return "", true, nil
+}
+
+// quickRun decides the quick tier for t's head commit and records it:
+// skipped for a draft or a PR touching no gated path, waiting for a fork's
+// commit nobody approved, else queued.
+func (b *base) quickRun(ctx context.Context, client *github.Client, t prTarget, cfg RepoConfig, trigger, by, deliveryID string) error {
+	log := zerolog.Ctx(ctx)
+	if t.draft && cfg.Drafts == DraftsSkip {
+		return b.conclude(ctx, t, TierQuick, VerdictSkipped,
+			Output{Title: "Draft pull request", Summary: "perfgate runs when the pull request is marked ready for review."}, deliveryID)
+	}
+	matched, capped, err := changesGatedFile(ctx, client, t, cfg)
+	if err != nil {
+		return err
+	}
+	if !matched && !capped {
+		if cfg.NoCheckWhenUnmatched {
+			log.Info().Msg("no gated paths changed; no check posted")
+			return nil
+		}
+		return b.conclude(ctx, t, TierQuick, VerdictSkipped,
+			Output{Title: "No gated changes", Summary: "no " + strings.Join(cfg.Paths, " or ") + " changes"}, deliveryID)
+	}
+	if capped {
+		log.Info().Msg("PR lists the maximum number of files; gating it")
+	}
+	st, err := b.forkStateOf(ctx, t, cfg)
+	if err != nil {
+		return err
+	}
+	if st != forkRuns {
+		return b.concludeFork(ctx, t, TierQuick, st, cfg, deliveryID)
+	}
+	return b.queueRun(ctx, b.runRequest(t, cfg, TierQuick, trigger, by, deliveryID))
+}
+
+// mergeRun records the merge tier for t's head commit (an approving
+// review, the merge label): a fork's commit runs when it was approved, or
+// when whoever asked may approve it — their review or label is the
+// approval, of the commit they saw.
+func (b *base) mergeRun(ctx context.Context, t prTarget, cfg RepoConfig, trigger, by string, a access, deliveryID string) error {
+	st, err := b.forkStateOf(ctx, t, cfg)
+	if err != nil {
+		return err
+	}
+	if st == forkWaits {
+		if _, ok, err := b.approve(ctx, t, cfg, by, a, trigger); err != nil {
+			return err
+		} else if ok {
+			st = forkRuns
+		}
+	}
+	if st != forkRuns {
+		return b.concludeFork(ctx, t, TierMerge, st, cfg, deliveryID)
+	}
+	return b.queueRun(ctx, b.runRequest(t, cfg, TierMerge, trigger, by, deliveryID))
+}

@@ -1,0 +1,395 @@
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/perfgate/perfgate/internal/githubtest"
+)
+
+// fakeApprovals remembers approved commits, as the store does.
+type fakeApprovals struct {
+	mu       sync.Mutex
+	approved map[string]Approval
+}
+
+func (f *fakeApprovals) Approve(ctx context.Context, a Approval) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	k := a.Owner + "/" + a.Repo + "@" + a.HeadSHA
+	if _, ok := f.approved[k]; !ok {
+		f.approved[k] = a
+	}
+	return nil
+}
+
+func (f *fakeApprovals) Approved(ctx context.Context, repo, sha string) (bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	_, ok := f.approved[repo+"@"+sha]
+	return ok, nil
+}
+
+func (f *fakeApprovals) list() []Approval {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []Approval
+	for _, a := range f.approved {
+		out = append(out, a)
+	}
+	return out
+}
+
+// fakeAcks answers `/perf ack` with the tiers it holds.
+type fakeAcks struct {
+	mu    sync.Mutex
+	tiers []Tier
+	acks  []Ack
+}
+
+func (f *fakeAcks) Ack(ctx context.Context, a Ack) ([]Tier, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.acks = append(f.acks, a)
+	out := f.tiers
+	f.tiers = nil
+	return out, nil
+}
+
+// trustHarness is the app with approvals and acks, on a fork's PR #17
+// (head 9f4c3e1 in forker/inference) whose repository's config says
+// triggers.forks: forks.
+func trustHarness(t *testing.T, forks string) (*harness, *fakeApprovals, *fakeAcks) {
+	t.Helper()
+	appr := &fakeApprovals{approved: map[string]Approval{}}
+	acks := &fakeAcks{}
+	h := newHarness(t)
+	a, err := New(h.app.cfg, Deps{Dispatcher: h.disp, Inbox: h.inbox, Outbox: h.out, Appeals: h.appeals, Approvals: appr, Acks: acks})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.app = a
+	h.setPR(t, "pull_request/opened.fork.json", nil)
+	if forks != "" {
+		h.gh.SetContent(repoName, "main", ConfigPath, []byte("triggers:\n  forks: "+forks+"\n"))
+	}
+	return h, appr, acks
+}
+
+// payload reads a fixture and lets edit change its decoded JSON.
+func payload(t *testing.T, fixture string, edit func(map[string]any)) []byte {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(githubtest.Fixture(t, fixture), &m); err != nil {
+		t.Fatal(err)
+	}
+	if edit != nil {
+		edit(m)
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// setPR makes GET /pulls/17 answer the fixture's pull_request, edited.
+func (h *harness) setPR(t *testing.T, fixture string, edit func(pr map[string]any)) {
+	t.Helper()
+	var pr json.RawMessage
+	b := payload(t, fixture, func(m map[string]any) {
+		if edit != nil {
+			edit(m["pull_request"].(map[string]any))
+		}
+	})
+	var ev struct {
+		PullRequest json.RawMessage `json:"pull_request"`
+	}
+	if err := json.Unmarshal(b, &ev); err != nil {
+		t.Fatal(err)
+	}
+	pr = ev.PullRequest
+	h.gh.SetPullRequest(repoName, prNumber, pr)
+}
+
+// deliverRaw sends a signed payload and processes it.
+func (h *harness) deliverRaw(t *testing.T, event string, body []byte) {
+	t.Helper()
+	h.n++
+	req, err := githubtest.NewDelivery("http://perfgate.test"+hookPath, event, fmt.Sprintf("raw-%s-%d", t.Name(), h.n), body, []byte(githubtest.WebhookSecret))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.app.Handler().ServeHTTP(httptest.NewRecorder(), req)
+	h.process(t)
+}
+
+// comment delivers `/perf …` by user.
+func (h *harness) command(t *testing.T, user, body string) {
+	t.Helper()
+	h.deliverRaw(t, "issue_comment", payload(t, "issue_comment/created.retest.json", func(m map[string]any) {
+		c := m["comment"].(map[string]any)
+		c["body"] = body
+		c["user"].(map[string]any)["login"] = user
+		m["sender"].(map[string]any)["login"] = user
+	}))
+}
+
+// press delivers a press of a button on perfgate's check of sha.
+func (h *harness) press(t *testing.T, user, button, check, sha string) {
+	t.Helper()
+	h.deliverRaw(t, "check_run", payload(t, "check_run/requested_action.retest.json", func(m map[string]any) {
+		m["requested_action"] = map[string]any{"identifier": button}
+		m["check_run"].(map[string]any)["head_sha"] = sha
+		m["check_run"].(map[string]any)["name"] = check
+		m["sender"].(map[string]any)["login"] = user
+	}))
+}
+
+func (h *harness) lastComment(t *testing.T) string {
+	t.Helper()
+	cs := h.comments()
+	if len(cs) == 0 {
+		t.Fatal("no comment posted")
+	}
+	return cs[len(cs)-1].Body
+}
+
+// triggers.forks does what it says: never runs nothing, whatever anyone
+// approves; maintainer needs the maintain or admin role; write any writer.
+// Without an approval nothing runs, and /perf retest is no approval.
+func TestForkPolicies(t *testing.T) {
+	type attempt struct {
+		role    string // the approver's role_name
+		how     string // "comment" or "button"
+		wantRun bool
+		reply   string
+	}
+	tests := []struct {
+		forks       string
+		opened      Verdict
+		openedTitle string
+		attempts    []attempt
+	}{
+		{"never", VerdictSkipped, "Fork pull requests do not run here", []attempt{
+			{"admin", "comment", false, "never runs a fork's code"},
+			{"admin", "button", false, "never runs a fork's code"},
+		}},
+		{"maintainer", VerdictWaiting, "Waiting for approval", []attempt{
+			{"write", "comment", false, "needs the approval of someone with the maintain or admin role"},
+			{"write", "button", false, "needs the approval of someone with the maintain or admin role"},
+			{"maintain", "comment", true, "Approved commit `9f4c3e1`"},
+			{"admin", "button", true, "approved commit `9f4c3e1`"},
+		}},
+		{"", VerdictWaiting, "Waiting for approval", []attempt{ // the default is maintainer
+			{"write", "comment", false, "maintain or admin role"},
+			{"maintain", "comment", true, "Approved commit"},
+		}},
+		{"write", VerdictWaiting, "Waiting for approval", []attempt{
+			{"read", "comment", false, "needs write access"},
+			{"triage", "button", false, "needs the approval of someone with write access"},
+			{"write", "comment", true, "Approved commit `9f4c3e1`"},
+			{"write", "button", true, "approved commit `9f4c3e1`"},
+		}},
+	}
+	for _, tt := range tests {
+		for _, at := range tt.attempts {
+			name := fmt.Sprintf("forks=%s/%s by %s", tt.forks, at.how, at.role)
+			t.Run(name, func(t *testing.T) {
+				h, appr, _ := trustHarness(t, tt.forks)
+				h.deliver(t, "pull_request", "pull_request/opened.fork.json")
+				c := h.disp.Concluded()
+				if len(c) != 1 || c[0].Verdict != tt.opened || c[0].Output.Title != tt.openedTitle || len(h.disp.Runs()) != 0 {
+					t.Fatalf("fork PR opened: concluded %+v, runs %+v; want one %s check and nothing run", c, h.disp.Runs(), tt.opened)
+				}
+				// A writer's /perf retest is not an approval.
+				h.command(t, "monalisa", "/perf retest")
+				if len(h.disp.Runs()) != 0 || !strings.Contains(h.lastComment(t), "nothing was run") {
+					t.Fatalf("/perf retest of an unapproved fork commit: runs %+v, reply %q", h.disp.Runs(), h.lastComment(t))
+				}
+
+				h.gh.SetPermission(repoName, "monalisa", map[string]string{"read": "read", "triage": "read", "write": "write", "maintain": "write", "admin": "admin"}[at.role], at.role)
+				if at.how == "comment" {
+					h.command(t, "monalisa", "/perf approve 9f4c3e1")
+				} else {
+					h.press(t, "monalisa", "approve", "perfgate / quick", headSHA)
+				}
+				if reply := h.lastComment(t); !strings.Contains(reply, at.reply) {
+					t.Errorf("reply %q, want it to say %q", reply, at.reply)
+				}
+				runs := h.disp.Runs()
+				if !at.wantRun {
+					if len(runs) != 0 || len(appr.list()) != 0 {
+						t.Fatalf("refused approval ran %+v, stored %+v", runs, appr.list())
+					}
+					return
+				}
+				if len(runs) != 1 || runs[0].HeadSHA != headSHA || runs[0].Tier != TierQuick || !runs[0].Fork {
+					t.Fatalf("runs after approval = %+v, want one quick run of the approved fork commit", runs)
+				}
+				if a := appr.list(); len(a) != 1 || a[0].HeadSHA != headSHA || a[0].By != "monalisa" || a[0].Role != at.role {
+					t.Errorf("approvals = %+v", a)
+				}
+				// Once approved, a writer's retest of the same commit runs.
+				h.gh.SetPermission(repoName, "monalisa", "write", "write")
+				h.command(t, "monalisa", "/perf retest")
+				if runs := h.disp.Runs(); len(runs) != 2 || !runs[1].Confirm || runs[1].HeadSHA != headSHA {
+					t.Errorf("retest of the approved commit: runs %+v", runs)
+				}
+			})
+		}
+	}
+}
+
+// An approval is of the commit the approver saw: a new push waits for a
+// new one, and an approval naming an older commit, or a button on an
+// older commit's check, runs nothing.
+func TestApprovalBoundToSHA(t *testing.T) {
+	h, appr, _ := trustHarness(t, "write")
+	h.command(t, "monalisa", "/perf approve 9f4c3e1")
+	if runs := h.disp.Runs(); len(runs) != 1 || runs[0].HeadSHA != headSHA {
+		t.Fatalf("runs = %+v", runs)
+	}
+
+	// The fork pushes again.
+	h.deliverRaw(t, "pull_request", payload(t, "pull_request/opened.fork.json", func(m map[string]any) {
+		m["action"] = "synchronize"
+		m["pull_request"].(map[string]any)["head"].(map[string]any)["sha"] = newSHA
+	}))
+	h.setPR(t, "pull_request/opened.fork.json", func(pr map[string]any) { pr["head"].(map[string]any)["sha"] = newSHA })
+	c := h.disp.Concluded()
+	if len(h.disp.Runs()) != 1 || len(c) != 1 || c[0].HeadSHA != newSHA || c[0].Verdict != VerdictWaiting || !strings.Contains(c[0].Output.Summary, "/perf approve ab12cd3") {
+		t.Fatalf("after a push: runs %+v, concluded %+v; want the new commit waiting for its own approval", h.disp.Runs(), c)
+	}
+
+	// Approving the old commit again does not approve the new one.
+	h.command(t, "monalisa", "/perf approve 9f4c3e1")
+	if reply := h.lastComment(t); !strings.Contains(reply, "is not this pull request's head commit (it is `ab12cd3` now)") {
+		t.Errorf("reply = %q", reply)
+	}
+	// Nor does the Approve button on the old commit's check.
+	h.press(t, "monalisa", "approve", "perfgate / quick", headSHA)
+	if reply := h.lastComment(t); !strings.Contains(reply, "has moved on to `ab12cd3`") {
+		t.Errorf("reply = %q", reply)
+	}
+	// A retest of the new commit is refused until it is approved.
+	h.command(t, "monalisa", "/perf retest")
+	if len(h.disp.Runs()) != 1 || !strings.Contains(h.lastComment(t), "commit `ab12cd3` comes from a fork and nobody has approved running it") {
+		t.Fatalf("retest of the unapproved push: runs %+v, reply %q", h.disp.Runs(), h.lastComment(t))
+	}
+	if _, ok := appr.approved[repoName+"@"+newSHA]; ok {
+		t.Fatal("the new commit was approved by an approval of the old one")
+	}
+	// The new commit's own approval runs it.
+	h.press(t, "monalisa", "approve", "perfgate / quick", newSHA)
+	if runs := h.disp.Runs(); len(runs) != 2 || runs[1].HeadSHA != newSHA {
+		t.Fatalf("runs = %+v, want the new commit run after its approval", runs)
+	}
+}
+
+// On a fork's PR an approving review or the merge label is the approval of
+// the commit it names, when the reviewer or labeler may approve; when not,
+// the merge check waits for an approval.
+func TestForkMergeTier(t *testing.T) {
+	for _, tc := range []struct {
+		name, role string
+		wantRun    bool
+	}{
+		{"maintainer's review approves", "maintain", true},
+		{"writer's review does not", "write", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h, appr, _ := trustHarness(t, "maintainer")
+			h.gh.SetPermission(repoName, "monalisa", "write", tc.role)
+			h.deliverRaw(t, "pull_request_review", payload(t, "pull_request_review/submitted.approved.json", func(m map[string]any) {
+				m["pull_request"].(map[string]any)["head"].(map[string]any)["repo"].(map[string]any)["full_name"] = "forker/inference"
+			}))
+			runs := h.disp.Runs()
+			if tc.wantRun {
+				if len(runs) != 1 || runs[0].Tier != TierMerge || len(appr.list()) != 1 || appr.list()[0].Via != "pull_request_review.approved" {
+					t.Fatalf("runs %+v, approvals %+v; want the merge tier run on the reviewed commit", runs, appr.list())
+				}
+				return
+			}
+			c := h.disp.Concluded()
+			if len(runs) != 0 || len(c) != 1 || c[0].Tier != TierMerge || c[0].Verdict != VerdictWaiting {
+				t.Fatalf("runs %+v, concluded %+v; want a waiting merge check", runs, c)
+			}
+		})
+	}
+}
+
+// The config is read from the default branch; a PR's base branch counts
+// only when it is protected. A writer who pushes a branch with a relaxed
+// .github/perfgate.yml and opens a PR against it gains nothing.
+func TestConfigFromNonProtectedBaseIgnored(t *testing.T) {
+	for _, protected := range []bool{false, true} {
+		t.Run(fmt.Sprintf("protected=%v", protected), func(t *testing.T) {
+			h, _, _ := trustHarness(t, "maintainer")
+			h.gh.SetBranch(repoName, "release-2", headSHA, protected)
+			// The base branch's config lets any writer approve a fork.
+			h.gh.SetContent(repoName, "release-2", ConfigPath, []byte("triggers:\n  forks: write\n"))
+			toRelease := func(pr map[string]any) { pr["base"].(map[string]any)["ref"] = "release-2" }
+			h.setPR(t, "pull_request/opened.fork.json", toRelease)
+			h.deliverRaw(t, "pull_request", payload(t, "pull_request/opened.fork.json", func(m map[string]any) { toRelease(m["pull_request"].(map[string]any)) }))
+			h.gh.SetPermission(repoName, "monalisa", "write", "write")
+			h.command(t, "monalisa", "/perf approve 9f4c3e1")
+
+			refs := map[string]bool{}
+			for _, r := range h.gh.RequestsTo("GET", "/repos/acme/inference/contents/"+ConfigPath) {
+				refs[r.Query.Get("ref")] = true
+			}
+			if protected {
+				if !refs["release-2"] || refs["main"] || len(h.disp.Runs()) != 1 || h.disp.Runs()[0].ConfigRef != "release-2" {
+					t.Errorf("protected base: config read at %v, runs %+v; want release-2's config (forks: write) to let the writer approve", refs, h.disp.Runs())
+				}
+				return
+			}
+			if refs["release-2"] || !refs["main"] {
+				t.Errorf("config read at %v; want only main's", refs)
+			}
+			if len(h.disp.Runs()) != 0 || !strings.Contains(h.lastComment(t), "maintain or admin role") {
+				t.Errorf("runs %+v, reply %q; want the writer refused under main's config", h.disp.Runs(), h.lastComment(t))
+			}
+		})
+	}
+}
+
+// A non-fork PR needs no approval, and its approve command says so.
+func TestApproveOnOwnBranch(t *testing.T) {
+	h, _, _ := trustHarness(t, "write")
+	h.setPR(t, "pull_request/opened.json", nil)
+	h.command(t, "monalisa", "/perf approve 9f4c3e1")
+	if !strings.Contains(h.lastComment(t), "runs without an approval") || len(h.disp.Runs()) != 0 {
+		t.Errorf("reply %q, runs %+v", h.lastComment(t), h.disp.Runs())
+	}
+}
+
+// /perf ack needs maintain or admin; it passes what the tier held.
+func TestAckCommand(t *testing.T) {
+	h, _, acks := trustHarness(t, "")
+	h.setPR(t, "pull_request/opened.json", nil)
+	h.gh.SetPermission(repoName, "monalisa", "write", "write")
+	h.command(t, "monalisa", "/perf ack")
+	if !strings.Contains(h.lastComment(t), "needs the maintain or admin role") || len(acks.acks) != 0 {
+		t.Fatalf("writer's ack: reply %q, acks %+v", h.lastComment(t), acks.acks)
+	}
+	h.gh.SetPermission(repoName, "monalisa", "write", "maintain")
+	h.command(t, "monalisa", "/perf ack")
+	if !strings.Contains(h.lastComment(t), "no check on `9f4c3e1` waits for an acknowledgement") {
+		t.Errorf("ack with nothing held: %q", h.lastComment(t))
+	}
+	acks.tiers = []Tier{TierMerge}
+	h.command(t, "monalisa", "/perf ack runner noise this week")
+	if reply := h.lastComment(t); !strings.Contains(reply, "Acknowledged: `perfgate / merge` on `9f4c3e1` passes as inconclusive") {
+		t.Errorf("reply %q", reply)
+	}
+	if a := acks.acks[len(acks.acks)-1]; a.By != "monalisa" || a.HeadSHA != headSHA || a.Reason != "runner noise this week" {
+		t.Errorf("ack = %+v", a)
+	}
+}

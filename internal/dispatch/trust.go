@@ -1,0 +1,76 @@
+package dispatch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/perfgate/perfgate/internal/app"
+	"github.com/perfgate/perfgate/internal/checkstate"
+	"github.com/perfgate/perfgate/internal/store"
+)
+
+// Approve implements app.Approvals: the approval of one fork commit is
+// stored with its audit entry.
+func (s *Service) Approve(ctx context.Context, a app.Approval) error {
+	_, _, err := s.st.ApproveCommit(ctx, store.Approval{Repo: a.Owner + "/" + a.Repo, HeadSHA: a.HeadSHA, PRNumber: a.PR, By: a.By, Role: a.Role, Via: a.Via})
+	return err
+}
+
+// Approved implements app.Approvals.
+func (s *Service) Approved(ctx context.Context, repo, sha string) (bool, error) {
+	_, err := s.st.GetApproval(ctx, repo, sha)
+	if errors.Is(err, store.ErrNotFound) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// Ack implements app.Acks: every check of the commit that its tier holds
+// as inconclusive (needs_ack) passes as inconclusive, with an audit entry
+// naming the maintainer.
+func (s *Service) Ack(ctx context.Context, a app.Ack) ([]app.Tier, error) {
+	repo := a.Owner + "/" + a.Repo
+	runs, err := s.st.ListCheckRuns(ctx, repo, a.PR)
+	if err != nil {
+		return nil, err
+	}
+	var tiers []app.Tier
+	for _, cr := range runs {
+		if cr.HeadSHA != a.HeadSHA || cr.State != string(checkstate.NeedsAck) {
+			continue
+		}
+		note := fmt.Sprintf("%s@%s: the inconclusive result passes", acknowledgedNotePrefix, a.By)
+		if a.Reason != "" {
+			note += ": " + a.Reason
+		}
+		applied := false
+		err := s.retryCAS(ctx, func() (bool, error) {
+			cur, err := s.st.GetCheckRunByID(ctx, cr.ID)
+			if err != nil {
+				return false, err
+			}
+			_, ok, err := s.apply(ctx, cur, step{
+				ev:     checkstate.Event{Kind: checkstate.Acked},
+				docFor: func(doc verdictDoc) verdictDoc { doc.Notes = append(doc.Notes, note); return doc },
+				actor:  a.By,
+				detail: map[string]any{"reason": a.Reason, "comment": a.CommentURL},
+			})
+			if errors.Is(err, errIgnored) {
+				return true, nil // acknowledged by someone else, or re-run meanwhile
+			}
+			applied = ok
+			return ok, err
+		})
+		if err != nil {
+			return tiers, err
+		}
+		if applied {
+			tiers = append(tiers, app.Tier(cr.Tier))
+		}
+	}
+	return tiers, nil
+}
+
+// acknowledgedNotePrefix starts the note a maintainer's `/perf ack` adds.
+const acknowledgedNotePrefix = "acknowledged by "
