@@ -13,8 +13,10 @@
 //     who and why.
 //  2. Every baseline is traceable: at least gate.MinRuns runs, all from one
 //     environment, each carrying perfgate's section with the GPU, driver,
-//     engine image digest (or the sim marker), offered load and dataset
-//     hash, and a commit. Snapshot.BenchArgs turns that back into the
+//     the engine's identity (an image pinned by digest, the image a build
+//     made from the commit, or a command run in the commit's checkout with
+//     its tree digest; or the sim marker), offered load and dataset hash,
+//     and a commit. Snapshot.BenchArgs turns that back into the
 //     `perfgate bench` command that reproduces the load.
 package baseline
 

@@ -367,8 +367,18 @@ func TestPromoteTraceable(t *testing.T) {
 			rs[0].Perfgate.Environment.Commit, rs[1].Perfgate.Environment.Commit = "aaaaaaa1", "bbbbbbb2"
 			return rs
 		}, "different commits"},
-		{"image by tag", each(func(r *result.Result) { r.Perfgate.Environment.EngineImage = "vllm/vllm-openai:v0.6.3" }), "engine image pinned by digest"},
-		{"no image", each(func(r *result.Result) { r.Perfgate.Environment.EngineImage = "" }), "engine image pinned by digest"},
+		{"image by tag", each(func(r *result.Result) { r.Perfgate.Environment.EngineImage = "vllm/vllm-openai:v0.6.3" }), "engine identity"},
+		{"no image", each(func(r *result.Result) { r.Perfgate.Environment.EngineImage = "" }), "engine identity"},
+		{"command engine from the commit's checkout", each(func(r *result.Result) {
+			e := &r.Perfgate.Environment
+			e.EngineImage, e.Commit, e.SourceTree, e.Sandbox = "perfgate sim --config {{.Workdir}}/inference_engine/sim.yaml --port {{.Port}}", testCommit, "sha256:"+strings.Repeat("1", 64), "uncontained"
+		}), ""},
+		{"command engine without its tree", each(func(r *result.Result) {
+			r.Perfgate.Environment.EngineImage, r.Perfgate.Environment.Commit = "vllm serve {{.Model}}", testCommit
+		}), "engine identity"},
+		{"image built from the commit", each(func(r *result.Result) {
+			r.Perfgate.Environment.EngineImage, r.Perfgate.Environment.EngineBuild = "vllm/vllm-openai:v0.6.3", "sha256:"+strings.Repeat("2", 64)
+		}), ""},
 		{"no GPU name", each(func(r *result.Result) { r.Perfgate.Environment.GPUName = "" }), "no GPU name"},
 		{"no GPU UUID", one(2, func(r *result.Result) { r.Perfgate.Environment.GPUUUID = "" }), "no GPU UUID (environment.gpu_uuid) in run 3"},
 		{"sim without GPU UUID", each(func(r *result.Result) {
@@ -404,8 +414,8 @@ func TestPromoteTraceable(t *testing.T) {
 				if err != nil || s.Commit != testCommit || s.GPUUUID == "" || s.Label != "v0.26.0" || len(s.Runs) != 5 {
 					t.Errorf("stored = %+v, %v", s.Baseline, err)
 				}
-				if s.ImageDigest != testImage && s.ImageDigest != SimImage {
-					t.Errorf("image digest = %q", s.ImageDigest)
+				if want := engineIdentity(runs[0].Perfgate.Environment); s.ImageDigest != want || want == "" {
+					t.Errorf("image digest = %q, want %q", s.ImageDigest, want)
 				}
 				return
 			}

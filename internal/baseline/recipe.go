@@ -52,9 +52,14 @@ func (s Snapshot) BenchArgs(output string) []string {
 // Recipe is the full re-run instruction: the environment to reproduce and
 // the bench command, as lines for a terminal.
 func (s Snapshot) Recipe() []string {
-	engine := "image " + s.ImageDigest
-	if s.ImageDigest == SimImage {
+	var engine string
+	switch {
+	case s.ImageDigest == SimImage:
 		engine = "the built-in simulated engine (perfgate sim), model " + s.Load.Model
+	case pinnedImage.MatchString(s.ImageDigest), strings.HasPrefix(s.ImageDigest, "sha256:"):
+		engine = "image " + s.ImageDigest
+	default:
+		engine = "the command `" + s.ImageDigest + "` in a checkout of the commit"
 	}
 	driver := s.Driver
 	if driver == "" {

@@ -60,8 +60,9 @@ func trace(runs []*result.Result, commit string) (provenance, []string) {
 			if env.Driver == "" {
 				lack("driver version (environment.driver_version)", i)
 			}
-			if !pinnedImage.MatchString(env.EngineImage) {
-				lack(fmt.Sprintf("engine image pinned by digest (environment.engine_image is %q; want name@sha256:<64 hex>, or the sim marker)", env.EngineImage), i)
+			if !engineTraceable(env) {
+				lack(fmt.Sprintf("engine identity (environment.engine_image is %q; want an image pinned by digest, name@sha256:<64 hex>; "+
+					"a built image (environment.engine_build); or the commit's tree the engine ran from (environment.source_tree) — or the sim marker)", env.EngineImage), i)
 			}
 		}
 		if load.Model == "" {
@@ -122,13 +123,36 @@ func trace(runs []*result.Result, commit string) (provenance, []string) {
 		return provenance{}, problems
 	}
 	first := runs[0].Perfgate
-	p.image = first.Environment.EngineImage
-	if first.Environment.Sim {
-		p.image = SimImage
-	}
+	p.image = engineIdentity(first.Environment)
 	p.gpu, p.gpuUUID, p.driver = first.Environment.GPUName, first.Environment.GPUUUID, first.Environment.Driver
 	p.load, p.datasetHash, p.warmup = first.Load, first.DatasetHash, first.Warmup
 	return p, nil
+}
+
+// engineTraceable reports whether a run names the engine it measured well
+// enough to start it again: an image pinned by digest; an image a build
+// step made from the commit (its id); or a command the runner ran in the
+// commit's checkout, whose tree digest the run records. The commit itself
+// is checked with the other fields.
+func engineTraceable(env result.Environment) bool {
+	switch {
+	case pinnedImage.MatchString(env.EngineImage), env.EngineBuild != "":
+		return true
+	}
+	return env.EngineImage != "" && env.SourceTree != "" && env.Commit != ""
+}
+
+// engineIdentity is what a baseline stores as its engine: the sim marker,
+// the image a build made from the commit, or the pinned image or command
+// that ran (the commit is stored beside it).
+func engineIdentity(env result.Environment) string {
+	switch {
+	case env.Sim:
+		return SimImage
+	case env.EngineBuild != "":
+		return env.EngineBuild
+	}
+	return env.EngineImage
 }
 
 // sameCommit accepts a short SHA for its full one.

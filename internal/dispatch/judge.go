@@ -11,6 +11,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/perfgate/perfgate/internal/agentapi"
 	"github.com/perfgate/perfgate/internal/app"
 	"github.com/perfgate/perfgate/internal/backoff"
 	"github.com/perfgate/perfgate/internal/baseline"
@@ -229,6 +230,12 @@ func (s *Service) judgeRow(ctx context.Context, cr store.CheckRun, job store.Job
 	if isMatrix(cells) {
 		return s.judgeMatrix(ctx, cr, job, cells)
 	}
+	if il, err := s.interleaved(ctx, cr.JobIDs); err != nil || il {
+		if err != nil {
+			return err
+		}
+		return s.judgePaired(ctx, cr, job)
+	}
 	ev, err := s.runsOf(ctx, cr.JobIDs)
 	if err != nil {
 		return err
@@ -317,6 +324,9 @@ func (s *Service) runsOf(ctx context.Context, ids []int64) (evidence, error) {
 		for _, r := range res {
 			if r.Kind != store.KindMeasured || r.Attempt != j.Attempts {
 				continue // warm-ups, and runs of an attempt that was lost
+			}
+			if r.Side == agentapi.SideBase {
+				continue // an interleaved job's base commit (paired.go judges those)
 			}
 			rr, err := result.Parse(r.Samples)
 			if err != nil {
@@ -531,6 +541,13 @@ func (s *Service) extend(ctx context.Context, cr store.CheckRun, job store.Job, 
 		return err
 	}
 	snap.Repeats = more
+	what := fmt.Sprintf("%d more runs", more)
+	if snap.Interleave != nil {
+		il := *snap.Interleave
+		il.Pairs = min(more, agentapi.MaxPairs)
+		snap.Interleave = &il
+		what = fmt.Sprintf("%d more base/head pairs", il.Pairs)
+	}
 	snap.GPUUUID = s.cardOf(ctx, cr.JobIDs)
 	snapshot, err := snap.encode()
 	if err != nil {
@@ -545,7 +562,7 @@ func (s *Service) extend(ctx context.Context, cr store.CheckRun, job store.Job, 
 		}},
 		out: app.Output{
 			Title:   "Adding runs",
-			Summary: fmt.Sprintf("The first runs could not settle the comparison; perfgate is adding %d more on the same card and will decide on all of them.", more),
+			Summary: fmt.Sprintf("The first runs could not settle the comparison; perfgate is adding %s on the same card and will decide on all of them.", what),
 		},
 	})
 }

@@ -129,17 +129,18 @@ func (s *Service) RequestRun(ctx context.Context, req app.RunRequest) error {
 		if found && key != "" && prev.RequestKey == key {
 			return true, nil // this delivery already asked
 		}
-		plan, err := agentapi.PlanFromConfig(cfg, string(req.Tier))
+		// A tier that interleaves (the merge default) measures base and
+		// head in one job on one card; others measure the head alone.
+		plan, err := agentapi.PlanAt(cfg, string(req.Tier), agentapi.Commits{Repo: req.FullName(), Head: req.HeadSHA, Base: req.BaseSHA})
 		if err != nil {
 			return false, backoff.Permanent(fmt.Errorf("plan %s tier: %w", req.Tier, err))
 		}
-		plan.Repo, plan.HeadSHA = req.FullName(), req.HeadSHA
 		jobIDs := []int64{}
 		if found && req.Confirm {
-			// A retest after a suspected regression re-measures three times
-			// on the same card, and the new runs join the evidence:
-			// pressing retest must not be a way to draw a fresh sample
-			// until green.
+			// A retest after a suspected regression re-measures on the
+			// same card (three runs, or the tier's pairs again), and the
+			// new runs join the evidence: pressing retest must not be a
+			// way to draw a fresh sample until green.
 			jobIDs = prev.JobIDs
 			plan.Repeats = 3
 			if uuid := s.cardOf(ctx, prev.JobIDs); uuid != "" {

@@ -540,6 +540,9 @@ func (s *sqlStore) ListJobs(ctx context.Context, f JobFilter) ([]Job, error) {
 	if f.HeadSHA != "" {
 		where, args = append(where, "head_sha = ?"), append(args, f.HeadSHA)
 	}
+	if f.Tier != "" {
+		where, args = append(where, "tier = ?"), append(args, f.Tier)
+	}
 	if f.Status != "" {
 		where, args = append(where, "status = ?"), append(args, string(f.Status))
 	}
@@ -551,6 +554,9 @@ func (s *sqlStore) ListJobs(ctx context.Context, f JobFilter) ([]Job, error) {
 		query += ` ORDER BY priority, vtag, seq`
 	} else {
 		query += ` ORDER BY id`
+		if f.Newest {
+			query += ` DESC`
+		}
 	}
 	if f.Limit > 0 {
 		query += fmt.Sprintf(` LIMIT %d`, f.Limit)

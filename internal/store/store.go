@@ -334,8 +334,10 @@ type JobFilter struct {
 	Repo     string
 	PRNumber int
 	HeadSHA  string
+	Tier     string
 	Status   Status
-	Limit    int // 0 → no limit
+	Limit    int  // 0 → no limit
+	Newest   bool // by id, newest first (with Limit: the latest Limit jobs)
 	// ClaimOrder lists in the order claims take jobs (priority class,
 	// fair-share tag, queue sequence) instead of by id.
 	ClaimOrder bool

@@ -286,6 +286,14 @@ func testClaimOrder(t *testing.T, newDSN func(t testing.TB) string) {
 	if err != nil || len(running) != 2 {
 		t.Errorf("list running = %d jobs, %v; want 2", len(running), err)
 	}
+	e.enqueue(t, store.JobSpec{Tier: "merge", Repo: "acme/llm"})
+	latest, err := e.st.ListJobs(e.ctx, store.JobFilter{Repo: "acme/llm", Tier: "merge", Newest: true, Limit: 1})
+	if err != nil || len(latest) != 1 || latest[0].ID <= first.ID || latest[0].Status != store.StatusQueued {
+		t.Errorf("latest merge job of acme/llm = %v, %v; want the one just queued", latest, err)
+	}
+	if nightly, err := e.st.ListJobs(e.ctx, store.JobFilter{Tier: "nightly"}); err != nil || len(nightly) != 0 {
+		t.Errorf("list nightly = %v, %v; want none", nightly, err)
+	}
 	if _, err := e.st.GetJob(e.ctx, 123456); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("get missing job: %v, want ErrNotFound", err)
 	}
