@@ -227,4 +227,3 @@ func TestInterleavedRetest(t *testing.T) {
 		t.Errorf("retest of a 10%% regression: %s", c.Conclusion)
 	}
 }
-
