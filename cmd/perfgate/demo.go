@@ -8,12 +8,12 @@ import (
 )
 
 func init() {
-	register("demo", command{summary: "run the whole loop locally: SQLite, agent, simulated engine, a PR that regresses", run: runDemo})
+	register("demo", command{summary: "run the whole loop locally: SQLite, a real git repository, an agent starting the simulated engine from each commit, a PR that regresses", run: runDemo})
 }
 
 func runDemo(ctx context.Context, env *cliEnv, args []string) int {
 	fs := env.flags("demo", "[--slowdown 1.2] [--dir DIR|postgres://…]")
-	slowdown := fs.Float64("slowdown", 1.2, "how much slower the PR makes the engine (1.2 = 20% slower)")
+	slowdown := fs.Float64("slowdown", 1.2, "the engine slowdown the PR's commit writes into inference_engine/sim.yaml (1.2 = 20% slower)")
 	dir := fs.String("dir", "", "directory for the demo's SQLite store (default: a new temporary directory), or a postgres:// DSN")
 	serve := fs.String("serve", "", "after the demo, keep the server up on this address (e.g. 127.0.0.1:8080) with a month of nightly history, and print the dashboard's URL")
 	if code, ok := fs.parse(args); !ok {

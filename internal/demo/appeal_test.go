@@ -22,15 +22,12 @@ func TestAppealFlow(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	h, err := Start(ctx, t.TempDir(), zerolog.Nop())
+	h, err := Start(ctx, t.TempDir(), zerolog.Nop(), WithPerfgate(perfgateBin), WithSlowdown(1.3))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer h.Close()
 	if _, _, err := h.PromoteBaseline(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := h.StartAgent(ctx, 1.3); err != nil {
 		t.Fatal(err)
 	}
 	deliver := func(event, name, id string) {
@@ -40,7 +37,9 @@ func TestAppealFlow(t *testing.T) {
 			t.Fatalf("deliver %s: %d %v", name, code, err)
 		}
 	}
-	deliver("pull_request", "pull_request/opened.json", "d-1")
+	if code, err := h.DeliverPR(ctx, "opened", slowPR, "d-1"); err != nil || code/100 != 2 {
+		t.Fatalf("deliver PR #17: %d %v", code, err)
+	}
 	warn, err := h.WaitCheck(ctx, func(c githubtest.CheckRun) bool { return c.Status == "completed" })
 	if err != nil {
 		t.Fatal(err)
@@ -80,7 +79,7 @@ func TestAppealFlow(t *testing.T) {
 	if !strings.Contains(acc.Title, "accepted") {
 		t.Errorf("accepted check title %q", acc.Title)
 	}
-	audit, err := h.Store.ListAudit(ctx, repo, prNumber)
+	audit, err := h.Store.ListAudit(ctx, repo, slowPR)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,9 +1,12 @@
 // Package demo runs perfgate's whole loop on one machine with nothing
-// installed: an embedded SQLite store, the server, a local stand-in for
-// GitHub's API, a runner agent with a fake GPU, and the simulated engine.
-// A nightly-style run of main sets the baseline; then a pull request whose
-// change makes the engine slower arrives as a signed webhook, is measured,
-// warned about, and — once its 48 hours pass — escalated.
+// installed but git: an embedded SQLite store, the server, a local stand-in
+// for GitHub's API serving a real git repository (its files and its source
+// tarballs), and a runner agent with a fake GPU that starts the simulated
+// engine from each commit's own checkout. main is measured and promoted as
+// the baseline; then a pull request whose commit makes the engine slower
+// (it changes inference_engine/sim.yaml) arrives as a signed webhook, is
+// measured from its own tree, warned about, and — once its 48 hours pass —
+// escalated; a pull request that only edits a README passes.
 package demo
 
 import (
@@ -16,6 +19,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -26,6 +30,7 @@ import (
 	"github.com/perfgate/perfgate/internal/agentapi"
 	"github.com/perfgate/perfgate/internal/baseline"
 	"github.com/perfgate/perfgate/internal/config"
+	"github.com/perfgate/perfgate/internal/gate"
 	"github.com/perfgate/perfgate/internal/githubtest"
 	"github.com/perfgate/perfgate/internal/gpu"
 	"github.com/perfgate/perfgate/internal/result"
@@ -36,7 +41,10 @@ import (
 // Options shape a demo run.
 type Options struct {
 	Dir      string  // where the SQLite file goes (a temporary directory when empty), or a postgres:// DSN
-	Slowdown float64 // how much slower the PR's engine is (1.2 = 20%)
+	Slowdown float64 // the engine slowdown PR #17's commit sets in inference_engine/sim.yaml (1.2 = 20% slower)
+	// Perfgate is the perfgate binary the engine command runs (`perfgate
+	// sim`); the running executable when empty.
+	Perfgate string
 	Out      io.Writer
 	Log      zerolog.Logger
 	// Serve, when set ("127.0.0.1:8080"), keeps the server up after the
@@ -50,33 +58,78 @@ type Options struct {
 // Outcome is what the demo saw, for tests.
 type Outcome struct {
 	Warning, Escalated githubtest.CheckRun
-	Comments           []githubtest.Comment
-	DB                 string
+	// Docs is the check of the pull request that only edits a README.
+	Docs     githubtest.CheckRun
+	Comments []githubtest.Comment
+	DB       string
+	// Baseline and Head are what was measured for main and for the slow
+	// pull request's head: the commits, the trees the engines ran from.
+	Baseline, Head Measured
+	Repo           RepoSHAs
+}
+
+// RepoSHAs are the demo repository's commits.
+type RepoSHAs struct{ Main, Slow, Docs string }
+
+// Measured is what one commit's runs recorded.
+type Measured struct {
+	Commit, Tree string
+	Runs         int
+	// TPOTMedian is the median over runs of each run's median TPOT (ms).
+	TPOTMedian float64
+	Engine     string // the engine command that ran
+	Sandbox    string
 }
 
 const (
 	repo     = "acme/inference"
-	prNumber = 17
 	gpuUUID  = "GPU-5f2c0d1e-demo-0000-0000-000000000000"
 	regToken = "demo-registration-token"
-	baseSHA  = "3d2c1b0a9f8e7d6c5b4a39281706f5e4d3c2b1a0"
 )
 
-// Harness is the demo's running system: store, server, local GitHub and
-// agents. The demo and the end-to-end tests drive it.
+// Harness is the demo's running system: store, server, local GitHub, the
+// demo repository and the runner. The demo and the end-to-end tests drive
+// it.
 type Harness struct {
 	Store  store.Store
 	GitHub *githubtest.Server
 	Server *server.Server
 	URL    string // the perfgate server
 	DB     string
+	Repo   *gitRepo
 	log    zerolog.Logger
 	clock  *clock
+	work   string
 	stop   []func()
 }
 
-// Start brings the system up with the demo repository (acme/inference,
-// PR #17 touching inference_engine/).
+// startConfig is what Start assembles.
+type startConfig struct {
+	server   server.Config
+	perfgate string
+	slowdown float64
+}
+
+// StartOption adjusts the demo's set-up.
+type StartOption func(*startConfig)
+
+// WithPublicURL sets where people reach the server (the dashboard's links).
+func WithPublicURL(u string) StartOption {
+	return func(c *startConfig) { c.server.PublicURL = u }
+}
+
+// WithPerfgate names the perfgate binary the engine command runs.
+func WithPerfgate(path string) StartOption {
+	return func(c *startConfig) { c.perfgate = path }
+}
+
+// WithSlowdown sets the slowdown PR #17 writes into the engine's knobs.
+func WithSlowdown(f float64) StartOption {
+	return func(c *startConfig) { c.slowdown = f }
+}
+
+// Start brings the system up with the demo repository (acme/inference:
+// main, PR #17 slowing the engine, PR #18 editing a README) and one runner.
 func Start(ctx context.Context, dir string, log zerolog.Logger, opts ...StartOption) (*Harness, error) {
 	if dir == "" {
 		d, err := os.MkdirTemp("", "perfgate-demo-")
@@ -85,39 +138,58 @@ func Start(ctx context.Context, dir string, log zerolog.Logger, opts ...StartOpt
 		}
 		dir = d
 	}
-	h := &Harness{DB: filepath.Join(dir, "perfgate.db"), log: log, clock: &clock{}}
+	sc := startConfig{slowdown: 1.2}
+	for _, o := range opts {
+		o(&sc)
+	}
+	if sc.perfgate == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return nil, fmt.Errorf("the demo's engine is this perfgate binary, which cannot be found: %w", err)
+		}
+		sc.perfgate = exe
+	}
+	h := &Harness{DB: filepath.Join(dir, "perfgate.db"), log: log, clock: &clock{}, work: filepath.Join(dir, "demo")}
 	if strings.HasPrefix(dir, "postgres://") || strings.HasPrefix(dir, "postgresql://") {
 		h.DB = dir // the same loop on PostgreSQL, as several replicas would run it
+		w, err := os.MkdirTemp("", "perfgate-demo-")
+		if err != nil {
+			return nil, err
+		}
+		h.work = w
+		h.stop = append(h.stop, func() { os.RemoveAll(w) })
 	}
+	r, err := makeRepo(filepath.Join(h.work, "acme-inference"), sc.perfgate, sc.slowdown)
+	if err != nil {
+		h.Close()
+		return nil, err
+	}
+	h.Repo = r
 	st, err := store.Open(ctx, h.DB, store.WithClock(h.clock.now))
 	if err != nil {
+		h.Close()
 		return nil, err
 	}
 	h.Store = st
 	h.stop = append(h.stop, func() { st.Close() })
 	h.GitHub = githubtest.Start()
 	h.stop = append(h.stop, h.GitHub.Close)
-	pr, err := fixture("pull_request/opened.json")
-	if err != nil {
-		h.Close()
-		return nil, err
+	// The local GitHub serves the repository itself: its config at any
+	// ref, the source tarball of any commit.
+	h.GitHub.SetGitRepo(repo, r.dir)
+	for _, pr := range []struct {
+		number int
+		head   string
+	}{{slowPR, r.Slow}, {docsPR, r.Docs}} {
+		if err := h.setPR(pr.number, pr.head); err != nil {
+			h.Close()
+			return nil, err
+		}
 	}
-	var ev struct {
-		PullRequest json.RawMessage `json:"pull_request"`
-	}
-	if err := json.Unmarshal(pr, &ev); err != nil {
-		h.Close()
-		return nil, fmt.Errorf("demo fixture: %w", err)
-	}
-	h.GitHub.SetPullRequest(repo, prNumber, ev.PullRequest)
-	h.GitHub.SetFiles(repo, prNumber, []githubtest.File{{Filename: "inference_engine/scheduler.py", Status: "modified"}})
-	h.GitHub.SetContent(repo, "main", config.DefaultPath, []byte(repoConfig))
 
-	cfg := server.Config{GitHub: h.GitHub.AppConfig(), AgentRegistrationToken: regToken, Lease: 30 * time.Second, LongPoll: 2 * time.Second, AppSlug: githubtest.AppSlug}
+	cfg := sc.server
+	cfg.GitHub, cfg.AgentRegistrationToken, cfg.Lease, cfg.LongPoll, cfg.AppSlug = h.GitHub.AppConfig(), regToken, 30*time.Second, 2*time.Second, githubtest.AppSlug
 	cfg.ChangePoints.Disabled = true // the demo runs the pass itself, once (serve.go)
-	for _, o := range opts {
-		o(&cfg)
-	}
 	srv, err := server.New(cfg, st, log, h.clock.now)
 	if err != nil {
 		h.Close()
@@ -139,7 +211,75 @@ func Start(ctx context.Context, dir string, log zerolog.Logger, opts ...StartOpt
 	go hs.Serve(srv.Listener(ln))
 	h.stop = append(h.stop, func() { hs.Close() })
 	h.URL = "http://" + ln.Addr().String()
+	if err := h.startAgent(ctx); err != nil {
+		h.Close()
+		return nil, err
+	}
 	return h, nil
+}
+
+// setPR makes the local GitHub know pull request number, from main to
+// head: the fixture's pull request with the repository's real commits and
+// the files git says the head changes.
+func (h *Harness) setPR(number int, head string) error {
+	pr, err := h.prJSON(number, head)
+	if err != nil {
+		return err
+	}
+	h.GitHub.SetPullRequest(repo, number, pr)
+	files, err := h.Repo.changed(head)
+	if err != nil {
+		return err
+	}
+	var fs []githubtest.File
+	for _, f := range files {
+		fs = append(fs, githubtest.File{Filename: f, Status: "modified"})
+	}
+	h.GitHub.SetFiles(repo, number, fs)
+	return nil
+}
+
+// prJSON is the pull_request object of the demo's pull request number.
+func (h *Harness) prJSON(number int, head string) (json.RawMessage, error) {
+	ev, err := h.prEvent("opened", number, head)
+	if err != nil {
+		return nil, err
+	}
+	var out struct {
+		PullRequest json.RawMessage `json:"pull_request"`
+	}
+	if err := json.Unmarshal(ev, &out); err != nil {
+		return nil, err
+	}
+	return out.PullRequest, nil
+}
+
+// prEvent is a pull_request webhook payload (GitHub's shape, from the
+// fixture) for the demo's pull request number with the real commits.
+func (h *Harness) prEvent(action string, number int, head string) ([]byte, error) {
+	raw, err := fixture("pull_request/opened.json")
+	if err != nil {
+		return nil, err
+	}
+	var ev map[string]any
+	if err := json.Unmarshal(raw, &ev); err != nil {
+		return nil, fmt.Errorf("demo fixture: %w", err)
+	}
+	pr, ok := ev["pull_request"].(map[string]any)
+	if !ok {
+		return nil, errors.New("demo fixture: no pull_request object")
+	}
+	ev["action"], ev["number"], pr["number"] = action, number, number
+	headObj, _ := pr["head"].(map[string]any)
+	baseObj, _ := pr["base"].(map[string]any)
+	if headObj == nil || baseObj == nil {
+		return nil, errors.New("demo fixture: pull_request lacks head or base")
+	}
+	headObj["sha"], baseObj["sha"] = head, h.Repo.Main
+	if number == docsPR {
+		headObj["ref"], pr["title"] = "engine-docs", "Document the engine's knobs"
+	}
+	return json.Marshal(ev)
 }
 
 // Close stops everything, newest first.
@@ -153,26 +293,75 @@ func (h *Harness) Close() {
 // Advance moves the server's clock forward.
 func (h *Harness) Advance(d time.Duration) { h.clock.advance(d) }
 
-// PromoteBaseline measures main with an unslowed engine and promotes it.
-func (h *Harness) PromoteBaseline(ctx context.Context) (store.Baseline, int, error) {
-	runs, err := measure(ctx, h.Store, h.URL, h.log, 1.0, baseSHA)
+// RepoConfig is the demo repository's config as main has it.
+func (h *Harness) RepoConfig() (*config.Config, error) {
+	body, err := os.ReadFile(filepath.Join(h.Repo.dir, filepath.FromSlash(config.DefaultPath)))
 	if err != nil {
-		return store.Baseline{}, 0, fmt.Errorf("measure main: %w", err)
+		return nil, err
 	}
-	tier, _ := mustConfig().Tier("quick")
-	b, _, err := baseline.Promote(ctx, h.Store, runs, baseline.Meta{Repo: repo, Key: "quick", Version: "main-" + baseSHA[:7], Commit: baseSHA, By: "demo", Reason: "demo baseline"}, tier)
-	if err != nil {
-		return store.Baseline{}, 0, fmt.Errorf("promote baseline: %w", err)
-	}
-	return b, len(runs), nil
+	return config.Parse(config.DefaultPath, body)
 }
 
-// StartAgent starts a runner whose simulated engine has the slowdown; it
-// stops with the harness or ctx.
-func (h *Harness) StartAgent(ctx context.Context, slowdown float64) error {
+// PromoteBaseline measures main on the runner (the engine started from
+// main's checkout) and promotes it as the quick tier's baseline.
+func (h *Harness) PromoteBaseline(ctx context.Context) (store.Baseline, []*result.Result, error) {
+	cfg, err := h.RepoConfig()
+	if err != nil {
+		return store.Baseline{}, nil, err
+	}
+	runs, err := h.measure(ctx, cfg, h.Repo.Main)
+	if err != nil {
+		return store.Baseline{}, nil, fmt.Errorf("measure main: %w", err)
+	}
+	tier, err := cfg.Tier("quick")
+	if err != nil {
+		return store.Baseline{}, nil, err
+	}
+	b, _, err := baseline.Promote(ctx, h.Store, runs, baseline.Meta{Repo: repo, Key: "quick", Version: "main-" + short(h.Repo.Main), Commit: h.Repo.Main, By: "demo", Reason: "demo baseline"}, tier)
+	if err != nil {
+		return store.Baseline{}, nil, fmt.Errorf("promote baseline: %w", err)
+	}
+	return b, runs, nil
+}
+
+// startAgent starts the demo's one runner: a fake GPU, and command
+// engines allowed outside a container (the demo has no Docker; the
+// repository is the demo's own). It stops with the harness.
+func (h *Harness) startAgent(ctx context.Context) error {
 	actx, stop := context.WithCancel(ctx)
-	h.stop = append(h.stop, stop)
-	return startAgent(actx, h.URL, h.log, slowdown)
+	done := make(chan struct{})
+	h.stop = append(h.stop, func() { stop(); <-done })
+	a, err := agent.New(agent.Config{
+		Server: h.URL, RegistrationToken: regToken, Name: "demo-runner", Labels: []string{"gpu"},
+		GPU: gpu.NewFakeProvider(gpu.NewFake(gpuUUID)), AllowUncontained: true,
+		CacheDir: filepath.Join(h.work, "sources"), WorkDir: h.work,
+		ClaimWait: time.Second, Log: h.log,
+	})
+	if err != nil {
+		close(done)
+		return err
+	}
+	go func() {
+		defer close(done)
+		if err := a.Run(actx); err != nil && !errors.Is(err, context.Canceled) {
+			h.log.Error().Err(err).Msg("demo agent stopped")
+		}
+	}()
+	return nil
+}
+
+// DeliverPR sends a signed pull_request webhook for the demo's pull
+// request number and returns the HTTP status.
+func (h *Harness) DeliverPR(ctx context.Context, action string, number int, deliveryID string) (int, error) {
+	head := h.Repo.Slow
+	if number == docsPR {
+		head = h.Repo.Docs
+	}
+	body, err := h.prEvent(action, number, head)
+	if err != nil {
+		return 0, err
+	}
+	return h.deliver(ctx, "pull_request", body, deliveryID)
 }
 
 // Deliver sends a webhook fixture (testdata/webhooks/<name>), signed as
@@ -182,6 +371,10 @@ func (h *Harness) Deliver(ctx context.Context, event, name, deliveryID string) (
 	if err != nil {
 		return 0, err
 	}
+	return h.deliver(ctx, event, body, deliveryID)
+}
+
+func (h *Harness) deliver(ctx context.Context, event string, body []byte, deliveryID string) (int, error) {
 	req, err := githubtest.NewDelivery(h.URL+"/api/github/hook", event, deliveryID, body, []byte(githubtest.WebhookSecret))
 	if err != nil {
 		return 0, err
@@ -199,6 +392,36 @@ func (h *Harness) WaitCheck(ctx context.Context, done func(githubtest.CheckRun) 
 	return waitCheck(ctx, h.GitHub, done)
 }
 
+// MeasuredAt summarises the measured runs of the commit sha's jobs.
+func (h *Harness) MeasuredAt(ctx context.Context, sha string) (Measured, error) {
+	jobs, err := h.Store.ListJobs(ctx, store.JobFilter{Repo: repo, HeadSHA: sha, Status: store.StatusSucceeded})
+	if err != nil {
+		return Measured{}, err
+	}
+	var runs []*result.Result
+	for _, j := range jobs {
+		rs, err := decodeRuns(ctx, h.Store, j)
+		if err != nil {
+			return Measured{}, err
+		}
+		runs = append(runs, rs...)
+	}
+	return measured(runs), nil
+}
+
+func measured(runs []*result.Result) Measured {
+	var m Measured
+	m.Runs = len(runs)
+	if len(runs) == 0 {
+		return m
+	}
+	if p := runs[0].Perfgate; p != nil {
+		m.Commit, m.Tree, m.Engine, m.Sandbox = p.Environment.Commit, p.Environment.SourceTree, p.Environment.EngineImage, p.Environment.Sandbox
+	}
+	m.TPOTMedian, _ = gate.MedianOf(runs, "tpot_median")
+	return m
+}
+
 // Run runs the demo.
 func Run(ctx context.Context, o Options) (*Outcome, error) {
 	if o.Slowdown <= 0 {
@@ -208,7 +431,7 @@ func Run(ctx context.Context, o Options) (*Outcome, error) {
 		o.Out = io.Discard
 	}
 	var serve net.Listener
-	var startOpts []StartOption
+	startOpts := []StartOption{WithSlowdown(o.Slowdown), WithPerfgate(o.Perfgate)}
 	if o.Serve != "" {
 		ln, err := net.Listen("tcp", o.Serve)
 		if err != nil {
@@ -223,42 +446,66 @@ func Run(ctx context.Context, o Options) (*Outcome, error) {
 		return nil, err
 	}
 	defer h.Close()
-	fmt.Fprintf(o.Out, "perfgate demo: server on %s, store %s, local GitHub on %s\n\n", h.URL, h.DB, h.GitHub.URL)
+	r := h.Repo
+	fmt.Fprintf(o.Out, "perfgate demo: server on %s, store %s, local GitHub on %s\n", h.URL, h.DB, h.GitHub.URL)
+	fmt.Fprintf(o.Out, "repository %s (a real git repository at %s): main %s; PR #%d %s sets inference_engine/sim.yaml slowdown: %g; PR #%d %s edits inference_engine/README.md\n",
+		repo, r.dir, short(r.Main), slowPR, short(r.Slow), r.Slowdown, docsPR, short(r.Docs))
+	fmt.Fprintf(o.Out, "the runner fetches each commit through the server and starts `perfgate sim --config <checkout>/inference_engine/sim.yaml` from it\n\n")
+	out := &Outcome{DB: h.DB, Repo: RepoSHAs{Main: r.Main, Slow: r.Slow, Docs: r.Docs}}
 
-	// 1. The baseline: main measured on the runner, promoted under the
-	// baseline rules.
-	fmt.Fprintf(o.Out, "1. Measuring main (the engine as it is) on the runner and promoting it as the quick-tier baseline…\n")
-	b, n, err := h.PromoteBaseline(ctx)
+	// 1. The baseline: main measured from its own checkout, promoted under
+	// the baseline rules.
+	fmt.Fprintf(o.Out, "1. Measuring main (%s) on the runner and promoting it as the quick-tier baseline…\n", short(r.Main))
+	b, runs, err := h.PromoteBaseline(ctx)
 	if err != nil {
 		return nil, err
 	}
-	fmt.Fprintf(o.Out, "   baseline v%d: %d runs of %s\n\n", b.Version, n, baseSHA[:7])
+	out.Baseline = measured(runs)
+	fmt.Fprintf(o.Out, "   baseline v%d: %s\n\n", b.Version, describe(out.Baseline))
 
-	// 2. The pull request: its engine change costs o.Slowdown.
-	fmt.Fprintf(o.Out, "2. PR #%d changes inference_engine/ and makes the engine %.0f%% slower; GitHub sends a signed pull_request webhook…\n", prNumber, (o.Slowdown-1)*100)
-	if err := h.StartAgent(ctx, o.Slowdown); err != nil {
-		return nil, err
+	// 2. The pull request whose commit slows the engine.
+	fmt.Fprintf(o.Out, "2. PR #%d (%s) changes inference_engine/sim.yaml; GitHub sends a signed pull_request webhook…\n", slowPR, short(r.Slow))
+	if code, err := h.DeliverPR(ctx, "opened", slowPR, "demo-delivery-1"); err != nil || code/100 != 2 {
+		return nil, fmt.Errorf("webhook: %d %v", code, err)
 	}
-	code, err := h.Deliver(ctx, "pull_request", "pull_request/opened.json", "demo-delivery-1")
+	warn, err := h.WaitCheck(ctx, func(c githubtest.CheckRun) bool {
+		return c.Name == "perfgate / quick" && c.HeadSHA == r.Slow && c.Status == "completed"
+	})
 	if err != nil {
 		return nil, err
 	}
-	if code/100 != 2 {
-		return nil, fmt.Errorf("webhook answered %d", code)
-	}
-	warn, err := h.WaitCheck(ctx, func(c githubtest.CheckRun) bool { return c.Name == "perfgate / quick" && c.Status == "completed" })
-	if err != nil {
+	out.Warning = warn
+	if out.Head, err = h.MeasuredAt(ctx, r.Slow); err != nil {
 		return nil, err
 	}
-	out := &Outcome{Warning: warn, DB: h.DB}
+	fmt.Fprintf(o.Out, "   measured the head: %s\n   against the base:  %s\n", describe(out.Head), describe(out.Baseline))
 	fmt.Fprintf(o.Out, "   check run %q: %s — %s (statuses: %v)\n\n", warn.Name, warn.Conclusion, warn.Title, warn.Statuses)
 	fmt.Fprintf(o.Out, "----- check run summary (markdown) -----\n%s\n----------------------------------------\n\n", warn.Summary)
 	if cs := h.GitHub.Comments(); len(cs) > 0 {
 		fmt.Fprintf(o.Out, "----- PR comment -----\n%s\n----------------------\n\n", cs[len(cs)-1].Body)
 	}
 
-	// 3. Nobody fixes or appeals it: 48 hours later it blocks.
-	fmt.Fprintf(o.Out, "3. 48 hours pass with no fix, passing retest or upheld appeal…\n")
+	// 3. A pull request that only edits a README next to the engine: the
+	// engine from its tree is main's, and it passes.
+	fmt.Fprintf(o.Out, "3. PR #%d (%s) only edits inference_engine/README.md; it is measured the same way…\n", docsPR, short(r.Docs))
+	if code, err := h.DeliverPR(ctx, "opened", docsPR, "demo-delivery-2"); err != nil || code/100 != 2 {
+		return nil, fmt.Errorf("webhook: %d %v", code, err)
+	}
+	docs, err := h.WaitCheck(ctx, func(c githubtest.CheckRun) bool {
+		return c.Name == "perfgate / quick" && c.HeadSHA == r.Docs && c.Status == "completed"
+	})
+	if err != nil {
+		return nil, err
+	}
+	out.Docs = docs
+	docsRuns, err := h.MeasuredAt(ctx, r.Docs)
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(o.Out, "   measured the head: %s\n   check run %q: %s — %s\n\n", describe(docsRuns), docs.Name, docs.Conclusion, docs.Title)
+
+	// 4. Nobody fixes or appeals PR #17: 48 hours later it blocks.
+	fmt.Fprintf(o.Out, "4. 48 hours pass with no fix to PR #%d, passing retest or upheld appeal…\n", slowPR)
 	h.Advance(48*time.Hour + time.Minute)
 	if err := h.Server.Dispatch().Escalate(ctx); err != nil {
 		return nil, err
@@ -280,34 +527,60 @@ func Run(ctx context.Context, o Options) (*Outcome, error) {
 	return out, nil
 }
 
-// measure runs one quick-tier job of sha on a short-lived agent whose
-// simulated engine has the given slowdown, and returns its runs.
-func measure(ctx context.Context, st store.Store, base string, log zerolog.Logger, slowdown float64, sha string) ([]*result.Result, error) {
-	plan, err := agentapi.PlanFromConfig(mustConfig(), "quick")
+// describe says what was measured: the commit, the tree its engine ran
+// from, and the engine's median TPOT.
+func describe(m Measured) string {
+	return fmt.Sprintf("commit %s (tree %s), %d runs, median TPOT %.2f ms, engine %s (%s)",
+		short(m.Commit), shortTree(m.Tree), m.Runs, m.TPOTMedian, engineName(m.Engine), orNone(m.Sandbox))
+}
+
+func engineName(cmd string) string {
+	f := strings.Fields(cmd)
+	if len(f) > 0 {
+		f[0] = filepath.Base(f[0])
+	}
+	return "`" + strings.Join(f, " ") + "`"
+}
+
+func shortTree(t string) string {
+	t = strings.TrimPrefix(t, "sha256:")
+	if len(t) > 12 {
+		return t[:12]
+	}
+	return orNone(t)
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
+}
+
+// measure runs one quick-tier job of sha, with the plan the repository's
+// config gives, on the demo's runner and returns its runs.
+func (h *Harness) measure(ctx context.Context, cfg *config.Config, sha string) ([]*result.Result, error) {
+	plan, err := agentapi.PlanAt(cfg, "quick", agentapi.Commits{Repo: repo, Head: sha})
 	if err != nil {
 		return nil, err
 	}
-	plan.Repo, plan.HeadSHA = repo, sha
-	snap, _ := json.Marshal(plan)
-	job, err := st.Enqueue(ctx, store.JobSpec{Tier: "quick", Kind: "nightly", Repo: repo, InstallationID: githubtest.InstallationID,
-		HeadSHA: sha, BaseSHA: sha, Config: snap, Labels: mustConfig().Runner.Labels})
+	snap, err := json.Marshal(plan)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("encode plan: %w", err)
 	}
-	actx, stop := context.WithCancel(ctx)
-	defer stop()
-	if err := startAgent(actx, base, log, slowdown); err != nil {
+	job, err := h.Store.Enqueue(ctx, store.JobSpec{Tier: "quick", Kind: "nightly", Repo: repo, InstallationID: githubtest.InstallationID,
+		HeadSHA: sha, BaseSHA: sha, Config: snap, Labels: cfg.Runner.Labels})
+	if err != nil {
 		return nil, err
 	}
 	for {
-		j, err := st.GetJob(ctx, job.ID)
+		j, err := h.Store.GetJob(ctx, job.ID)
 		if err != nil {
 			return nil, err
 		}
 		switch j.Status {
 		case store.StatusSucceeded:
-			stop()
-			return decodeRuns(ctx, st, j)
+			return decodeRuns(ctx, h.Store, j)
 		case store.StatusFailed, store.StatusCancelled:
 			return nil, fmt.Errorf("job %d %s: %s", j.ID, j.Status, j.FailureReason)
 		}
@@ -324,9 +597,10 @@ func decodeRuns(ctx context.Context, st store.Store, j store.Job) ([]*result.Res
 	if err != nil {
 		return nil, err
 	}
+	sort.SliceStable(res, func(a, b int) bool { return res[a].RunIndex < res[b].RunIndex })
 	var runs []*result.Result
 	for _, r := range res {
-		if r.Kind != store.KindMeasured {
+		if r.Kind != store.KindMeasured || r.Attempt != j.Attempts {
 			continue
 		}
 		rr, err := result.Parse(r.Samples)
@@ -336,23 +610,6 @@ func decodeRuns(ctx context.Context, st store.Store, j store.Job) ([]*result.Res
 		runs = append(runs, rr)
 	}
 	return runs, nil
-}
-
-func startAgent(ctx context.Context, base string, log zerolog.Logger, slowdown float64) error {
-	a, err := agent.New(agent.Config{
-		Server: base, RegistrationToken: regToken, Name: fmt.Sprintf("demo-runner-%.2f", slowdown), Labels: mustConfig().Runner.Labels,
-		GPU: gpu.NewFakeProvider(gpu.NewFake(gpuUUID)), Sim: &agentapi.SimEngine{Slowdown: slowdown, Seed: 7},
-		ClaimWait: time.Second, Log: log,
-	})
-	if err != nil {
-		return err
-	}
-	go func() {
-		if err := a.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
-			log.Error().Err(err).Msg("demo agent stopped")
-		}
-	}()
-	return nil
 }
 
 func waitCheck(ctx context.Context, gh *githubtest.Server, done func(githubtest.CheckRun) bool) (githubtest.CheckRun, error) {
@@ -372,20 +629,19 @@ func waitCheck(ctx context.Context, gh *githubtest.Server, done func(githubtest.
 	return githubtest.CheckRun{}, errors.New("timed out waiting for the check run")
 }
 
-func mustConfig() *config.Config {
-	cfg, err := config.Parse(config.DefaultPath, []byte(repoConfig))
-	if err != nil {
-		panic("demo config: " + err.Error())
-	}
-	return cfg
-}
-
 func fixture(name string) ([]byte, error) {
 	b, err := os.ReadFile(filepath.Join(githubtest.FixtureDir(), filepath.FromSlash(name)))
 	if err != nil {
 		return nil, fmt.Errorf("read webhook fixture (run the demo from a perfgate checkout): %w", err)
 	}
 	return b, nil
+}
+
+func short(sha string) string {
+	if len(sha) > 7 {
+		return sha[:7]
+	}
+	return sha
 }
 
 // clock is the demo's time: real time plus an offset the demo advances to

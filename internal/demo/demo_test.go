@@ -11,11 +11,15 @@ import (
 	"github.com/perfgate/perfgate/internal/store/storetest"
 )
 
-// TestPullRequestRegressionWarnsThenEscalates drives the whole loop: a
-// signed pull_request webhook → a queued check → an agent measures the
-// slowed simulated engine → a neutral warning with the table and one
-// comment to the author → 48 hours later a blocking failure and a second
-// comment.
+// TestPullRequestRegressionWarnsThenEscalates drives the whole loop on a
+// real git repository: main is measured from its own checkout and
+// promoted; a signed pull_request webhook for PR #17, whose commit makes
+// the engine slower in inference_engine/sim.yaml → a queued check → the
+// runner fetches the PR's commit through the server and starts the engine
+// from that tree → a neutral warning with the table and one comment to the
+// author → 48 hours later a blocking failure and a second comment. The
+// base and head engines ran from different trees and the slow one is the
+// head's; PR #18, which only edits a README there, passes.
 func TestPullRequestRegressionWarnsThenEscalates(t *testing.T) {
 	warnThenEscalate(t, t.TempDir())
 }
@@ -34,25 +38,52 @@ func warnThenEscalate(t *testing.T, dir string) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	out, err := Run(ctx, Options{Dir: dir, Slowdown: 1.3, Log: zerolog.Nop()})
+	var log strings.Builder
+	out, err := Run(ctx, Options{Dir: dir, Slowdown: 1.3, Perfgate: perfgateBin, Log: zerolog.Nop(), Out: &log})
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("%v\n%s", err, log.String())
 	}
 	w := out.Warning
 	if w.Conclusion != "neutral" {
-		t.Errorf("first verdict on a regression: conclusion %q, want neutral (a warning)", w.Conclusion)
+		t.Errorf("first verdict on a regression: conclusion %q, want neutral (a warning)\n%s", w.Conclusion, w.Summary)
 	}
 	if want := []string{"queued", "in_progress", "completed"}; strings.Join(w.Statuses, ",") != strings.Join(want, ",") {
 		t.Errorf("check statuses %v, want %v", w.Statuses, want)
 	}
-	if w.HeadSHA != "9f4c3e1a2b7d8e6f5a4b3c2d1e0f9a8b7c6d5e4f" {
-		t.Errorf("check on %s, want the PR's head SHA", w.HeadSHA)
+	if w.HeadSHA != out.Repo.Slow {
+		t.Errorf("check on %s, want the PR's head %s", w.HeadSHA, out.Repo.Slow)
 	}
 	for _, want := range []string{"| metric", "| TPOT median", "❌ regression", "/perf retest", "/perf appeal"} {
 		if !strings.Contains(w.Summary, want) {
 			t.Errorf("warning summary lacks %q:\n%s", want, w.Summary)
 		}
 	}
+
+	// Head and base were measured from their own commits' trees, and the
+	// slower engine is the head's: the PR's own code made it slower.
+	b, h := out.Baseline, out.Head
+	if b.Commit != out.Repo.Main || h.Commit != out.Repo.Slow {
+		t.Errorf("measured commits: baseline %s, head %s; want main %s and the PR's head %s", b.Commit, h.Commit, out.Repo.Main, out.Repo.Slow)
+	}
+	if b.Tree == "" || h.Tree == "" || b.Tree == h.Tree {
+		t.Errorf("engine trees: baseline %q, head %q; want two different checkouts", b.Tree, h.Tree)
+	}
+	if b.Sandbox != "uncontained" || h.Sandbox != "uncontained" || !strings.Contains(h.Engine, "sim --config {{.Workdir}}/inference_engine/sim.yaml") {
+		t.Errorf("engines: %q (%s), %q (%s); want the repository's command engine from the checkout", b.Engine, b.Sandbox, h.Engine, h.Sandbox)
+	}
+	if ratio := h.TPOTMedian / b.TPOTMedian; ratio < 1.15 {
+		t.Errorf("median TPOT: base %.2f ms, head %.2f ms (x%.2f); the head's slower knobs (slowdown 1.3) were not what ran", b.TPOTMedian, h.TPOTMedian, ratio)
+	}
+	for _, want := range []string{"measured the head: commit " + short(out.Repo.Slow), "against the base:  commit " + short(out.Repo.Main)} {
+		if !strings.Contains(log.String(), want) {
+			t.Errorf("the demo does not print %q:\n%s", want, log.String())
+		}
+	}
+
+	if d := out.Docs; d.Conclusion != "success" || d.HeadSHA != out.Repo.Docs {
+		t.Errorf("PR #18 (a README under inference_engine/): %s on %s, want success\n%s", d.Conclusion, d.HeadSHA, d.Summary)
+	}
+
 	if out.Escalated.Conclusion != "failure" {
 		t.Errorf("after 48 h: conclusion %q, want failure", out.Escalated.Conclusion)
 	}

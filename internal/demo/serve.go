@@ -10,16 +10,7 @@ import (
 
 	"github.com/perfgate/perfgate/internal/githubtest"
 	"github.com/perfgate/perfgate/internal/history"
-	"github.com/perfgate/perfgate/internal/server"
 )
-
-// StartOption adjusts the demo server's configuration.
-type StartOption func(*server.Config)
-
-// WithPublicURL sets where people reach the server (the dashboard's links).
-func WithPublicURL(u string) StartOption {
-	return func(c *server.Config) { c.PublicURL = u }
-}
 
 // History is what `demo --serve` seeds: a month of nightlies of two matrix
 // cells, 8% slower from night 20 (a planted step), a release on night 8.

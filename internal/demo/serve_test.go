@@ -26,7 +26,7 @@ func TestServeKeepsTheDashboardUp(t *testing.T) {
 	done := make(chan error, 1)
 	ready := make(chan string, 1)
 	go func() {
-		_, err := Run(ctx, Options{Dir: t.TempDir(), Slowdown: 1.3, Log: zerolog.Nop(), Out: &out, Serve: "127.0.0.1:0",
+		_, err := Run(ctx, Options{Dir: t.TempDir(), Slowdown: 1.3, Perfgate: perfgateBin, Log: zerolog.Nop(), Out: &out, Serve: "127.0.0.1:0",
 			Ready: func(u string) { ready <- u }})
 		done <- err
 	}()

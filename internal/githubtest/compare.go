@@ -174,6 +174,24 @@ type gitCommit struct {
 	message                                      string
 }
 
+// gitFile reads path at ref in the repository in dir; false when the ref
+// or the file does not exist there (or names a directory).
+func gitFile(dir, ref, path string) ([]byte, bool) {
+	g := gitDir(dir)
+	sha, err := g.resolve(ref)
+	if err != nil || strings.HasPrefix(path, "-") {
+		return nil, false
+	}
+	if kind, err := g.run("cat-file", "-t", sha+":"+path); err != nil || kind != "blob" {
+		return nil, false
+	}
+	out, err := exec.Command("git", "-C", dir, "cat-file", "blob", sha+":"+path).Output()
+	if err != nil {
+		return nil, false
+	}
+	return out, true
+}
+
 func (g gitDir) run(args ...string) (string, error) {
 	out, err := exec.Command("git", append([]string{"-C", string(g)}, args...)...).Output()
 	if err != nil {

@@ -474,7 +474,13 @@ func (s *Server) getContent(w http.ResponseWriter, r *http.Request) {
 	path := r.PathValue("path")
 	s.mu.Lock()
 	body, ok := s.contents[repoOf(r)+"@"+ref+":"+path]
+	dir, inGit := s.gitDirs[repoOf(r)]
 	s.mu.Unlock()
+	if !ok && inGit {
+		// A repository SetGitRepo names serves its files at the ref (a
+		// branch or SHA) as git has them.
+		body, ok = gitFile(dir, ref, path)
+	}
 	if !ok {
 		writeError(w, http.StatusNotFound, "Not Found")
 		return

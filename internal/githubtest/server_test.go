@@ -209,3 +209,51 @@ func TestScriptedFailures(t *testing.T) {
 		t.Errorf("err = %v, want a RateLimitError resetting at %v", err, reset)
 	}
 }
+
+// A repository backed by git serves its files at any ref from git, and
+// GitHub's branch API says which branches are protected.
+func TestContentsFromGitAndBranches(t *testing.T) {
+	s := New(t)
+	c := installationClient(t, s, nil)
+	ctx := context.Background()
+	r := NewGitRepo(t)
+	first := r.Commit("config", map[string]string{".github/perfgate.yml": "paths: [\"model/**\"]\n"})
+	r.Git("checkout", "--quiet", "-b", "release")
+	r.Commit("relax", map[string]string{".github/perfgate.yml": "paths: [\"nothing/**\"]\n"})
+	s.SetGitRepo("acme/inference", r.Dir)
+	for ref, want := range map[string]string{"main": "paths: [\"model/**\"]\n", first: "paths: [\"model/**\"]\n", "release": "paths: [\"nothing/**\"]\n"} {
+		fc, _, _, err := c.Repositories.GetContents(ctx, "acme", "inference", ".github/perfgate.yml", &github.RepositoryContentGetOptions{Ref: ref})
+		if err != nil {
+			t.Fatalf("ref %s: %v", ref, err)
+		}
+		if body, _ := fc.GetContent(); body != want {
+			t.Errorf("ref %s: content %q, want %q", ref, body, want)
+		}
+	}
+	for _, path := range []string{".github/absent.yml", ".github"} {
+		if _, _, resp, err := c.Repositories.GetContents(ctx, "acme", "inference", path, &github.RepositoryContentGetOptions{Ref: "main"}); err == nil || resp.StatusCode != http.StatusNotFound {
+			t.Errorf("%s: err = %v, want 404", path, err)
+		}
+	}
+
+	s.SetBranch("acme/inference", "release", first, true)
+	s.SetDefaultBranch("acme/inference", "trunk")
+	for _, tc := range []struct {
+		branch    string
+		status    int
+		protected bool
+	}{{"release", 200, true}, {"trunk", 200, false}, {"main", 404, false}, {"feature/x", 404, false}} {
+		b, resp, err := c.Repositories.GetBranch(ctx, "acme", "inference", tc.branch, 0)
+		if resp == nil || resp.StatusCode != tc.status || (err == nil) != (tc.status == 200) {
+			t.Errorf("branch %s: %v %v, want %d", tc.branch, resp, err, tc.status)
+			continue
+		}
+		if err == nil && (b.GetProtected() != tc.protected || b.GetName() != tc.branch) {
+			t.Errorf("branch %s: %+v", tc.branch, b)
+		}
+	}
+	repo, _, err := c.Repositories.Get(ctx, "acme", "inference")
+	if err != nil || repo.GetDefaultBranch() != "trunk" {
+		t.Errorf("repository: %v %v, want default branch trunk", repo.GetDefaultBranch(), err)
+	}
+}

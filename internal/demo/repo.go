@@ -1,0 +1,174 @@
+package demo
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/perfgate/perfgate/internal/config"
+)
+
+// gitRepo is the demo's repository, a real git repository on disk that the
+// local GitHub serves (its files, its tarballs): main, and two pull
+// requests — #17 changes the engine's knobs in inference_engine/sim.yaml
+// so that every step is slower, #18 only edits a README next to it.
+type gitRepo struct {
+	dir string
+	// Main is the base commit of both pull requests; Slow and Docs are
+	// their heads.
+	Main, Slow, Docs string
+	// Slowdown is what #17 sets the engine's slowdown knob to.
+	Slowdown float64
+}
+
+// The demo's pull requests.
+const (
+	slowPR = 17
+	docsPR = 18
+)
+
+// simKnobs is inference_engine/sim.yaml: the simulated engine's "code".
+// Everything not set keeps the sim's defaults, GPU-like noise included;
+// the card (instance_seed) is the demo runner's one GPU.
+func simKnobs(slowdown float64) string {
+	return fmt.Sprintf(`# The engine's knobs. perfgate's runner starts the engine from the commit's
+# own checkout (perfgate sim --config inference_engine/sim.yaml), so a pull
+# request that changes them measures its own engine.
+model: perfgate-sim
+decode_step: 8ms
+per_seq_cost: 40us
+prefill_step_overhead: 3ms
+base_ttft: 12ms
+prefill_per_token: 20us
+slowdown: %s
+instance_seed: 7
+# The benchmark replays the same prompts in every run; with prefix caching
+# each run would reuse the previous run's KV blocks, so the first run after
+# an engine start would be much slower in TTFT than the rest (as vLLM's
+# would be: its warm-up uses prompts of its own).
+enable_prefix_caching: false
+`, strconv.FormatFloat(slowdown, 'g', -1, 64))
+}
+
+// repoConfig is the repository's .github/perfgate.yml: the engine is the
+// command perfgate (the binary at perfgate) runs in each commit's
+// checkout, with that checkout's knobs. Each engine start gets its own
+// session noise (the port the runner picked is its seed).
+func repoConfig(perfgate string) string {
+	q := func(s string) string {
+		b, err := json.Marshal(s) // a JSON string is a YAML string
+		if err != nil {
+			panic(err) // a Go string always marshals
+		}
+		return string(b)
+	}
+	return fmt.Sprintf(`paths: ["model/**", "inference_engine/**"]
+server:
+  command: [%s, "sim", "--config", "{{.Workdir}}/inference_engine/sim.yaml", "--port", "{{.Port}}", "--seed", "{{.Port}}"]
+  model: perfgate-sim
+workload:
+  dataset: random
+  input_len: 256
+  output_len: 48
+  max_concurrency: 50
+  endpoint: /v1/completions
+tiers:
+  quick:
+    prompts: 100
+    repeats: 3
+    warmup: 16
+`, q(perfgate))
+}
+
+// makeRepo creates the demo repository in dir.
+func makeRepo(dir, perfgate string, slowdown float64) (*gitRepo, error) {
+	if _, err := exec.LookPath("git"); err != nil {
+		return nil, fmt.Errorf("the demo makes a real git repository and needs git: %w", err)
+	}
+	r := &gitRepo{dir: dir, Slowdown: slowdown}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	if _, err := r.git("init", "--quiet", "--initial-branch=main"); err != nil {
+		return nil, err
+	}
+	var err error
+	if r.Main, err = r.commit("an inference engine and its perfgate config", map[string]string{
+		config.DefaultPath:               repoConfig(perfgate),
+		"inference_engine/sim.yaml":      simKnobs(1),
+		"inference_engine/README.md":     "# inference_engine\n\nThe serving engine. Its knobs are in sim.yaml.\n",
+		"model/README.md":                "# model\n",
+		"README.md":                      "# acme/inference\n",
+		"inference_engine/scheduler.txt": "continuous batching, chunked prefill\n",
+	}); err != nil {
+		return nil, err
+	}
+	if r.Slow, err = r.branch("fused-softmax", "inference_engine: fuse the attention softmax (every step slower)", map[string]string{
+		"inference_engine/sim.yaml": simKnobs(slowdown),
+	}); err != nil {
+		return nil, err
+	}
+	if r.Docs, err = r.branch("engine-docs", "inference_engine: document the knobs", map[string]string{
+		"inference_engine/README.md": "# inference_engine\n\nThe serving engine. Its knobs are in sim.yaml: decode_step is the time of one decoding step.\n",
+	}); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// branch commits files on a new branch off main and returns to main.
+func (r *gitRepo) branch(name, message string, files map[string]string) (string, error) {
+	if _, err := r.git("checkout", "--quiet", "-b", name, "main"); err != nil {
+		return "", err
+	}
+	sha, err := r.commit(message, files)
+	if err != nil {
+		return "", err
+	}
+	_, err = r.git("checkout", "--quiet", "main")
+	return sha, err
+}
+
+func (r *gitRepo) commit(message string, files map[string]string) (string, error) {
+	for path, body := range files {
+		full := filepath.Join(r.dir, filepath.FromSlash(path))
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			return "", err
+		}
+		if err := os.WriteFile(full, []byte(body), 0o644); err != nil {
+			return "", err
+		}
+	}
+	if _, err := r.git("add", "--all"); err != nil {
+		return "", err
+	}
+	if _, err := r.git("commit", "--quiet", "--message", message); err != nil {
+		return "", err
+	}
+	return r.git("rev-parse", "HEAD")
+}
+
+// changed lists the files a branch head changes against main, as GitHub's
+// pull request files API would.
+func (r *gitRepo) changed(head string) ([]string, error) {
+	out, err := r.git("diff", "--name-only", r.Main+"..."+head)
+	if err != nil {
+		return nil, err
+	}
+	return strings.Fields(out), nil
+}
+
+func (r *gitRepo) git(args ...string) (string, error) {
+	cmd := exec.Command("git", append([]string{"-C", r.dir}, args...)...)
+	cmd.Env = append(os.Environ(), "GIT_AUTHOR_NAME=demo", "GIT_AUTHOR_EMAIL=demo@example.com",
+		"GIT_COMMITTER_NAME=demo", "GIT_COMMITTER_EMAIL=demo@example.com", "GIT_CONFIG_NOSYSTEM=1", "HOME="+r.dir)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("git %s: %v: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
+	}
+	return strings.TrimSpace(string(out)), nil
+}
