@@ -244,8 +244,9 @@ type Approval struct {
 // Acks let a maintainer pass an inconclusive check its tier holds
 // (`inconclusive: needs_ack`).
 type Acks interface {
-	// Ack concludes the commit's checks that wait for an acknowledgement
-	// and returns their tiers (none: nothing on the commit waits).
+	// Ack concludes the pull request's checks that wait for an
+	// acknowledgement (its head's, a merge group's made from it) and
+	// returns their tiers (none: nothing waits).
 	Ack(ctx context.Context, a Ack) ([]Tier, error)
 }
 

@@ -141,13 +141,13 @@ func (h *issueCommentHandler) run(ctx context.Context, client *github.Client, t 
 			return "", fmt.Errorf("acknowledge on %s#%d: %w", t.fullName(), t.number, err)
 		}
 		if len(tiers) == 0 {
-			return fmt.Sprintf("no check on `%s` waits for an acknowledgement (only an inconclusive result on a tier with `inconclusive: needs_ack` does), so nothing changed.", short(t.headSHA)), nil
+			return "no check of this pull request waits for an acknowledgement (only an inconclusive result on a tier with `inconclusive: needs_ack` does), so nothing changed.", nil
 		}
 		names := make([]string, len(tiers))
 		for i, tier := range tiers {
 			names[i] = "`" + CheckName(tier) + "`"
 		}
-		return fmt.Sprintf("Acknowledged: %s on `%s` passes as inconclusive; recorded in the audit log. A retest can still decide it.", strings.Join(names, ", "), short(t.headSHA)), nil
+		return fmt.Sprintf("Acknowledged: %s passes as inconclusive; recorded in the audit log. A retest can still decide it.", strings.Join(names, ", ")), nil
 
 	case command.Appeal:
 		if h.deps.Appeals == nil {

@@ -381,12 +381,12 @@ func TestAckCommand(t *testing.T) {
 	}
 	h.gh.SetPermission(repoName, "monalisa", "write", "maintain")
 	h.command(t, "monalisa", "/perf ack")
-	if !strings.Contains(h.lastComment(t), "no check on `9f4c3e1` waits for an acknowledgement") {
+	if !strings.Contains(h.lastComment(t), "no check of this pull request waits for an acknowledgement") {
 		t.Errorf("ack with nothing held: %q", h.lastComment(t))
 	}
 	acks.tiers = []Tier{TierMerge}
 	h.command(t, "monalisa", "/perf ack runner noise this week")
-	if reply := h.lastComment(t); !strings.Contains(reply, "Acknowledged: `perfgate / merge` on `9f4c3e1` passes as inconclusive") {
+	if reply := h.lastComment(t); !strings.Contains(reply, "Acknowledged: `perfgate / merge` passes as inconclusive") {
 		t.Errorf("reply %q", reply)
 	}
 	if a := acks.acks[len(acks.acks)-1]; a.By != "monalisa" || a.HeadSHA != headSHA || a.Reason != "runner noise this week" {

@@ -20,6 +20,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -108,6 +109,8 @@ type startConfig struct {
 	server   server.Config
 	perfgate string
 	slowdown float64
+	config   func(perfgate string) string // the repository's perfgate.yml
+	agents   int
 }
 
 // StartOption adjusts the demo's set-up.
@@ -138,7 +141,7 @@ func Start(ctx context.Context, dir string, log zerolog.Logger, opts ...StartOpt
 		}
 		dir = d
 	}
-	sc := startConfig{slowdown: 1.2}
+	sc := startConfig{slowdown: 1.2, config: repoConfig, agents: 1}
 	for _, o := range opts {
 		o(&sc)
 	}
@@ -159,7 +162,7 @@ func Start(ctx context.Context, dir string, log zerolog.Logger, opts ...StartOpt
 		h.work = w
 		h.stop = append(h.stop, func() { os.RemoveAll(w) })
 	}
-	r, err := makeRepo(filepath.Join(h.work, "acme-inference"), sc.perfgate, sc.slowdown)
+	r, err := makeRepo(filepath.Join(h.work, "acme-inference"), sc.config(sc.perfgate), sc.slowdown)
 	if err != nil {
 		h.Close()
 		return nil, err
@@ -211,9 +214,11 @@ func Start(ctx context.Context, dir string, log zerolog.Logger, opts ...StartOpt
 	go hs.Serve(srv.Listener(ln))
 	h.stop = append(h.stop, func() { hs.Close() })
 	h.URL = "http://" + ln.Addr().String()
-	if err := h.startAgent(ctx); err != nil {
-		h.Close()
-		return nil, err
+	for i := range sc.agents {
+		if err := h.startAgent(ctx, i); err != nil {
+			h.Close()
+			return nil, err
+		}
 	}
 	return h, nil
 }
@@ -324,17 +329,21 @@ func (h *Harness) PromoteBaseline(ctx context.Context) (store.Baseline, []*resul
 	return b, runs, nil
 }
 
-// startAgent starts the demo's one runner: a fake GPU, and command
-// engines allowed outside a container (the demo has no Docker; the
-// repository is the demo's own). It stops with the harness.
-func (h *Harness) startAgent(ctx context.Context) error {
+// startAgent starts runner i of the demo: a fake GPU of its own, and
+// command engines allowed outside a container (the demo has no Docker;
+// the repository is the demo's own). It stops with the harness.
+func (h *Harness) startAgent(ctx context.Context, i int) error {
+	name, uuid := "demo-runner", gpuUUID
+	if i > 0 {
+		name, uuid = fmt.Sprintf("demo-runner-%d", i+1), fmt.Sprintf("GPU-5f2c0d1e-demo-0000-0000-%012d", i)
+	}
 	actx, stop := context.WithCancel(ctx)
 	done := make(chan struct{})
 	h.stop = append(h.stop, func() { stop(); <-done })
 	a, err := agent.New(agent.Config{
-		Server: h.URL, RegistrationToken: regToken, Name: "demo-runner", Labels: []string{"gpu"},
-		GPU: gpu.NewFakeProvider(gpu.NewFake(gpuUUID)), AllowUncontained: true,
-		CacheDir: filepath.Join(h.work, "sources"), WorkDir: h.work,
+		Server: h.URL, RegistrationToken: regToken, Name: name, Labels: []string{"gpu"},
+		GPU: gpu.NewFakeProvider(gpu.NewFake(uuid)), AllowUncontained: true,
+		CacheDir: filepath.Join(h.work, "sources-"+strconv.Itoa(i)), WorkDir: h.work,
 		ClaimWait: time.Second, Log: h.log,
 	})
 	if err != nil {

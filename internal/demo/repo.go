@@ -84,8 +84,9 @@ tiers:
 `, q(perfgate))
 }
 
-// makeRepo creates the demo repository in dir.
-func makeRepo(dir, perfgate string, slowdown float64) (*gitRepo, error) {
+// makeRepo creates the demo repository in dir, with perfgateYML as its
+// .github/perfgate.yml.
+func makeRepo(dir, perfgateYML string, slowdown float64) (*gitRepo, error) {
 	if _, err := exec.LookPath("git"); err != nil {
 		return nil, fmt.Errorf("the demo makes a real git repository and needs git: %w", err)
 	}
@@ -98,7 +99,7 @@ func makeRepo(dir, perfgate string, slowdown float64) (*gitRepo, error) {
 	}
 	var err error
 	if r.Main, err = r.commit("an inference engine and its perfgate config", map[string]string{
-		config.DefaultPath:               repoConfig(perfgate),
+		config.DefaultPath:               perfgateYML,
 		"inference_engine/sim.yaml":      simKnobs(1),
 		"inference_engine/README.md":     "# inference_engine\n\nThe serving engine. Its knobs are in sim.yaml.\n",
 		"model/README.md":                "# model\n",
@@ -118,6 +119,11 @@ func makeRepo(dir, perfgate string, slowdown float64) (*gitRepo, error) {
 		return nil, err
 	}
 	return r, nil
+}
+
+// Branch commits files on a new branch off main and returns its head.
+func (r *gitRepo) Branch(name, message string, files map[string]string) (string, error) {
+	return r.branch(name, message, files)
 }
 
 // branch commits files on a new branch off main and returns to main.

@@ -167,3 +167,26 @@ func TestInconclusiveNeutralByDefault(t *testing.T) {
 		t.Errorf("report %+v, want inconclusive", rep)
 	}
 }
+
+// A merge queue's check of a merge group made from the pull request (its
+// own SHA) is acknowledged by the pull request's /perf ack too.
+func TestAckReachesTheMergeGroupCheck(t *testing.T) {
+	l := newLifecycle(t)
+	l.gh.SetContent(testRepo, "main", config.DefaultPath, []byte("tiers:\n  quick:\n    inconclusive: needs_ack\n"))
+	l.baseline(1)
+	id := l.request(newSHA, false) // the merge group's head: not the PR's
+	noisy := []float64{0.8, 1.0, 1.25}
+	l.succeed(l.claim(), scaled(noisy...))
+	l.succeed(l.claim(), scaled(noisy...))
+	if c := l.check(id); c.Conclusion != "action_required" {
+		t.Fatalf("held check: %s", c.Conclusion)
+	}
+	tiers, err := l.svc.Ack(l.ctx, app.Ack{Owner: "acme", Repo: "inference", PR: 17, HeadSHA: headSHA, By: "maintainer"})
+	if err != nil || len(tiers) != 1 {
+		t.Fatalf("ack = %v, %v", tiers, err)
+	}
+	l.flush()
+	if c := l.check(id); c.Conclusion != "neutral" {
+		t.Errorf("merge group's check after the PR's ack: %s", c.Conclusion)
+	}
+}

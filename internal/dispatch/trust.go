@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/rs/zerolog"
+
 	"github.com/perfgate/perfgate/internal/app"
 	"github.com/perfgate/perfgate/internal/checkstate"
 	"github.com/perfgate/perfgate/internal/store"
@@ -26,9 +28,10 @@ func (s *Service) Approved(ctx context.Context, repo, sha string) (bool, error) 
 	return err == nil, err
 }
 
-// Ack implements app.Acks: every check of the commit that its tier holds
-// as inconclusive (needs_ack) passes as inconclusive, with an audit entry
-// naming the maintainer.
+// Ack implements app.Acks: every check of the pull request that its tier
+// holds as inconclusive (needs_ack) passes as inconclusive, with an audit
+// entry naming the maintainer — the head commit's, and a merge queue's
+// check of a merge group made from the pull request (another SHA).
 func (s *Service) Ack(ctx context.Context, a app.Ack) ([]app.Tier, error) {
 	repo := a.Owner + "/" + a.Repo
 	runs, err := s.st.ListCheckRuns(ctx, repo, a.PR)
@@ -37,7 +40,7 @@ func (s *Service) Ack(ctx context.Context, a app.Ack) ([]app.Tier, error) {
 	}
 	var tiers []app.Tier
 	for _, cr := range runs {
-		if cr.HeadSHA != a.HeadSHA || cr.State != string(checkstate.NeedsAck) {
+		if cr.State != string(checkstate.NeedsAck) {
 			continue
 		}
 		note := fmt.Sprintf("%s@%s: the inconclusive result passes", acknowledgedNotePrefix, a.By)
@@ -67,6 +70,9 @@ func (s *Service) Ack(ctx context.Context, a app.Ack) ([]app.Tier, error) {
 		}
 		if applied {
 			tiers = append(tiers, app.Tier(cr.Tier))
+			if cr.HeadSHA != a.HeadSHA {
+				zerolog.Ctx(ctx).Info().Str("sha", cr.HeadSHA).Str("tier", cr.Tier).Msg("acknowledged the check of a merge group of the pull request")
+			}
 		}
 	}
 	return tiers, nil
