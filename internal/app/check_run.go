@@ -147,7 +147,7 @@ func (h *checkRunHandler) approveButton(ctx context.Context, client *github.Clie
 	if err != nil {
 		return err
 	}
-	return answer(fmt.Sprintf("approved commit `%s` to run on perfgate's runners; `%s` measures it now. A new push needs a new approval.", short(t.headSHA), CheckName(tier)))
+	return answer(fmt.Sprintf("approved commit `%s` to run on perfgate's runners; the `%s` check follows. A new push needs a new approval.", short(t.headSHA), CheckName(tier)))
 }
 
 // prNumberOf reads the PR from external_id (set by perfgate, present for

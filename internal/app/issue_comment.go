@@ -129,7 +129,7 @@ func (h *issueCommentHandler) run(ctx context.Context, client *github.Client, t 
 		if err := h.quickRun(ctx, client, t, cfg, "/perf approve", by, deliveryID); err != nil {
 			return "", err
 		}
-		return fmt.Sprintf("Approved commit `%s` to run on perfgate's runners; `%s` measures it now (`/perf retest merge` runs the merge tier). A new push needs a new approval.",
+		return fmt.Sprintf("Approved commit `%s` to run on perfgate's runners; the `%s` check follows (`/perf retest merge` runs the merge tier). A new push needs a new approval.",
 			short(t.headSHA), CheckName(TierQuick)), nil
 
 	case command.Ack:
