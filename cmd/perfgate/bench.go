@@ -79,6 +79,7 @@ func runBench(ctx context.Context, env *cliEnv, args []string) int {
 	fs.Int64Var(&o.Seed, "seed", 0, "seed for the dataset sample and the arrival times")
 	fs.Float64Var(&o.Temperature, "temperature", 0, "sampling temperature sent with each request")
 	fs.BoolVar(&o.IgnoreEOS, "ignore-eos", false, "ask for max_tokens whatever is sampled (always on for random and traces)")
+	fs.StringVar(&o.CacheSalt, "cache-salt", "", "send as every request's cache_salt, so prompts an earlier run left in the prefix cache are not reused")
 	fs.BoolVar(&o.NoStream, "no-stream", false, "send non-streaming requests (TTFT is then the whole answer's time)")
 	fs.DurationVar(&o.Timeout, "timeout", bench.DefaultTimeout, "per request: the longest wait for the response or its next stream line")
 	fs.DurationVar(&o.RequestTimeout, "request-timeout", bench.DefaultRequestTimeout, "per request: the longest it may take in all, tokens flowing or not")

@@ -136,7 +136,7 @@ func plan(sim agentapi.SimEngine, prompts, repeats, warmup int, rate float64) ag
 	return agentapi.Plan{
 		Version: agentapi.PlanVersion, Tier: "quick", Repo: "o/r", HeadSHA: "abc123",
 		Engine: agentapi.Engine{Sim: &sim, Model: "perfgate-sim", StartTimeout: agentapi.Duration(10 * time.Second)},
-		Workload: agentapi.Workload{Endpoint: "/v1/completions", InputLen: 16, OutputLen: 8,
+		Workload: agentapi.Workload{Endpoint: "/v1/completions", InputLen: 48, OutputLen: 8,
 			NumPrompts: prompts, RequestRate: result.Rate(rate), Seed: 1},
 		Warmup: warmup, Repeats: repeats,
 	}
@@ -261,6 +261,12 @@ func (e *env) checkSucceededOnce(id int64, repeats int) {
 			e.t.Errorf("job %d run %d: no GPU telemetry in the stored result (%v)", id, r.RunIndex, err)
 		} else if len(res.TTFTs) == 0 || res.Completed == 0 {
 			e.t.Errorf("job %d run %d: stored samples have no per-request data", id, r.RunIndex)
+		} else if sm := res.Perfgate.ServerMetrics; sm == nil || sm.PrefixCacheHits == nil {
+			e.t.Errorf("job %d run %d: no prefix-cache counters scraped from the sim", id, r.RunIndex)
+		} else if *sm.PrefixCacheHits != 0 {
+			// Every run replays the same prompts: salted per run, none may
+			// find an earlier run's in the cache.
+			e.t.Errorf("job %d run %d: %v prompt tokens came from the prefix cache", id, r.RunIndex, *sm.PrefixCacheHits)
 		}
 	}
 	for i := range repeats {

@@ -273,6 +273,10 @@ func (a *Agent) execute(ctx context.Context, c *agentapi.ClaimResponse, log zero
 		})
 		sampler.Start(rctx)
 		opts.RunID = fmt.Sprintf("job%d-a%d-r%d", c.JobID, c.Attempt, slot.RunIndex)
+		// Every run replays the same prompts; salted apart, none finds the
+		// previous run's in the engine's prefix cache, so the first run
+		// after an engine start is no colder than the others.
+		opts.CacheSalt = opts.RunID
 		res, err := bench.Run(rctx, opts)
 		telemetry := sampler.Stop()
 		if o, ok := crashed("during " + what); ok {

@@ -108,6 +108,11 @@ type Options struct {
 	// IgnoreEOS asks the engine to generate max_tokens whatever it
 	// samples; the random dataset and traces always ask.
 	IgnoreEOS bool
+	// CacheSalt is sent as every request's cache_salt (vLLM ≥ 0.9): prompts
+	// cached under another salt — an earlier run's — are not reused, so
+	// repeated runs of the same prompts are each as cold as the first. The
+	// first request, which reuses the first prompt, gets a salt of its own.
+	CacheSalt string
 	// NoStream sends non-streaming requests: TTFT is then the whole answer's time.
 	NoStream bool
 	// Timeout is how long one request may wait for the response to start or
@@ -244,6 +249,7 @@ func Run(ctx context.Context, o Options) (*result.Result, error) {
 		// As vLLM: random prompts run to max_tokens, and a trace's
 		// output lengths are what the trace says.
 		ignoreEOS: o.IgnoreEOS || o.Dataset == "random" || isTrace(o.Dataset),
+		cacheSalt: o.CacheSalt,
 		apiKey:    o.APIKey,
 		idle:      o.Timeout,
 		deadline:  o.RequestTimeout,
@@ -253,8 +259,12 @@ func Run(ctx context.Context, o Options) (*result.Result, error) {
 	// The first request alone: a wrong setup stops here, with the
 	// server's own words, instead of producing a table of zeros.
 	first := measured[0]
-	pr, err := probe(ctx, q, request{id: runID + "-probe", prompt: first.prompt, promptLen: first.promptLen,
-		maxTokens: min(first.maxTokens, 16)}, &o, listed)
+	probeReq := request{id: runID + "-probe", prompt: first.prompt, promptLen: first.promptLen,
+		maxTokens: min(first.maxTokens, 16)}
+	if o.CacheSalt != "" {
+		probeReq.salt = o.CacheSalt + "-probe" // leaves the first prompt uncached for the run
+	}
+	pr, err := probe(ctx, q, probeReq, &o, listed)
 	if err != nil {
 		return nil, err
 	}

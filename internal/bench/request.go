@@ -25,6 +25,7 @@ type request struct {
 	prompt    string
 	promptLen int
 	maxTokens int
+	salt      string // cache_salt of this request; "" sends the requester's
 }
 
 // record is what one request measured: the equal of vLLM's RequestFuncOutput.
@@ -85,6 +86,7 @@ type requester struct {
 	model       string
 	temperature float64
 	ignoreEOS   bool
+	cacheSalt   string
 	apiKey      string
 	captureText bool          // keep the generated text (the server sends no usage)
 	idle        time.Duration // longest wait for the response or the next stream line
@@ -110,6 +112,7 @@ type payload struct {
 	Stream              bool           `json:"stream"`
 	StreamOptions       *streamOptions `json:"stream_options,omitempty"`
 	IgnoreEOS           bool           `json:"ignore_eos,omitempty"`
+	CacheSalt           string         `json:"cache_salt,omitempty"`
 }
 
 type chatMessage struct {
@@ -128,6 +131,10 @@ func (q *requester) body(req request) ([]byte, error) {
 		Temperature: q.temperature,
 		Stream:      q.stream,
 		IgnoreEOS:   q.ignoreEOS,
+		CacheSalt:   q.cacheSalt,
+	}
+	if req.salt != "" {
+		p.CacheSalt = req.salt
 	}
 	if q.stream {
 		p.StreamOptions = &streamOptions{IncludeUsage: true}

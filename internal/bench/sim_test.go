@@ -191,3 +191,33 @@ func TestRunAgainstSimTokenizeAndMetrics(t *testing.T) {
 	}
 	t.Logf("trace replay: prefix cache hit rate %.2f", *sm.PrefixCacheHitRate)
 }
+
+// A second run of the same prompts finds them in the prefix cache unless
+// it is salted apart: --cache-salt per run keeps every run as cold as the
+// first (the agent salts each measured run with its run id).
+func TestCacheSaltKeepsRepeatedRunsCold(t *testing.T) {
+	cfg := sim.DefaultConfig().Quiet()
+	cfg.BaseTTFT, cfg.PrefillPerToken, cfg.DecodeStep, cfg.PerSeqCost, cfg.PrefillStepOverhead = time.Millisecond, time.Microsecond, time.Millisecond, 0, 0
+	url, _ := startSim(t, cfg)
+	hits := func(salt string) float64 {
+		t.Helper()
+		r, err := Run(context.Background(), Options{Target: url, NumPrompts: 10, InputLen: 64, OutputLen: 2, Seed: 3, CacheSalt: salt})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sm := r.Perfgate.ServerMetrics
+		if sm == nil || sm.PrefixCacheHits == nil {
+			t.Fatalf("no prefix cache counters: %+v", sm)
+		}
+		return *sm.PrefixCacheHits
+	}
+	if h := hits("run-1"); h != 0 {
+		t.Errorf("first run: %v prefix-cache hit tokens, want 0 (the probe is salted apart)", h)
+	}
+	if h := hits("run-2"); h != 0 {
+		t.Errorf("second run, new salt: %v prefix-cache hit tokens, want 0", h)
+	}
+	if h := hits("run-2"); h == 0 {
+		t.Error("third run, the second's salt: no prefix-cache hits; the test cannot tell salted from cold")
+	}
+}

@@ -178,7 +178,7 @@ func (e *Engine) serveGenerate(w http.ResponseWriter, r *http.Request, chat bool
 	if e.cfg.PrefixCaching {
 		bs = e.cfg.BlockSize
 	}
-	s := newSeq(g.prompt, n, stallAt, bs)
+	s := newSeq(g.prompt, n, stallAt, bs, g.cacheSalt)
 	s.arrival = arrival
 	s.maxParam = g.maxTokens
 	s.stopped = tail.finish == finishStop

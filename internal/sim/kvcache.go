@@ -176,6 +176,20 @@ func hashToken(h uint64, id int32) uint64 {
 	return h * 0x100000001b3
 }
 
+// saltHash is where a sequence's hash chain starts: hashStart without a
+// salt, else a start that covers the salt, so vLLM's cache_salt keeps two
+// tenants' (or two benchmark runs') equal prompts apart in the cache.
+func saltHash(salt string) uint64 {
+	if salt == "" {
+		return hashStart
+	}
+	h := hashStart
+	for i := 0; i < len(salt); i++ {
+		h = hashToken(h, int32(salt[i]))
+	}
+	return finishHash(h ^ 0x5a17)
+}
+
 // finishHash seals a block's running hash (a splitmix64 finaliser), so
 // neighbouring token sequences spread over the whole range.
 func finishHash(h uint64) uint64 {

@@ -94,9 +94,9 @@ func TestKVCacheWithoutPrefixCaching(t *testing.T) {
 
 func TestSeqBlockHashesChain(t *testing.T) {
 	p := []int32{1, 2, 3, 4, 5, 6, 7, 8, 9}
-	a := newSeq(p, 4, 0, 4)
-	b := newSeq(append([]int32{1, 2, 3, 4, 5, 6, 7, 8}, 42), 4, 0, 4)
-	c := newSeq([]int32{9, 2, 3, 4, 5, 6, 7, 8, 9}, 4, 0, 4)
+	a := newSeq(p, 4, 0, 4, "")
+	b := newSeq(append([]int32{1, 2, 3, 4, 5, 6, 7, 8}, 42), 4, 0, 4, "")
+	c := newSeq([]int32{9, 2, 3, 4, 5, 6, 7, 8, 9}, 4, 0, 4, "")
 	if len(a.hashes) != 2 || !slices.Equal(a.hashes, b.hashes) {
 		t.Fatalf("same first 8 tokens, hashes %x vs %x", a.hashes, b.hashes)
 	}
@@ -112,7 +112,7 @@ func TestSeqBlockHashesChain(t *testing.T) {
 	if len(a.hashes) != 3 {
 		t.Errorf("%d hashes after 12 tokens of block size 4", len(a.hashes))
 	}
-	if off := newSeq(p, 4, 0, 0); off.hashes != nil {
+	if off := newSeq(p, 4, 0, 0, ""); off.hashes != nil {
 		t.Error("block size 0 still hashed")
 	}
 }

@@ -33,6 +33,9 @@ type genRequest struct {
 	includeUsage bool
 	stop         []string
 	stopTokenIDs []int
+	// cacheSalt isolates the request's prefix-cache entries from those of
+	// requests with another salt, as vLLM's cache_salt does.
+	cacheSalt string
 }
 
 type streamOptions struct {
@@ -50,6 +53,7 @@ type chatRequest struct {
 	N                   *int            `json:"n"`
 	Stop                json.RawMessage `json:"stop"`
 	StopTokenIDs        []int           `json:"stop_token_ids"`
+	CacheSalt           string          `json:"cache_salt"`
 }
 
 type chatMessage struct {
@@ -67,6 +71,7 @@ type completionRequest struct {
 	N             *int            `json:"n"`
 	Stop          json.RawMessage `json:"stop"`
 	StopTokenIDs  []int           `json:"stop_token_ids"`
+	CacheSalt     string          `json:"cache_salt"`
 }
 
 func (e *Engine) parseChat(body []byte) (genRequest, *apiError) {
@@ -78,7 +83,7 @@ func (e *Engine) parseChat(body []byte) (genRequest, *apiError) {
 	if perr != nil {
 		return genRequest{}, perr
 	}
-	g := genRequest{model: req.Model, stream: req.Stream, prompt: prompt, stopTokenIDs: req.StopTokenIDs}
+	g := genRequest{model: req.Model, stream: req.Stream, prompt: prompt, stopTokenIDs: req.StopTokenIDs, cacheSalt: req.CacheSalt}
 	max := req.MaxTokens
 	if req.MaxCompletionTokens != nil {
 		max = req.MaxCompletionTokens
@@ -98,7 +103,7 @@ func (e *Engine) parseCompletion(body []byte) (genRequest, *apiError) {
 	if err != nil {
 		return genRequest{}, badRequest("prompt: %v", err)
 	}
-	g := genRequest{model: req.Model, stream: req.Stream, prompt: prompt, stopTokenIDs: req.StopTokenIDs}
+	g := genRequest{model: req.Model, stream: req.Stream, prompt: prompt, stopTokenIDs: req.StopTokenIDs, cacheSalt: req.CacheSalt}
 	if err := e.finishParse(&g, req.MaxTokens, req.N, req.StreamOptions, req.Stop, false); err != nil {
 		return genRequest{}, err
 	}

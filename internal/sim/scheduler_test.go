@@ -158,6 +158,33 @@ func TestPrefixCacheSkipsCachedPrefill(t *testing.T) {
 	}
 }
 
+// cache_salt keeps equal prompts apart in the prefix cache, as vLLM's does:
+// the agent salts each measured run, so no run finds the previous run's
+// prompts cached and every run starts as cold as the first.
+func TestCacheSaltSeparatesPrefixCache(t *testing.T) {
+	cfg := zeroConfig()
+	trace := &syncBuffer{}
+	cfg.Trace = trace
+	e, ts := startEngine(t, cfg)
+	prompt := words(320, 5)
+	salted := func(salt string) string {
+		return fmt.Sprintf(`{"prompt":%q,"max_tokens":2,"cache_salt":%q}`, prompt, salt)
+	}
+	complete(t, ts.URL, salted("run-1"), "X-Request-Id", "run-1")
+	complete(t, ts.URL, salted("run-2"), "X-Request-Id", "run-2")
+	complete(t, ts.URL, salted("run-2"), "X-Request-Id", "run-2-again")
+	complete(t, ts.URL, fmt.Sprintf(`{"prompt":%q,"max_tokens":2}`, prompt), "X-Request-Id", "unsalted")
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]int{"run-1": 0, "run-2": 0, "run-2-again": 304, "unsalted": 0}
+	for _, r := range trace.records(t) {
+		if r.CachedTokens != want[r.RequestID] {
+			t.Errorf("%s: cached %d tokens, want %d", r.RequestID, r.CachedTokens, want[r.RequestID])
+		}
+	}
+}
+
 func TestPreemptionWhenKVCacheRunsOut(t *testing.T) {
 	cfg := zeroConfig()
 	cfg.DecodeStep = time.Millisecond

@@ -58,8 +58,9 @@ type seq struct {
 }
 
 // newSeq makes a request of the given prompt token ids. With blockSize > 0
-// it hashes the prompt's blocks for the prefix cache.
-func newSeq(prompt []int32, maxTokens, stallAt, blockSize int) *seq {
+// it hashes the prompt's blocks for the prefix cache, starting from salt's
+// hash: requests with different salts share no cached block.
+func newSeq(prompt []int32, maxTokens, stallAt, blockSize int, salt string) *seq {
 	s := &seq{
 		arrival:      time.Now(),
 		promptTokens: len(prompt),
@@ -68,7 +69,7 @@ func newSeq(prompt []int32, maxTokens, stallAt, blockSize int) *seq {
 		stallAt:      stallAt,
 		notify:       make(chan struct{}, 1),
 		blockSize:    blockSize,
-		hstate:       hashStart,
+		hstate:       saltHash(salt),
 		finishReason: finishLength,
 	}
 	if blockSize > 0 {
