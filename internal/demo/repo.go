@@ -46,11 +46,6 @@ base_ttft: 12ms
 prefill_per_token: 20us
 slowdown: %s
 instance_seed: 7
-# The benchmark replays the same prompts in every run; with prefix caching
-# each run would reuse the previous run's KV blocks, so the first run after
-# an engine start would be much slower in TTFT than the rest (as vLLM's
-# would be: its warm-up uses prompts of its own).
-enable_prefix_caching: false
 `, strconv.FormatFloat(slowdown, 'g', -1, 64))
 }
 
