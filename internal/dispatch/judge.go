@@ -200,6 +200,9 @@ func (s *Service) settle(ctx context.Context, cr store.CheckRun, st step) error 
 }
 
 func (s *Service) jobDoneOnce(ctx context.Context, job store.Job) error {
+	if h, ok := s.kinds[job.Kind]; ok {
+		return h(ctx, job) // cancelled ones too: its owner decides
+	}
 	if job.Status == store.StatusCancelled {
 		return nil // superseded, closed or replaced: that check is concluded
 	}

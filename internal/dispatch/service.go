@@ -43,6 +43,21 @@ type Service struct {
 	log        zerolog.Logger
 	written    func()
 	judging    judging
+	kinds      map[string]KindHandler
+}
+
+// KindHandler takes a finished job of a kind that belongs to no check run
+// (a bisect's measurement, a profiling pass). The judge calls it as it
+// judges a check's job: once per finished job, again with backoff when it
+// returns an error, and the job counts as judged once it returns nil.
+type KindHandler func(ctx context.Context, job store.Job) error
+
+// HandleKind routes finished jobs of kind to h. Call it before RunJudge.
+func (s *Service) HandleKind(kind string, h KindHandler) {
+	if s.kinds == nil {
+		s.kinds = map[string]KindHandler{}
+	}
+	s.kinds[kind] = h
 }
 
 // Options configure a Service.
