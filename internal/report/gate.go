@@ -143,8 +143,24 @@ func environment(e result.Environment) []KV {
 	add("engine", e.EngineImage)
 	add("engine version", e.EngineVersion)
 	add("commit", e.Commit)
+	add("source tree", e.SourceTree)
+	add("sandbox", sandboxWords(e.Sandbox))
 	add("host", e.Hostname)
 	return kv
+}
+
+// sandboxWords says how the engine was contained, so a reader sees when a
+// runner ran the PR's code on the host.
+func sandboxWords(s string) string {
+	switch s {
+	case "":
+		return ""
+	case "container":
+		return "container: read-only checkout, no network, no agent credentials"
+	case "uncontained":
+		return "**none**: the runner allows uncontained engines (allow_uncontained), so the PR's code ran on the host"
+	}
+	return s
 }
 
 func orDash(s string) string {

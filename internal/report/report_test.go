@@ -207,3 +207,29 @@ func TestDisplayName(t *testing.T) {
 		}
 	}
 }
+
+// TestEnvironmentSandbox: the environment says how the engine was
+// contained, and loudly when it was not.
+func TestEnvironmentSandbox(t *testing.T) {
+	for _, tt := range []struct {
+		sandbox, want string
+	}{
+		{"container", "container: read-only checkout"},
+		{"uncontained", "**none**: the runner allows uncontained engines"},
+		{"", ""},
+	} {
+		kv := environment(result.Environment{Commit: "4f1c9e2", SourceTree: "sha256:ab12", Sandbox: tt.sandbox})
+		got := ""
+		for _, e := range kv {
+			if e.Key == "sandbox" {
+				got = e.Value
+			}
+		}
+		if tt.want == "" && got != "" || !strings.HasPrefix(got, tt.want) {
+			t.Errorf("sandbox %q shows %q, want prefix %q", tt.sandbox, got, tt.want)
+		}
+		if len(kv) < 2 || kv[1].Key != "source tree" {
+			t.Errorf("sandbox %q: environment %+v lacks the source tree after the commit", tt.sandbox, kv)
+		}
+	}
+}
