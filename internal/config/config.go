@@ -29,6 +29,7 @@ type Config struct {
 	EscalateAfter Duration        `yaml:"escalate_after"`
 	Runner        Runner          `yaml:"runner"`
 	Triggers      Triggers        `yaml:"triggers"`
+	Profile       Profile         `yaml:"profile"`
 }
 
 // Server is how the runner starts the inference engine: a container image
@@ -230,6 +231,7 @@ func Default() *Config {
 			Forks:      ForksMaintainer,
 			Drafts:     "skip",
 		},
+		Profile: defaultProfile(),
 	}
 }
 

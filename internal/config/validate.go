@@ -105,6 +105,7 @@ func (d *decoder) validate(c *Config) {
 		d.oneOf("triggers.forks", t.Forks, []string{ForksNever, ForksMaintainer, ForksWrite})
 	}
 	d.oneOf("triggers.drafts", t.Drafts, []string{"skip", "run"})
+	d.validateProfile(c)
 }
 
 func (d *decoder) oneOf(field, got string, valid []string) bool {

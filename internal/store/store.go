@@ -133,6 +133,8 @@ type Store interface {
 	// The knowledge base of regressions (kb.go) and running bisects (bisects.go).
 	KnowledgeBase
 	Bisects
+	// Profile artifacts runners upload (artifacts.go).
+	Artifacts
 
 	Close() error
 }

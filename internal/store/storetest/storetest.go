@@ -80,6 +80,7 @@ func Run(t *testing.T, newDSN func(t testing.TB) string) {
 		{"ChangePoints", testChangePoints},
 		{"RootCauses", testRootCauses},
 		{"Bisects", testBisects},
+		{"Artifacts", testArtifacts},
 		{"FleetPriorities", testFleetPriorities},
 		{"FleetFairShare", testFleetFairShare},
 		{"FleetHandoff", testFleetHandoff},
