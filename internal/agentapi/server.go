@@ -72,7 +72,11 @@ type Options struct {
 	// Source serves the commits jobs measure (GET /api/v1/jobs/{id}/source);
 	// nil answers 501, and agents fail jobs that need a checkout.
 	Source SourceFetcher
-	Log    zerolog.Logger
+	// ArtifactFiles and ArtifactRows keep what runners upload
+	// (POST /api/v1/jobs/{id}/artifacts); nil answers 501.
+	ArtifactFiles ArtifactFiles
+	ArtifactRows  ArtifactRows
+	Log           zerolog.Logger
 	// Now is the clock for lease expiry answers; time.Now when nil.
 	Now func() time.Time
 }
@@ -103,6 +107,7 @@ func NewServer(q Queue, opts Options) http.Handler {
 	s.mux.HandleFunc("POST /api/v1/jobs/{id}/results", s.agent(s.results))
 	s.mux.HandleFunc("POST /api/v1/jobs/{id}/finish", s.agent(s.finish))
 	s.mux.HandleFunc("GET /api/v1/jobs/{id}/source", s.agent(s.source))
+	s.mux.HandleFunc("POST /api/v1/jobs/{id}/artifacts", s.agent(s.artifacts))
 	s.mux.HandleFunc("/api/v1/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("no agent API route %s %s: see the agent API reference (POST /api/v1/jobs/claim, …)", r.Method, r.URL.Path))
 	})

@@ -81,6 +81,9 @@ type Plan struct {
 	// MaxErrorRate fails the job when a run's failed-request fraction is
 	// above it; 0 means DefaultMaxErrorRate.
 	MaxErrorRate float64 `json:"max_error_rate,omitempty"`
+	// Profile, when set, makes the job a profiling pass of BaseSHA and
+	// HeadSHA (artifacts.go) rather than measured runs.
+	Profile *ProfilePlan `json:"profile,omitempty"`
 }
 
 // Interleave shapes an interleaved base/head job.
@@ -406,6 +409,14 @@ func (p Plan) Validate() error {
 		}
 	} else if p.Repeats < 1 {
 		errs = append(errs, fmt.Errorf("plan repeats is %d: must be >= 1", p.Repeats))
+	}
+	if pr := p.Profile; pr != nil {
+		if pr.Requests < 1 {
+			errs = append(errs, fmt.Errorf("plan profile requests is %d: must be >= 1", pr.Requests))
+		}
+		if p.Interleave != nil {
+			errs = append(errs, errors.New("plan profile: a profiling pass does not interleave"))
+		}
 	}
 	if b := p.Engine.Build; b != nil && len(b.Command) == 0 {
 		errs = append(errs, errors.New("plan engine build has no command"))

@@ -157,6 +157,9 @@ type Deps struct {
 	// Acks is optional; without it `/perf ack` answers that it is not
 	// enabled.
 	Acks Acks
+	// Findings is optional; without it `/perf profile` and `/perf
+	// rootcause` answer that they are not enabled.
+	Findings Findings
 }
 
 // App is the webhook side of perfgate.

@@ -132,6 +132,12 @@ func (h *issueCommentHandler) run(ctx context.Context, client *github.Client, t 
 		return fmt.Sprintf("Approved commit `%s` to run on perfgate's runners; the `%s` check follows (`/perf retest merge` runs the merge tier). A new push needs a new approval.",
 			short(t.headSHA), CheckName(TierQuick)), nil
 
+	case command.Profile:
+		return h.profileCommand(ctx, client, t, by, deliveryID)
+
+	case command.RootCause:
+		return h.rootCauseCommand(ctx, t, cmd, by, prURLOf(commentURL))
+
 	case command.Ack:
 		if h.deps.Acks == nil {
 			return "acknowledgements are not enabled on this perfgate server.", nil

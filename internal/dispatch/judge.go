@@ -501,6 +501,7 @@ func (s *Service) publish(ctx context.Context, cr store.CheckRun, job store.Job,
 			doc.Notes = append(doc.Notes, acceptedNotes(prior.Notes)...)
 			doc.Notes = append(doc.Notes, acceptedBy...)
 		}
+		doc.Notes = append(doc.Notes, s.regressionNotes(ctx, cr, job, rep)...)
 	}
 	// A row that changed meanwhile (a retest replaced its jobs, another
 	// replica judged it) is judged again as it now is.

@@ -44,6 +44,7 @@ type Service struct {
 	written    func()
 	judging    judging
 	kinds      map[string]KindHandler
+	findings   *findings // profiles and the knowledge base (findings.go); nil: off
 }
 
 // KindHandler takes a finished job of a kind that belongs to no check run

@@ -19,6 +19,9 @@ type snapshot struct {
 	Gate *gateRules `json:"gate,omitempty"`
 	// Cell labels the nightly matrix cell the plan measures ("c=16").
 	Cell string `json:"cell,omitempty"`
+	// Rules keep what queuing a profile on this job's regression needs
+	// (findings.go).
+	Rules *profileRules `json:"profile_rules,omitempty"`
 }
 
 type gateRules struct {
@@ -31,7 +34,7 @@ func newSnapshot(cfg *config.Config, plan agentapi.Plan) (snapshot, error) {
 	if err != nil {
 		return snapshot{}, err
 	}
-	return snapshot{Plan: plan, Gate: &gateRules{Tier: t, EscalateAfter: cfg.EscalateAfter.D()}}, nil
+	return snapshot{Plan: plan, Gate: &gateRules{Tier: t, EscalateAfter: cfg.EscalateAfter.D()}, Rules: rulesOf(cfg)}, nil
 }
 
 func (s snapshot) encode() ([]byte, error) {

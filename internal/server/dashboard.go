@@ -26,7 +26,7 @@ type DashboardConfig struct {
 }
 
 // dashboardParts builds the dashboard and the change-point pass.
-func (s *Server) dashboardParts(cfg Config, clients githubapp.ClientCreator) (*web.Handler, *drift.Pass, error) {
+func (s *Server) dashboardParts(cfg Config, clients githubapp.ClientCreator, arts web.ArtifactFiles) (*web.Handler, *drift.Pass, error) {
 	key := []byte(cfg.Dashboard.SigningKey)
 	if len(key) == 0 {
 		m := hmac.New(sha256.New, []byte(cfg.GitHub.App.WebhookSecret))
@@ -38,7 +38,7 @@ func (s *Server) dashboardParts(cfg Config, clients githubapp.ClientCreator) (*w
 		ttl = 90 * 24 * time.Hour
 	}
 	vis := githubVisibility{clients: clients}
-	h, err := web.New(web.Options{Store: s.st, Visibility: vis, Signer: web.NewSigner(key, ttl, s.now), PublicURL: cfg.PublicURL, Log: s.log, Now: s.now})
+	h, err := web.New(web.Options{Store: s.st, Visibility: vis, Signer: web.NewSigner(key, ttl, s.now), PublicURL: cfg.PublicURL, Artifacts: arts, Log: s.log, Now: s.now})
 	if err != nil {
 		return nil, nil, err
 	}

@@ -71,6 +71,8 @@ type Config struct {
 	// nightly change-point pass (dashboard.go).
 	Dashboard    DashboardConfig `yaml:"dashboard"`
 	ChangePoints drift.Config    `yaml:"changepoints"`
+	// Artifacts is where profile traces are kept (artifacts.go).
+	Artifacts ArtifactsConfig `yaml:"artifacts"`
 
 	GitHub githubapp.Config `yaml:"github"`
 
@@ -198,29 +200,43 @@ func New(cfg Config, st store.Store, log zerolog.Logger, now func() time.Time) (
 		Unconfigured: app.Unconfigured(cfg.Unconfigured), MaxInFlightBytes: cfg.HTTP.WebhookInFlightBytes,
 		ClientMiddleware: []githubapp.ClientMiddleware{cfg.Metrics.GitHubTransport}, Events: cfg.Metrics,
 	}, app.Deps{Dispatcher: fwd, Inbox: storeInbox{st}, Outbox: fwd, Config: app.ContentsConfigLoader{}, Appeals: fwd, Releases: fwd,
-		Approvals: fwd, Acks: fwd, Accepted: func() { s.inbox.Wake() }})
+		Approvals: fwd, Acks: fwd, Findings: fwd, Accepted: func() { s.inbox.Wake() }})
 	if err != nil {
 		return nil, err
 	}
 	s.app = a
-	if s.web, s.drift, err = s.dashboardParts(cfg, a.ClientCreator()); err != nil {
+	arts, err := openArtifacts(cfg, log)
+	if err != nil {
+		return nil, err
+	}
+	if s.web, s.drift, err = s.dashboardParts(cfg, a.ClientCreator(), arts); err != nil {
 		return nil, err
 	}
 	s.outbox = outbox.New(outbox.Options{Store: st, Clients: a.ClientCreator(), Policy: cfg.Loop.OutboxPolicy,
 		Lease: cfg.Loop.OutboxLease, Poll: cfg.Loop.Poll, Now: now, Log: log})
 	s.dispatch = dispatch.New(dispatch.Options{Store: st, Clients: a.ClientCreator(), DetailsURL: cfg.PublicURL, Details: details,
 		Now: now, Log: log, Written: s.outbox.Wake, JudgePolicy: cfg.Loop.JudgePolicy, JudgePoll: cfg.Loop.Poll})
+	var artifactURL func(repo string, id int64, name string) string
+	if cfg.PublicURL != "" {
+		artifactURL = s.web.ArtifactURL
+	}
+	s.dispatch.EnableFindings(dispatch.FindingsOptions{Traces: traceFiles{arts}, ArtifactURL: artifactURL})
 	fwd.s = s.dispatch
 	s.inbox = inbox.New(inbox.Options{Store: st, Handler: a, Policy: cfg.Loop.InboxPolicy, Lease: cfg.Loop.InboxLease,
 		Poll: cfg.Loop.Poll, Now: now, Log: log})
 
 	mux := http.NewServeMux()
 	mux.Handle(app.WebhookPath, cfg.Metrics.Webhook(a.Handler()))
-	mux.Handle("/api/v1/", agentBodyLimits(agentapi.NewServer(st, agentapi.Options{
+	agentAPI := agentapi.NewServer(st, agentapi.Options{
 		RegistrationToken: cfg.AgentRegistrationToken, Lease: cfg.Lease, LongPoll: cfg.LongPoll,
 		OnJobDone: s.dispatch.JobDone, Log: log, Now: now,
-		Source: source.NewGitHub(a.ClientCreator()),
-	})))
+		Source:        source.NewGitHub(a.ClientCreator()),
+		ArtifactFiles: arts, ArtifactRows: st,
+	})
+	mux.Handle("/api/v1/", agentBodyLimits(agentAPI))
+	// An artifact's body is capped by the artifact store itself (413 with
+	// the cap), not by the small default of the other routes.
+	mux.Handle("POST /api/v1/jobs/{id}/artifacts", agentAPI)
 	mux.Handle("GET /healthz", Healthz())
 	mux.Handle("GET /readyz", Readyz(st))
 	mux.Handle("GET /metrics", cfg.Metrics.Handler())
@@ -321,6 +337,12 @@ func (f *forward) Approved(ctx context.Context, repo, sha string) (bool, error) 
 	return f.s.Approved(ctx, repo, sha)
 }
 func (f *forward) Ack(ctx context.Context, a app.Ack) ([]app.Tier, error) { return f.s.Ack(ctx, a) }
+func (f *forward) Profile(ctx context.Context, r app.ProfileRequest) (app.ProfileQueued, error) {
+	return f.s.Profile(ctx, r)
+}
+func (f *forward) RootCause(ctx context.Context, r app.RootCauseRequest) (app.RootCauseRecorded, error) {
+	return f.s.RootCause(ctx, r)
+}
 func (f *forward) ReleasePublished(ctx context.Context, r app.Release) error {
 	return f.s.ReleasePublished(ctx, r)
 }

@@ -362,7 +362,7 @@ func (h *Handler) checkRunPage(w http.ResponseWriter, r *http.Request, repo stri
 		return
 	}
 	h.render(w, r, "checkrun", map[string]any{"Title": fmt.Sprintf("%s %s · %s", tier, short(sha), repo), "Repo": repo, "C": cr,
-		"EnvRows": envRows(cr.Environment), "TelemetryNames": telemetryNames(cr.Telemetry)})
+		"EnvRows": envRows(cr.Environment), "TelemetryNames": telemetryNames(cr.Telemetry), "Profiles": h.profileArtifacts(r, repo, sha)})
 }
 
 type kv struct{ K, V string }

@@ -51,6 +51,9 @@ type Store interface {
 	ListAudit(ctx context.Context, repo string, pr int) ([]store.AuditEntry, error)
 	BaselineHistory(ctx context.Context, repo, key string) ([]store.Baseline, error)
 	Usage(ctx context.Context, f store.UsageFilter) ([]fleet.UsageRow, error)
+	ListJobs(ctx context.Context, f store.JobFilter) ([]store.Job, error)
+	GetArtifact(ctx context.Context, id int64) (store.Artifact, error)
+	ListArtifacts(ctx context.Context, jobID int64) ([]store.Artifact, error)
 }
 
 // Options configure the dashboard.
@@ -64,6 +67,8 @@ type Options struct {
 	// PublicURL is where people reach the server ("https://perfgate.example.com");
 	// links posted to GitHub are absolute under it.
 	PublicURL string
+	// Artifacts serves the profile traces runners uploaded; nil: none.
+	Artifacts ArtifactFiles
 	Log       zerolog.Logger
 	Now       func() time.Time
 }
@@ -79,6 +84,7 @@ type Handler struct {
 	mux       *http.ServeMux
 	pages     map[string]*template.Template
 	levels    baselineCache
+	artifacts ArtifactFiles
 }
 
 // New builds the dashboard.
@@ -95,8 +101,9 @@ func New(o Options) (*Handler, error) {
 	}
 	h := &Handler{
 		st: o.Store, signer: o.Signer, publicURL: strings.TrimSuffix(o.PublicURL, "/"), log: o.Log, now: o.Now,
-		vis:    &cachedVisibility{next: vis, ttl: 5 * time.Minute, now: o.Now, m: map[string]visEntry{}},
-		levels: baselineCache{m: map[int64]map[string]float64{}},
+		vis:       &cachedVisibility{next: vis, ttl: 5 * time.Minute, now: o.Now, m: map[string]visEntry{}},
+		levels:    baselineCache{m: map[int64]map[string]float64{}},
+		artifacts: o.Artifacts,
 	}
 	if err := h.parseTemplates(); err != nil {
 		return nil, err
@@ -112,6 +119,7 @@ func New(o Options) (*Handler, error) {
 	m.HandleFunc("GET /r/{owner}/{name}/series", h.repo(h.seriesPage))
 	m.HandleFunc("GET /r/{owner}/{name}/checks/{sha}/{tier}", h.repo(h.checkRunPage))
 	m.HandleFunc("GET /r/{owner}/{name}/jobs/{id}/log", h.repo(h.jobLog))
+	m.HandleFunc("GET /r/{owner}/{name}/artifacts/{id}/{file}", h.repo(h.artifact))
 	m.HandleFunc("GET /api/data/repos", h.apiRepos)
 	m.HandleFunc("GET /api/data/repos/{owner}/{name}/series", h.repo(h.apiSeriesList))
 	m.HandleFunc("GET /api/data/repos/{owner}/{name}/series/points", h.repo(h.apiSeriesPoints))

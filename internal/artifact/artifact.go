@@ -1,0 +1,96 @@
+// Package artifact is the server's artifact store: files runners upload
+// (profile traces) kept in a directory under their SHA-256, so a retried
+// upload or the same trace twice takes the space once. The store's
+// artifacts table (store.Artifacts) says whose each file is.
+package artifact
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+)
+
+// DefaultMaxBytes caps one uploaded file when the server sets no cap.
+const DefaultMaxBytes = 256 << 20
+
+// ErrTooLarge is an upload past the cap.
+var ErrTooLarge = errors.New("artifact too large")
+
+// Dir keeps artifacts in a directory.
+type Dir struct {
+	root string
+	max  int64
+}
+
+// NewDir opens (and creates) the artifact directory root; max caps one
+// file (DefaultMaxBytes when 0).
+func NewDir(root string, max int64) (*Dir, error) {
+	if root == "" {
+		return nil, errors.New("artifact directory: no path")
+	}
+	if max <= 0 {
+		max = DefaultMaxBytes
+	}
+	if err := os.MkdirAll(filepath.Join(root, "tmp"), 0o750); err != nil {
+		return nil, fmt.Errorf("artifact directory %s: %w", root, err)
+	}
+	return &Dir{root: root, max: max}, nil
+}
+
+// MaxBytes is the cap on one file.
+func (d *Dir) MaxBytes() int64 { return d.max }
+
+// Root is the directory.
+func (d *Dir) Root() string { return d.root }
+
+// Save stores what r holds and returns its SHA-256 and size; past the cap
+// it stores nothing and returns an error wrapping ErrTooLarge.
+func (d *Dir) Save(r io.Reader) (sum string, size int64, err error) {
+	tmp, err := os.CreateTemp(filepath.Join(d.root, "tmp"), "upload-*")
+	if err != nil {
+		return "", 0, fmt.Errorf("save artifact: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			tmp.Close()
+			os.Remove(tmp.Name())
+		}
+	}()
+	h := sha256.New()
+	n, err := io.Copy(io.MultiWriter(tmp, h), io.LimitReader(r, d.max+1))
+	if err != nil {
+		return "", 0, fmt.Errorf("save artifact: %w", err)
+	}
+	if n > d.max {
+		return "", 0, fmt.Errorf("%w: over the server's cap of %d bytes", ErrTooLarge, d.max)
+	}
+	if err := tmp.Close(); err != nil {
+		return "", 0, fmt.Errorf("save artifact: %w", err)
+	}
+	sum = hex.EncodeToString(h.Sum(nil))
+	final := d.path(sum)
+	if err := os.MkdirAll(filepath.Dir(final), 0o750); err != nil {
+		return "", 0, fmt.Errorf("save artifact: %w", err)
+	}
+	if err := os.Rename(tmp.Name(), final); err != nil {
+		return "", 0, fmt.Errorf("save artifact: %w", err)
+	}
+	return sum, n, nil
+}
+
+var hexSum = regexp.MustCompile(`^[0-9a-f]{64}$`)
+
+// Open opens the artifact with that SHA-256.
+func (d *Dir) Open(sum string) (*os.File, error) {
+	if !hexSum.MatchString(sum) {
+		return nil, fmt.Errorf("artifact %q: not a SHA-256", sum)
+	}
+	return os.Open(d.path(sum))
+}
+
+func (d *Dir) path(sum string) string { return filepath.Join(d.root, sum[:2], sum) }

@@ -1,0 +1,66 @@
+package server
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+
+	"github.com/rs/zerolog"
+
+	"github.com/perfgate/perfgate/internal/artifact"
+)
+
+// ArtifactsConfig is the `artifacts:` section: where the profile traces
+// runners upload are kept, and how large one may be.
+type ArtifactsConfig struct {
+	// Dir holds the files under their SHA-256 (default DATA_DIR/artifacts).
+	Dir string `yaml:"dir"`
+	// MaxBytes caps one uploaded file (default 256 MiB); a larger upload
+	// is refused with 413 and the runner says so in the job's log.
+	MaxBytes int64 `yaml:"max_bytes"`
+}
+
+func init() {
+	Settings = append(Settings,
+		Setting{Key: "artifacts.dir", Env: "PERFGATE_ARTIFACTS_DIR", Help: "directory for the profile traces runners upload (default DATA_DIR/artifacts)", set: str(func(c *Config) *string { return &c.Artifacts.Dir })},
+		Setting{Key: "artifacts.max_bytes", Env: "PERFGATE_ARTIFACTS_MAX_BYTES", Help: "the largest profile trace a runner may upload, in bytes (default 268435456, 256 MiB)", set: func(c *Config, v string) error {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil || n < 1024 {
+				return fmt.Errorf("%q: want a number of bytes of at least 1024", v)
+			}
+			c.Artifacts.MaxBytes = n
+			return nil
+		}},
+	)
+}
+
+// openArtifacts opens the artifact directory the config names. A server
+// assembled without a data directory (tests, embedders; Prepare always
+// sets one) keeps them in a temporary directory.
+func openArtifacts(cfg Config, log zerolog.Logger) (*artifact.Dir, error) {
+	dir := cfg.Artifacts.Dir
+	switch {
+	case dir == "" && cfg.DataDir == "":
+		tmp, err := os.MkdirTemp("", "perfgate-artifacts-")
+		if err != nil {
+			return nil, fmt.Errorf("artifacts: %w", err)
+		}
+		log.Warn().Str("dir", tmp).Msg("no data directory: profile artifacts go to a temporary directory")
+		dir = tmp
+	case dir == "":
+		dir = filepath.Join(cfg.DataDir, "artifacts")
+	}
+	d, err := artifact.NewDir(dir, cfg.Artifacts.MaxBytes)
+	if err != nil {
+		return nil, fmt.Errorf("artifacts (PERFGATE_ARTIFACTS_DIR): %w", err)
+	}
+	return d, nil
+}
+
+// traceFiles gives the dispatcher the artifact directory's files as
+// readers.
+type traceFiles struct{ d *artifact.Dir }
+
+func (t traceFiles) Open(sum string) (io.ReadCloser, error) { return t.d.Open(sum) }
