@@ -25,7 +25,7 @@ func runSim(ctx context.Context, env *cliEnv, args []string) int {
 	host := fs.String("host", "", "listen host, as vLLM's --host (default 127.0.0.1; 0.0.0.0 inside a container)")
 	port := fs.Int("port", -1, "listen port, as vLLM's --port (0 picks a free port)")
 	tracePath := fs.String("trace", "", "write one JSON line per finished request to this file")
-	profileDir := fs.String("profile-dir", "", "where POST /stop_profile writes its Chrome trace (vLLM: VLLM_TORCH_PROFILER_DIR)")
+	profileDir := fs.String("profile-dir", "", "where POST /stop_profile writes its Chrome trace (default $VLLM_TORCH_PROFILER_DIR, as vLLM; a runner's profiling pass sets it)")
 	noNoise := fs.Bool("no-noise", false, "no jitter and no GPU-like noise: step times follow the cost model exactly (flags after it may add some back)")
 	noPrefixCaching := fs.Bool("no-enable-prefix-caching", false, "turn prefix caching off, as vLLM's flag of that name")
 	overlay := sim.BindFlags(fs.FlagSet)
@@ -62,6 +62,9 @@ func runSim(ctx context.Context, env *cliEnv, args []string) int {
 		cfg.PrefixCaching = false
 	}
 	cfg.ProfileDir = *profileDir
+	if cfg.ProfileDir == "" {
+		cfg.ProfileDir = os.Getenv("VLLM_TORCH_PROFILER_DIR")
+	}
 
 	var trace *os.File
 	if *tracePath != "" {

@@ -148,6 +148,7 @@ func startSim(ctx context.Context, e agentapi.Engine, log zerolog.Logger) (*runn
 	if o.Seed != 0 {
 		cfg.Seed = o.Seed
 	}
+	cfg.ProfileDir = e.Env[ProfilerDirEnv] // set for a profiling pass
 	timeout := e.StartTimeout.D()
 	if timeout <= 0 {
 		timeout = engine.DefaultStartTimeout

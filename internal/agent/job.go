@@ -157,6 +157,9 @@ func (a *Agent) execute(ctx context.Context, c *agentapi.ClaimResponse, log zero
 	if info.err != nil {
 		return outcome{store.StatusFailed, info.err.Error()}
 	}
+	if plan.Profile != nil {
+		return a.profileJob(ctx, c, plan, uuid, log)
+	}
 
 	sides := map[string]*side{}
 	defer func() {
