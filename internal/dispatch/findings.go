@@ -270,6 +270,8 @@ func (s *Service) profileDiff(ctx context.Context, job store.Job) (*profile.Diff
 }
 
 func (s *Service) artifactLinks(repo string, arts []store.Artifact) string {
+	arts = append([]store.Artifact(nil), arts...)
+	sort.SliceStable(arts, func(i, j int) bool { return arts[i].Side < arts[j].Side }) // base, then head
 	var links []string
 	for _, a := range arts {
 		label := strings.TrimSpace(a.Side + " " + a.Name)

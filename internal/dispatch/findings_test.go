@@ -1,0 +1,212 @@
+package dispatch
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/perfgate/perfgate/internal/agentapi"
+	"github.com/perfgate/perfgate/internal/app"
+	"github.com/perfgate/perfgate/internal/artifact"
+	"github.com/perfgate/perfgate/internal/githubtest"
+	"github.com/perfgate/perfgate/internal/profile"
+	"github.com/perfgate/perfgate/internal/result"
+	"github.com/perfgate/perfgate/internal/store"
+)
+
+// files adapts artifact.Dir to TraceFiles.
+type files struct{ d *artifact.Dir }
+
+func (f files) Open(sum string) (io.ReadCloser, error) { return f.d.Open(sum) }
+
+// regress asks for the quick tier of sha on PR pr and runs its jobs with
+// runs, returning the check row.
+func (l *lifecycle) regress(pr int, sha string, runs func() []*result.Result) store.CheckRun {
+	l.t.Helper()
+	l.n++
+	if err := l.svc.RequestRun(l.ctx, app.RunRequest{InstallationID: githubtest.InstallationID, Owner: "acme", Repo: "inference", PR: pr,
+		HeadSHA: sha, BaseSHA: headSHA, BaseRef: "main", Tier: app.TierQuick, Trigger: "test", Author: "octocat",
+		DeliveryID: fmt.Sprintf("d-%d", l.n)}); err != nil {
+		l.t.Fatal(err)
+	}
+	l.flush()
+	for {
+		j, err := l.st.Claim(l.ctx, store.ClaimRequest{AgentID: l.agent.ID, Labels: l.agent.Labels, Lease: time.Minute})
+		if errors.Is(err, store.ErrNoJob) {
+			break
+		}
+		if err != nil {
+			l.t.Fatal(err)
+		}
+		if j.Kind == agentapi.KindProfile {
+			l.t.Fatalf("a quick-tier regression queued a profile (profile.on_regression defaults to [merge])")
+		}
+		l.succeed(j, runs())
+	}
+	return l.row(sha)
+}
+
+// onlyTTFT is a regression of another shape: against the 1.3× faster
+// baseline, time to first token is 30% worse while inter-token latency and
+// throughput are better.
+func onlyTTFT() []*result.Result {
+	runs := quickRuns(3)
+	for _, r := range runs {
+		for k := range r.Metrics {
+			if !strings.Contains(k, "ttft") {
+				r.Metrics[k] *= 0.5
+			}
+		}
+		r.OutputThroughput *= 2
+		r.RequestThroughput *= 2
+	}
+	return runs
+}
+
+// TestKnowledgeBaseMatchesRepeatedRegression: a maintainer records the
+// cause of PR #17's regression; PR #18 regressing the same way says
+// "looks like #17" with the distance in its check run, PR #19's unrelated
+// regression (only the prompt path slower) does not.
+func TestKnowledgeBaseMatchesRepeatedRegression(t *testing.T) {
+	l := newLifecycle(t)
+	l.svc.EnableFindings(FindingsOptions{})
+	l.baseline(1.3)
+	uniform := func() []*result.Result { return quickRuns(3) }
+	const (
+		sha17 = "1111111111111111111111111111111111111111"
+		sha18 = "2222222222222222222222222222222222222222"
+		sha19 = "3333333333333333333333333333333333333333"
+	)
+	first := l.regress(17, sha17, uniform)
+	if doc := l.svc.docOf(first); doc.Report == nil || doc.Report.Verdict != "regression" {
+		t.Fatalf("PR #17: verdict %+v, want a regression", doc.Report)
+	}
+	if _, err := l.svc.RootCause(l.ctx, app.RootCauseRequest{Owner: "acme", Repo: "inference", PR: 99, Cause: "x", By: "m"}); !errors.Is(err, app.ErrNoRegression) {
+		t.Errorf("root cause on a PR without a regression: %v, want ErrNoRegression", err)
+	}
+	rec, err := l.svc.RootCause(l.ctx, app.RootCauseRequest{Owner: "acme", Repo: "inference", PR: 17, PRURL: "https://github.com/acme/inference/pull/17",
+		HeadSHA: sha17, Cause: "fused softmax recomputes the attention", Fix: "#30", By: "maintainer"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.ID == 0 || rec.Commit != sha17 || !strings.Contains(rec.Phenomenon, "%") || rec.Profile != "" {
+		t.Errorf("recorded %+v", rec)
+	}
+
+	again := l.regress(18, sha18, uniform)
+	notes := strings.Join(l.svc.docOf(again).Notes, "\n")
+	if !strings.Contains(notes, "looks like [#17](https://github.com/acme/inference/pull/17)") || !strings.Contains(notes, "fused softmax recomputes the attention") ||
+		!strings.Contains(notes, "(distance 0.0") {
+		t.Errorf("PR #18 regressed as #17 did; its notes do not say so:\n%s", notes)
+	}
+	if c := l.gh.CheckRuns(); !strings.Contains(c[len(c)-1].Summary, "looks like") {
+		t.Errorf("the check run's summary lacks the match:\n%s", c[len(c)-1].Summary)
+	}
+
+	other := l.regress(19, sha19, onlyTTFT)
+	if doc := l.svc.docOf(other); doc.Report == nil || doc.Report.Verdict != "regression" {
+		t.Fatalf("PR #19: verdict %+v, want a regression", doc.Report)
+	} else if n := strings.Join(doc.Notes, "\n"); strings.Contains(n, "looks like") {
+		t.Errorf("PR #19's unrelated regression matched the knowledge base:\n%s", n)
+	}
+}
+
+// trace is a scheduler profile of n steps in which every interrupt-th
+// decoding step also takes prefill work.
+func trace(n, interrupt int) []byte {
+	t := &profile.Trace{Engine: "perfgate-sim", Start: time.Unix(1700000000, 0)}
+	at := time.Duration(0)
+	for i := range n {
+		s := profile.Step{Start: at, Dur: 8 * time.Millisecond, DecodeTokens: 16, DecodeSeqs: 16, Running: 16}
+		if i%interrupt == 0 {
+			s.PrefillTokens, s.PrefillSeqs, s.Dur = 256, 1, 12*time.Millisecond
+		}
+		t.Steps = append(t.Steps, s)
+		at += s.Dur
+	}
+	var b bytes.Buffer
+	if err := profile.Write(&b, t); err != nil {
+		panic(err)
+	}
+	return b.Bytes()
+}
+
+// TestProfilePassPostsWhereTheTimeWent: /perf profile queues one job of
+// kind profile naming base and head; once its traces are uploaded and it
+// finishes, the diff is posted on the PR with links to both traces, and a
+// root cause recorded afterwards carries the profile's fingerprint.
+func TestProfilePassPostsWhereTheTimeWent(t *testing.T) {
+	l := newLifecycle(t)
+	dir, err := artifact.NewDir(filepath.Join(t.TempDir(), "artifacts"), 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.svc.EnableFindings(FindingsOptions{Traces: files{dir}, ArtifactURL: func(repo string, id int64, name string) string {
+		return fmt.Sprintf("https://perfgate.example/r/%s/artifacts/%d/%s", repo, id, name)
+	}})
+	l.baseline(1.3)
+	l.regress(17, newSHA, func() []*result.Result { return quickRuns(3) })
+
+	req := app.ProfileRequest{InstallationID: githubtest.InstallationID, Owner: "acme", Repo: "inference", PR: 17, HeadSHA: newSHA, BaseSHA: headSHA,
+		BaseRef: "main", By: "writer", Trigger: "/perf profile"}
+	q, err := l.svc.Profile(l.ctx, req)
+	if err != nil || q.JobID == 0 || q.Already || q.Requests != 64 {
+		t.Fatalf("profile = %+v, %v", q, err)
+	}
+	if again, err := l.svc.Profile(l.ctx, req); err != nil || !again.Already || again.JobID != q.JobID {
+		t.Errorf("a second /perf profile while the first is queued = %+v, %v; want the same job", again, err)
+	}
+	j := l.claim()
+	plan, err := agentapi.ParsePlan(j.Config)
+	if err != nil || j.Kind != agentapi.KindProfile || plan.Profile == nil || plan.BaseSHA != headSHA || plan.HeadSHA != newSHA ||
+		strings.Join(plan.ProfileSides(), ",") != "base,head" {
+		t.Fatalf("profile job %+v plan %+v (%v)", j, plan, err)
+	}
+	for side, body := range map[string][]byte{"base": trace(400, 5), "head": trace(400, 1)} {
+		sum, n, err := dir.Save(bytes.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := l.st.PutArtifact(l.ctx, store.ArtifactUpload{JobID: j.ID, LeaseID: j.LeaseID, Side: side, SHA: plan.Commit(side),
+			Name: "perfgate-sim.trace.json", Size: n, SHA256: sum}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := len(l.gh.Comments())
+	if _, err := l.st.Finish(l.ctx, j.ID, j.LeaseID, store.StatusSucceeded, ""); err != nil {
+		t.Fatal(err)
+	}
+	l.judge()
+	cs := l.gh.Comments()
+	if len(cs) != before+1 {
+		t.Fatalf("%d comments after the profile, want %d", len(cs), before+1)
+	}
+	body := cs[len(cs)-1].Body
+	for _, want := range []string{"Where the time went", "Prefill interruptions of decode went up by", "[base perfgate-sim.trace.json](https://perfgate.example/r/acme/inference/artifacts/", "[head perfgate-sim.trace.json]"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("profile comment lacks %q:\n%s", want, body)
+		}
+	}
+	rec, err := l.svc.RootCause(l.ctx, app.RootCauseRequest{Owner: "acme", Repo: "inference", PR: 17, HeadSHA: newSHA, Cause: "prefill eagerness turned up", By: "m"})
+	if err != nil || !strings.Contains(rec.Profile, "prefill interruptions of decode went up") {
+		t.Fatalf("root cause after the profile = %+v, %v; want the profile's finding", rec, err)
+	}
+	rows, err := l.st.ListRootCauses(l.ctx, testRepo)
+	if err != nil || len(rows) != 1 || !bytes.Contains(rows[0].Signature, []byte(`"profile"`)) {
+		t.Errorf("stored record %+v (%v): want the profile fingerprint in its signature", rows, err)
+	}
+	// A pass that failed says so on the PR.
+	q2, err := l.svc.Profile(l.ctx, req)
+	if err != nil || q2.Already {
+		t.Fatalf("a new /perf profile after the first finished = %+v, %v; want a new job", q2, err)
+	}
+	l.failJob(l.claim(), "engine crashed during warm-up")
+	if cs := l.gh.Comments(); !strings.Contains(cs[len(cs)-1].Body, "could not profile") || !strings.Contains(cs[len(cs)-1].Body, "engine crashed during warm-up") {
+		t.Errorf("failed pass comment: %s", cs[len(cs)-1].Body)
+	}
+}
