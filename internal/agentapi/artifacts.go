@@ -109,8 +109,11 @@ func (s *server) artifacts(w http.ResponseWriter, r *http.Request, a store.Agent
 		s.internal(w, r, fmt.Sprintf("save artifact of job %d", j.ID), err)
 		return
 	}
-	sha := ""
-	if plan, err := ParsePlan(j.Config); err == nil {
+	sha := j.HeadSHA
+	if side == SideBase {
+		sha = j.BaseSHA
+	}
+	if plan, err := ParsePlan(j.Config); err == nil && plan.Commit(side) != "" {
 		sha = plan.Commit(side)
 	}
 	row, err := rows.PutArtifact(r.Context(), store.ArtifactUpload{JobID: j.ID, LeaseID: lease, Side: side, SHA: sha,
