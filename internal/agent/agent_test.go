@@ -23,6 +23,7 @@ import (
 
 	"github.com/perfgate/perfgate/internal/agent"
 	"github.com/perfgate/perfgate/internal/agentapi"
+	"github.com/perfgate/perfgate/internal/artifact"
 	"github.com/perfgate/perfgate/internal/gpu"
 	"github.com/perfgate/perfgate/internal/result"
 	"github.com/perfgate/perfgate/internal/store"
@@ -60,6 +61,7 @@ type env struct {
 	lease  time.Duration
 	addr   string
 	source agentapi.SourceFetcher // what the server fetches commits with (nil: none)
+	arts   *artifact.Dir          // where uploaded artifacts go
 	mu     sync.Mutex
 	srv    *http.Server
 }
@@ -70,7 +72,11 @@ func newEnv(t *testing.T, lease time.Duration) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &env{t: t, st: st, lease: lease}
+	arts, err := artifact.NewDir(filepath.Join(t.TempDir(), "artifacts"), 64<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &env{t: t, st: st, lease: lease, arts: arts}
 	e.start("127.0.0.1:0")
 	t.Cleanup(func() {
 		e.stop()
@@ -95,7 +101,8 @@ func (e *env) start(addr string) {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	h := agentapi.NewServer(e.st, agentapi.Options{RegistrationToken: regToken, Lease: e.lease, LongPoll: 2 * time.Second, Source: e.source})
+	h := agentapi.NewServer(e.st, agentapi.Options{RegistrationToken: regToken, Lease: e.lease, LongPoll: 2 * time.Second, Source: e.source,
+		ArtifactFiles: e.arts, ArtifactRows: e.st})
 	srv := &http.Server{Handler: h}
 	go srv.Serve(ln)
 	e.mu.Lock()
