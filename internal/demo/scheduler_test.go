@@ -1,0 +1,60 @@
+package demo
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/perfgate/perfgate/internal/config"
+)
+
+// The scheduler scenario's repository config is valid and profiles a
+// quick-tier regression.
+func TestSchedulerConfigValid(t *testing.T) {
+	c, err := config.Parse(config.DefaultPath, []byte(schedulerConfig("/usr/bin/perfgate")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.ProfilesOnRegression("quick") {
+		t.Error("the scheduler scenario does not profile a quick-tier regression")
+	}
+}
+
+// TestSchedulerScenario runs `perfgate demo --scenario scheduler` end to
+// end: PR #21 turns up the sim's prefill eagerness; the quick gate finds
+// TPOT regressed; the profiling pass of base and head (engines from their
+// own checkouts) says prefill interruptions of decode went up; after
+// /perf rootcause on #21, PR #22 with the same change is recognised in its
+// check run.
+func TestSchedulerScenario(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end: measures three commits and profiles two on the simulated engine (~40 s)")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	var log strings.Builder
+	out, err := RunScheduler(ctx, Options{Dir: t.TempDir(), Perfgate: perfgateBin, Log: zerolog.Nop(), Out: &log})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, log.String())
+	}
+	if c := out.First; c.Conclusion != "neutral" || !strings.Contains(c.Summary, "TPOT") || !strings.Contains(c.Summary, "❌ regression") {
+		t.Errorf("PR #21: %s, want a regression warning on TPOT:\n%s", c.Conclusion, c.Summary)
+	}
+	for _, want := range []string{"Where the time went", "Prefill interruptions of decode went up by", "base perfgate-sim.", "head perfgate-sim."} {
+		if !strings.Contains(out.Profile, want) {
+			t.Errorf("the profile comment lacks %q:\n%s", want, out.Profile)
+		}
+	}
+	if !strings.Contains(out.Recorded, "Recorded in the knowledge base") || !strings.Contains(out.Recorded, "prefill interruptions of decode went up") {
+		t.Errorf("the root cause reply does not show the profile's finding:\n%s", out.Recorded)
+	}
+	if c := out.Second; !strings.Contains(c.Summary, "looks like [#21]") || !strings.Contains(c.Summary, "scheduler eagerness turned up") {
+		t.Errorf("PR #22 repeats #21's change; its check run does not name the match:\n%s\n\n%s", c.Summary, log.String())
+	}
+	if t.Failed() {
+		t.Logf("demo output:\n%s", log.String())
+	}
+}
