@@ -193,6 +193,9 @@ func Start(ctx context.Context, dir string, log zerolog.Logger, opts ...StartOpt
 	cfg := sc.server
 	cfg.GitHub, cfg.AgentRegistrationToken, cfg.Lease, cfg.LongPoll, cfg.AppSlug = h.GitHub.AppConfig(), regToken, 30*time.Second, 2*time.Second, githubtest.AppSlug
 	cfg.ChangePoints.Disabled = true // the demo runs the pass itself, once (serve.go)
+	if cfg.Artifacts.Dir == "" {
+		cfg.Artifacts.Dir = filepath.Join(h.work, "artifacts") // profile traces
+	}
 	srv, err := server.New(cfg, st, log, h.clock.now)
 	if err != nil {
 		h.Close()

@@ -7,13 +7,11 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/perfgate/perfgate/internal/config"
 	"github.com/perfgate/perfgate/internal/githubtest"
-	"github.com/perfgate/perfgate/internal/server"
 )
 
 // The scheduler scenario's pull requests: both let prefill into every
@@ -106,17 +104,7 @@ func RunScheduler(ctx context.Context, o Options) (*SchedulerOutcome, error) {
 		}
 		perfgate = exe
 	}
-	if o.Dir == "" {
-		d, err := os.MkdirTemp("", "perfgate-demo-")
-		if err != nil {
-			return nil, err
-		}
-		o.Dir = d
-	}
 	opts := []StartOption{WithPerfgate(perfgate)}
-	if o.Dir != "" && !strings.Contains(o.Dir, "://") {
-		opts = append(opts, withServer(func(c *server.Config) { c.Artifacts.Dir = filepath.Join(o.Dir, "artifacts") }))
-	}
 	h, err := Start(ctx, o.Dir, o.Log, opts...)
 	if err != nil {
 		return nil, err
@@ -273,9 +261,4 @@ func (h *Harness) waitComment(ctx context.Context, number int, substr string) (s
 		}
 	}
 	return "", fmt.Errorf("timed out waiting for a comment on #%d saying %q; the last one: %s", number, substr, last)
-}
-
-// withServer adjusts the server's configuration.
-func withServer(f func(*server.Config)) StartOption {
-	return func(c *startConfig) { f(&c.server) }
 }

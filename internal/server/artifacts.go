@@ -1,15 +1,17 @@
 package server
 
 import (
+	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"strconv"
 
 	"github.com/rs/zerolog"
 
+	"github.com/perfgate/perfgate/internal/agentapi"
 	"github.com/perfgate/perfgate/internal/artifact"
+	"github.com/perfgate/perfgate/internal/web"
 )
 
 // ArtifactsConfig is the `artifacts:` section: where the profile traces
@@ -38,17 +40,13 @@ func init() {
 
 // openArtifacts opens the artifact directory the config names. A server
 // assembled without a data directory (tests, embedders; Prepare always
-// sets one) keeps them in a temporary directory.
+// sets one) and no artifacts.dir keeps none: uploads are answered 501.
 func openArtifacts(cfg Config, log zerolog.Logger) (*artifact.Dir, error) {
 	dir := cfg.Artifacts.Dir
 	switch {
 	case dir == "" && cfg.DataDir == "":
-		tmp, err := os.MkdirTemp("", "perfgate-artifacts-")
-		if err != nil {
-			return nil, fmt.Errorf("artifacts: %w", err)
-		}
-		log.Warn().Str("dir", tmp).Msg("no data directory: profile artifacts go to a temporary directory")
-		dir = tmp
+		log.Warn().Msg("no data directory and no artifacts.dir: profile traces cannot be uploaded")
+		return nil, nil
 	case dir == "":
 		dir = filepath.Join(cfg.DataDir, "artifacts")
 	}
@@ -63,4 +61,18 @@ func openArtifacts(cfg Config, log zerolog.Logger) (*artifact.Dir, error) {
 // readers.
 type traceFiles struct{ d *artifact.Dir }
 
-func (t traceFiles) Open(sum string) (io.ReadCloser, error) { return t.d.Open(sum) }
+func (t traceFiles) Open(sum string) (io.ReadCloser, error) {
+	if t.d == nil {
+		return nil, errors.New("this server keeps no artifacts")
+	}
+	return t.d.Open(sum)
+}
+
+// artifactParts are the artifact directory as the agent API and the
+// dashboard take it: nil interfaces when there is none.
+func artifactParts(d *artifact.Dir) (agentapi.ArtifactFiles, web.ArtifactFiles) {
+	if d == nil {
+		return nil, nil
+	}
+	return d, d
+}

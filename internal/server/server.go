@@ -209,7 +209,8 @@ func New(cfg Config, st store.Store, log zerolog.Logger, now func() time.Time) (
 	if err != nil {
 		return nil, err
 	}
-	if s.web, s.drift, err = s.dashboardParts(cfg, a.ClientCreator(), arts); err != nil {
+	apiArts, webArts := artifactParts(arts)
+	if s.web, s.drift, err = s.dashboardParts(cfg, a.ClientCreator(), webArts); err != nil {
 		return nil, err
 	}
 	s.outbox = outbox.New(outbox.Options{Store: st, Clients: a.ClientCreator(), Policy: cfg.Loop.OutboxPolicy,
@@ -231,7 +232,7 @@ func New(cfg Config, st store.Store, log zerolog.Logger, now func() time.Time) (
 		RegistrationToken: cfg.AgentRegistrationToken, Lease: cfg.Lease, LongPoll: cfg.LongPoll,
 		OnJobDone: s.dispatch.JobDone, Log: log, Now: now,
 		Source:        source.NewGitHub(a.ClientCreator()),
-		ArtifactFiles: arts, ArtifactRows: st,
+		ArtifactFiles: apiArts, ArtifactRows: st,
 	})
 	mux.Handle("/api/v1/", agentBodyLimits(agentAPI))
 	// An artifact's body is capped by the artifact store itself (413 with
