@@ -66,7 +66,7 @@ func (r *running) allow() func(uint32) bool {
 func (a *Agent) startEngine(ctx context.Context, c *agentapi.ClaimResponse, p agentapi.Plan, s *side, uuid string, log zerolog.Logger) (*running, error) {
 	e := p.Engine
 	if e.Sim != nil {
-		return startSim(ctx, e, log)
+		return startSim(ctx, e, s.profileDir, log)
 	}
 	a.starts++
 	jobID := fmt.Sprintf("job-%d-%d", c.JobID, c.Attempt)
@@ -77,7 +77,7 @@ func (a *Agent) startEngine(ctx context.Context, c *agentapi.ClaimResponse, p ag
 		Image: e.Image, Command: e.Command, Model: e.Model, Args: e.Args, Port: e.Port, ContainerPort: e.ContainerPort,
 		GPUUUID: uuid, ReadinessPath: e.ReadinessPath, StartTimeout: e.StartTimeout.D(),
 		JobID: fmt.Sprintf("%s-%d", jobID, a.starts), Agent: a.cfg.Name, Env: e.Env, AllowEnv: a.cfg.EngineEnv,
-		Workdir: s.workdir(), SHA: s.sha, ModelsDir: a.cfg.ModelsDir, Sandbox: a.cfg.Sandbox,
+		Workdir: s.workdir(), SHA: s.sha, ModelsDir: a.cfg.ModelsDir, ProfileDir: s.profileDir, Sandbox: a.cfg.Sandbox,
 		DockerBinary: a.cfg.Docker, NoGPU: a.cfg.NoGPUDevices,
 		Output: engineLogWriter{log},
 	}
@@ -130,7 +130,7 @@ func (s *simServer) stop() {
 
 // startSim serves the sim and waits for /health like a real engine's
 // readiness check.
-func startSim(ctx context.Context, e agentapi.Engine, log zerolog.Logger) (*running, error) {
+func startSim(ctx context.Context, e agentapi.Engine, profileDir string, log zerolog.Logger) (*running, error) {
 	cfg := sim.DefaultConfig()
 	if e.Model != "" {
 		cfg.Model = e.Model
@@ -148,7 +148,7 @@ func startSim(ctx context.Context, e agentapi.Engine, log zerolog.Logger) (*runn
 	if o.Seed != 0 {
 		cfg.Seed = o.Seed
 	}
-	cfg.ProfileDir = e.Env[ProfilerDirEnv] // set for a profiling pass
+	cfg.ProfileDir = profileDir // set for a profiling pass
 	timeout := e.StartTimeout.D()
 	if timeout <= 0 {
 		timeout = engine.DefaultStartTimeout

@@ -20,6 +20,8 @@ type side struct {
 	checkout *source.Checkout // nil for the sim, or a plan without a commit
 	built    string           // the image a build step made ("" if none)
 	sandbox  string           // "container", "uncontained" or "" (sim)
+	// profileDir, in a profiling pass, is where the engine writes traces.
+	profileDir string
 }
 
 // errUncontained is the refusal of a command engine on a commit's code by

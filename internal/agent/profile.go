@@ -24,13 +24,13 @@ import (
 	"github.com/perfgate/perfgate/internal/agentapi"
 	"github.com/perfgate/perfgate/internal/bench"
 	"github.com/perfgate/perfgate/internal/config"
+	"github.com/perfgate/perfgate/internal/engine"
 	"github.com/perfgate/perfgate/internal/store"
 )
 
 // ProfilerDirEnv is where an engine started for a profiling pass writes
-// its traces: vLLM's torch profiler reads it (and then serves
-// /start_profile and /stop_profile), and so does perfgate sim.
-const ProfilerDirEnv = "VLLM_TORCH_PROFILER_DIR"
+// its traces (engine.ProfilerDirEnv).
+const ProfilerDirEnv = engine.ProfilerDirEnv
 
 // profileJob runs a profiling pass: for each side, base first, the engine
 // from the commit's checkout with its profiler on, the warm-up, then
@@ -88,14 +88,16 @@ func (a *Agent) profileSide(ctx context.Context, c *agentapi.ClaimResponse, plan
 		return traceFiles{}, fmt.Errorf("profile directory: %w", err)
 	}
 	out := traceFiles{dir: dir}
-	p := plan
-	p.Engine.Env = map[string]string{}
-	for k, v := range plan.Engine.Env {
-		p.Engine.Env[k] = v
+	if plan.Engine.Image != "" {
+		// The container's user is not the agent's: let it write there.
+		if err := os.Chmod(dir, 0o777); err != nil {
+			out.cleanup()
+			return traceFiles{}, fmt.Errorf("profile directory: %w", err)
+		}
 	}
-	p.Engine.Env[ProfilerDirEnv] = dir
+	s.profileDir = dir
 	log.Info().Str("side", name).Str("sha", s.sha).Str("dir", dir).Msg("starting the engine of " + describeSide(name, s.sha) + " with its profiler on")
-	cur, err := a.startEngine(ctx, c, p, s, uuid, log)
+	cur, err := a.startEngine(ctx, c, plan, s, uuid, log)
 	if err != nil {
 		out.cleanup()
 		return traceFiles{}, err

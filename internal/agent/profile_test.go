@@ -2,6 +2,7 @@ package agent_test
 
 import (
 	"context"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -23,10 +24,15 @@ func TestProfilePass(t *testing.T) {
 	ok := e.enqueue(p, "profile", 7)
 	p.Profile = &agentapi.ProfilePlan{Requests: 30, Timeout: agentapi.Duration(time.Minute), MaxBytes: 100}
 	capped := e.enqueue(p, "profile", 8)
+	// profile.command instead of the engine's endpoints: what it leaves in
+	// {{.Out}} is uploaded.
+	p.Profile = &agentapi.ProfilePlan{Requests: 10, Timeout: agentapi.Duration(time.Minute),
+		Command: []string{"sh", "-c", "printf 'port=%s sha=%s' {{.Port}} {{.SHA}} > {{.Out}}/report.nsys-rep"}}
+	command := e.enqueue(p, "profile", 9)
 	e.runAgent("a", "GPU-11111111-2222-3333-4444-555555555555")
 	waitFor(t, "both profiling jobs", 60*time.Second, func() bool {
 		done := func(s store.Status) bool { return s != store.StatusQueued && s != store.StatusRunning }
-		return done(e.job(ok.ID).Status) && done(e.job(capped.ID).Status)
+		return done(e.job(ok.ID).Status) && done(e.job(capped.ID).Status) && done(e.job(command.ID).Status)
 	})
 	if j := e.job(ok.ID); j.Status != store.StatusSucceeded {
 		t.Fatalf("profiling job: %s (%s)", j.Status, j.FailureReason)
@@ -56,6 +62,19 @@ func TestProfilePass(t *testing.T) {
 	}
 	if len(arts) != 2 || !sides["base"] || !sides["head"] {
 		t.Errorf("artifacts %+v: want one trace of base and one of head", arts)
+	}
+	if j := e.job(command.ID); j.Status != store.StatusSucceeded {
+		t.Errorf("profile.command job: %s (%s)", j.Status, j.FailureReason)
+	} else if arts, err := e.st.ListArtifacts(context.Background(), command.ID); err != nil || len(arts) != 2 || arts[0].Name != "report.nsys-rep" {
+		t.Errorf("profile.command artifacts %+v (%v): want report.nsys-rep of base and head", arts, err)
+	} else if f, err := e.arts.Open(arts[1].SHA256); err != nil {
+		t.Error(err)
+	} else {
+		b, _ := io.ReadAll(f)
+		f.Close()
+		if !strings.HasPrefix(string(b), "port=") || strings.HasPrefix(string(b), "port=0 ") || !strings.HasSuffix(string(b), "sha=abc123") {
+			t.Errorf("head's report %q: want the engine's port and the head commit filled in", b)
+		}
 	}
 	if j := e.job(capped.ID); j.Status != store.StatusFailed || !strings.Contains(j.FailureReason, "over profile.max_bytes (100)") {
 		t.Errorf("capped job: %s (%s), want failed naming the cap", j.Status, j.FailureReason)

@@ -63,6 +63,10 @@ type Spec struct {
 	// ModelsDir is the runner's model directory: read-only at /models in a
 	// container, {{.Models}} in templates.
 	ModelsDir string
+	// ProfileDir, for a profiling pass, is where the engine writes its
+	// traces: VLLM_TORCH_PROFILER_DIR names it (a command engine), or names
+	// ProfileMount, where it is mounted writable (an image engine).
+	ProfileDir string
 	// Sandbox contains an image engine; RelayImage is the relay the agent
 	// built (sandbox.EnsureRelayImage), required for an image.
 	Sandbox    sandbox.Policy
@@ -188,6 +192,10 @@ func (s Spec) dockerArgv() ([]string, error) {
 	if s.ModelsDir != "" {
 		c.Mounts = append(c.Mounts, sandbox.Mount{Source: s.ModelsDir, Target: sandbox.Models})
 	}
+	if s.ProfileDir != "" {
+		c.Mounts = append(c.Mounts, sandbox.Mount{Source: s.ProfileDir, Target: ProfileMount, Writable: true})
+		c.Env = withEnv(c.Env, ProfilerDirEnv, ProfileMount)
+	}
 	return append([]string{s.DockerBinary}, s.Sandbox.RunArgv(c)...), nil
 }
 
@@ -270,9 +278,32 @@ func (s Spec) dockerEnv() []string {
 // the GPU pin. Never the agent's PERFGATE_* variables or its token.
 func (s Spec) commandEnv() []string {
 	allow := append(append([]string(nil), sandbox.CommandAllow...), s.AllowEnv...)
-	env := sandbox.CommandEnv(os.Environ(), allow, s.Env)
+	extra := s.Env
+	if s.ProfileDir != "" {
+		extra = withEnv(extra, ProfilerDirEnv, s.ProfileDir)
+	}
+	env := sandbox.CommandEnv(os.Environ(), allow, extra)
 	if s.GPUUUID != "" {
 		env = append(env, "CUDA_VISIBLE_DEVICES="+s.GPUUUID)
 	}
 	return env
+}
+
+// ProfilerDirEnv names the directory an engine writes profiler traces to:
+// vLLM's torch profiler reads it (and then serves /start_profile and
+// /stop_profile), and so does perfgate sim.
+const ProfilerDirEnv = "VLLM_TORCH_PROFILER_DIR"
+
+// ProfileMount is where a profiling pass's trace directory is mounted in
+// an engine container.
+const ProfileMount = "/perfgate-profile"
+
+// withEnv is env with k set to v, env itself untouched.
+func withEnv(env map[string]string, k, v string) map[string]string {
+	out := make(map[string]string, len(env)+1)
+	for key, val := range env {
+		out[key] = val
+	}
+	out[k] = v
+	return out
 }

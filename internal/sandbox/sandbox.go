@@ -99,9 +99,11 @@ func DefaultMemory() string {
 	return "32g"
 }
 
-// Mount is a read-only bind mount into the container.
+// Mount is a bind mount into the container: read-only unless Writable
+// (only a profiling pass's fresh trace directory is).
 type Mount struct {
 	Source, Target string
+	Writable       bool
 }
 
 // Container is an engine container.
@@ -146,7 +148,11 @@ func (p Policy) RunArgv(c Container) []string {
 		argv = append(argv, "--gpus", `"device=`+c.GPU+`"`)
 	}
 	for _, m := range c.Mounts {
-		argv = append(argv, "--mount", "type=bind,source="+m.Source+",target="+m.Target+",readonly")
+		mode := ",readonly"
+		if m.Writable {
+			mode = ""
+		}
+		argv = append(argv, "--mount", "type=bind,source="+m.Source+",target="+m.Target+mode)
 	}
 	if c.Workdir != "" {
 		argv = append(argv, "--workdir", c.Workdir)
