@@ -181,7 +181,7 @@ func (s *Service) profileOnRegression(ctx context.Context, cr store.CheckRun, jo
 		zerolog.Ctx(ctx).Warn().Err(err).Msg("queue profile on regression")
 		return ""
 	}
-	return fmt.Sprintf("Profiling base `%s` and head `%s` (job %d); where the time went will be posted on the pull request.",
+	return fmt.Sprintf("Profiling base `%s` and head `%s` (job %d): where the time went will be posted on the pull request, the traces listed on this check's Details page.",
 		short(job.BaseSHA), short(cr.HeadSHA), q.JobID)
 }
 
@@ -215,6 +215,9 @@ func (s *Service) profileDone(ctx context.Context, job store.Job) error {
 		return nil
 	}
 	key := fmt.Sprintf("profile:%d:%d", job.ID, job.Attempts)
+	if job.Status == store.StatusCancelled {
+		return nil // superseded by a push or the PR closed: nobody waits for it
+	}
 	if job.Status != store.StatusSucceeded {
 		body := fmt.Sprintf("perfgate could not profile `%s` against `%s` (job %d %s: %s). `/perf profile` tries again.",
 			short(job.HeadSHA), short(job.BaseSHA), job.ID, job.Status, orWhy(job.FailureReason))

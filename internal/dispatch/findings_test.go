@@ -209,4 +209,22 @@ func TestProfilePassPostsWhereTheTimeWent(t *testing.T) {
 	if cs := l.gh.Comments(); !strings.Contains(cs[len(cs)-1].Body, "could not profile") || !strings.Contains(cs[len(cs)-1].Body, "engine crashed during warm-up") {
 		t.Errorf("failed pass comment: %s", cs[len(cs)-1].Body)
 	}
+	// One cancelled (a new push, the PR closed) is not worth a comment.
+	q3, err := l.svc.Profile(l.ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := len(l.gh.Comments())
+	if err := l.svc.Close(l.ctx, testRepo, 17, "octocat"); err != nil {
+		t.Fatal(err)
+	}
+	l.judge()
+	if j, err := l.st.GetJob(l.ctx, q3.JobID); err != nil || j.Status != store.StatusCancelled {
+		t.Fatalf("the closed PR's profile job: %+v %v, want cancelled", j.Status, err)
+	}
+	for _, c := range l.gh.Comments()[n:] {
+		if strings.Contains(c.Body, "profile") {
+			t.Errorf("a cancelled pass commented: %s", c.Body)
+		}
+	}
 }
