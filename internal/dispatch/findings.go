@@ -162,7 +162,8 @@ func (s *Service) profileJob(ctx context.Context, repo, head, base string, finis
 // regression, when its tier's config asks (profile.on_regression), and
 // returns the note for its summary ("" for none).
 func (s *Service) profileOnRegression(ctx context.Context, cr store.CheckRun, job store.Job) string {
-	if s.findings == nil || job.BaseSHA == "" || job.BaseSHA == cr.HeadSHA {
+	// A merge group's check has no PR to post the diff on.
+	if s.findings == nil || cr.PRNumber <= 0 || job.BaseSHA == "" || job.BaseSHA == cr.HeadSHA {
 		return ""
 	}
 	snap, err := snapshotOf(job)
