@@ -13,6 +13,7 @@ import (
 	"github.com/perfgate/perfgate/internal/agentapi"
 	"github.com/perfgate/perfgate/internal/app"
 	"github.com/perfgate/perfgate/internal/artifact"
+	"github.com/perfgate/perfgate/internal/config"
 	"github.com/perfgate/perfgate/internal/githubtest"
 	"github.com/perfgate/perfgate/internal/profile"
 	"github.com/perfgate/perfgate/internal/result"
@@ -226,5 +227,52 @@ func TestProfilePassPostsWhereTheTimeWent(t *testing.T) {
 		if strings.Contains(c.Body, "profile") {
 			t.Errorf("a cancelled pass commented: %s", c.Body)
 		}
+	}
+}
+
+// A regression on a tier profile.on_regression lists queues one profiling
+// pass of the PR's base and head, says so in the check run, and a retest
+// that regresses again does not queue another.
+func TestRegressionQueuesProfile(t *testing.T) {
+	l := newLifecycle(t)
+	l.gh.SetContent(testRepo, "main", config.DefaultPath, []byte("profile:\n  on_regression: [quick]\n  requests: 32\n"))
+	l.svc.EnableFindings(FindingsOptions{})
+	l.baseline(1.3)
+	profiles := func() []store.Job {
+		jobs, err := l.st.ListJobs(l.ctx, store.JobFilter{Repo: testRepo, Tier: agentapi.KindProfile})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return jobs
+	}
+	for i, confirm := range []bool{false, true} {
+		l.request(newSHA, confirm)
+		for {
+			j, err := l.st.Claim(l.ctx, store.ClaimRequest{AgentID: l.agent.ID, Labels: l.agent.Labels, Lease: time.Minute})
+			if errors.Is(err, store.ErrNoJob) {
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if j.Kind == agentapi.KindProfile {
+				continue // left running: the retest must not queue a second
+			}
+			l.succeed(j, quickRuns(3))
+		}
+		if doc := l.doc(newSHA); doc.Report == nil || doc.Report.Verdict != "regression" {
+			t.Fatalf("judgement %d: %+v, want a regression", i, doc.Report)
+		}
+	}
+	jobs := profiles()
+	if len(jobs) != 1 {
+		t.Fatalf("%d profiling passes after a regression and its retest, want 1", len(jobs))
+	}
+	plan, err := agentapi.ParsePlan(jobs[0].Config)
+	if err != nil || plan.Profile == nil || plan.Profile.Requests != 32 || plan.BaseSHA != headSHA || plan.HeadSHA != newSHA || jobs[0].PRNumber != 17 {
+		t.Errorf("profile job %+v plan %+v (%v)", jobs[0], plan, err)
+	}
+	if notes := strings.Join(l.doc(newSHA).Notes, "\n"); !strings.Contains(notes, fmt.Sprintf("Profiling base `%s` and head `%s` (job %d)", short(headSHA), short(newSHA), jobs[0].ID)) {
+		t.Errorf("the check run does not say a profile was queued:\n%s", notes)
 	}
 }
