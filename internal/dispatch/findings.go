@@ -321,11 +321,11 @@ func (s *Service) RootCause(ctx context.Context, r app.RootCauseRequest) (app.Ro
 		}
 	}
 	rec, err := kb.New(s.st).Record(ctx, kb.Record{Repo: repo, Number: r.PR, URL: r.PRURL, Commit: cr.HeadSHA, CulpritPR: r.PR,
-		Cause: r.Cause, FixURL: r.Fix, Signature: sig, By: r.By})
+		Summary: phenomenonOf(sig), Cause: r.Cause, FixURL: r.Fix, Signature: sig, By: r.By})
 	if err != nil {
 		return app.RootCauseRecorded{}, err
 	}
-	out.ID, out.Phenomenon = rec.ID, sig.Phenomenon()
+	out.ID, out.Phenomenon = rec.ID, rec.Summary
 	if e, err := auditEntry(r.By, "rootcause.recorded", repo, r.PR, map[string]any{"id": rec.ID, "cause": r.Cause, "fix": r.Fix}); err == nil {
 		if _, err := s.st.AppendAudit(ctx, e); err != nil {
 			zerolog.Ctx(ctx).Warn().Err(err).Msg("audit root cause")
@@ -457,4 +457,43 @@ func (s *Service) regressionNotes(ctx context.Context, cr store.CheckRun, job st
 		notes = append(notes, line)
 	}
 	return notes
+}
+
+// phenomenonOf words a regression's moved metrics, the ones that got
+// worse first (largest first), then what got better: "tpot_p90 +18%,
+// tpot_median +17%; better: ttft_median −37%".
+func phenomenonOf(sig kb.Signature) string {
+	var worse, better []kb.MetricChange
+	for _, m := range sig.Metrics {
+		if !m.Moved {
+			continue
+		}
+		if w := m.Direction.Sign() * m.Change; w > 0 {
+			worse = append(worse, m)
+		} else if w < 0 {
+			better = append(better, m)
+		}
+	}
+	byMagnitude := func(ms []kb.MetricChange) {
+		sort.SliceStable(ms, func(i, j int) bool { return math.Abs(ms[i].Change) > math.Abs(ms[j].Change) })
+	}
+	byMagnitude(worse)
+	byMagnitude(better)
+	words := func(ms []kb.MetricChange, n int) string {
+		var parts []string
+		for i, m := range ms {
+			if i == n {
+				break
+			}
+			parts = append(parts, fmt.Sprintf("%s %s", m.Metric, strings.Replace(fmt.Sprintf("%+.0f%%", 100*m.Change), "-", "−", 1)))
+		}
+		return strings.Join(parts, ", ")
+	}
+	switch {
+	case len(worse) == 0:
+		return sig.Phenomenon()
+	case len(better) == 0:
+		return words(worse, 3)
+	}
+	return words(worse, 3) + "; better: " + words(better, 2)
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/perfgate/perfgate/internal/artifact"
 	"github.com/perfgate/perfgate/internal/config"
 	"github.com/perfgate/perfgate/internal/githubtest"
+	"github.com/perfgate/perfgate/internal/kb"
 	"github.com/perfgate/perfgate/internal/profile"
 	"github.com/perfgate/perfgate/internal/result"
 	"github.com/perfgate/perfgate/internal/store"
@@ -274,5 +275,24 @@ func TestRegressionQueuesProfile(t *testing.T) {
 	}
 	if notes := strings.Join(l.doc(newSHA).Notes, "\n"); !strings.Contains(notes, fmt.Sprintf("Profiling base `%s` and head `%s` (job %d)", short(headSHA), short(newSHA), jobs[0].ID)) {
 		t.Errorf("the check run does not say a profile was queued:\n%s", notes)
+	}
+}
+
+func TestPhenomenonOf(t *testing.T) {
+	up, down := config.HigherIsWorse, config.LowerIsWorse
+	cases := []struct {
+		metrics []kb.MetricChange
+		want    string
+	}{
+		{[]kb.MetricChange{{Metric: "ttft_median", Change: -0.37, Direction: up, Moved: true}, {Metric: "tpot_p90", Change: 0.18, Direction: up, Moved: true},
+			{Metric: "tpot_median", Change: 0.21, Direction: up, Moved: true}, {Metric: "itl_median", Change: 0.5, Direction: up}},
+			"tpot_median +21%, tpot_p90 +18%; better: ttft_median −37%"},
+		{[]kb.MetricChange{{Metric: "output_throughput", Change: -0.2, Direction: down, Moved: true}, {Metric: "ttft_p90", Change: 0.1, Direction: up, Moved: true}},
+			"output_throughput −20%, ttft_p90 +10%"},
+	}
+	for _, tc := range cases {
+		if got := phenomenonOf(kb.Signature{Metrics: tc.metrics}); got != tc.want {
+			t.Errorf("phenomenonOf = %q, want %q", got, tc.want)
+		}
 	}
 }
