@@ -164,7 +164,7 @@ func RunScheduler(ctx context.Context, o Options) (*SchedulerOutcome, error) {
 	if strings.Contains(second.Summary, "looks like") {
 		for _, line := range strings.Split(second.Summary, "\n") {
 			if strings.Contains(line, "looks like") {
-				fmt.Fprintf(o.Out, "   the knowledge base recognised it: %s\n", strings.TrimSpace(line))
+				fmt.Fprintf(o.Out, "   the knowledge base recognised it: %s\n", strings.TrimPrefix(strings.TrimSpace(line), "> "))
 			}
 		}
 	} else {
