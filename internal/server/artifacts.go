@@ -24,20 +24,6 @@ type ArtifactsConfig struct {
 	MaxBytes int64 `yaml:"max_bytes"`
 }
 
-func init() {
-	Settings = append(Settings,
-		Setting{Key: "artifacts.dir", Env: "PERFGATE_ARTIFACTS_DIR", Help: "directory for the profile traces runners upload (default DATA_DIR/artifacts)", set: str(func(c *Config) *string { return &c.Artifacts.Dir })},
-		Setting{Key: "artifacts.max_bytes", Env: "PERFGATE_ARTIFACTS_MAX_BYTES", Help: "the largest profile trace a runner may upload, in bytes (default 268435456, 256 MiB)", set: func(c *Config, v string) error {
-			n, err := strconv.ParseInt(v, 10, 64)
-			if err != nil || n < 1024 {
-				return fmt.Errorf("%q: want a number of bytes of at least 1024", v)
-			}
-			c.Artifacts.MaxBytes = n
-			return nil
-		}},
-	)
-}
-
 // openArtifacts opens the artifact directory the config names. A server
 // assembled without a data directory (tests, embedders; Prepare always
 // sets one) and no artifacts.dir keeps none: uploads are answered 501.
@@ -75,4 +61,13 @@ func artifactParts(d *artifact.Dir) (agentapi.ArtifactFiles, web.ArtifactFiles) 
 		return nil, nil
 	}
 	return d, d
+}
+
+func artifactsMaxBytes(c *Config, v string) error {
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 1024 {
+		return fmt.Errorf("%q: want a number of bytes of at least 1024", v)
+	}
+	c.Artifacts.MaxBytes = n
+	return nil
 }

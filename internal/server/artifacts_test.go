@@ -104,3 +104,17 @@ func TestArtifactUploadAndDownload(t *testing.T) {
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+func TestArtifactSettings(t *testing.T) {
+	clearEnv(t)
+	t.Setenv("PERFGATE_ARTIFACTS_DIR", "/var/lib/perfgate/traces")
+	t.Setenv("PERFGATE_ARTIFACTS_MAX_BYTES", "1048576")
+	c, err := LoadConfig("")
+	if err != nil || c.Artifacts.Dir != "/var/lib/perfgate/traces" || c.Artifacts.MaxBytes != 1<<20 {
+		t.Fatalf("config %+v, %v", c.Artifacts, err)
+	}
+	t.Setenv("PERFGATE_ARTIFACTS_MAX_BYTES", "12")
+	if _, err := LoadConfig(""); err == nil || !strings.Contains(err.Error(), "PERFGATE_ARTIFACTS_MAX_BYTES (server.yml artifacts.max_bytes)") {
+		t.Errorf("a 12-byte cap: %v", err)
+	}
+}

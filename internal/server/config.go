@@ -97,6 +97,8 @@ var Settings = []Setting{
 		return nil
 	}},
 	{Key: "dashboard.signing_key", Env: "PERFGATE_DASHBOARD_SIGNING_KEY", Secret: true, Help: "key that signs the dashboard's links to private repositories (default: derived from the webhook secret)", set: str(func(c *Config) *string { return &c.Dashboard.SigningKey })},
+	{Key: "artifacts.dir", Env: "PERFGATE_ARTIFACTS_DIR", Help: "directory for the profile traces runners upload (default DATA_DIR/artifacts)", set: str(func(c *Config) *string { return &c.Artifacts.Dir })},
+	{Key: "artifacts.max_bytes", Env: "PERFGATE_ARTIFACTS_MAX_BYTES", Help: "the largest profile trace a runner may upload, in bytes (default 268435456, 256 MiB)", set: artifactsMaxBytes},
 	{Key: "changepoints.cron", Env: "PERFGATE_CHANGEPOINTS_CRON", Help: `cron expression for the nightly change-point pass (default "30 5 * * *")`, set: str(func(c *Config) *string { return &c.ChangePoints.Cron })},
 	{Key: "github.web_url", Env: "PERFGATE_GITHUB_WEB_URL", Help: "GitHub's web address (default https://github.com; a GitHub Enterprise Server's for GHES)", set: str(func(c *Config) *string { return &c.GitHub.WebURL })},
 	{Key: "github.v3_api_url", Env: "PERFGATE_GITHUB_V3_API_URL", Help: "GitHub's REST API (default https://api.github.com/; https://HOST/api/v3/ for GHES)", set: str(func(c *Config) *string { return &c.GitHub.V3APIURL })},
