@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"sort"
 	"strings"
 
@@ -16,8 +15,6 @@ import (
 	"github.com/perfgate/perfgate/internal/app"
 	"github.com/perfgate/perfgate/internal/backoff"
 	"github.com/perfgate/perfgate/internal/config"
-	"github.com/perfgate/perfgate/internal/gate"
-	"github.com/perfgate/perfgate/internal/kb"
 	"github.com/perfgate/perfgate/internal/profile"
 	"github.com/perfgate/perfgate/internal/store"
 )
@@ -296,131 +293,6 @@ func (s *Service) postComment(ctx context.Context, key string, job store.Job, bo
 	return s.putEffect(ctx, e)
 }
 
-// RootCause implements app.Findings: it records the PR's last regression
-// verdict's phenomenon — the metrics that moved and, when a profile of
-// the PR finished, its diff's fingerprint — with the cause in the
-// knowledge base.
-func (s *Service) RootCause(ctx context.Context, r app.RootCauseRequest) (app.RootCauseRecorded, error) {
-	repo := r.Owner + "/" + r.Repo
-	cr, rep, ok, err := s.lastRegression(ctx, repo, r.PR)
-	if err != nil {
-		return app.RootCauseRecorded{}, err
-	}
-	if !ok {
-		return app.RootCauseRecorded{}, app.ErrNoRegression
-	}
-	sig := signatureOf(rep)
-	out := app.RootCauseRecorded{Commit: cr.HeadSHA, Tier: cr.Tier}
-	if job, found, err := s.lastProfile(ctx, repo, r.PR); err != nil {
-		return app.RootCauseRecorded{}, err
-	} else if found {
-		if d, _, err := s.profileDiff(ctx, job); err == nil {
-			fp := d.Fingerprint()
-			sig.Profile = &fp
-			out.Profile = profileWords(*d)
-		}
-	}
-	rec, err := kb.New(s.st).Record(ctx, kb.Record{Repo: repo, Number: r.PR, URL: r.PRURL, Commit: cr.HeadSHA, CulpritPR: r.PR,
-		Summary: phenomenonOf(sig), Cause: r.Cause, FixURL: r.Fix, Signature: sig, By: r.By})
-	if err != nil {
-		return app.RootCauseRecorded{}, err
-	}
-	out.ID, out.Phenomenon = rec.ID, rec.Summary
-	if e, err := auditEntry(r.By, "rootcause.recorded", repo, r.PR, map[string]any{"id": rec.ID, "cause": r.Cause, "fix": r.Fix}); err == nil {
-		if _, err := s.st.AppendAudit(ctx, e); err != nil {
-			zerolog.Ctx(ctx).Warn().Err(err).Msg("audit root cause")
-		}
-	}
-	return out, nil
-}
-
-// lastRegression is the PR's most recently judged check whose verdict is
-// a regression.
-func (s *Service) lastRegression(ctx context.Context, repo string, pr int) (store.CheckRun, *gate.Report, bool, error) {
-	rows, err := s.st.ListCheckRuns(ctx, repo, pr)
-	if err != nil {
-		return store.CheckRun{}, nil, false, fmt.Errorf("check runs of %s#%d: %w", repo, pr, err)
-	}
-	sort.SliceStable(rows, func(i, j int) bool { return rows[i].UpdatedAt.After(rows[j].UpdatedAt) })
-	for _, cr := range rows {
-		if doc := s.docOf(cr); doc.Report != nil && doc.Report.Verdict == gate.Regression {
-			return cr, doc.Report, true, nil
-		}
-	}
-	return store.CheckRun{}, nil, false, nil
-}
-
-// lastProfile is the PR's newest profiling pass that succeeded.
-func (s *Service) lastProfile(ctx context.Context, repo string, pr int) (store.Job, bool, error) {
-	jobs, err := s.st.ListJobs(ctx, store.JobFilter{Repo: repo, PRNumber: pr, Tier: agentapi.KindProfile, Status: store.StatusSucceeded, Newest: true})
-	if err != nil {
-		return store.Job{}, false, fmt.Errorf("profiles of %s#%d: %w", repo, pr, err)
-	}
-	for _, j := range jobs {
-		if j.Kind == agentapi.KindProfile {
-			return j, true, nil
-		}
-	}
-	return store.Job{}, false, nil
-}
-
-// signatureOf is a regression verdict's phenomenon: each metric's change,
-// marked moved when the gate found it significant.
-func signatureOf(rep *gate.Report) kb.Signature {
-	var sig kb.Signature
-	for _, m := range rep.Metrics {
-		if math.IsNaN(m.Delta) || math.IsInf(m.Delta, 0) {
-			continue
-		}
-		sig.Metrics = append(sig.Metrics, kb.MetricChange{Metric: m.Metric, Change: m.Delta, Direction: m.Direction, Moved: m.Significant})
-	}
-	return sig
-}
-
-// kbMatch is the check run's line for a regression that looks like a
-// recorded one, "" when none is close. Records made on the same PR are
-// left out: a retest of the PR that found a cause is not news.
-func (s *Service) kbMatch(ctx context.Context, cr store.CheckRun, rep *gate.Report) string {
-	rows, err := s.st.ListRootCauses(ctx, cr.Repo)
-	if err != nil || len(rows) == 0 {
-		if err != nil {
-			zerolog.Ctx(ctx).Warn().Err(err).Msg("read the knowledge base")
-		}
-		return ""
-	}
-	var records []kb.Record
-	for _, row := range rows {
-		if cr.PRNumber > 0 && row.Number == cr.PRNumber {
-			continue
-		}
-		r, err := kb.FromStore(row)
-		if err != nil {
-			continue
-		}
-		records = append(records, r)
-	}
-	r, d, ok := kb.Nearest(records, signatureOf(rep), kb.DefaultThreshold)
-	if !ok {
-		return ""
-	}
-	return "🔎 This " + kb.MatchLine(r, d)
-}
-
-// profileWords names a diff's top findings, or says none moved.
-func profileWords(d profile.Diff) string {
-	if len(d.Findings) == 0 {
-		return "no scheduler change beyond ±20%"
-	}
-	var parts []string
-	for i, c := range d.Findings {
-		if i == 2 {
-			break
-		}
-		parts = append(parts, c.Sentence)
-	}
-	return strings.Join(parts, "; ")
-}
-
 func jsonOf(v any) ([]byte, error) {
 	b, err := json.Marshal(v)
 	if err != nil {
@@ -444,56 +316,4 @@ func bytesText(n int64) string {
 		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
 	}
 	return fmt.Sprintf("%d B", n)
-}
-
-// regressionNotes are what a regression verdict's summary says beyond the
-// gate: the knowledge base's match, and the profile queued for it.
-func (s *Service) regressionNotes(ctx context.Context, cr store.CheckRun, job store.Job, rep *gate.Report) []string {
-	var notes []string
-	if line := s.kbMatch(ctx, cr, rep); line != "" {
-		notes = append(notes, line)
-	}
-	if line := s.profileOnRegression(ctx, cr, job); line != "" {
-		notes = append(notes, line)
-	}
-	return notes
-}
-
-// phenomenonOf words a regression's moved metrics, the ones that got
-// worse first (largest first), then what got better: "tpot_p90 +18%,
-// tpot_median +17%; better: ttft_median −37%".
-func phenomenonOf(sig kb.Signature) string {
-	var worse, better []kb.MetricChange
-	for _, m := range sig.Metrics {
-		if !m.Moved {
-			continue
-		}
-		if w := m.Direction.Sign() * m.Change; w > 0 {
-			worse = append(worse, m)
-		} else if w < 0 {
-			better = append(better, m)
-		}
-	}
-	byMagnitude := func(ms []kb.MetricChange) {
-		sort.SliceStable(ms, func(i, j int) bool { return math.Abs(ms[i].Change) > math.Abs(ms[j].Change) })
-	}
-	byMagnitude(worse)
-	byMagnitude(better)
-	words := func(ms []kb.MetricChange, n int) string {
-		var parts []string
-		for i, m := range ms {
-			if i == n {
-				break
-			}
-			parts = append(parts, fmt.Sprintf("%s %s", m.Metric, strings.Replace(fmt.Sprintf("%+.0f%%", 100*m.Change), "-", "−", 1)))
-		}
-		return strings.Join(parts, ", ")
-	}
-	switch {
-	case len(worse) == 0:
-		return sig.Phenomenon()
-	case len(better) == 0:
-		return words(worse, 3)
-	}
-	return words(worse, 3) + "; better: " + words(better, 2)
 }
