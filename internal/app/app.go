@@ -149,6 +149,9 @@ type Deps struct {
 	// Appeals is optional; without it `/perf appeal` answers that appeals
 	// are not enabled.
 	Appeals Appeals
+	// Findings is optional; without it `/perf profile` and `/perf
+	// rootcause` answer that they are not enabled.
+	Findings Findings
 	// Releases is optional; without it releases are only logged.
 	Releases Releases
 	// Approvals is optional; without it a fork's commit cannot be
@@ -157,9 +160,6 @@ type Deps struct {
 	// Acks is optional; without it `/perf ack` answers that it is not
 	// enabled.
 	Acks Acks
-	// Findings is optional; without it `/perf profile` and `/perf
-	// rootcause` answer that they are not enabled.
-	Findings Findings
 }
 
 // App is the webhook side of perfgate.
