@@ -136,7 +136,7 @@ func RunScheduler(ctx context.Context, o Options) (*SchedulerOutcome, error) {
 	}
 	out.First = first
 	fmt.Fprintf(o.Out, "3. The regression queued a profiling pass of base and head (engine profiler on, %d requests each)…\n", 64)
-	prof, err := h.waitComment(ctx, eagerPR, "Where the time went")
+	prof, err := h.waitPRComment(ctx, eagerPR, "Where the time went")
 	if err != nil {
 		return nil, err
 	}
@@ -146,10 +146,10 @@ func RunScheduler(ctx context.Context, o Options) (*SchedulerOutcome, error) {
 	fmt.Fprintf(o.Out, "4. A maintainer records the cause on PR #%d: /perf rootcause …\n", eagerPR)
 	h.GitHub.SetPermission(repo, "monalisa", "write", "maintain")
 	cause := "/perf rootcause prefill inserted into every running decode batch — scheduler eagerness turned up fix #30"
-	if err := h.comment(ctx, eagerPR, cause, "demo-rootcause"); err != nil {
+	if err := h.commentOnPR(ctx, eagerPR, cause, "demo-rootcause"); err != nil {
 		return nil, err
 	}
-	rec, err := h.waitComment(ctx, eagerPR, "Recorded in the knowledge base")
+	rec, err := h.waitPRComment(ctx, eagerPR, "Recorded in the knowledge base")
 	if err != nil {
 		return nil, err
 	}
@@ -208,9 +208,9 @@ func (h *Harness) schedulerPR(ctx context.Context, w io.Writer, number int, bran
 	return c, nil
 }
 
-// comment delivers an issue_comment webhook: monalisa comments body on
+// commentOnPR delivers an issue_comment webhook: monalisa comments body on
 // pull request number.
-func (h *Harness) comment(ctx context.Context, number int, body, deliveryID string) error {
+func (h *Harness) commentOnPR(ctx context.Context, number int, body, deliveryID string) error {
 	raw, err := fixture("issue_comment/created.retest.json")
 	if err != nil {
 		return err
@@ -239,8 +239,8 @@ func (h *Harness) comment(ctx context.Context, number int, body, deliveryID stri
 	return nil
 }
 
-// waitComment waits for a comment on pull request number containing substr.
-func (h *Harness) waitComment(ctx context.Context, number int, substr string) (string, error) {
+// waitPRComment waits for a comment on pull request number containing substr.
+func (h *Harness) waitPRComment(ctx context.Context, number int, substr string) (string, error) {
 	deadline := time.Now().Add(3 * time.Minute)
 	for time.Now().Before(deadline) {
 		for _, c := range h.GitHub.Comments() {
