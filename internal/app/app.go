@@ -160,6 +160,9 @@ type Deps struct {
 	// Acks is optional; without it `/perf ack` answers that it is not
 	// enabled.
 	Acks Acks
+	// Bisects is optional; without it `/perf bisect` answers that it is
+	// not enabled.
+	Bisects Bisects
 }
 
 // App is the webhook side of perfgate.

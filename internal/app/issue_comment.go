@@ -26,9 +26,11 @@ func (h *issueCommentHandler) Handle(ctx context.Context, eventType, deliveryID 
 		return err
 	}
 	// Edits and deletions never re-run a command: only what was posted.
-	if ev.GetAction() != "created" || !ev.GetIssue().IsPullRequest() || h.isBot(ev.GetComment().GetUser()) {
+	// On an issue only the commands that need no pull request run (bisect.go).
+	if ev.GetAction() != "created" || h.isBot(ev.GetComment().GetUser()) {
 		return nil
 	}
+	onPR := ev.GetIssue().IsPullRequest()
 	outcome := command.Parse(ev.GetComment().GetBody())
 	if outcome.Action == command.Ignore {
 		return nil
@@ -60,6 +62,12 @@ func (h *issueCommentHandler) Handle(ctx context.Context, eventType, deliveryID 
 	ctx = log.WithContext(ctx)
 	if cmd.Kind == command.Help {
 		return reply(command.HelpText())
+	}
+	if !onPR && !worksWithoutPR(cmd.Kind) {
+		return reply(fmt.Sprintf("`%s` acts on a pull request, so nothing was run here: comment it on the pull request.", usage(cmd)))
+	}
+	if cmd.Kind == command.Bisect {
+		return h.bisect(ctx, client, installationID, owner, name, number, cmd, commenter, deliveryID, reply)
 	}
 	// The comment carries no head SHA: fetch the PR.
 	t, _, err := h.fetchPR(ctx, client, installationID, repo, number)
@@ -226,6 +234,9 @@ func usage(c command.Command) string {
 	}
 	if c.Kind == command.Approve {
 		s += " " + c.SHA
+	}
+	if c.Kind == command.Bisect {
+		s += " " + c.Good + " " + c.Bad
 	}
 	return s
 }

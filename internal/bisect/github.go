@@ -19,6 +19,12 @@ type CommitLister interface {
 // change point's good and bad commits, or two releases).
 const MaxCommits = 5000
 
+// ErrRange marks a range that cannot be bisected as asked: a commit GitHub
+// does not know, ends that are the same commit or in the wrong order, a
+// good commit that is not an ancestor of the bad one, too many commits.
+// The person who asked fixes it; trying again cannot.
+var ErrRange = errors.New("cannot bisect this range")
+
 // GitHubLister lists commits with GitHub's compare API
 // (GET /repos/{owner}/{repo}/compare/{good}...{bad}), following the bad
 // commit's first parents back to the good one, as `git bisect
@@ -47,7 +53,7 @@ func (l GitHubLister) ListCommits(ctx context.Context, repo, good, bad string) (
 		if err != nil {
 			var ge *github.ErrorResponse
 			if errors.As(err, &ge) && ge.Response != nil && ge.Response.StatusCode == 404 {
-				return nil, fmt.Errorf("%s: GitHub does not know one of the commits (%s): check both are pushed to %s", what, ge.Message, repo)
+				return nil, fmt.Errorf("%s: GitHub does not know one of the commits (%s): check both are pushed to %s: %w", what, ge.Message, repo, ErrRange)
 			}
 			return nil, fmt.Errorf("%s: %w", what, err)
 		}
@@ -56,7 +62,7 @@ func (l GitHubLister) ListCommits(ctx context.Context, repo, good, bad string) (
 		}
 		all = append(all, c.Commits...)
 		if len(all) > MaxCommits {
-			return nil, fmt.Errorf("%s: more than %d commits: bisect a narrower range", what, MaxCommits)
+			return nil, fmt.Errorf("%s: more than %d commits: bisect a narrower range: %w", what, MaxCommits, ErrRange)
 		}
 		if resp.NextPage == 0 {
 			break
@@ -66,16 +72,16 @@ func (l GitHubLister) ListCommits(ctx context.Context, repo, good, bad string) (
 	switch cmp.GetStatus() {
 	case "ahead":
 	case "identical":
-		return nil, fmt.Errorf("%s: the good and bad commits are the same commit", what)
+		return nil, fmt.Errorf("%s: the good and bad commits are the same commit: %w", what, ErrRange)
 	case "behind":
-		return nil, fmt.Errorf("%s: the bad commit is older than the good one: swap them", what)
+		return nil, fmt.Errorf("%s: the bad commit is older than the good one: swap them: %w", what, ErrRange)
 	default:
-		return nil, fmt.Errorf("%s: the good commit is not an ancestor of the bad one (%s): pick a good commit on the bad one's history", what, cmp.GetStatus())
+		return nil, fmt.Errorf("%s: the good commit is not an ancestor of the bad one (%s): pick a good commit on the bad one's history: %w", what, cmp.GetStatus(), ErrRange)
 	}
 	base := cmp.GetBaseCommit()
 	chain, err := firstParents(all, base.GetSHA())
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", what, err)
+		return nil, fmt.Errorf("%s: %w: %w", what, err, ErrRange)
 	}
 	out := []Commit{fromGitHub(base)}
 	for _, c := range chain {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/perfgate/perfgate/internal/backoff"
 	"github.com/perfgate/perfgate/internal/bisect"
 	"github.com/perfgate/perfgate/internal/result"
 	"github.com/perfgate/perfgate/internal/store"
@@ -47,6 +48,17 @@ type SpecFunc func(ctx context.Context, rec store.BisectRecord, req bisect.Reque
 type Reporter interface {
 	Report(ctx context.Context, rec store.BisectRecord, s *bisect.State) error
 }
+
+// StopReporter is told about a bisect that stopped before its result (a
+// cancelled job, a config that no longer plans the job); a Reporter may
+// implement it.
+type StopReporter interface {
+	ReportStopped(ctx context.Context, rec store.BisectRecord, cause error) error
+}
+
+// ErrStopped marks the error of a bisect that stopped for good: it is
+// recorded as failed (and reported), so the event need not be retried.
+var ErrStopped = errors.New("bisect stopped")
 
 // Runner drives bisects through the queue.
 type Runner struct {
@@ -205,6 +217,11 @@ func (r *Runner) advance(ctx context.Context, rec store.BisectRecord, s *bisect.
 		return r.st.UpdateBisect(ctx, rec.ID, rec.Version, store.BisectUpdate{Status: store.BisectDone, State: state})
 	}
 	spec, err := r.spec(ctx, rec, req)
+	if err != nil && !backoff.IsPermanent(err) {
+		// GitHub's weather: the event is retried (JobDone's caller, or
+		// Resume for a bisect with no job).
+		return rec, fmt.Errorf("plan bisect %d's job for %.7s: %w", rec.ID, req.SHA, err)
+	}
 	if err != nil {
 		return rec, r.failBisect(ctx, rec, fmt.Errorf("plan the job for %.7s: %w", req.SHA, err))
 	}
@@ -226,12 +243,19 @@ func (r *Runner) advance(ctx context.Context, rec store.BisectRecord, s *bisect.
 	return up, nil
 }
 
-// failBisect stops a bisect that cannot go on, keeping its state.
+// failBisect stops a bisect that cannot go on, keeping its state, and
+// says so where it was asked for.
 func (r *Runner) failBisect(ctx context.Context, rec store.BisectRecord, cause error) error {
-	if _, err := r.st.UpdateBisect(ctx, rec.ID, rec.Version, store.BisectUpdate{Status: store.BisectFailed, State: rec.State}); err != nil {
+	up, err := r.st.UpdateBisect(ctx, rec.ID, rec.Version, store.BisectUpdate{Status: store.BisectFailed, State: rec.State})
+	if err != nil {
 		return errors.Join(cause, err)
 	}
-	return cause
+	if sr, ok := r.report.(StopReporter); ok {
+		if err := sr.ReportStopped(ctx, up, cause); err != nil {
+			zerolog.Ctx(ctx).Error().Err(err).Int64("bisect", rec.ID).Msg("report a stopped bisect")
+		}
+	}
+	return fmt.Errorf("%w: %w", ErrStopped, cause)
 }
 
 // values reads a succeeded job's measured runs of its latest attempt.

@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/go-github/v62/github"
 
+	"github.com/perfgate/perfgate/internal/app"
 	"github.com/perfgate/perfgate/internal/bisect"
 	"github.com/perfgate/perfgate/internal/store"
 )
@@ -41,15 +42,69 @@ func (c CommentReporter) Report(ctx context.Context, rec store.BisectRecord, s *
 	if err != nil {
 		return fmt.Errorf("report bisect %d: GitHub client: %w", rec.ID, err)
 	}
-	body := s.Markdown()
-	if rec.RequestedBy != "" && !strings.Contains(rec.RequestedBy, "[bot]") && rec.ChangePointID == 0 {
-		body += fmt.Sprintf("\nBisect asked for by @%s.\n", rec.RequestedBy)
-	}
-	if r := []rune(body); len(r) > maxComment {
-		body = string(r[:maxComment-200]) + "\n\n… (cut at GitHub's comment limit; the whole bisect is in perfgate's store)\n"
-	}
+	body := Body(rec, s)
 	if _, _, err := client.Issues.CreateComment(ctx, owner, name, rec.Number, &github.IssueComment{Body: &body}); err != nil {
 		return fmt.Errorf("report bisect %d on %s#%d: %w", rec.ID, rec.Repo, rec.Number, err)
 	}
 	return nil
+}
+
+// Body is the comment that reports a finished bisect: the culprit, the
+// notes, the evidence table and every run, and who asked.
+func Body(rec store.BisectRecord, s *bisect.State) string {
+	body := s.Markdown()
+	if rec.RequestedBy != "" && !strings.Contains(rec.RequestedBy, "[bot]") && rec.ChangePointID == 0 {
+		body += fmt.Sprintf("\nBisect asked for by @%s.\n", rec.RequestedBy)
+	}
+	return cut(body)
+}
+
+func cut(body string) string {
+	if r := []rune(body); len(r) > maxComment {
+		body = string(r[:maxComment-200]) + "\n\n… (cut at GitHub's comment limit; the whole bisect is in perfgate's store)\n"
+	}
+	return body
+}
+
+// Outbox queues GitHub writes (the dispatcher's outbox: each is sent and
+// retried until GitHub confirms it, once per key).
+type Outbox interface {
+	Comment(ctx context.Context, c app.Comment) error
+}
+
+// OutboxReporter reports through the outbox: the finished bisect as a
+// comment where it was asked for, and a bisect that stopped with the
+// reason. Each bisect's comment has its own key, so a report retried
+// after a crash is posted once.
+type OutboxReporter struct {
+	Outbox Outbox
+}
+
+// Report implements Reporter.
+func (o OutboxReporter) Report(ctx context.Context, rec store.BisectRecord, s *bisect.State) error {
+	return o.post(ctx, rec, "result", Body(rec, s))
+}
+
+// ReportStopped implements StopReporter.
+func (o OutboxReporter) ReportStopped(ctx context.Context, rec store.BisectRecord, cause error) error {
+	body := fmt.Sprintf("### perfgate bisect stopped: %s, %.7s..%.7s\n\nThe bisect could not go on: %v.\n\n", rec.Metric, rec.GoodSHA, rec.BadSHA, cause)
+	if s, err := bisect.Load(rec.State); err == nil {
+		body += s.Markdown()
+	}
+	if rec.RequestedBy != "" && rec.ChangePointID == 0 {
+		body += fmt.Sprintf("\nBisect asked for by @%s; fix the cause and ask again with `/perf bisect %.7s %.7s`.\n", rec.RequestedBy, rec.GoodSHA, rec.BadSHA)
+	}
+	return o.post(ctx, rec, "stopped", cut(body))
+}
+
+func (o OutboxReporter) post(ctx context.Context, rec store.BisectRecord, what, body string) error {
+	if rec.Number == 0 {
+		return nil
+	}
+	owner, name, ok := strings.Cut(rec.Repo, "/")
+	if !ok {
+		return fmt.Errorf("report bisect %d: repository %q is not owner/name", rec.ID, rec.Repo)
+	}
+	return o.Outbox.Comment(ctx, app.Comment{Key: fmt.Sprintf("bisect:%d:%s", rec.ID, what), InstallationID: rec.InstallationID,
+		Owner: owner, Repo: name, Number: rec.Number, Body: body})
 }

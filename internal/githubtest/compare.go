@@ -20,9 +20,11 @@ func (s *Server) SetGitRepo(repo, dir string) {
 	s.gitDirs[repo] = dir
 }
 
-// compareRoutes adds GET /repos/{owner}/{repo}/compare/{base}...{head}.
+// compareRoutes adds GET /repos/{owner}/{repo}/compare/{base}...{head}
+// and GET /repos/{owner}/{repo}/commits/{ref} (commits.go).
 func (s *Server) compareRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /repos/{owner}/{repo}/compare/{basehead...}", s.auth(s.compare))
+	mux.HandleFunc("GET /repos/{owner}/{repo}/commits/{ref...}", s.auth(s.getCommit))
 }
 
 // compareDefaultLimit is how many commits GitHub returns when no paging

@@ -143,6 +143,7 @@ type Server struct {
 	handler  http.Handler
 	web      *web.Handler
 	drift    *drift.Pass
+	bisects  *bisects
 	log      zerolog.Logger
 	now      func() time.Time
 }
@@ -195,12 +196,13 @@ func New(cfg Config, st store.Store, log zerolog.Logger, now func() time.Time) (
 	// The dispatcher needs the app's client creator and the app needs the
 	// dispatcher: build the app with a forwarding dispatcher, then fill it.
 	fwd := &forward{}
+	s.bisects = &bisects{}
 	a, err := app.New(app.Config{
 		GitHub: cfg.GitHub, AppSlug: cfg.AppSlug, Logger: log, Retry: cfg.Loop.GitHubRetry,
 		Unconfigured: app.Unconfigured(cfg.Unconfigured), MaxInFlightBytes: cfg.HTTP.WebhookInFlightBytes,
 		ClientMiddleware: []githubapp.ClientMiddleware{cfg.Metrics.GitHubTransport}, Events: cfg.Metrics,
 	}, app.Deps{Dispatcher: fwd, Inbox: storeInbox{st}, Outbox: fwd, Config: app.ContentsConfigLoader{}, Appeals: fwd, Releases: fwd,
-		Approvals: fwd, Acks: fwd, Findings: fwd, Accepted: func() { s.inbox.Wake() }})
+		Approvals: fwd, Acks: fwd, Findings: fwd, Bisects: s.bisects, Accepted: func() { s.inbox.Wake() }})
 	if err != nil {
 		return nil, err
 	}
@@ -223,6 +225,7 @@ func New(cfg Config, st store.Store, log zerolog.Logger, now func() time.Time) (
 	}
 	s.dispatch.EnableFindings(dispatch.FindingsOptions{Traces: traceFiles{arts}, ArtifactURL: artifactURL})
 	fwd.s = s.dispatch
+	s.bisects.wire(s, a.ClientCreator())
 	s.inbox = inbox.New(inbox.Options{Store: st, Handler: a, Policy: cfg.Loop.InboxPolicy, Lease: cfg.Loop.InboxLease,
 		Poll: cfg.Loop.Poll, Now: now, Log: log})
 
@@ -285,6 +288,7 @@ func (s *Server) RunBackground(ctx context.Context) error {
 	go s.dispatch.RunStartSync(ctx, s.cfg.Loop.StartSyncEvery)
 	go s.dispatch.RunQueueNotes(ctx, s.cfg.Loop.QueueNoteEvery)
 	go s.dispatch.RunReconcile(ctx, s.cfg.Loop.ReconcileEvery)
+	go s.bisects.resume(ctx, s.log)
 	if s.cfg.NightlyCron != "" {
 		stop, err := s.dispatch.ScheduleNightly(ctx, s.cfg.NightlyCron, s.cfg.NightlyRepos, s.app.ClientCreator())
 		if err != nil {

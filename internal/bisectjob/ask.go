@@ -1,0 +1,178 @@
+package bisectjob
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/google/go-github/v62/github"
+
+	"github.com/perfgate/perfgate/internal/agentapi"
+	"github.com/perfgate/perfgate/internal/app"
+	"github.com/perfgate/perfgate/internal/bisect"
+	"github.com/perfgate/perfgate/internal/config"
+	"github.com/perfgate/perfgate/internal/store"
+)
+
+// Tier is the tier a bisect measures every commit with.
+const Tier = "quick"
+
+// DefaultMetric is what `/perf bisect` bisects: the decode latency a
+// slower engine shows first, as `perfgate bisect run` does by default.
+const DefaultMetric = "tpot_p90"
+
+// DefaultMaxCommits caps the range `/perf bisect` takes: with the default
+// job budget (4·⌈log2 N⌉ + 8) that is at most 48 GPU jobs.
+const DefaultMaxCommits = 1000
+
+// ConfigFunc reads a repository's perfgate config at a ref: app's
+// ContentsConfigLoader.Full (app.ErrNotConfigured for a repository
+// without one, an error with ValidationErrors for a broken one).
+type ConfigFunc func(ctx context.Context, client *github.Client, owner, repo, ref string) (*config.Config, error)
+
+// Asker starts the bisects people ask for (app.Bisects): it resolves the
+// two commits through GitHub, checks the repository's config on its
+// default branch, lists the commits between with the compare API and
+// starts the bisect on the Runner. Whatever the asker can fix is an
+// *app.BisectRefusal saying how.
+type Asker struct {
+	Runner  *Runner
+	Store   Store
+	Clients Clients
+	Configs ConfigFunc
+	// MaxCommits caps the range (DefaultMaxCommits when 0); Metric is what
+	// is bisected (DefaultMetric when empty).
+	MaxCommits int
+	Metric     string
+}
+
+var _ app.Bisects = (*Asker)(nil)
+
+// StartBisect implements app.Bisects.
+func (a *Asker) StartBisect(ctx context.Context, r app.BisectRequest) (app.BisectStarted, error) {
+	full := r.Owner + "/" + r.Repo
+	client, err := a.Clients.NewInstallationClient(r.InstallationID)
+	if err != nil {
+		return app.BisectStarted{}, fmt.Errorf("installation client %d: %w", r.InstallationID, err)
+	}
+	gr, _, err := client.Repositories.Get(ctx, r.Owner, r.Repo)
+	if err != nil {
+		return app.BisectStarted{}, fmt.Errorf("default branch of %s: %w", full, err)
+	}
+	def := gr.GetDefaultBranch()
+	cfg, err := a.Configs(ctx, client, r.Owner, r.Repo, def)
+	var invalid interface{ ValidationErrors() []string }
+	switch {
+	case errors.Is(err, app.ErrNotConfigured):
+		return app.BisectStarted{}, refuse("this repository has no `%s` on `%s`, so perfgate has no benchmark to measure the commits with. Add the file (an empty one uses the defaults) and ask again.", config.DefaultPath, def)
+	case errors.As(err, &invalid):
+		return app.BisectStarted{}, refuse("`%s` on `%s` is invalid (%v): fix it, then ask again.", config.DefaultPath, def, err)
+	case err != nil:
+		return app.BisectStarted{}, fmt.Errorf("config of %s at %s: %w", full, def, err)
+	}
+	if _, err := agentapi.PlanFromConfig(cfg, Tier); err != nil {
+		return app.BisectStarted{}, refuse("`%s` on `%s` gives no %s tier to measure with (%v).", config.DefaultPath, def, Tier, err)
+	}
+	metric := a.Metric
+	if metric == "" {
+		metric = DefaultMetric
+	}
+	good, err := resolve(ctx, client, r.Owner, r.Repo, r.Good, "good")
+	if err != nil {
+		return app.BisectStarted{}, err
+	}
+	bad, err := resolve(ctx, client, r.Owner, r.Repo, r.Bad, "bad")
+	if err != nil {
+		return app.BisectStarted{}, err
+	}
+	if good == bad {
+		return app.BisectStarted{}, refuse("`%s` and `%s` are the same commit `%.7s`: give a good commit before the bad one.", r.Good, r.Bad, good)
+	}
+	commits, err := bisect.GitHubLister{Client: client}.ListCommits(ctx, full, good, bad)
+	if errors.Is(err, bisect.ErrRange) {
+		return app.BisectStarted{}, &app.BisectRefusal{Reason: err.Error() + "."}
+	}
+	if err != nil {
+		return app.BisectStarted{}, err
+	}
+	limit := a.MaxCommits
+	if limit <= 0 {
+		limit = DefaultMaxCommits
+	}
+	if n := len(commits) - 1; n > limit {
+		return app.BisectStarted{}, refuse("there are %d commits after `%.7s` up to `%.7s`, more than the %d a bisect takes: narrow the range (a nightly or release known to be good nearer the bad commit) and ask again.", n, good, bad, limit)
+	}
+	unit := ""
+	if m, ok := config.LookupMetric(metric); ok {
+		unit = m.Unit
+	}
+	rec := store.BisectRecord{Repo: full, Metric: metric, RequestedBy: r.By, Number: r.Number, InstallationID: r.InstallationID}
+	started, err := a.Runner.Start(ctx, rec, commits, bisect.Config{Metric: metric, Unit: unit})
+	if errors.Is(err, store.ErrConflict) {
+		return a.running(ctx, rec, good, bad)
+	}
+	if err != nil {
+		return app.BisectStarted{}, err
+	}
+	return startedOf(started)
+}
+
+// running answers a request for a range a bisect already runs: the same
+// request again (a retried delivery) is that bisect; anyone else's is
+// refused, saying where its result goes.
+func (a *Asker) running(ctx context.Context, rec store.BisectRecord, good, bad string) (app.BisectStarted, error) {
+	recs, err := a.Store.ListBisects(ctx, store.BisectFilter{Repo: rec.Repo, Status: store.BisectRunning})
+	if err != nil {
+		return app.BisectStarted{}, err
+	}
+	for _, b := range recs {
+		if b.GoodSHA != good || b.BadSHA != bad || b.Metric != rec.Metric {
+			continue
+		}
+		if b.RequestedBy == rec.RequestedBy && b.Number == rec.Number {
+			return startedOf(b)
+		}
+		where := "its result stays in perfgate's store"
+		if b.Number != 0 {
+			where = fmt.Sprintf("its result will be posted on #%d", b.Number)
+		}
+		return app.BisectStarted{}, refuse("a bisect of `%.7s`..`%.7s` on `%s` is already running (bisect %d, asked by %s): %s.", good, bad, rec.Metric, b.ID, b.RequestedBy, where)
+	}
+	return app.BisectStarted{}, fmt.Errorf("bisect %.7s..%.7s of %s: conflict, but no running bisect of that range", good, bad, rec.Repo)
+}
+
+func startedOf(rec store.BisectRecord) (app.BisectStarted, error) {
+	s, err := bisect.Load(rec.State)
+	if err != nil {
+		return app.BisectStarted{}, err
+	}
+	n := len(s.Commits) - 1
+	return app.BisectStarted{ID: rec.ID, Good: rec.GoodSHA, Bad: rec.BadSHA, Metric: rec.Metric, Tier: Tier,
+		Commits: n, Steps: ceilLog2(n), MaxJobs: s.Config.MaxJobs}, nil
+}
+
+// resolve is the SHA GitHub says ref names; a ref it does not know is a
+// refusal.
+func resolve(ctx context.Context, client *github.Client, owner, repo, ref, end string) (string, error) {
+	sha, resp, err := client.Repositories.GetCommitSHA1(ctx, owner, repo, ref, "")
+	if resp != nil && (resp.StatusCode == http.StatusNotFound || resp.StatusCode == http.StatusUnprocessableEntity) {
+		return "", refuse("GitHub knows no commit, branch or tag `%s` (the %s end) in %s/%s: check the name and that it is pushed.", ref, end, owner, repo)
+	}
+	if err != nil {
+		return "", fmt.Errorf("resolve %s in %s/%s: %w", ref, owner, repo, err)
+	}
+	return sha, nil
+}
+
+func refuse(format string, args ...any) error {
+	return &app.BisectRefusal{Reason: fmt.Sprintf(format, args...)}
+}
+
+func ceilLog2(n int) int {
+	k := 0
+	for 1<<k < n {
+		k++
+	}
+	return k
+}

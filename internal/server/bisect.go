@@ -1,0 +1,74 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/palantir/go-githubapp/githubapp"
+	"github.com/rs/zerolog"
+
+	"github.com/perfgate/perfgate/internal/app"
+	"github.com/perfgate/perfgate/internal/bisectjob"
+	"github.com/perfgate/perfgate/internal/store"
+)
+
+// bisectResumeEvery is how often running bisects are looked over for what
+// a crash left undone (a job never queued, a finished one never taken, a
+// result never reported).
+const bisectResumeEvery = time.Minute
+
+// bisects is the server's bisect wiring: `/perf bisect` starts one
+// (Asker), each finished measurement job comes back through the judge
+// (dispatch.HandleKind) to the Runner, and the result is posted through
+// the outbox on the PR or issue that asked.
+type bisects struct {
+	runner *bisectjob.Runner
+	asker  *bisectjob.Asker
+}
+
+// StartBisect implements app.Bisects for the app, which is built before
+// the bisect wiring it calls.
+func (b *bisects) StartBisect(ctx context.Context, r app.BisectRequest) (app.BisectStarted, error) {
+	if b.asker == nil {
+		return app.BisectStarted{}, errors.New("bisects are not wired yet")
+	}
+	return b.asker.StartBisect(ctx, r)
+}
+
+// wire builds the runner over the store, the app's GitHub clients and the
+// dispatcher's outbox, and routes bisect jobs' ends to it.
+func (b *bisects) wire(s *Server, clients githubapp.ClientCreator) {
+	configs := app.ContentsConfigLoader{}.Full
+	spec := bisectjob.QuickTier{Store: s.st, Clients: clients, Configs: configs}
+	b.runner = bisectjob.New(s.st, spec.Spec, bisectjob.OutboxReporter{Outbox: s.dispatch})
+	b.asker = &bisectjob.Asker{Runner: b.runner, Store: s.st, Clients: clients, Configs: configs}
+	s.dispatch.HandleKind(bisectjob.Kind, func(ctx context.Context, job store.Job) error {
+		_, err := b.runner.JobDone(ctx, job)
+		if errors.Is(err, bisectjob.ErrStopped) {
+			// Recorded as failed and reported: nothing to retry.
+			zerolog.Ctx(ctx).Warn().Err(err).Msg("bisect stopped")
+			return nil
+		}
+		return err
+	})
+}
+
+// resume runs Resume now and then every bisectResumeEvery until ctx ends.
+func (b *bisects) resume(ctx context.Context, log zerolog.Logger) {
+	t := time.NewTicker(bisectResumeEvery)
+	defer t.Stop()
+	for {
+		if err := b.runner.Resume(log.WithContext(ctx)); err != nil && ctx.Err() == nil {
+			log.Error().Err(err).Msg("resume bisects")
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// Bisects is the bisect runner (tests and the demo drive it).
+func (s *Server) Bisects() *bisectjob.Runner { return s.bisects.runner }
