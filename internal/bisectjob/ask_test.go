@@ -1,0 +1,237 @@
+package bisectjob_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/palantir/go-githubapp/githubapp"
+
+	"github.com/perfgate/perfgate/internal/agentapi"
+	"github.com/perfgate/perfgate/internal/app"
+	"github.com/perfgate/perfgate/internal/bisect"
+	"github.com/perfgate/perfgate/internal/bisectjob"
+	"github.com/perfgate/perfgate/internal/config"
+	"github.com/perfgate/perfgate/internal/githubtest"
+	"github.com/perfgate/perfgate/internal/result"
+	"github.com/perfgate/perfgate/internal/store"
+)
+
+// askFixture is a real git history served by the test GitHub: a config
+// commit, then n commits on main, and a side branch off the first.
+type askFixture struct {
+	ctx    context.Context
+	st     store.Store
+	gh     *githubtest.Server
+	git    *githubtest.GitRepo
+	main   []string // main's commits, oldest first
+	side   string   // a commit not on main
+	asker  *bisectjob.Asker
+	outbox *memOutbox
+}
+
+type memOutbox struct{ comments []app.Comment }
+
+func (o *memOutbox) Comment(_ context.Context, c app.Comment) error {
+	for _, have := range o.comments {
+		if have.Key == c.Key {
+			return nil
+		}
+	}
+	o.comments = append(o.comments, c)
+	return nil
+}
+
+func newAskFixture(t *testing.T, n int) *askFixture {
+	t.Helper()
+	ctx := context.Background()
+	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "perfgate.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	f := &askFixture{ctx: ctx, st: st, gh: githubtest.New(t), git: githubtest.NewGitRepo(t), outbox: &memOutbox{}}
+	f.main = append(f.main, f.git.Commit("perfgate config", map[string]string{config.DefaultPath: "tiers:\n  quick:\n    repeats: 3\n"}))
+	f.main = append(f.main, f.git.Commits(n, func(i int) (string, map[string]string) {
+		return fmt.Sprintf("change %d (#%d)", i+1, 100+i+1), map[string]string{"engine/knob": fmt.Sprint(i + 1)}
+	})...)
+	f.git.Git("checkout", "--quiet", "-b", "side", f.main[1])
+	f.side = f.git.Commit("side work", map[string]string{"engine/side": "1"})
+	f.git.Git("checkout", "--quiet", "main")
+	f.git.Git("tag", "v1", f.main[1])
+	f.gh.SetGitRepo(repo, f.git.Dir)
+	cc, err := githubapp.NewDefaultCachingClientCreator(f.gh.AppConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	configs := app.ContentsConfigLoader{}.Full
+	spec := bisectjob.QuickTier{Store: st, Clients: cc, Configs: configs}
+	runner := bisectjob.New(st, spec.Spec, bisectjob.OutboxReporter{Outbox: f.outbox})
+	f.asker = &bisectjob.Asker{Runner: runner, Store: st, Clients: cc, Configs: configs}
+	return f
+}
+
+func (f *askFixture) ask(good, bad, by string) (app.BisectStarted, error) {
+	return f.asker.StartBisect(f.ctx, app.BisectRequest{InstallationID: githubtest.InstallationID, Owner: "acme", Repo: "llm",
+		Number: 42, Good: good, Bad: bad, By: by})
+}
+
+func TestAskStartsOnTheRangeGitHubLists(t *testing.T) {
+	f := newAskFixture(t, 12)
+	got, err := f.ask("v1", "main", "maintainer")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// v1 is main's first change: 11 commits after it, a binary search of
+	// ⌈log2 11⌉ = 4 midpoints, the default budget 4·4 + 8.
+	if got.Good != f.main[1] || got.Bad != f.main[len(f.main)-1] || got.Commits != 11 || got.Steps != 4 || got.MaxJobs != 24 ||
+		got.Metric != bisectjob.DefaultMetric || got.Tier != "quick" {
+		t.Fatalf("started %+v, want v1..main resolved (%.7s..%.7s), 11 commits, 4 steps, 24 jobs", got, f.main[1], f.main[len(f.main)-1])
+	}
+	rec, err := f.st.GetBisect(f.ctx, got.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := bisect.Load(rec.State)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Commits) != 12 || s.Commits[5].SHA != f.main[6] || s.Commits[5].PR != 106 || s.Config.Unit != "ms" {
+		t.Errorf("bisect commits: %d, [5] = %+v (want %.7s, #106), unit %q", len(s.Commits), s.Commits[5], f.main[6], s.Config.Unit)
+	}
+	job, err := f.st.GetJob(f.ctx, rec.JobID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var plan agentapi.Plan
+	if err := json.Unmarshal(job.Config, &plan); err != nil {
+		t.Fatal(err)
+	}
+	// The first job measures an end, with the quick tier's first runs, on
+	// any card; it belongs to no pull request (a push there must not
+	// cancel it).
+	if job.Kind != bisectjob.Kind || job.Tier != "quick" || job.PRNumber != 0 || job.GPUUUID != "" ||
+		plan.HeadSHA != job.HeadSHA || plan.Interleave != nil || plan.Repeats != bisect.DefaultInitialRuns || plan.Repo != repo {
+		t.Errorf("first job %+v with plan %+v", job.JobSpec, plan)
+	}
+	if job.HeadSHA != f.main[1] && job.HeadSHA != f.main[len(f.main)-1] {
+		t.Errorf("first job measures %.7s, want an end", job.HeadSHA)
+	}
+
+	// The same request again (a retried delivery) is the same bisect.
+	again, err := f.ask("v1", "main", "maintainer")
+	if err != nil || again.ID != got.ID {
+		t.Errorf("asked again: %+v, %v; want bisect %d", again, err, got.ID)
+	}
+	// Someone else's is refused, saying where the result goes.
+	_, err = f.ask(f.main[1][:10], "main", "other")
+	if want := "already running"; !isRefusal(err, want) || !strings.Contains(err.Error(), "#42") {
+		t.Errorf("a second bisect of the range: %v, want a refusal saying %q and where", err, want)
+	}
+}
+
+func TestAskRefusesWithWhy(t *testing.T) {
+	f := newAskFixture(t, 6)
+	tip := f.main[len(f.main)-1]
+	cases := []struct {
+		name, good, bad, want string
+		limit                 int
+	}{
+		{"unknown good", "v9", "main", "knows no commit, branch or tag `v9` (the good end)", 0},
+		{"unknown bad", "v1", "nope", "`nope` (the bad end)", 0},
+		{"same commit", "main", tip, "are the same commit", 0},
+		{"swapped", "main", "v1", "the bad commit is older than the good one: swap them", 0},
+		{"not an ancestor", f.side, "main", "the good commit is not an ancestor of the bad one", 0},
+		{"too long", f.main[0], "main", "there are 6 commits after", 5},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f.asker.MaxCommits = tc.limit
+			_, err := f.ask(tc.good, tc.bad, "maintainer")
+			if !isRefusal(err, tc.want) {
+				t.Errorf("ask(%s, %s): %v, want a refusal saying %q", tc.good, tc.bad, err, tc.want)
+			}
+		})
+	}
+	if bs, _ := f.st.ListBisects(f.ctx, store.BisectFilter{}); len(bs) != 0 {
+		t.Errorf("refused requests left %d bisects", len(bs))
+	}
+
+	// A repository without a perfgate config has nothing to measure with.
+	g := githubtest.NewGitRepo(t)
+	g.Commit("one", map[string]string{"a": "1"})
+	g.Commit("two", map[string]string{"a": "2"})
+	f.gh.SetGitRepo(repo, g.Dir)
+	f.asker.MaxCommits = 0
+	if _, err := f.ask("HEAD~1", "main", "maintainer"); !isRefusal(err, "has no `.github/perfgate.yml` on `main`") {
+		t.Errorf("no config: %v", err)
+	}
+}
+
+func isRefusal(err error, want string) bool {
+	var r *app.BisectRefusal
+	return errors.As(err, &r) && strings.Contains(r.Reason, want)
+}
+
+// TestQuickTierPinsAndStopsAreReported: the job after the first is pinned
+// to the card the first ran on; a bisect whose job is cancelled stops and
+// says so in a comment where it was asked for.
+func TestQuickTierPinsAndStopsAreReported(t *testing.T) {
+	f := newAskFixture(t, 8)
+	started, err := f.ask("v1", "main", "maintainer")
+	if err != nil {
+		t.Fatal(err)
+	}
+	job, err := f.st.Claim(f.ctx, store.ClaimRequest{Lease: 60e9, Labels: []string{"gpu"}, GPUUUIDs: []string{"GPU-first-card"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		data, err := json.Marshal(&result.Result{Completed: 100, Metrics: map[string]float64{"p90_tpot_ms": 20}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := f.st.PutResult(f.ctx, store.ResultUpload{JobID: job.ID, LeaseID: job.LeaseID, RunIndex: i, GPUUUID: "GPU-first-card",
+			IdempotencyKey: fmt.Sprint(i), Kind: store.KindMeasured, Summary: data, Samples: data}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	done, err := f.st.Finish(f.ctx, job.ID, job.LeaseID, store.StatusSucceeded, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.asker.Runner.JobDone(f.ctx, done); err != nil {
+		t.Fatal(err)
+	}
+	rec, err := f.st.GetBisect(f.ctx, started.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	next, err := f.st.GetJob(f.ctx, rec.JobID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if next.ID == job.ID || next.GPUUUID != "GPU-first-card" {
+		t.Fatalf("second job %d pinned to %q, want GPU-first-card", next.ID, next.GPUUUID)
+	}
+	cancelled, err := f.st.CancelJob(f.ctx, next.ID, "runner drained")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.asker.Runner.JobDone(f.ctx, cancelled); !errors.Is(err, bisectjob.ErrStopped) {
+		t.Fatalf("a cancelled job: %v, want ErrStopped", err)
+	}
+	if len(f.outbox.comments) != 1 {
+		t.Fatalf("comments %+v, want one saying the bisect stopped", f.outbox.comments)
+	}
+	c := f.outbox.comments[0]
+	for _, want := range []string{"perfgate bisect stopped", "was cancelled: runner drained", "/perf bisect " + f.main[1][:7]} {
+		if !strings.Contains(c.Body, want) || c.Number != 42 {
+			t.Errorf("stopped comment on #%d lacks %q:\n%s", c.Number, want, c.Body)
+		}
+	}
+}
