@@ -8,15 +8,17 @@ import (
 )
 
 func init() {
-	register("demo", command{summary: "run the whole loop locally: SQLite, a real git repository, an agent starting the simulated engine from each commit, a PR that regresses", run: runDemo})
+	register("demo", command{summary: "run the whole loop locally: SQLite, a real git repository, an agent starting the simulated engine from each commit, a PR that regresses (--scenario scheduler: the profile diff and the knowledge base; --scenario bisect: find the commit on main that slowed the engine)", run: runDemo})
 }
 
 func runDemo(ctx context.Context, env *cliEnv, args []string) int {
-	fs := env.flags("demo", "[--scenario scheduler] [--slowdown 1.2] [--dir DIR|postgres://…]")
-	scenario := fs.String("scenario", "", `"scheduler": a PR turns up the engine's prefill eagerness; the profile diff names it and, after /perf rootcause, a second PR with the same change is recognised (default: the slowdown scenario)`)
-	slowdown := fs.Float64("slowdown", 1.2, "the engine slowdown the PR's commit writes into inference_engine/sim.yaml (1.2 = 20% slower)")
+	fs := env.flags("demo", "[--scenario scheduler|bisect] [--slowdown 1.2] [--dir DIR|postgres://…] [--commits N --planted K]")
+	scenario := fs.String("scenario", "", `"scheduler": a PR turns up the engine's prefill eagerness; the profile diff names it and, after /perf rootcause, a second PR with the same change is recognised; "bisect": a maintainer's /perf bisect finds which commit on main slowed the engine (default: the slowdown scenario)`)
+	slowdown := fs.Float64("slowdown", 1.2, "the engine slowdown the regressing commit writes into inference_engine/sim.yaml (1.2 = 20% slower)")
 	dir := fs.String("dir", "", "directory for the demo's SQLite store (default: a new temporary directory), or a postgres:// DSN")
 	serve := fs.String("serve", "", "after the demo, keep the server up on this address (e.g. 127.0.0.1:8080) with a month of nightly history, and print the dashboard's URL")
+	commits := fs.Int("commits", 8, "--scenario bisect: the commits that land on main after the good one")
+	planted := fs.Int("planted", 0, "--scenario bisect: which of them (1…commits) slows the engine; 0 picks one at random")
 	if code, ok := fs.parse(args); !ok {
 		return code
 	}
@@ -29,20 +31,36 @@ func runDemo(ctx context.Context, env *cliEnv, args []string) int {
 		return 3
 	}
 	switch *scenario {
-	case "":
+	case "", "default":
+		if _, err := demo.Run(ctx, demo.Options{Dir: *dir, Slowdown: *slowdown, Out: env.stdout, Log: env.log, Serve: *serve}); err != nil {
+			fmt.Fprintf(env.stderr, "perfgate demo: %v\n", err)
+			return 1
+		}
 	case "scheduler":
 		if _, err := demo.RunScheduler(ctx, demo.Options{Dir: *dir, Out: env.stdout, Log: env.log}); err != nil {
 			fmt.Fprintf(env.stderr, "perfgate demo: %v\n", err)
 			return 1
 		}
-		return 0
+	case "bisect":
+		if *serve != "" {
+			fmt.Fprintln(env.stderr, "perfgate demo: --serve goes with the default scenario")
+			return 3
+		}
+		if *commits < 1 || *planted < 0 || *planted > *commits {
+			fmt.Fprintf(env.stderr, "perfgate demo: --commits must be at least 1 and --planted one of 1…%d (0: at random)\n", *commits)
+			return 3
+		}
+		out, err := demo.RunBisect(ctx, demo.BisectOptions{Dir: *dir, Commits: *commits, Planted: *planted, Slowdown: *slowdown, Out: env.stdout, Log: env.log})
+		if err != nil {
+			fmt.Fprintf(env.stderr, "perfgate demo: %v\n", err)
+			return 1
+		}
+		if out.Found != out.Planted {
+			return 1
+		}
 	default:
-		fmt.Fprintf(env.stderr, "perfgate demo: --scenario %q: want scheduler (or none)\n", *scenario)
+		fmt.Fprintf(env.stderr, "perfgate demo: --scenario %q: want scheduler or bisect (or none)\n", *scenario)
 		return 3
-	}
-	if _, err := demo.Run(ctx, demo.Options{Dir: *dir, Slowdown: *slowdown, Out: env.stdout, Log: env.log, Serve: *serve}); err != nil {
-		fmt.Fprintf(env.stderr, "perfgate demo: %v\n", err)
-		return 1
 	}
 	return 0
 }

@@ -18,9 +18,11 @@ import (
 // Tier is the tier a bisect measures every commit with.
 const Tier = "quick"
 
-// DefaultMetric is what `/perf bisect` bisects: the decode latency a
-// slower engine shows first, as `perfgate bisect run` does by default.
-const DefaultMetric = "tpot_p90"
+// DefaultMetric is what `/perf bisect` bisects: the time per output
+// token, the decode latency a slower engine shows first, as each run's
+// median, which one stalled stretch of a run does not move the way it
+// moves a p90.
+const DefaultMetric = "tpot_median"
 
 // DefaultMaxCommits caps the range `/perf bisect` takes: with the default
 // job budget (4·⌈log2 N⌉ + 8) that is at most 48 GPU jobs.

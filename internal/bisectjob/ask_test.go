@@ -191,7 +191,7 @@ func TestQuickTierPinsAndStopsAreReported(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range 3 {
-		data, err := json.Marshal(&result.Result{Completed: 100, Metrics: map[string]float64{"p90_tpot_ms": 20}})
+		data, err := json.Marshal(&result.Result{Completed: 100, Metrics: map[string]float64{"median_tpot_ms": 20}})
 		if err != nil {
 			t.Fatal(err)
 		}

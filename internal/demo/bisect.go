@@ -1,0 +1,244 @@
+package demo
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"strings"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/perfgate/perfgate/internal/bisect"
+	"github.com/perfgate/perfgate/internal/bisectjob"
+	"github.com/perfgate/perfgate/internal/githubtest"
+	"github.com/perfgate/perfgate/internal/store"
+)
+
+// BisectOptions shape the bisect scenario.
+type BisectOptions struct {
+	Dir string // the SQLite file's directory (temporary when empty), or a postgres:// DSN
+	// Commits is how many commits land on main after the good one (8 when
+	// 0); Planted is the one (1…Commits) whose inference_engine/sim.yaml
+	// sets Slowdown (a random one when 0; 1.2 = 20% slower when 0).
+	Commits  int
+	Planted  int
+	Slowdown float64
+	Perfgate string // the perfgate binary the engine command runs; this executable when empty
+	Out      io.Writer
+	Log      zerolog.Logger
+}
+
+// BisectOutcome is what the bisect scenario saw.
+type BisectOutcome struct {
+	// History is main from the good commit to the bad one, oldest first;
+	// Planted and Found are the commit that slowed the engine and the
+	// commit the bisect named ("" when it named none).
+	History        []string
+	Planted, Found string
+	Status         bisect.Status
+	// Steps are the commits measured between the ends, Jobs the GPU jobs
+	// and Runs the measured runs of the whole bisect.
+	Steps, Jobs, Runs int
+	Started, Report   string // the reply to the command and the result comment
+	Elapsed           time.Duration
+}
+
+// The issue the scenario's maintainer asks on, and who they are.
+const (
+	bisectIssue      = 31
+	bisectMaintainer = "hubot-maintainer"
+)
+
+// RunBisect runs the bisect scenario: main gets Commits commits after the
+// demo's first one, one of which makes the engine slower in
+// inference_engine/sim.yaml; a maintainer comments `/perf bisect <good>
+// main` on an issue; the server lists the commits through the local
+// GitHub's compare API and the runner measures the commits the bisect
+// asks for, each engine started from that commit's checkout, all on one
+// card; the bisect's report names a commit, printed next to the planted
+// one.
+func RunBisect(ctx context.Context, o BisectOptions) (*BisectOutcome, error) {
+	if o.Commits <= 0 {
+		o.Commits = 8
+	}
+	if o.Planted == 0 {
+		o.Planted = 1 + rand.IntN(o.Commits)
+	}
+	if o.Planted < 1 || o.Planted > o.Commits {
+		return nil, fmt.Errorf("the planted commit must be one of 1…%d, not %d", o.Commits, o.Planted)
+	}
+	if o.Slowdown <= 0 {
+		o.Slowdown = 1.2
+	}
+	if o.Out == nil {
+		o.Out = io.Discard
+	}
+	h, err := Start(ctx, o.Dir, o.Log, WithPerfgate(o.Perfgate), func(c *startConfig) { c.config = bisectConfig })
+	if err != nil {
+		return nil, err
+	}
+	defer h.Close()
+	fmt.Fprintf(o.Out, "perfgate demo --scenario bisect: server on %s, store %s, local GitHub on %s\n", h.URL, h.DB, h.GitHub.URL)
+	out, err := h.Bisect(ctx, o.Commits, o.Planted, o.Slowdown, o.Out)
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(o.Out, "\nThe store is kept at %s.\n", h.DB)
+	return out, nil
+}
+
+// Bisect lands n commits on main, the planted-th of which sets the
+// engine's slowdown, asks for `/perf bisect` over them on an issue as a
+// maintainer, and waits for the bisect's report.
+func (h *Harness) Bisect(ctx context.Context, n, planted int, slowdown float64, w io.Writer) (*BisectOutcome, error) {
+	r := h.Repo
+	out := &BisectOutcome{History: []string{r.Main}}
+	for i := 1; i <= n; i++ {
+		files := map[string]string{"model/CHANGELOG.md": fmt.Sprintf("# model\n\nchange %d\n", i)}
+		title := fmt.Sprintf("model: tidy the loader, part %d (#%d)", i, 100+i)
+		if i == planted {
+			files["inference_engine/sim.yaml"] = simKnobs(slowdown)
+			title = fmt.Sprintf("inference_engine: re-tile the decode kernel (#%d)", 100+i)
+		}
+		sha, err := r.commit(title, files)
+		if err != nil {
+			return nil, err
+		}
+		out.History = append(out.History, sha)
+		if i == planted {
+			out.Planted = sha
+		}
+	}
+	good, bad := out.History[0], out.History[n]
+	fmt.Fprintf(w, "main: %s (good) and %d commits after it up to %s (bad); commit %d of %d, %s, sets inference_engine/sim.yaml slowdown: %g (the planted regression)\n",
+		short(good), n, short(bad), planted, n, short(out.Planted), slowdown)
+
+	h.GitHub.SetPermission(repo, bisectMaintainer, "admin", "maintain")
+	body := fmt.Sprintf("TPOT went up on main; which commit?\n/perf bisect %s main", short(good))
+	fmt.Fprintf(w, "a maintainer comments on issue #%d: %q\n", bisectIssue, body)
+	payload, err := issueComment(bisectIssue, bisectMaintainer, body)
+	if err != nil {
+		return nil, err
+	}
+	began := time.Now()
+	if code, err := h.deliver(ctx, "issue_comment", payload, "demo-bisect-1"); err != nil || code/100 != 2 {
+		return nil, fmt.Errorf("webhook: %d %v", code, err)
+	}
+	started, err := h.waitComment(ctx, func(c githubtest.Comment) bool {
+		return c.Number == bisectIssue && strings.HasPrefix(c.Body, "@"+bisectMaintainer)
+	}, time.Minute)
+	if err != nil {
+		return nil, fmt.Errorf("the reply to /perf bisect: %w", err)
+	}
+	out.Started = started.Body
+	fmt.Fprintf(w, "perfgate replies: %s\n\n", started.Body)
+	if !strings.Contains(started.Body, "Bisect started") {
+		return out, fmt.Errorf("the bisect did not start: %s", started.Body)
+	}
+	report, err := h.waitComment(ctx, func(c githubtest.Comment) bool {
+		return c.Number == bisectIssue && strings.HasPrefix(c.Body, "### perfgate bisect")
+	}, time.Duration(10*n+120)*time.Second)
+	if err != nil {
+		return nil, fmt.Errorf("the bisect's report: %w", err)
+	}
+	out.Report, out.Elapsed = report.Body, time.Since(began)
+	recs, err := h.Store.ListBisects(ctx, store.BisectFilter{Repo: repo})
+	if err != nil || len(recs) == 0 {
+		return nil, fmt.Errorf("the bisect's record: %d records, %v", len(recs), err)
+	}
+	s, err := bisect.Load(recs[len(recs)-1].State)
+	if err != nil {
+		return nil, err
+	}
+	if s.Result == nil {
+		return nil, errors.New("the bisect reported without a result")
+	}
+	res := s.Result
+	out.Status, out.Steps, out.Jobs, out.Runs = res.Status, res.Steps, res.Jobs, res.Runs
+	if res.Culprit != nil {
+		out.Found = res.Culprit.SHA
+	}
+	jobs, err := h.Store.ListJobs(ctx, store.JobFilter{Repo: repo})
+	if err != nil {
+		return nil, err
+	}
+	for _, j := range jobs {
+		if j.Kind == bisectjob.Kind {
+			fmt.Fprintf(w, "GPU job %d: commit %s on card %s, %s on the runner (%s)\n", j.ID, short(j.HeadSHA), orNone(j.GPUUUID),
+				j.FinishedAt.Sub(j.StartedAt).Round(100*time.Millisecond), j.Status)
+		}
+	}
+	fmt.Fprintf(w, "----- the bisect's report on issue #%d -----\n%s\n--------------------------------------------\n\n", bisectIssue, report.Body)
+	verdict := "the planted commit"
+	if out.Found != out.Planted {
+		verdict = "NOT the planted commit"
+	}
+	fmt.Fprintf(w, "planted: %s (commit %d of %d)\nfound:   %s (%s): %s\n", short(out.Planted), planted, n, orNone(short(out.Found)), res.Status, verdict)
+	fmt.Fprintf(w, "%d commits measured between the ends (⌈log2 %d⌉ = %d), %d GPU jobs, %d runs, %s\n",
+		out.Steps, n, ceilLog2(n), out.Jobs, out.Runs, out.Elapsed.Round(time.Second))
+	return out, nil
+}
+
+// bisectConfig is the demo repository's config with a shorter quick tier:
+// a run is one wave of 100 requests, so each of a bisect's jobs (an engine
+// start from the commit's checkout, warm-up, three runs) takes a few
+// seconds.
+func bisectConfig(perfgate string) string {
+	c := repoConfig(perfgate)
+	c = strings.Replace(c, "  max_concurrency: 50\n", "  max_concurrency: 100\n", 1)
+	return strings.Replace(c, "    warmup: 16\n", "    warmup: 8\n", 1)
+}
+
+// issueComment is an issue_comment webhook (GitHub's shape, from the
+// fixture) for a comment by login on issue number, which is no pull
+// request.
+func issueComment(number int, login, body string) ([]byte, error) {
+	raw, err := fixture("issue_comment/created.retest.json")
+	if err != nil {
+		return nil, err
+	}
+	var ev map[string]any
+	if err := json.Unmarshal(raw, &ev); err != nil {
+		return nil, fmt.Errorf("demo fixture: %w", err)
+	}
+	issue, ok1 := ev["issue"].(map[string]any)
+	comment, ok2 := ev["comment"].(map[string]any)
+	user, ok3 := comment["user"].(map[string]any)
+	if !ok1 || !ok2 || !ok3 {
+		return nil, errors.New("demo fixture: issue_comment lacks issue, comment or user")
+	}
+	delete(issue, "pull_request")
+	issue["number"], issue["title"] = number, "TPOT regression on main"
+	comment["body"], user["login"] = body, login
+	return json.Marshal(ev)
+}
+
+// waitComment waits for a comment the predicate accepts.
+func (h *Harness) waitComment(ctx context.Context, done func(githubtest.Comment) bool, limit time.Duration) (githubtest.Comment, error) {
+	deadline := time.Now().Add(limit)
+	for time.Now().Before(deadline) {
+		for _, c := range h.GitHub.Comments() {
+			if done(c) {
+				return c, nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return githubtest.Comment{}, ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	return githubtest.Comment{}, fmt.Errorf("no such comment after %s", limit)
+}
+
+func ceilLog2(n int) int {
+	k := 0
+	for 1<<k < n {
+		k++
+	}
+	return k
+}

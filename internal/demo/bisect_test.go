@@ -1,0 +1,89 @@
+package demo
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/perfgate/perfgate/internal/bisect"
+)
+
+// TestBisectFindsThePlantedCommit runs `/perf bisect` end to end: eight
+// commits land on main, the fifth sets inference_engine/sim.yaml's
+// slowdown; a maintainer asks on an issue; the server lists the commits
+// through the local GitHub's compare API, the runner starts the simulated
+// engine from each measured commit's checkout, and the report on the issue
+// names the planted commit.
+func TestBisectFindsThePlantedCommit(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end: measures the simulated engine for about a minute")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	var log strings.Builder
+	out, err := RunBisect(ctx, BisectOptions{Dir: t.TempDir(), Commits: 8, Planted: 5, Perfgate: perfgateBin, Log: zerolog.Nop(), Out: &log})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, log.String())
+	}
+	checkBisect(t, out, 8, log.String())
+	for _, want := range []string{"Bisect started: 8 commits after good", "planted: " + short(out.Planted), "found:   " + short(out.Planted)} {
+		if !strings.Contains(log.String(), want) {
+			t.Errorf("the scenario does not print %q:\n%s", want, log.String())
+		}
+	}
+	t.Logf("N=8: %d steps, %d GPU jobs, %d runs, %s\n%s", out.Steps, out.Jobs, out.Runs, out.Elapsed.Round(time.Second), log.String())
+}
+
+// checkBisect: the bisect found the planted commit, within ⌈log2 n⌉ + 3
+// commits measured between the ends, and its report says so with the
+// evidence.
+func checkBisect(t *testing.T, out *BisectOutcome, n int, log string) {
+	t.Helper()
+	if out.Status != bisect.Found || out.Found != out.Planted {
+		t.Fatalf("bisect %s, found %q; want the planted %s\n%s", out.Status, out.Found, out.Planted, log)
+	}
+	if limit := ceilLog2(n) + 3; out.Steps > limit {
+		t.Errorf("%d commits measured between the ends, want at most ⌈log2 %d⌉ + 3 = %d", out.Steps, n, limit)
+	}
+	for _, want := range []string{"**Culprit: [`" + short(out.Planted) + "`]", "re-tile the decode kernel", "| job | commit |", "Bisect asked for by @" + bisectMaintainer} {
+		if !strings.Contains(out.Report, want) {
+			t.Errorf("report lacks %q:\n%s", want, out.Report)
+		}
+	}
+}
+
+// TestBisectSteps measures bisects of 16 and 64 commits end to end (the
+// issue's numbers), the slowdown planted at a different place in each of
+// PERFGATE_E2E_BISECT runs per size:
+//
+//	PERFGATE_E2E_BISECT=3 go test -run TestBisectSteps -v -timeout 2h ./internal/demo
+func TestBisectSteps(t *testing.T) {
+	var reps int
+	fmt.Sscan(os.Getenv("PERFGATE_E2E_BISECT"), &reps)
+	if reps <= 0 || testing.Short() {
+		t.Skip("a measurement: set PERFGATE_E2E_BISECT=<runs per size> to run it")
+	}
+	for _, n := range []int{16, 64} {
+		for rep := range reps {
+			planted := 1 + (rep*7919+n/3)%n // spread over the range, the same every time
+			t.Run(fmt.Sprintf("N=%d/planted=%d", n, planted), func(t *testing.T) {
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+				defer cancel()
+				var log strings.Builder
+				out, err := RunBisect(ctx, BisectOptions{Dir: t.TempDir(), Commits: n, Planted: planted, Perfgate: perfgateBin, Log: zerolog.Nop(), Out: &log})
+				if err != nil {
+					t.Fatalf("%v\n%s", err, log.String())
+				}
+				fmt.Printf("bisect N=%d planted=%d: %s %s, steps %d (⌈log2 N⌉ = %d), GPU jobs %d, runs %d, %s\n",
+					n, planted, out.Status, map[bool]string{true: "the planted commit", false: "WRONG commit"}[out.Found == out.Planted],
+					out.Steps, ceilLog2(n), out.Jobs, out.Runs, out.Elapsed.Round(time.Second))
+				checkBisect(t, out, n, log.String())
+			})
+		}
+	}
+}
