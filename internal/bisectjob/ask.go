@@ -178,3 +178,73 @@ func ceilLog2(n int) int {
 	}
 	return k
 }
+
+// StartFromChangePoint starts the bisect of a regression change point the
+// nightly pass found on the default branch (its last good and first bad
+// commit), once per range: a range any bisect has covered, whoever asked,
+// is not bisected again. It reports to the change point's issue. It
+// returns whether it started one.
+func (a *Asker) StartFromChangePoint(ctx context.Context, cp store.ChangePointRecord) (bool, error) {
+	if !cp.Regression || cp.GoodSHA == "" || cp.BadSHA == "" || cp.GoodSHA == cp.BadSHA {
+		return false, nil
+	}
+	prev, err := a.Store.ListBisects(ctx, store.BisectFilter{Repo: cp.Repo})
+	if err != nil {
+		return false, err
+	}
+	for _, b := range prev {
+		if b.ChangePointID == cp.ID || (b.GoodSHA == cp.GoodSHA && b.BadSHA == cp.BadSHA) {
+			return false, nil
+		}
+	}
+	var inst int64
+	for _, id := range []int64{cp.BadJobID, cp.GoodJobID} {
+		if id == 0 {
+			continue
+		}
+		if j, err := a.Store.GetJob(ctx, id); err == nil && j.InstallationID != 0 {
+			inst = j.InstallationID
+			break
+		}
+	}
+	if inst == 0 {
+		return false, fmt.Errorf("bisect change point %d: no installation of the app on %s is known from its jobs", cp.ID, cp.Repo)
+	}
+	client, err := a.Clients.NewInstallationClient(inst)
+	if err != nil {
+		return false, fmt.Errorf("installation client %d: %w", inst, err)
+	}
+	commits, err := bisect.GitHubLister{Client: client}.ListCommits(ctx, cp.Repo, cp.GoodSHA, cp.BadSHA)
+	if err != nil {
+		return false, fmt.Errorf("bisect change point %d: %w", cp.ID, err)
+	}
+	limit := a.MaxCommits
+	if limit <= 0 {
+		limit = DefaultMaxCommits
+	}
+	if n := len(commits) - 1; n > limit {
+		return false, fmt.Errorf("bisect change point %d: %d commits between its nights, more than %d: %w", cp.ID, n, limit, bisect.ErrRange)
+	}
+	metric := quickMetric(cp.Metric)
+	unit := ""
+	if m, ok := config.LookupMetric(metric); ok {
+		unit = m.Unit
+	}
+	rec := store.BisectRecord{Repo: cp.Repo, Metric: metric, RequestedBy: "changepoint", Number: cp.IssueNumber, ChangePointID: cp.ID, InstallationID: inst}
+	_, err = a.Runner.Start(ctx, rec, commits, bisect.Config{Metric: metric, Unit: unit})
+	if errors.Is(err, store.ErrConflict) {
+		return false, nil // someone bisects the range already
+	}
+	return err == nil, err
+}
+
+// quickMetric is what a bisect on the quick tier measures for a change in
+// metric: the metric itself, except a tail percentile above p90, which 100
+// requests a run cannot carry, becomes the same series' median.
+func quickMetric(metric string) string {
+	m, ok := config.LookupMetric(metric)
+	if !ok || m.Series == "" || m.Percentile <= 90 {
+		return metric
+	}
+	return m.Series + "_median"
+}

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/palantir/go-githubapp/githubapp"
 
@@ -233,5 +234,46 @@ func TestQuickTierPinsAndStopsAreReported(t *testing.T) {
 		if !strings.Contains(c.Body, want) || c.Number != 42 {
 			t.Errorf("stopped comment on #%d lacks %q:\n%s", c.Number, want, c.Body)
 		}
+	}
+}
+
+// TestStartFromChangePoint: a regression change point on the default
+// branch starts one bisect of its range, reported to its issue, on the
+// series' median when the change was in a tail the quick tier cannot
+// carry; the next night's pass does not start another.
+func TestStartFromChangePoint(t *testing.T) {
+	f := newAskFixture(t, 6)
+	good, bad := f.main[2], f.main[6]
+	job, err := f.st.Enqueue(f.ctx, store.JobSpec{Tier: "nightly", Kind: "nightly", Repo: repo, InstallationID: githubtest.InstallationID,
+		HeadSHA: bad, Config: []byte("{}")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp, err := f.st.PutChangePoint(f.ctx, store.ChangePointRecord{Repo: repo, Key: "nightly/c=1", Metric: "tpot_p99", Day: time.Date(2025, 4, 20, 0, 0, 0, 0, time.UTC),
+		GoodSHA: good, BadSHA: bad, BadJobID: job.ID, Change: 0.1, Regression: true, IssueNumber: 12})
+	if err != nil {
+		t.Fatal(err)
+	}
+	started, err := f.asker.StartFromChangePoint(f.ctx, cp)
+	if err != nil || !started {
+		t.Fatalf("started %v, %v", started, err)
+	}
+	again, err := f.asker.StartFromChangePoint(f.ctx, cp)
+	if err != nil || again {
+		t.Errorf("the next pass: started %v, %v; want none", again, err)
+	}
+	bs, err := f.st.ListBisects(f.ctx, store.BisectFilter{Repo: repo})
+	if err != nil || len(bs) != 1 {
+		t.Fatalf("bisects %+v, %v; want one", bs, err)
+	}
+	b := bs[0]
+	if b.GoodSHA != good || b.BadSHA != bad || b.Number != 12 || b.ChangePointID != cp.ID || b.Metric != "tpot_median" ||
+		b.RequestedBy != "changepoint" || b.InstallationID != githubtest.InstallationID {
+		t.Errorf("bisect %+v", b)
+	}
+	// An improvement is not bisected.
+	cp.ID, cp.Regression, cp.Metric = 0, false, "ttft_p90"
+	if started, err := f.asker.StartFromChangePoint(f.ctx, cp); started || err != nil {
+		t.Errorf("an improvement: started %v, %v", started, err)
 	}
 }

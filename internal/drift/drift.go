@@ -76,8 +76,12 @@ type Options struct {
 	// InstallationOf finds a repository's installation when its jobs do
 	// not say (optional).
 	InstallationOf func(ctx context.Context, repo string) (int64, error)
-	Log            zerolog.Logger
-	Now            func() time.Time
+	// Regressed, when set, is called with every regression change point
+	// the pass keeps, after its issue is opened or updated (the server
+	// starts its bisect there, once); optional.
+	Regressed func(ctx context.Context, rec store.ChangePointRecord) error
+	Log       zerolog.Logger
+	Now       func() time.Time
 }
 
 // Pass is the nightly change-point pass.
@@ -240,6 +244,11 @@ func (p *Pass) alert(ctx context.Context, rec store.ChangePointRecord, changed b
 		}
 		if updated {
 			sum.IssuesUpdated++
+		}
+	}
+	if p.o.Regressed != nil {
+		if err := p.o.Regressed(ctx, rec); err != nil {
+			errs = append(errs, fmt.Errorf("after change point %d: %w", rec.ID, err))
 		}
 	}
 	if url := p.slackURL(rec.Repo); url != "" && !rec.SlackSent {

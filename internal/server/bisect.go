@@ -9,6 +9,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/perfgate/perfgate/internal/app"
+	"github.com/perfgate/perfgate/internal/bisect"
 	"github.com/perfgate/perfgate/internal/bisectjob"
 	"github.com/perfgate/perfgate/internal/store"
 )
@@ -52,6 +53,25 @@ func (b *bisects) wire(s *Server, clients githubapp.ClientCreator) {
 		}
 		return err
 	})
+}
+
+// fromChangePoint starts the bisect of a regression change point on the
+// default branch, once, reporting to its issue.
+func (b *bisects) fromChangePoint(ctx context.Context, cp store.ChangePointRecord) error {
+	if b.asker == nil {
+		return errors.New("bisects are not wired yet")
+	}
+	started, err := b.asker.StartFromChangePoint(ctx, cp)
+	if errors.Is(err, bisect.ErrRange) {
+		// Commits GitHub does not know (history from elsewhere), a range
+		// too long: the issue stands without a bisect.
+		zerolog.Ctx(ctx).Warn().Err(err).Int64("change_point", cp.ID).Msg("change point not bisected")
+		return nil
+	}
+	if started {
+		zerolog.Ctx(ctx).Info().Int64("change_point", cp.ID).Str("repo", cp.Repo).Int("issue", cp.IssueNumber).Msg("bisect of a change point started")
+	}
+	return err
 }
 
 // resume runs Resume now and then every bisectResumeEvery until ctx ends.
