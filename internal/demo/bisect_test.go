@@ -62,11 +62,19 @@ func checkBisect(t *testing.T, out *BisectOutcome, n int, log string) {
 // PERFGATE_E2E_BISECT runs per size:
 //
 //	PERFGATE_E2E_BISECT=3 go test -run TestBisectSteps -v -timeout 2h ./internal/demo
+//
+// PERFGATE_E2E_BISECT_SLOWDOWN sets the planted slowdown (1.2 by default).
 func TestBisectSteps(t *testing.T) {
 	var reps int
 	fmt.Sscan(os.Getenv("PERFGATE_E2E_BISECT"), &reps)
 	if reps <= 0 || testing.Short() {
 		t.Skip("a measurement: set PERFGATE_E2E_BISECT=<runs per size> to run it")
+	}
+	slowdown := 1.2
+	if v := os.Getenv("PERFGATE_E2E_BISECT_SLOWDOWN"); v != "" {
+		if _, err := fmt.Sscan(v, &slowdown); err != nil || slowdown <= 1 {
+			t.Fatalf("PERFGATE_E2E_BISECT_SLOWDOWN=%q: want a number above 1", v)
+		}
 	}
 	for _, n := range []int{16, 64} {
 		for rep := range reps {
@@ -75,12 +83,12 @@ func TestBisectSteps(t *testing.T) {
 				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 				defer cancel()
 				var log strings.Builder
-				out, err := RunBisect(ctx, BisectOptions{Dir: t.TempDir(), Commits: n, Planted: planted, Perfgate: perfgateBin, Log: zerolog.Nop(), Out: &log})
+				out, err := RunBisect(ctx, BisectOptions{Dir: t.TempDir(), Commits: n, Planted: planted, Slowdown: slowdown, Perfgate: perfgateBin, Log: zerolog.Nop(), Out: &log})
 				if err != nil {
 					t.Fatalf("%v\n%s", err, log.String())
 				}
-				fmt.Printf("bisect N=%d planted=%d: %s %s, steps %d (⌈log2 N⌉ = %d), GPU jobs %d, runs %d, %s\n",
-					n, planted, out.Status, map[bool]string{true: "the planted commit", false: "WRONG commit"}[out.Found == out.Planted],
+				fmt.Printf("bisect N=%d planted=%d slowdown=%g: %s %s, steps %d (⌈log2 N⌉ = %d), GPU jobs %d, runs %d, %s\n",
+					n, planted, slowdown, out.Status, map[bool]string{true: "the planted commit", false: "WRONG commit"}[out.Found == out.Planted],
 					out.Steps, ceilLog2(n), out.Jobs, out.Runs, out.Elapsed.Round(time.Second))
 				checkBisect(t, out, n, log.String())
 			})
