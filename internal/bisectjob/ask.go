@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 
 	"github.com/google/go-github/v62/github"
 
@@ -93,7 +94,7 @@ func (a *Asker) StartBisect(ctx context.Context, r app.BisectRequest) (app.Bisec
 	}
 	commits, err := bisect.GitHubLister{Client: client}.ListCommits(ctx, full, good, bad)
 	if errors.Is(err, bisect.ErrRange) {
-		return app.BisectStarted{}, &app.BisectRefusal{Reason: err.Error() + "."}
+		return app.BisectStarted{}, &app.BisectRefusal{Reason: strings.TrimSuffix(err.Error(), ": "+bisect.ErrRange.Error()) + "."}
 	}
 	if err != nil {
 		return app.BisectStarted{}, err

@@ -153,8 +153,8 @@ func TestAskRefusesWithWhy(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			f.asker.MaxCommits = tc.limit
 			_, err := f.ask(tc.good, tc.bad, "maintainer")
-			if !isRefusal(err, tc.want) {
-				t.Errorf("ask(%s, %s): %v, want a refusal saying %q", tc.good, tc.bad, err, tc.want)
+			if !isRefusal(err, tc.want) || strings.Contains(err.Error(), bisect.ErrRange.Error()) {
+				t.Errorf("ask(%s, %s): %v, want a refusal saying %q (and no sentinel)", tc.good, tc.bad, err, tc.want)
 			}
 		})
 	}

@@ -89,6 +89,3 @@ func (b *bisects) resume(ctx context.Context, log zerolog.Logger) {
 		}
 	}
 }
-
-// Bisects is the bisect runner (tests and the demo drive it).
-func (s *Server) Bisects() *bisectjob.Runner { return s.bisects.runner }
