@@ -337,6 +337,15 @@ func (s *State) step() {
 func (s *State) decide(i int) {
 	last := len(s.Commits) - 1
 	c := &s.Commits[i]
+	// A commit whose runs disagree among themselves far more than every
+	// other commit's do was measured while something disturbed the
+	// machine: its mean says little, and the pooled noise would make it
+	// look precise. It is measured again before it is judged.
+	if ratio, ok := s.disturbed(i); ok && len(c.Values) < s.Config.MaxRuns && s.Jobs < s.Config.MaxJobs {
+		s.record(i, Comparison{}, Comparison{}, fmt.Sprintf("its runs disagree (spread %.1f× the bisect's run-to-run noise): %d more runs before judging it", ratio, s.Config.AddRuns))
+		s.request(i, s.Config.AddRuns)
+		return
+	}
 	j := s.Config.Rule.judge(s.noise(), logs(s.goodGroup()), logs(c.Values), logs(s.Commits[last].Values), 0)
 	verdict, how := j.Verdict, string(j.Verdict)
 	// A commit between the ends' levels is either a second change or an
@@ -377,6 +386,27 @@ func (s *State) decide(i int) {
 	}
 	s.Current = -1
 	s.record(i, j.VsGood, j.VsBad, how)
+}
+
+// disturbedP is the significance at which a commit's run-to-run spread is
+// taken to exceed the noise pooled over the other commits (an F test):
+// strict, so an undisturbed bisect almost never pays for it.
+const disturbedP = 0.001
+
+// disturbed reports whether commit i's runs spread significantly more than
+// the other commits' pooled noise, and by what factor (standard
+// deviations).
+func (s *State) disturbed(i int) (float64, bool) {
+	v := logs(s.Commits[i].Values)
+	n := s.Config.Rule.Noise(logsAll(s.others(i))...)
+	if len(v) < 3 || math.IsNaN(n.Sigma) || n.Sigma <= 0 || n.DF < 4 {
+		return 0, false
+	}
+	d1 := float64(len(v) - 1)
+	f := stats.Variance(v) / (n.Sigma * n.Sigma)
+	// P(F(d1, df) > f) = I_{df/(df+d1·f)}(df/2, d1/2).
+	p := stats.RegIncBeta(n.DF/2, d1/2, n.DF/(n.DF+d1*f))
+	return math.Sqrt(f), p < disturbedP
 }
 
 // confirm compares the culprit with the bad end: a culprit that differs from
