@@ -90,6 +90,7 @@ func TestBisectSteps(t *testing.T) {
 				fmt.Printf("bisect N=%d planted=%d slowdown=%g: %s %s, steps %d (⌈log2 N⌉ = %d), GPU jobs %d, runs %d, %s\n",
 					n, planted, slowdown, out.Status, map[bool]string{true: "the planted commit", false: "WRONG commit"}[out.Found == out.Planted],
 					out.Steps, ceilLog2(n), out.Jobs, out.Runs, out.Elapsed.Round(time.Second))
+				t.Logf("the report:\n%s", out.Report)
 				checkBisect(t, out, n, log.String())
 			})
 		}
