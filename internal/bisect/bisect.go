@@ -50,6 +50,11 @@ type Config struct {
 	// MaxJobs caps the GPU jobs of the whole bisect; 0 is
 	// 4·⌈log2 N⌉ + 8 for N commits after the good one.
 	MaxJobs int `json:"max_jobs"`
+	// ConfigSHA is the commit whose perfgate config plans every job (the
+	// default branch's head when the bisect started), so a config change
+	// pushed meanwhile does not change how later commits are measured.
+	// Empty: whatever the caller plans with.
+	ConfigSHA string `json:"config_sha,omitempty"`
 }
 
 // Commit is one commit of the range and what was measured on it.

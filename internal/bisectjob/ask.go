@@ -59,12 +59,12 @@ func (a *Asker) StartBisect(ctx context.Context, r app.BisectRequest) (app.Bisec
 	if err != nil {
 		return app.BisectStarted{}, fmt.Errorf("installation client %d: %w", r.InstallationID, err)
 	}
-	gr, _, err := client.Repositories.Get(ctx, r.Owner, r.Repo)
+	// Every job is planned from the config at the default branch's head.
+	def, cfgSHA, err := defaultHead(ctx, client, r.Owner, r.Repo)
 	if err != nil {
-		return app.BisectStarted{}, fmt.Errorf("default branch of %s: %w", full, err)
+		return app.BisectStarted{}, err
 	}
-	def := gr.GetDefaultBranch()
-	cfg, err := a.Configs(ctx, client, r.Owner, r.Repo, def)
+	cfg, err := a.Configs(ctx, client, r.Owner, r.Repo, cfgSHA)
 	var invalid interface{ ValidationErrors() []string }
 	switch {
 	case errors.Is(err, app.ErrNotConfigured):
@@ -111,7 +111,7 @@ func (a *Asker) StartBisect(ctx context.Context, r app.BisectRequest) (app.Bisec
 		unit = m.Unit
 	}
 	rec := store.BisectRecord{Repo: full, Metric: metric, RequestedBy: r.By, Number: r.Number, InstallationID: r.InstallationID}
-	started, err := a.Runner.Start(ctx, rec, commits, bisect.Config{Metric: metric, Unit: unit})
+	started, err := a.Runner.Start(ctx, rec, commits, bisect.Config{Metric: metric, Unit: unit, ConfigSHA: cfgSHA})
 	if errors.Is(err, store.ErrConflict) {
 		return a.running(ctx, rec, good, bad)
 	}
@@ -153,6 +153,21 @@ func startedOf(rec store.BisectRecord) (app.BisectStarted, error) {
 	n := len(s.Commits) - 1
 	return app.BisectStarted{ID: rec.ID, Good: rec.GoodSHA, Bad: rec.BadSHA, Metric: rec.Metric, Tier: Tier,
 		Commits: n, Steps: ceilLog2(n), MaxJobs: s.Config.MaxJobs}, nil
+}
+
+// defaultHead is the repository's default branch and the commit at its
+// head: where a bisect's jobs read the config.
+func defaultHead(ctx context.Context, client *github.Client, owner, repo string) (string, string, error) {
+	gr, _, err := client.Repositories.Get(ctx, owner, repo)
+	if err != nil {
+		return "", "", fmt.Errorf("default branch of %s/%s: %w", owner, repo, err)
+	}
+	def := gr.GetDefaultBranch()
+	sha, _, err := client.Repositories.GetCommitSHA1(ctx, owner, repo, def, "")
+	if err != nil {
+		return "", "", fmt.Errorf("head of %s in %s/%s: %w", def, owner, repo, err)
+	}
+	return def, sha, nil
 }
 
 // resolve is the SHA GitHub says ref names; a ref it does not know is a
@@ -219,6 +234,11 @@ func (a *Asker) StartFromChangePoint(ctx context.Context, cp store.ChangePointRe
 	if err != nil {
 		return false, fmt.Errorf("bisect change point %d: %w", cp.ID, err)
 	}
+	owner, name, _ := strings.Cut(cp.Repo, "/")
+	_, cfgSHA, err := defaultHead(ctx, client, owner, name)
+	if err != nil {
+		return false, err
+	}
 	limit := a.MaxCommits
 	if limit <= 0 {
 		limit = DefaultMaxCommits
@@ -232,7 +252,7 @@ func (a *Asker) StartFromChangePoint(ctx context.Context, cp store.ChangePointRe
 		unit = m.Unit
 	}
 	rec := store.BisectRecord{Repo: cp.Repo, Metric: metric, RequestedBy: "changepoint", Number: cp.IssueNumber, ChangePointID: cp.ID, InstallationID: inst}
-	_, err = a.Runner.Start(ctx, rec, commits, bisect.Config{Metric: metric, Unit: unit})
+	_, err = a.Runner.Start(ctx, rec, commits, bisect.Config{Metric: metric, Unit: unit, ConfigSHA: cfgSHA})
 	if errors.Is(err, store.ErrConflict) {
 		return false, nil // someone bisects the range already
 	}

@@ -101,6 +101,9 @@ func TestAskStartsOnTheRangeGitHubLists(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if s.Config.ConfigSHA != f.main[len(f.main)-1] {
+		t.Errorf("config pinned at %q, want main's head %.7s", s.Config.ConfigSHA, f.main[len(f.main)-1])
+	}
 	if len(s.Commits) != 12 || s.Commits[5].SHA != f.main[6] || s.Commits[5].PR != 106 || s.Config.Unit != "ms" {
 		t.Errorf("bisect commits: %d, [5] = %+v (want %.7s, #106), unit %q", len(s.Commits), s.Commits[5], f.main[6], s.Config.Unit)
 	}
@@ -205,6 +208,9 @@ func TestQuickTierPinsAndStopsAreReported(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A config pushed meanwhile does not change how the next commit is
+	// measured: the bisect plans from the config it started with.
+	f.git.Commit("more prompts", map[string]string{config.DefaultPath: "tiers:\n  quick:\n    prompts: 500\n"})
 	if _, err := f.asker.Runner.JobDone(f.ctx, done); err != nil {
 		t.Fatal(err)
 	}
@@ -218,6 +224,11 @@ func TestQuickTierPinsAndStopsAreReported(t *testing.T) {
 	}
 	if next.ID == job.ID || next.GPUUUID != "GPU-first-card" {
 		t.Fatalf("second job %d pinned to %q, want GPU-first-card", next.ID, next.GPUUUID)
+	}
+	var first, second agentapi.Plan
+	if json.Unmarshal(job.Config, &first) != nil || json.Unmarshal(next.Config, &second) != nil ||
+		second.Workload.NumPrompts != first.Workload.NumPrompts || second.Workload.NumPrompts == 500 {
+		t.Errorf("prompts: first job %d, second %d; want the config the bisect started with", first.Workload.NumPrompts, second.Workload.NumPrompts)
 	}
 	cancelled, err := f.st.CancelJob(f.ctx, next.ID, "runner drained")
 	if err != nil {

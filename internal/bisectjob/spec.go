@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/google/go-github/v62/github"
+
 	"github.com/perfgate/perfgate/internal/agentapi"
 	"github.com/perfgate/perfgate/internal/app"
 	"github.com/perfgate/perfgate/internal/backoff"
@@ -15,7 +17,8 @@ import (
 )
 
 // QuickTier builds a bisect's jobs (a SpecFunc): the quick tier of the
-// repository's config on its default branch, measuring the requested
+// repository's config on its default branch as it was when the bisect
+// started (bisect.Config.ConfigSHA), measuring the requested
 // commit alone (never interleaved: the bisect compares across jobs) with
 // the requested runs. The first job goes to any runner the config's labels
 // allow; every later one is pinned to the card the job before it ran on,
@@ -38,11 +41,10 @@ func (q QuickTier) Spec(ctx context.Context, rec store.BisectRecord, req bisect.
 	if err != nil {
 		return store.JobSpec{}, fmt.Errorf("installation client %d: %w", rec.InstallationID, err)
 	}
-	gr, _, err := client.Repositories.Get(ctx, owner, name)
+	def, err := configRef(ctx, client, owner, name, rec)
 	if err != nil {
-		return store.JobSpec{}, fmt.Errorf("default branch of %s: %w", rec.Repo, err)
+		return store.JobSpec{}, err
 	}
-	def := gr.GetDefaultBranch()
 	cfg, err := q.Configs(ctx, client, owner, name, def)
 	var invalid interface{ ValidationErrors() []string }
 	if errors.Is(err, app.ErrNotConfigured) || errors.As(err, &invalid) {
@@ -70,6 +72,19 @@ func (q QuickTier) Spec(ctx context.Context, rec store.BisectRecord, req bisect.
 	// No PR number: a bisect's jobs belong to no pull request, so a push
 	// to the PR it was asked on does not cancel them.
 	return store.JobSpec{Tier: Tier, Config: snap, Labels: cfg.Runner.Labels, GPUUUID: plan.GPUUUID}, nil
+}
+
+// configRef is where the bisect's jobs read the config: the commit the
+// bisect pinned when it started, else the default branch.
+func configRef(ctx context.Context, client *github.Client, owner, name string, rec store.BisectRecord) (string, error) {
+	if s, err := bisect.Load(rec.State); err == nil && s.Config.ConfigSHA != "" {
+		return s.Config.ConfigSHA, nil
+	}
+	gr, _, err := client.Repositories.Get(ctx, owner, name)
+	if err != nil {
+		return "", fmt.Errorf("default branch of %s: %w", rec.Repo, err)
+	}
+	return gr.GetDefaultBranch(), nil
 }
 
 // card is the GPU the bisect's previous job ran on: its pin, or the card
