@@ -71,7 +71,7 @@ func newAskFixture(t *testing.T, n int) *askFixture {
 	}
 	configs := app.ContentsConfigLoader{}.Full
 	spec := bisectjob.QuickTier{Store: st, Clients: cc, Configs: configs}
-	runner := bisectjob.New(st, spec.Spec, bisectjob.OutboxReporter{Outbox: f.outbox})
+	runner := bisectjob.New(st, spec.Spec, bisectjob.OutboxReporter{Outbox: f.outbox, Clients: cc})
 	f.asker = &bisectjob.Asker{Runner: runner, Store: st, Clients: cc, Configs: configs}
 	return f
 }
@@ -286,5 +286,77 @@ func TestStartFromChangePoint(t *testing.T) {
 	cp.ID, cp.Regression, cp.Metric = 0, false, "ttft_p90"
 	if started, err := f.asker.StartFromChangePoint(f.ctx, cp); started || err != nil {
 		t.Errorf("an improvement: started %v, %v", started, err)
+	}
+}
+
+// TestReportNamesTheCulpritsPR: a bisect asked for through the Asker and
+// run through the queue posts its result on the issue; a culprit whose
+// message names no pull request gets the one GitHub says it belongs to.
+func TestReportNamesTheCulpritsPR(t *testing.T) {
+	f := newAskFixture(t, 3)
+	slow := f.git.Commit("re-tile the decode kernel", map[string]string{"engine/kernel": "tiled"})
+	f.git.Commits(4, func(i int) (string, map[string]string) {
+		return fmt.Sprintf("later %d (#%d)", i, 200+i), map[string]string{"engine/later": fmt.Sprint(i)}
+	})
+	pr, err := json.Marshal(map[string]any{"number": 77, "merge_commit_sha": slow, "merged_at": "2025-03-01T12:00:00Z",
+		"head": map[string]any{"sha": "0123456789abcdef0123456789abcdef01234567"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.gh.SetPullRequest(repo, 77, pr)
+	cc, err := githubapp.NewDefaultCachingClientCreator(f.gh.AppConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := bisectjob.QuickTier{Store: f.st, Clients: cc, Configs: app.ContentsConfigLoader{}.Full}
+	f.asker.Runner = bisectjob.New(f.st, spec.Spec, bisectjob.OutboxReporter{Outbox: f.outbox, Clients: cc})
+	if _, err := f.ask("v1", "main", "maintainer"); err != nil {
+		t.Fatal(err)
+	}
+	slowFrom := strings.Fields(f.git.Git("rev-list", "--ancestry-path", slow+"^..main"))
+	slowSet := map[string]bool{}
+	for _, sha := range slowFrom {
+		slowSet[sha] = true
+	}
+	for k := 0; ; k++ {
+		job, err := f.st.Claim(f.ctx, store.ClaimRequest{Lease: time.Minute, Labels: []string{"gpu"}, GPUUUIDs: []string{"GPU-card"}})
+		if errors.Is(err, store.ErrNoJob) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		var plan agentapi.Plan
+		if err := json.Unmarshal(job.Config, &plan); err != nil {
+			t.Fatal(err)
+		}
+		for i := range plan.Repeats {
+			v := 20 * (1 + 0.002*float64((k+i)%3))
+			if slowSet[job.HeadSHA] {
+				v *= 1.2
+			}
+			data, err := json.Marshal(&result.Result{Completed: 100, Metrics: map[string]float64{"median_tpot_ms": v}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, _, err := f.st.PutResult(f.ctx, store.ResultUpload{JobID: job.ID, LeaseID: job.LeaseID, RunIndex: i, GPUUUID: "GPU-card",
+				IdempotencyKey: fmt.Sprint(i), Kind: store.KindMeasured, Summary: data, Samples: data}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		done, err := f.st.Finish(f.ctx, job.ID, job.LeaseID, store.StatusSucceeded, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.asker.Runner.JobDone(f.ctx, done); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(f.outbox.comments) != 1 {
+		t.Fatalf("comments %+v, want the result", f.outbox.comments)
+	}
+	c := f.outbox.comments[0]
+	if want := "[`" + slow[:7] + "`]"; c.Number != 42 || !strings.Contains(c.Body, "**Culprit: "+want) || !strings.Contains(c.Body, "(re-tile the decode kernel, #77)") {
+		t.Errorf("result on #%d does not name %s as the culprit with its PR #77:\n%s", c.Number, slow[:7], c.Body)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/google/go-github/v62/github"
+	"github.com/rs/zerolog"
 
 	"github.com/perfgate/perfgate/internal/app"
 	"github.com/perfgate/perfgate/internal/bisect"
@@ -78,11 +79,55 @@ type Outbox interface {
 // after a crash is posted once.
 type OutboxReporter struct {
 	Outbox Outbox
+	// Clients, when set, finds the culprit's pull request on GitHub when
+	// its commit message does not name one.
+	Clients Clients
 }
 
 // Report implements Reporter.
 func (o OutboxReporter) Report(ctx context.Context, rec store.BisectRecord, s *bisect.State) error {
+	o.culpritPR(ctx, rec, s)
 	return o.post(ctx, rec, "result", Body(rec, s))
+}
+
+// culpritPR names the culprit's pull request from GitHub's list of the
+// pull requests a commit belongs to (a merged one first), when the
+// commit's message names none. Without it the report still goes out.
+func (o OutboxReporter) culpritPR(ctx context.Context, rec store.BisectRecord, s *bisect.State) {
+	r := s.Result
+	if o.Clients == nil || r == nil || r.Culprit == nil || r.Culprit.PR != 0 {
+		return
+	}
+	log := zerolog.Ctx(ctx).With().Int64("bisect", rec.ID).Str("culprit", r.Culprit.SHA).Logger()
+	owner, name, ok := strings.Cut(rec.Repo, "/")
+	client, err := o.Clients.NewInstallationClient(rec.InstallationID)
+	if !ok || err != nil {
+		log.Warn().Err(err).Msg("culprit's pull request not looked up")
+		return
+	}
+	prs, _, err := client.PullRequests.ListPullRequestsWithCommit(ctx, owner, name, r.Culprit.SHA, nil)
+	if err != nil {
+		log.Warn().Err(err).Msg("culprit's pull request not looked up")
+		return
+	}
+	pr := 0
+	for _, p := range prs {
+		if pr == 0 || (p.MergedAt != nil && p.GetNumber() != 0) {
+			pr = p.GetNumber()
+			if p.MergedAt != nil {
+				break
+			}
+		}
+	}
+	if pr == 0 {
+		return
+	}
+	r.Culprit.PR = pr
+	for i := range s.Commits {
+		if s.Commits[i].SHA == r.Culprit.SHA {
+			s.Commits[i].PR = pr
+		}
+	}
 }
 
 // ReportStopped implements StopReporter.

@@ -1,7 +1,10 @@
 package githubtest
 
 import (
+	"encoding/json"
 	"net/http"
+	"slices"
+	"sort"
 	"strings"
 )
 
@@ -38,4 +41,37 @@ func (s *Server) getCommit(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, s.commitJSON(repo, c[0]))
+}
+
+// listCommitPulls answers GET /repos/{owner}/{repo}/commits/{sha}/pulls:
+// the pull requests SetPullRequest stored whose head or merge commit is
+// sha, by number.
+func (s *Server) listCommitPulls(w http.ResponseWriter, r *http.Request) {
+	repo, sha := repoOf(r), r.PathValue("sha")
+	s.mu.Lock()
+	var out []json.RawMessage
+	var numbers []int
+	for key, raw := range s.pulls {
+		if !strings.HasPrefix(key, repo+"#") {
+			continue
+		}
+		var pr struct {
+			Number         int    `json:"number"`
+			MergeCommitSHA string `json:"merge_commit_sha"`
+			Head           struct {
+				SHA string `json:"sha"`
+			} `json:"head"`
+		}
+		if json.Unmarshal(raw, &pr) != nil || (pr.Head.SHA != sha && pr.MergeCommitSHA != sha) {
+			continue
+		}
+		i := sort.SearchInts(numbers, pr.Number)
+		numbers = slices.Insert(numbers, i, pr.Number)
+		out = slices.Insert(out, i, raw)
+	}
+	s.mu.Unlock()
+	if out == nil {
+		out = []json.RawMessage{}
+	}
+	writeJSON(w, http.StatusOK, out)
 }

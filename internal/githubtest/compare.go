@@ -21,10 +21,12 @@ func (s *Server) SetGitRepo(repo, dir string) {
 }
 
 // compareRoutes adds GET /repos/{owner}/{repo}/compare/{base}...{head}
-// and GET /repos/{owner}/{repo}/commits/{ref} (commits.go).
+// and GET /repos/{owner}/{repo}/commits/{ref} and …/commits/{sha}/pulls
+// (commits.go).
 func (s *Server) compareRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /repos/{owner}/{repo}/compare/{basehead...}", s.auth(s.compare))
 	mux.HandleFunc("GET /repos/{owner}/{repo}/commits/{ref...}", s.auth(s.getCommit))
+	mux.HandleFunc("GET /repos/{owner}/{repo}/commits/{sha}/pulls", s.auth(s.listCommitPulls))
 }
 
 // compareDefaultLimit is how many commits GitHub returns when no paging

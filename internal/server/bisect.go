@@ -42,7 +42,7 @@ func (b *bisects) StartBisect(ctx context.Context, r app.BisectRequest) (app.Bis
 func (b *bisects) wire(s *Server, clients githubapp.ClientCreator) {
 	configs := app.ContentsConfigLoader{}.Full
 	spec := bisectjob.QuickTier{Store: s.st, Clients: clients, Configs: configs}
-	b.runner = bisectjob.New(s.st, spec.Spec, bisectjob.OutboxReporter{Outbox: s.dispatch})
+	b.runner = bisectjob.New(s.st, spec.Spec, bisectjob.OutboxReporter{Outbox: s.dispatch, Clients: clients})
 	b.asker = &bisectjob.Asker{Runner: b.runner, Store: s.st, Clients: clients, Configs: configs}
 	s.dispatch.HandleKind(bisectjob.Kind, func(ctx context.Context, job store.Job) error {
 		_, err := b.runner.JobDone(ctx, job)
