@@ -45,6 +45,9 @@ type BisectOutcome struct {
 	Steps, Jobs, Runs int
 	Started, Report   string // the reply to the command and the result comment
 	Elapsed           time.Duration
+	// Pins is the card each of the bisect's jobs was pinned to, in order
+	// ("" for the first, which any card may take).
+	Pins []string
 }
 
 // The issue the scenario's maintainer asks on, and who they are.
@@ -168,7 +171,12 @@ func (h *Harness) Bisect(ctx context.Context, n, planted int, slowdown float64, 
 	}
 	for _, j := range jobs {
 		if j.Kind == bisectjob.Kind {
-			fmt.Fprintf(w, "GPU job %d: commit %s on card %s, %s on the runner (%s)\n", j.ID, short(j.HeadSHA), orNone(j.GPUUUID),
+			out.Pins = append(out.Pins, j.GPUUUID)
+			pin := "pinned to " + j.GPUUUID
+			if j.GPUUUID == "" {
+				pin = "the first job: any card"
+			}
+			fmt.Fprintf(w, "GPU job %d: commit %s (%s), %s on the runner, %s\n", j.ID, short(j.HeadSHA), pin,
 				j.FinishedAt.Sub(j.StartedAt).Round(100*time.Millisecond), j.Status)
 		}
 	}

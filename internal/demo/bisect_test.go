@@ -47,6 +47,14 @@ func checkBisect(t *testing.T, out *BisectOutcome, n int, log string) {
 	if out.Status != bisect.Found || out.Found != out.Planted {
 		t.Fatalf("bisect %s, found %q; want the planted %s\n%s", out.Status, out.Found, out.Planted, log)
 	}
+	if len(out.Pins) != out.Jobs {
+		t.Errorf("%d bisect jobs in the queue, the bisect counted %d", len(out.Pins), out.Jobs)
+	}
+	for i, pin := range out.Pins[1:] {
+		if pin == "" || pin != out.Pins[1] {
+			t.Errorf("job %d pinned to %q, want every job after the first on the first's card %q", i+2, pin, out.Pins[1])
+		}
+	}
 	if limit := ceilLog2(n) + 3; out.Steps > limit {
 		t.Errorf("%d commits measured between the ends, want at most ⌈log2 %d⌉ + 3 = %d", out.Steps, n, limit)
 	}
