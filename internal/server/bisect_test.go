@@ -1,0 +1,122 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/perfgate/perfgate/internal/agentapi"
+	"github.com/perfgate/perfgate/internal/config"
+	"github.com/perfgate/perfgate/internal/githubtest"
+	"github.com/perfgate/perfgate/internal/result"
+	"github.com/perfgate/perfgate/internal/store"
+)
+
+// TestBisectThroughTheServer: `/perf bisect` on an issue runs through the
+// whole server — the webhook, the app, the Asker, the queue, the judge
+// handing each finished bisect job to the Runner, the outbox — and the
+// result names the commit that slowed the runs, on the issue. The runner
+// here reports numbers instead of running an engine (the demo package's
+// end-to-end test runs the sim).
+func TestBisectThroughTheServer(t *testing.T) {
+	l := newLoop(t)
+	git := githubtest.NewGitRepo(t)
+	good := git.Commit("perfgate config", map[string]string{config.DefaultPath: "# the defaults\n"})
+	shas := git.Commits(12, func(i int) (string, map[string]string) {
+		return fmt.Sprintf("change %d (#%d)", i+1, 100+i+1), map[string]string{"engine/knob": fmt.Sprint(i + 1)}
+	})
+	planted := shas[6] // change 7 (#107): it and every later commit are 20% slower
+	slow := map[string]bool{}
+	for _, sha := range shas[6:] {
+		slow[sha] = true
+	}
+	l.gh.SetGitRepo(testRepo, git.Dir)
+	l.gh.SetPermission(testRepo, "monalisa", "admin", "maintain")
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	jobs := make(chan store.Job, 64)
+	go func() {
+		ag, err := l.st.RegisterAgent(ctx, store.AgentRegistration{Name: "runner", Labels: []string{"gpu"}, TokenHash: store.HashToken("runner-token")})
+		if err != nil {
+			return
+		}
+		for n := 0; ctx.Err() == nil; {
+			j, err := l.st.Claim(ctx, store.ClaimRequest{AgentID: ag.ID, Labels: []string{"gpu"}, GPUUUIDs: []string{"GPU-one"}, Lease: time.Minute})
+			if err != nil {
+				time.Sleep(10 * time.Millisecond)
+				continue
+			}
+			var plan agentapi.Plan
+			if err := json.Unmarshal(j.Config, &plan); err != nil {
+				return
+			}
+			for i := range plan.Repeats {
+				n++
+				v := 10 * (1 + 0.003*float64(n%5))
+				if slow[j.HeadSHA] {
+					v *= 1.2
+				}
+				raw, _ := json.Marshal(&result.Result{Completed: 100, Metrics: map[string]float64{"median_tpot_ms": v}})
+				if _, _, err := l.st.PutResult(ctx, store.ResultUpload{JobID: j.ID, LeaseID: j.LeaseID, IdempotencyKey: fmt.Sprint(i), RunIndex: i,
+					GPUUUID: "GPU-one", Kind: store.KindMeasured, Summary: raw, Samples: raw}); err != nil {
+					return
+				}
+			}
+			if done, err := l.st.Finish(ctx, j.ID, j.LeaseID, store.StatusSucceeded, ""); err == nil {
+				jobs <- done
+				l.srv.Dispatch().JobDone(ctx, done)
+			}
+		}
+	}()
+
+	var ev map[string]any
+	if err := json.Unmarshal(githubtest.Fixture(t, "issue_comment/created.retest.json"), &ev); err != nil {
+		t.Fatal(err)
+	}
+	issue, comment := ev["issue"].(map[string]any), ev["comment"].(map[string]any)
+	delete(issue, "pull_request")
+	issue["number"] = 9
+	comment["body"] = "/perf bisect " + good[:8] + " main"
+	body, err := json.Marshal(ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code := l.deliver("issue_comment", "bisect-1", body); code/100 != 2 {
+		t.Fatalf("webhook: %d", code)
+	}
+	var started, report string
+	for deadline := time.Now().Add(30 * time.Second); report == "" && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		for _, c := range l.gh.Comments() {
+			switch {
+			case c.Number == 9 && strings.HasPrefix(c.Body, "@monalisa"):
+				started = c.Body
+			case c.Number == 9 && strings.HasPrefix(c.Body, "### perfgate bisect"):
+				report = c.Body
+			}
+		}
+	}
+	if !strings.Contains(started, "Bisect started: 12 commits after good") {
+		t.Fatalf("reply %q", started)
+	}
+	for _, want := range []string{"**Culprit: [`" + planted[:7] + "`]", "change 7 (#107)", "| job | commit |", "Bisect asked for by @monalisa"} {
+		if !strings.Contains(report, want) {
+			t.Errorf("report lacks %q:\n%s", want, report)
+		}
+	}
+	ran := 0
+	for len(jobs) > 0 {
+		j := <-jobs
+		ran++
+		if j.Kind != "bisect" || j.PRNumber != 0 {
+			t.Errorf("job %d: kind %q, PR %d", j.ID, j.Kind, j.PRNumber)
+		}
+	}
+	if runs := l.gh.CheckRuns(); len(runs) != 0 {
+		t.Errorf("a bisect made check runs: %+v", runs)
+	}
+	t.Logf("%d GPU jobs", ran)
+}
