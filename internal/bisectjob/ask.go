@@ -115,6 +115,11 @@ func (a *Asker) StartBisect(ctx context.Context, r app.BisectRequest) (app.Bisec
 	if errors.Is(err, store.ErrConflict) {
 		return a.running(ctx, rec, good, bad)
 	}
+	if errors.Is(err, ErrStopped) {
+		// Its first job could not be planned: asking again would stop
+		// again.
+		return app.BisectStarted{}, refuse("the bisect stopped before its first job: %v.", err)
+	}
 	if err != nil {
 		return app.BisectStarted{}, err
 	}
