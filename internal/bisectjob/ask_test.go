@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-github/v62/github"
 	"github.com/palantir/go-githubapp/githubapp"
 
 	"github.com/perfgate/perfgate/internal/agentapi"
@@ -358,5 +359,25 @@ func TestReportNamesTheCulpritsPR(t *testing.T) {
 	c := f.outbox.comments[0]
 	if want := "[`" + slow[:7] + "`]"; c.Number != 42 || !strings.Contains(c.Body, "**Culprit: "+want) || !strings.Contains(c.Body, "(re-tile the decode kernel, #77)") {
 		t.Errorf("result on #%d does not name %s as the culprit with its PR #77:\n%s", c.Number, slow[:7], c.Body)
+	}
+}
+
+// TestStoppedAtStartIsARefusal: a bisect whose first job cannot be planned
+// (the config broke between the check and the job) is refused with why,
+// not retried into one stopped bisect after another.
+func TestStoppedAtStartIsARefusal(t *testing.T) {
+	f := newAskFixture(t, 4)
+	broken := func(context.Context, *github.Client, string, string, string) (*config.Config, error) {
+		return nil, &app.ConfigError{Path: config.DefaultPath, Problems: []string{"tiers.quick.prompts: must be positive"}}
+	}
+	spec := bisectjob.QuickTier{Store: f.st, Clients: f.asker.Clients, Configs: broken}
+	f.asker.Runner = bisectjob.New(f.st, spec.Spec, bisectjob.OutboxReporter{Outbox: f.outbox})
+	_, err := f.ask("v1", "main", "maintainer")
+	if !isRefusal(err, "stopped before its first job") || !strings.Contains(err.Error(), "must be positive") {
+		t.Fatalf("ask: %v, want a refusal naming the config problem", err)
+	}
+	bs, _ := f.st.ListBisects(f.ctx, store.BisectFilter{Repo: repo})
+	if len(bs) != 1 || bs[0].Status != store.BisectFailed {
+		t.Errorf("bisects %+v, want one, failed", bs)
 	}
 }
