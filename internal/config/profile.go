@@ -1,10 +1,8 @@
 package config
 
 import (
-	"bytes"
 	"fmt"
 	"strings"
-	"text/template"
 	"time"
 )
 
@@ -87,23 +85,8 @@ func (d *decoder) validateProfile(c *Config) {
 }
 
 func (d *decoder) checkProfileTemplate(f, arg string) {
-	hint := "placeholders are {{." + strings.Join(ProfilePlaceholders, "}}, {{.") + "}}"
-	tmpl, err := template.New(f).Option("missingkey=error").Parse(arg)
-	if err != nil {
-		d.errField(f, fmt.Sprintf("bad template %q", arg), hint)
-		return
-	}
-	var buf bytes.Buffer
-	err = tmpl.Execute(&buf, struct {
+	d.checkTemplateOf(f, arg, ProfilePlaceholders, struct {
 		Out, URL, SHA, Workdir string
 		PID, Port, Seconds     int
 	}{})
-	if err == nil {
-		return
-	}
-	if m := placeholder.FindStringSubmatch(err.Error()); m != nil {
-		d.errField(f, fmt.Sprintf("unknown placeholder {{.%s}}", m[1]), hint)
-		return
-	}
-	d.errField(f, fmt.Sprintf("bad template %q: %v", arg, err), hint)
 }

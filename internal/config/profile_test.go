@@ -18,7 +18,7 @@ func TestProfileSection(t *testing.T) {
 		{"profile:\n  requests: 0\n", "profile.requests"},
 		{"profile:\n  timeout: 1s\n", "profile.timeout"},
 		{"profile:\n  max_bytes: 10\n", "profile.max_bytes"},
-		{"profile:\n  command: [nsys, profile, -o, \"{{.Outt}}/x\"]\n", "unknown placeholder {{.Outt}}"},
+		{"profile:\n  command: [nsys, profile, -o, \"{{.Outt}}/x\"]\n", "unknown placeholder {{.Outt}} (did you mean {{.Out}}?)"},
 		{"profile:\n  command: [nsys, profile, -o, /tmp/x]\n", "never names {{.Out}}"},
 	}
 	for _, tc := range cases {

@@ -158,25 +158,31 @@ func (d *decoder) validateServer(s *Server) {
 	}
 }
 
-// checkTemplate reports a template that does not parse or names a
-// placeholder the runner does not fill.
+// checkTemplate reports a server command template that does not parse or
+// names a placeholder the runner does not fill.
 func (d *decoder) checkTemplate(f, arg string) {
-	hint := "placeholders are {{." + strings.Join(Placeholders, "}}, {{.") + "}}"
+	d.checkTemplateOf(f, arg, Placeholders, struct {
+		Port                                           int
+		Model, GPU, JobID, Workdir, SHA, Models, Image string
+	}{})
+}
+
+// checkTemplateOf reports a template that does not parse or names a
+// placeholder outside names; sample has exactly those fields.
+func (d *decoder) checkTemplateOf(f, arg string, names []string, sample any) {
+	hint := "placeholders are {{." + strings.Join(names, "}}, {{.") + "}}"
 	tmpl, err := template.New(f).Option("missingkey=error").Parse(arg)
 	if err != nil {
 		d.errField(f, fmt.Sprintf("bad template %q", arg), hint)
 		return
 	}
 	var buf bytes.Buffer
-	err = tmpl.Execute(&buf, struct {
-		Port                                           int
-		Model, GPU, JobID, Workdir, SHA, Models, Image string
-	}{})
+	err = tmpl.Execute(&buf, sample)
 	if err == nil {
 		return
 	}
 	if m := placeholder.FindStringSubmatch(err.Error()); m != nil {
-		if s := suggest(m[1], Placeholders); s != "" {
+		if s := suggest(m[1], names); s != "" {
 			hint = strings.Replace(s, `"`+suggestTarget(s)+`"`, "{{."+suggestTarget(s)+"}}", 1)
 		}
 		d.errField(f, fmt.Sprintf("unknown placeholder {{.%s}}", m[1]), hint)
