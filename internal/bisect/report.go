@@ -61,7 +61,7 @@ func (s *State) Markdown() string {
 	if cfg.Unit != "" {
 		unit = " (" + cfg.Unit + ")"
 	}
-	fmt.Fprintf(&b, "| job | commit | position | runs | %s median%s | vs good | vs bad | decision |\n", cfg.Metric, unit)
+	fmt.Fprintf(&b, "| after job | commit | position | runs | %s median%s | vs good | vs bad | decision |\n", cfg.Metric, unit)
 	b.WriteString("|---:|---|---:|---:|---:|---|---|---|\n")
 	for _, st := range s.Steps {
 		c := s.Commits[st.Index]

@@ -186,7 +186,7 @@ func TestBisectThroughTheQueue(t *testing.T) {
 		t.Fatalf("comments = %+v, want one on #7", comments)
 	}
 	body := comments[0].Body
-	for _, want := range []string{"**Culprit: `" + f.commits[11].SHA[:7] + "` (change 11 (#111))**", "@maintainer", "| job | commit |"} {
+	for _, want := range []string{"**Culprit: `" + f.commits[11].SHA[:7] + "` (change 11 (#111))**", "@maintainer", "| after job | commit |"} {
 		if !strings.Contains(body, want) {
 			t.Errorf("comment lacks %q:\n%s", want, body)
 		}

@@ -102,7 +102,7 @@ func TestBisectThroughTheServer(t *testing.T) {
 	if !strings.Contains(started, "Bisect started: 12 commits after good") {
 		t.Fatalf("reply %q", started)
 	}
-	for _, want := range []string{"**Culprit: [`" + planted[:7] + "`]", "change 7 (#107)", "| job | commit |", "Bisect asked for by @monalisa"} {
+	for _, want := range []string{"**Culprit: [`" + planted[:7] + "`]", "change 7 (#107)", "| after job | commit |", "Bisect asked for by @monalisa"} {
 		if !strings.Contains(report, want) {
 			t.Errorf("report lacks %q:\n%s", want, report)
 		}
