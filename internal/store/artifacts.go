@@ -20,6 +20,11 @@ type Artifacts interface {
 	// ListArtifacts returns the job's artifacts of its latest attempt, in
 	// upload order.
 	ListArtifacts(ctx context.Context, jobID int64) ([]Artifact, error)
+	// DeleteArtifactsBefore deletes the rows created before the cutoff
+	// and returns them; ArtifactSHA256s is the set of files the remaining
+	// rows reference (the retention sweep keeps those).
+	DeleteArtifactsBefore(ctx context.Context, before time.Time) ([]Artifact, error)
+	ArtifactSHA256s(ctx context.Context) (map[string]bool, error)
 }
 
 // ArtifactUpload is a file a runner uploaded.
@@ -117,6 +122,52 @@ func (s *sqlStore) ListArtifacts(ctx context.Context, jobID int64) ([]Artifact, 
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("list artifacts of job %d: %w", jobID, err)
+	}
+	return out, nil
+}
+
+// DeleteArtifactsBefore deletes the artifact rows created before the
+// cutoff (the server's artifacts.keep) and returns them, so the caller can
+// say what it freed. The files are the caller's: one may be shared by a
+// newer row (ArtifactSHA256s).
+func (s *sqlStore) DeleteArtifactsBefore(ctx context.Context, before time.Time) ([]Artifact, error) {
+	rows, err := s.w.QueryContext(ctx, s.q(`DELETE FROM artifacts WHERE created_at < ? RETURNING `+artifactCols), before.UnixMicro())
+	if err != nil {
+		return nil, fmt.Errorf("delete artifacts before %s: %w", before.UTC().Format(time.RFC3339), err)
+	}
+	defer rows.Close()
+	var out []Artifact
+	for rows.Next() {
+		a, err := scanArtifact(rows)
+		if err != nil {
+			return nil, fmt.Errorf("delete artifacts before %s: %w", before.UTC().Format(time.RFC3339), err)
+		}
+		out = append(out, a)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("delete artifacts before %s: %w", before.UTC().Format(time.RFC3339), err)
+	}
+	return out, nil
+}
+
+// ArtifactSHA256s returns the SHA-256 of every file a row references: the
+// files the artifact directory must keep.
+func (s *sqlStore) ArtifactSHA256s(ctx context.Context) (map[string]bool, error) {
+	rows, err := s.r.QueryContext(ctx, `SELECT DISTINCT sha256 FROM artifacts`)
+	if err != nil {
+		return nil, fmt.Errorf("list artifact files: %w", err)
+	}
+	defer rows.Close()
+	out := map[string]bool{}
+	for rows.Next() {
+		var sum string
+		if err := rows.Scan(&sum); err != nil {
+			return nil, fmt.Errorf("list artifact files: %w", err)
+		}
+		out[sum] = true
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list artifact files: %w", err)
 	}
 	return out, nil
 }

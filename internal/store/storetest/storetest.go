@@ -81,6 +81,7 @@ func Run(t *testing.T, newDSN func(t testing.TB) string) {
 		{"RootCauses", testRootCauses},
 		{"Bisects", testBisects},
 		{"Artifacts", testArtifacts},
+		{"ArtifactRetention", testArtifactRetention},
 		{"FleetPriorities", testFleetPriorities},
 		{"FleetFairShare", testFleetFairShare},
 		{"FleetHandoff", testFleetHandoff},
