@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"time"
 )
 
 // DefaultMaxBytes caps one uploaded file when the server sets no cap.
@@ -94,3 +95,81 @@ func (d *Dir) Open(sum string) (*os.File, error) {
 }
 
 func (d *Dir) path(sum string) string { return filepath.Join(d.root, sum[:2], sum) }
+
+// SweepStats is what one Sweep removed.
+type SweepStats struct {
+	Files     int   // stored files no row references
+	Bytes     int64 // their size
+	Temps     int   // abandoned uploads in tmp/
+	TempBytes int64
+}
+
+// Sweep removes the stored files whose SHA-256 keep lacks (no row
+// references them: their rows were swept, or the row write failed after
+// the upload) and the temporary files of uploads abandoned in tmp/, but
+// only those last written before cutoff: an upload in progress, or one
+// whose row is being written, is younger. Files not named like a SHA-256
+// are not the store's and stay. It goes on past a file it cannot remove
+// and returns the first such error with what it did remove.
+func (d *Dir) Sweep(keep map[string]bool, cutoff time.Time) (SweepStats, error) {
+	var (
+		st    SweepStats
+		first error
+	)
+	remove := func(path string, info os.FileInfo) bool {
+		if !info.Mode().IsRegular() || !info.ModTime().Before(cutoff) {
+			return false
+		}
+		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+			if first == nil {
+				first = fmt.Errorf("sweep artifacts: %w", err)
+			}
+			return false
+		}
+		return true
+	}
+	tops, err := os.ReadDir(d.root)
+	if err != nil {
+		return st, fmt.Errorf("sweep artifacts %s: %w", d.root, err)
+	}
+	for _, top := range tops {
+		if !top.IsDir() {
+			continue
+		}
+		isTmp := top.Name() == "tmp"
+		if !isTmp && !hexPrefix.MatchString(top.Name()) {
+			continue
+		}
+		sub := filepath.Join(d.root, top.Name())
+		entries, err := os.ReadDir(sub)
+		if err != nil {
+			if first == nil {
+				first = fmt.Errorf("sweep artifacts %s: %w", sub, err)
+			}
+			continue
+		}
+		for _, e := range entries {
+			name := e.Name()
+			if !isTmp && (!hexSum.MatchString(name) || name[:2] != top.Name() || keep[name]) {
+				continue
+			}
+			info, err := e.Info()
+			if err != nil {
+				continue // removed meanwhile
+			}
+			if !remove(filepath.Join(sub, name), info) {
+				continue
+			}
+			if isTmp {
+				st.Temps++
+				st.TempBytes += info.Size()
+			} else {
+				st.Files++
+				st.Bytes += info.Size()
+			}
+		}
+	}
+	return st, first
+}
+
+var hexPrefix = regexp.MustCompile(`^[0-9a-f]{2}$`)
