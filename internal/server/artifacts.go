@@ -1,16 +1,21 @@
 package server
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"path/filepath"
 	"strconv"
+	"strings"
+	"time"
 
 	"github.com/rs/zerolog"
+	"gopkg.in/yaml.v3"
 
 	"github.com/perfgate/perfgate/internal/agentapi"
 	"github.com/perfgate/perfgate/internal/artifact"
+	"github.com/perfgate/perfgate/internal/store"
 	"github.com/perfgate/perfgate/internal/web"
 )
 
@@ -22,6 +27,142 @@ type ArtifactsConfig struct {
 	// MaxBytes caps one uploaded file (default 256 MiB); a larger upload
 	// is refused with 413 and the runner says so in the job's log.
 	MaxBytes int64 `yaml:"max_bytes"`
+	// Keep is how long an artifact is kept after its upload before the
+	// retention sweep deletes its row and, once no row references it, its
+	// file (default DefaultArtifactKeep; KeepForever keeps every one).
+	Keep Retention `yaml:"keep"`
+}
+
+// DefaultArtifactKeep is artifacts.keep when unset: long enough for a PR's
+// review, short enough that 256 MiB traces do not fill the disk.
+const DefaultArtifactKeep = 30 * 24 * time.Hour
+
+// Retention is a keep period: a Go duration, or days ("30d"); 0 or
+// "forever" is KeepForever. The zero value is unset (the default).
+type Retention time.Duration
+
+// KeepForever keeps every artifact.
+const KeepForever Retention = -1
+
+// Duration is the period in effect: the default when unset, 0 for
+// forever.
+func (r Retention) Duration() time.Duration {
+	switch {
+	case r == 0:
+		return DefaultArtifactKeep
+	case r < 0:
+		return 0
+	}
+	return time.Duration(r)
+}
+
+// ParseRetention reads a keep period; under an hour is refused (an upload
+// and its row could be swept before the check run links them).
+func ParseRetention(v string) (Retention, error) {
+	v = strings.TrimSpace(v)
+	if v == "0" || strings.EqualFold(v, "forever") {
+		return KeepForever, nil
+	}
+	var d time.Duration
+	var err error
+	if days, ok := strings.CutSuffix(v, "d"); ok {
+		var n int64
+		n, err = strconv.ParseInt(days, 10, 64)
+		if n > 100*365 {
+			n = -1
+		}
+		d = time.Duration(n) * 24 * time.Hour
+	} else {
+		d, err = time.ParseDuration(v)
+	}
+	if err == nil && d == 0 {
+		return KeepForever, nil // "0s", "0d"
+	}
+	if err != nil || d < time.Hour {
+		return 0, fmt.Errorf("%q: want a period of at least 1h, e.g. 30d or 720h, or 0 or forever to keep every artifact", v)
+	}
+	return Retention(d), nil
+}
+
+// UnmarshalYAML reads artifacts.keep from server.yml.
+func (r *Retention) UnmarshalYAML(n *yaml.Node) error {
+	v, err := ParseRetention(n.Value)
+	if err != nil {
+		return fmt.Errorf("line %d: artifacts.keep %v", n.Line, err)
+	}
+	*r = v
+	return nil
+}
+
+func artifactsKeep(c *Config, v string) error {
+	r, err := ParseRetention(v)
+	if err != nil {
+		return err
+	}
+	c.Artifacts.Keep = r
+	return nil
+}
+
+// uploadGrace is how young a file the sweep leaves alone although no row
+// references it: an upload in progress (tmp/) or one whose row is being
+// written.
+const uploadGrace = time.Hour
+
+// artifactSweepEvery is how often the retention sweep runs.
+const artifactSweepEvery = time.Hour
+
+// runArtifactSweep sweeps the artifact store now and then every period
+// until ctx ends.
+func (s *Server) runArtifactSweep(ctx context.Context, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		if err := s.sweepArtifacts(ctx); err != nil && ctx.Err() == nil {
+			s.log.Error().Err(err).Msg("sweep artifacts")
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// sweepArtifacts deletes the artifact rows older than artifacts.keep, then
+// the files no remaining row references (a file shared with a newer row
+// stays) and abandoned uploads, and logs what it freed. Rows are aged by
+// the server's clock, files by their modification time against the wall
+// clock: the filesystem's.
+func (s *Server) sweepArtifacts(ctx context.Context) error {
+	if s.arts == nil {
+		return nil
+	}
+	keep := s.cfg.Artifacts.Keep.Duration()
+	var rows []store.Artifact
+	if keep > 0 {
+		var err error
+		if rows, err = s.st.DeleteArtifactsBefore(ctx, s.now().Add(-keep)); err != nil {
+			return err
+		}
+	}
+	// Listed after the delete: a row written since only keeps more.
+	refs, err := s.st.ArtifactSHA256s(ctx)
+	if err != nil {
+		return err
+	}
+	freed, err := s.arts.Sweep(refs, time.Now().Add(-uploadGrace))
+	var rowBytes int64
+	for _, a := range rows {
+		rowBytes += a.Size
+	}
+	ev := s.log.Debug()
+	if len(rows) > 0 || freed != (artifact.SweepStats{}) {
+		ev = s.log.Info()
+	}
+	ev.Str("dir", s.arts.Root()).Dur("keep", keep).Int("rows", len(rows)).Int64("row_bytes", rowBytes).
+		Int("files", freed.Files).Int64("bytes", freed.Bytes).Int("tmp_files", freed.Temps).Int64("tmp_bytes", freed.TempBytes).
+		Int("files_kept", len(refs)).Msg("artifact retention sweep")
+	return err
 }
 
 // openArtifacts opens the artifact directory the config names. A server

@@ -18,6 +18,7 @@ import (
 
 	"github.com/perfgate/perfgate/internal/agentapi"
 	"github.com/perfgate/perfgate/internal/app"
+	"github.com/perfgate/perfgate/internal/artifact"
 	"github.com/perfgate/perfgate/internal/backoff"
 	"github.com/perfgate/perfgate/internal/dispatch"
 	"github.com/perfgate/perfgate/internal/drift"
@@ -112,6 +113,8 @@ type LoopConfig struct {
 	ReconcileEvery time.Duration // how often open checks are reconciled (1 m)
 	StartSyncEvery time.Duration // how often claimed jobs start their checks (1 s)
 	QueueNoteEvery time.Duration // how often queued checks' positions are estimated (20 s)
+	// ArtifactSweepEvery is how often the artifact retention sweep runs (1 h).
+	ArtifactSweepEvery time.Duration
 }
 
 // FleetConfig shares the runners between repositories.
@@ -144,6 +147,7 @@ type Server struct {
 	web      *web.Handler
 	drift    *drift.Pass
 	bisects  *bisects
+	arts     *artifact.Dir // nil: the server keeps no artifacts
 	log      zerolog.Logger
 	now      func() time.Time
 }
@@ -172,6 +176,9 @@ func New(cfg Config, st store.Store, log zerolog.Logger, now func() time.Time) (
 	}
 	if cfg.Loop.QueueNoteEvery <= 0 {
 		cfg.Loop.QueueNoteEvery = 20 * time.Second
+	}
+	if cfg.Loop.ArtifactSweepEvery <= 0 {
+		cfg.Loop.ArtifactSweepEvery = artifactSweepEvery
 	}
 	switch tok := cfg.AgentRegistrationToken; {
 	case tok == "":
@@ -211,6 +218,7 @@ func New(cfg Config, st store.Store, log zerolog.Logger, now func() time.Time) (
 	if err != nil {
 		return nil, err
 	}
+	s.arts = arts
 	apiArts, webArts := artifactParts(arts)
 	if s.web, s.drift, err = s.dashboardParts(cfg, a.ClientCreator(), webArts); err != nil {
 		return nil, err
@@ -289,6 +297,7 @@ func (s *Server) RunBackground(ctx context.Context) error {
 	go s.dispatch.RunQueueNotes(ctx, s.cfg.Loop.QueueNoteEvery)
 	go s.dispatch.RunReconcile(ctx, s.cfg.Loop.ReconcileEvery)
 	go s.bisects.resume(ctx, s.log)
+	go s.runArtifactSweep(ctx, s.cfg.Loop.ArtifactSweepEvery)
 	if s.cfg.NightlyCron != "" {
 		stop, err := s.dispatch.ScheduleNightly(ctx, s.cfg.NightlyCron, s.cfg.NightlyRepos, s.app.ClientCreator())
 		if err != nil {

@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"os"
 	"strconv"
+	"time"
 
 	"github.com/perfgate/perfgate/internal/store"
 )
@@ -41,7 +42,7 @@ func (h *Handler) artifact(w http.ResponseWriter, r *http.Request, repo string) 
 	}
 	a, err := h.st.GetArtifact(r.Context(), id)
 	if errors.Is(err, store.ErrNotFound) || (err == nil && a.Repo != repo) {
-		h.fail(w, r, http.StatusNotFound, fmt.Sprintf("%s has no artifact %d.", repo, id))
+		h.fail(w, r, http.StatusNotFound, h.noArtifact(repo, id))
 		return
 	}
 	if err != nil {
@@ -89,4 +90,18 @@ type profileLink struct {
 	Side, Name string
 	Size       int64
 	URL        string
+}
+
+// noArtifact is the 404 of an artifact link that finds no row: with a
+// retention period, the likely reason (the sweep deleted it) and what to do.
+func (h *Handler) noArtifact(repo string, id int64) string {
+	if h.artKeep <= 0 {
+		return fmt.Sprintf("%s has no artifact %d.", repo, id)
+	}
+	keep := h.artKeep.String()
+	if h.artKeep%(24*time.Hour) == 0 {
+		keep = fmt.Sprintf("%d days", h.artKeep/(24*time.Hour))
+	}
+	return fmt.Sprintf("%s has no artifact %d: this server deletes profile traces %s after their upload (artifacts.keep), "+
+		"so an older link finds nothing; profile the commit again for a new trace.", repo, id, keep)
 }

@@ -69,8 +69,12 @@ type Options struct {
 	PublicURL string
 	// Artifacts serves the profile traces runners uploaded; nil: none.
 	Artifacts ArtifactFiles
-	Log       zerolog.Logger
-	Now       func() time.Time
+	// ArtifactKeep is how long the server keeps artifacts before its
+	// retention sweep deletes them (artifacts.keep), said when a link
+	// finds none; 0: kept forever.
+	ArtifactKeep time.Duration
+	Log          zerolog.Logger
+	Now          func() time.Time
 }
 
 // Handler serves the dashboard and its API.
@@ -85,6 +89,7 @@ type Handler struct {
 	pages     map[string]*template.Template
 	levels    baselineCache
 	artifacts ArtifactFiles
+	artKeep   time.Duration
 }
 
 // New builds the dashboard.
@@ -103,7 +108,7 @@ func New(o Options) (*Handler, error) {
 		st: o.Store, signer: o.Signer, publicURL: strings.TrimSuffix(o.PublicURL, "/"), log: o.Log, now: o.Now,
 		vis:       &cachedVisibility{next: vis, ttl: 5 * time.Minute, now: o.Now, m: map[string]visEntry{}},
 		levels:    baselineCache{m: map[int64]map[string]float64{}},
-		artifacts: o.Artifacts,
+		artifacts: o.Artifacts, artKeep: o.ArtifactKeep,
 	}
 	if err := h.parseTemplates(); err != nil {
 		return nil, err
