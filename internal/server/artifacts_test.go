@@ -136,11 +136,15 @@ func TestArtifactSettings(t *testing.T) {
 	}
 	t.Setenv("PERFGATE_ARTIFACTS_KEEP", "")
 	yml := filepath.Join(t.TempDir(), "server.yml")
-	os.WriteFile(yml, []byte("artifacts:\n  keep: 14d\n"), 0o600)
+	if err := os.WriteFile(yml, []byte("artifacts:\n  keep: 14d\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	if c, err := LoadConfig(yml); err != nil || c.Artifacts.Keep.Duration() != 14*24*time.Hour {
 		t.Errorf("server.yml keep: 14d: %v, %v", c.Artifacts.Keep.Duration(), err)
 	}
-	os.WriteFile(yml, []byte("artifacts:\n  keep: soon\n"), 0o600)
+	if err := os.WriteFile(yml, []byte("artifacts:\n  keep: soon\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := LoadConfig(yml); err == nil || !strings.Contains(err.Error(), "line 2: artifacts.keep \"soon\": want a period") {
 		t.Errorf("server.yml keep: soon: %v", err)
 	}
