@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/rs/zerolog"
 
@@ -34,6 +35,7 @@ type Store interface {
 	UpdateBisect(ctx context.Context, id int64, version int, u store.BisectUpdate) (store.BisectRecord, error)
 	BisectByJob(ctx context.Context, jobID int64) (store.BisectRecord, error)
 	ListBisects(ctx context.Context, f store.BisectFilter) ([]store.BisectRecord, error)
+	ListAgents(ctx context.Context) ([]store.Agent, error)
 }
 
 // SpecFunc builds the job that measures req for the bisect rec: the quick
@@ -62,9 +64,17 @@ var ErrStopped = errors.New("bisect stopped")
 
 // Runner drives bisects through the queue.
 type Runner struct {
+	// CardGrace is how long a pending job may wait for a pinned card that
+	// no available runner offers before Resume stops its bisect; 0 is
+	// DefaultCardGrace.
+	CardGrace time.Duration
+	// Now is the clock for CardGrace; nil is time.Now.
+	Now func() time.Time
+
 	st     Store
 	spec   SpecFunc
 	report Reporter
+	watch  cardWatch
 }
 
 // New returns a runner.
@@ -161,16 +171,39 @@ func (r *Runner) JobDone(ctx context.Context, job store.Job) (bool, error) {
 
 // Resume repairs running bisects after a crash: one whose pending job was
 // never queued gets it; one whose job finished without JobDone taking it
-// takes it now; a finished one that was never reported is reported.
+// takes it now; a finished one that was never reported is reported. It
+// also stops a bisect whose queued job waits for a pinned card that has
+// been gone for longer than CardGrace (see cardGone), saying so where it
+// was asked for.
 func (r *Runner) Resume(ctx context.Context) error {
 	recs, err := r.st.ListBisects(ctx, store.BisectFilter{Status: store.BisectRunning})
 	if err != nil {
 		return fmt.Errorf("resume bisects: %w", err)
 	}
-	var errs []error
+	var (
+		errs   []error
+		agents []store.Agent
+		listed bool
+	)
 	for _, rec := range recs {
 		if rec.JobID != 0 {
 			job, err := r.st.GetJob(ctx, rec.JobID)
+			if err == nil && job.Status == store.StatusQueued && job.GPUUUID != "" && !job.CancelRequested {
+				if !listed {
+					if agents, err = r.st.ListAgents(ctx); err != nil {
+						errs = append(errs, fmt.Errorf("resume bisects: %w", err))
+						continue
+					}
+					listed = true
+				}
+				if gone := r.cardGone(job, agents, r.now()); gone != nil {
+					err = r.stopForCard(ctx, rec, gone)
+					if err != nil {
+						errs = append(errs, fmt.Errorf("resume bisect %d: %w", rec.ID, err))
+					}
+					continue
+				}
+			}
 			if err == nil {
 				_, err = r.JobDone(ctx, job)
 			}

@@ -2,6 +2,7 @@ package bisectjob
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -132,6 +133,9 @@ func (o OutboxReporter) culpritPR(ctx context.Context, rec store.BisectRecord, s
 
 // ReportStopped implements StopReporter.
 func (o OutboxReporter) ReportStopped(ctx context.Context, rec store.BisectRecord, cause error) error {
+	if gone := (*CardGoneError)(nil); errors.As(cause, &gone) {
+		return o.post(ctx, rec, "stopped", cardGoneBody(rec, gone))
+	}
 	body := fmt.Sprintf("### perfgate bisect stopped: %s, %.7s..%.7s\n\nThe bisect could not go on: %v.\n\n", rec.Metric, rec.GoodSHA, rec.BadSHA, cause)
 	if s, err := bisect.Load(rec.State); err == nil {
 		body += s.Markdown()
