@@ -16,7 +16,8 @@ import (
 
 // bisectResumeEvery is how often running bisects are looked over for what
 // a crash left undone (a job never queued, a finished one never taken, a
-// result never reported).
+// result never reported) and for a job pinned to a card that is gone
+// (stopped after bisectjob.DefaultCardGrace, with a comment).
 const bisectResumeEvery = time.Minute
 
 // bisects is the server's bisect wiring: `/perf bisect` starts one
