@@ -14,7 +14,7 @@ import (
 	"github.com/perfgate/perfgate/internal/store"
 )
 
-// bisectResumeEvery is how often running bisects are looked over for what
+// bisectResumeEvery is by default how often running bisects are looked over for what
 // a crash left undone (a job never queued, a finished one never taken, a
 // result never reported) and for a job pinned to a card that is gone
 // (stopped after bisectjob.DefaultCardGrace, with a comment).
@@ -44,6 +44,7 @@ func (b *bisects) wire(s *Server, clients githubapp.ClientCreator) {
 	configs := app.ContentsConfigLoader{}.Full
 	spec := bisectjob.QuickTier{Store: s.st, Clients: clients, Configs: configs}
 	b.runner = bisectjob.New(s.st, spec.Spec, bisectjob.OutboxReporter{Outbox: s.dispatch, Clients: clients})
+	b.runner.CardGrace = s.cfg.Loop.BisectCardGrace
 	b.asker = &bisectjob.Asker{Runner: b.runner, Store: s.st, Clients: clients, Configs: configs}
 	s.dispatch.HandleKind(bisectjob.Kind, func(ctx context.Context, job store.Job) error {
 		_, err := b.runner.JobDone(ctx, job)
@@ -75,9 +76,9 @@ func (b *bisects) fromChangePoint(ctx context.Context, cp store.ChangePointRecor
 	return err
 }
 
-// resume runs Resume now and then every bisectResumeEvery until ctx ends.
-func (b *bisects) resume(ctx context.Context, log zerolog.Logger) {
-	t := time.NewTicker(bisectResumeEvery)
+// resume runs Resume now and then every `every` until ctx ends.
+func (b *bisects) resume(ctx context.Context, every time.Duration, log zerolog.Logger) {
+	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
 		if err := b.runner.Resume(log.WithContext(ctx)); err != nil && ctx.Err() == nil {

@@ -120,3 +120,99 @@ func TestBisectThroughTheServer(t *testing.T) {
 	}
 	t.Logf("%d GPU jobs", ran)
 }
+
+// TestBisectStopsWhenItsCardIsGone: a runner measures a bisect's first
+// job on its card and then goes silent (its host is down); the next job,
+// pinned to that card, would wait forever. Past the grace the server's
+// resume pass stops the bisect, cancels the job and says so on the issue
+// that asked — through the outbox, naming the card.
+func TestBisectStopsWhenItsCardIsGone(t *testing.T) {
+	l := newTunedLoop(t, func(c *LoopConfig) { c.BisectResumeEvery, c.BisectCardGrace = 50*time.Millisecond, time.Second })
+	git := githubtest.NewGitRepo(t)
+	good := git.Commit("perfgate config", map[string]string{config.DefaultPath: "# the defaults\n"})
+	git.Commits(8, func(i int) (string, map[string]string) {
+		return fmt.Sprintf("change %d", i+1), map[string]string{"engine/knob": fmt.Sprint(i + 1)}
+	})
+	l.gh.SetGitRepo(testRepo, git.Dir)
+	l.gh.SetPermission(testRepo, "monalisa", "admin", "maintain")
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	first := make(chan store.Job, 1)
+	go func() {
+		ag, err := l.st.RegisterAgent(ctx, store.AgentRegistration{Name: "box-7", Labels: []string{"gpu"}, GPUUUIDs: []string{"GPU-one"},
+			TokenHash: store.HashToken("runner-token")})
+		if err != nil {
+			return
+		}
+		for ctx.Err() == nil {
+			j, err := l.st.Claim(ctx, store.ClaimRequest{AgentID: ag.ID, Labels: []string{"gpu"}, GPUUUIDs: []string{"GPU-one"}, Lease: time.Minute})
+			if err != nil {
+				time.Sleep(10 * time.Millisecond)
+				continue
+			}
+			var plan agentapi.Plan
+			if err := json.Unmarshal(j.Config, &plan); err != nil {
+				return
+			}
+			for i := range plan.Repeats {
+				raw, _ := json.Marshal(&result.Result{Completed: 100, Metrics: map[string]float64{"median_tpot_ms": 10 + 0.01*float64(i)}})
+				if _, _, err := l.st.PutResult(ctx, store.ResultUpload{JobID: j.ID, LeaseID: j.LeaseID, IdempotencyKey: fmt.Sprint(i), RunIndex: i,
+					GPUUUID: "GPU-one", Kind: store.KindMeasured, Summary: raw, Samples: raw}); err != nil {
+					return
+				}
+			}
+			if done, err := l.st.Finish(ctx, j.ID, j.LeaseID, store.StatusSucceeded, ""); err == nil {
+				first <- done
+				l.srv.Dispatch().JobDone(ctx, done)
+			}
+			return // the host goes down: no more claims, no heartbeat
+		}
+	}()
+
+	var ev map[string]any
+	if err := json.Unmarshal(githubtest.Fixture(t, "issue_comment/created.retest.json"), &ev); err != nil {
+		t.Fatal(err)
+	}
+	issue, comment := ev["issue"].(map[string]any), ev["comment"].(map[string]any)
+	delete(issue, "pull_request")
+	issue["number"] = 9
+	comment["body"] = "/perf bisect " + good[:8] + " main"
+	body, err := json.Marshal(ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code := l.deliver("issue_comment", "bisect-gone-1", body); code/100 != 2 {
+		t.Fatalf("webhook: %d", code)
+	}
+	var stopped string
+	for deadline := time.Now().Add(20 * time.Second); stopped == "" && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		for _, c := range l.gh.Comments() {
+			if c.Number == 9 && strings.HasPrefix(c.Body, "### perfgate bisect stopped") {
+				stopped = c.Body
+			}
+		}
+	}
+	if stopped == "" {
+		t.Fatalf("no comment saying the bisect stopped; comments %+v", l.gh.Comments())
+	}
+	for _, want := range []string{"card `GPU-one`", "runner box-7 last called in", "does not move a bisect to another card",
+		"/perf bisect " + good[:7], "Bisect asked for by @monalisa"} {
+		if !strings.Contains(stopped, want) {
+			t.Errorf("stopped comment lacks %q:\n%s", want, stopped)
+		}
+	}
+	ran := <-first
+	bs, err := l.st.ListBisects(ctx, store.BisectFilter{Repo: testRepo})
+	if err != nil || len(bs) != 1 || bs[0].Status != store.BisectFailed || bs[0].JobID != 0 {
+		t.Fatalf("bisects %+v, %v; want one, failed, waiting for no job", bs, err)
+	}
+	queue, err := l.st.ListQueue(ctx)
+	if err != nil || len(queue) != 0 {
+		t.Errorf("queue after the stop: %+v, %v; want the pinned job cancelled", queue, err)
+	}
+	next, err := l.st.GetJob(ctx, ran.ID+1)
+	if err != nil || next.Kind != "bisect" || next.GPUUUID != "GPU-one" || next.Status != store.StatusCancelled {
+		t.Errorf("the job after the first: %+v, %v; want a bisect job pinned to GPU-one, cancelled", next, err)
+	}
+}

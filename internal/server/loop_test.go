@@ -58,11 +58,18 @@ type loop struct {
 	stop   func()
 	prs    map[int]string // PR number → head SHA
 	runner context.CancelFunc
+	tune   func(*LoopConfig) // a test's own loop settings, on top of fastLoop
 }
 
 func newLoop(t *testing.T) *loop {
 	t.Helper()
-	l := &loop{t: t, gh: githubtest.New(t), dsn: filepath.Join(t.TempDir(), "perfgate.db"), prs: map[int]string{}}
+	return newTunedLoop(t, nil)
+}
+
+// newTunedLoop is newLoop with tune applied to the loop settings.
+func newTunedLoop(t *testing.T, tune func(*LoopConfig)) *loop {
+	t.Helper()
+	l := &loop{t: t, gh: githubtest.New(t), dsn: filepath.Join(t.TempDir(), "perfgate.db"), prs: map[int]string{}, tune: tune}
 	l.gh.SetContent(testRepo, "main", config.DefaultPath, []byte("# the defaults\n"))
 	l.start()
 	t.Cleanup(func() { l.kill() })
@@ -77,6 +84,9 @@ func (l *loop) start() {
 		l.t.Fatal(err)
 	}
 	cfg := Config{GitHub: l.gh.AppConfig(), AgentRegistrationToken: testToken, AppSlug: githubtest.AppSlug, Loop: fastLoop()}
+	if l.tune != nil {
+		l.tune(&cfg.Loop)
+	}
 	srv, err := New(cfg, st, zerolog.New(zerolog.NewTestWriter(l.t)).Level(zerolog.ErrorLevel), nil)
 	if err != nil {
 		l.t.Fatal(err)

@@ -20,6 +20,7 @@ import (
 	"github.com/perfgate/perfgate/internal/app"
 	"github.com/perfgate/perfgate/internal/artifact"
 	"github.com/perfgate/perfgate/internal/backoff"
+	"github.com/perfgate/perfgate/internal/bisectjob"
 	"github.com/perfgate/perfgate/internal/dispatch"
 	"github.com/perfgate/perfgate/internal/drift"
 	"github.com/perfgate/perfgate/internal/fleet"
@@ -115,6 +116,11 @@ type LoopConfig struct {
 	QueueNoteEvery time.Duration // how often queued checks' positions are estimated (20 s)
 	// ArtifactSweepEvery is how often the artifact retention sweep runs (1 h).
 	ArtifactSweepEvery time.Duration
+	// BisectResumeEvery is how often running bisects are looked over (1 m);
+	// BisectCardGrace how long a bisect job waits for a pinned card that
+	// is gone before the bisect stops (bisectjob.DefaultCardGrace, 15 m).
+	BisectResumeEvery time.Duration
+	BisectCardGrace   time.Duration
 }
 
 // FleetConfig shares the runners between repositories.
@@ -179,6 +185,12 @@ func New(cfg Config, st store.Store, log zerolog.Logger, now func() time.Time) (
 	}
 	if cfg.Loop.ArtifactSweepEvery <= 0 {
 		cfg.Loop.ArtifactSweepEvery = artifactSweepEvery
+	}
+	if cfg.Loop.BisectResumeEvery <= 0 {
+		cfg.Loop.BisectResumeEvery = bisectResumeEvery
+	}
+	if cfg.Loop.BisectCardGrace <= 0 {
+		cfg.Loop.BisectCardGrace = bisectjob.DefaultCardGrace
 	}
 	switch tok := cfg.AgentRegistrationToken; {
 	case tok == "":
@@ -296,8 +308,8 @@ func (s *Server) RunBackground(ctx context.Context) error {
 	go s.dispatch.RunStartSync(ctx, s.cfg.Loop.StartSyncEvery)
 	go s.dispatch.RunQueueNotes(ctx, s.cfg.Loop.QueueNoteEvery)
 	go s.dispatch.RunReconcile(ctx, s.cfg.Loop.ReconcileEvery)
-	go s.bisects.resume(ctx, s.log)
 	go s.runArtifactSweep(ctx, s.cfg.Loop.ArtifactSweepEvery)
+	go s.bisects.resume(ctx, s.cfg.Loop.BisectResumeEvery, s.log)
 	if s.cfg.NightlyCron != "" {
 		stop, err := s.dispatch.ScheduleNightly(ctx, s.cfg.NightlyCron, s.cfg.NightlyRepos, s.app.ClientCreator())
 		if err != nil {
