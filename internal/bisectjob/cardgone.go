@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -45,6 +46,7 @@ func (e *CardGoneError) Error() string {
 // the same grace as a drained one. It lives in memory: a restarted server
 // starts the grace over, which only delays a stop.
 type cardWatch struct {
+	mu      sync.Mutex // Resume may be called from more than one goroutine
 	missing map[string]time.Time
 }
 
@@ -60,6 +62,8 @@ func (r *Runner) cardGone(job store.Job, agents []store.Agent, now time.Time) *C
 	if card == "" || len(agents) == 0 {
 		return nil
 	}
+	r.watch.mu.Lock()
+	defer r.watch.mu.Unlock()
 	var best *CardGoneError
 	for _, a := range agents {
 		if !offers(a, card) {
