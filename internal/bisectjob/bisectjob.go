@@ -68,7 +68,8 @@ type Runner struct {
 	// no available runner offers before Resume stops its bisect; 0 is
 	// DefaultCardGrace.
 	CardGrace time.Duration
-	// Now is the clock for CardGrace; nil is time.Now.
+	// Now is the clock for CardGrace and ResumeQuiet, the store's; nil is
+	// time.Now.
 	Now func() time.Time
 
 	st     Store
@@ -169,12 +170,21 @@ func (r *Runner) JobDone(ctx context.Context, job store.Job) (bool, error) {
 	return true, err
 }
 
+// ResumeQuiet is how long Resume leaves a bisect that just moved alone.
+const ResumeQuiet = 2 * time.Minute
+
 // Resume repairs running bisects after a crash: one whose pending job was
 // never queued gets it; one whose job finished without JobDone taking it
 // takes it now; a finished one that was never reported is reported. It
 // also stops a bisect whose queued job waits for a pinned card that has
 // been gone for longer than CardGrace (see cardGone), saying so where it
 // was asked for.
+//
+// A bisect that moved within ResumeQuiet is left to what moved it: a job
+// that just finished is the judge's (dispatch.HandleKind, with its
+// retries), a bisect just written with no job is its Start's. Taking them
+// as well would race them, queue the next job twice and cancel one copy,
+// perhaps after a runner claimed it.
 func (r *Runner) Resume(ctx context.Context) error {
 	recs, err := r.st.ListBisects(ctx, store.BisectFilter{Status: store.BisectRunning})
 	if err != nil {
@@ -185,9 +195,13 @@ func (r *Runner) Resume(ctx context.Context) error {
 		agents []store.Agent
 		listed bool
 	)
+	now := r.now()
 	for _, rec := range recs {
 		if rec.JobID != 0 {
 			job, err := r.st.GetJob(ctx, rec.JobID)
+			if err == nil && !job.FinishedAt.IsZero() && now.Sub(job.FinishedAt) < ResumeQuiet {
+				continue // the judge takes it
+			}
 			if err == nil && job.Status == store.StatusQueued && job.GPUUUID != "" && !job.CancelRequested {
 				if !listed {
 					if agents, err = r.st.ListAgents(ctx); err != nil {
@@ -196,7 +210,7 @@ func (r *Runner) Resume(ctx context.Context) error {
 					}
 					listed = true
 				}
-				if gone := r.cardGone(job, agents, r.now()); gone != nil {
+				if gone := r.cardGone(job, agents, now); gone != nil {
 					err = r.stopForCard(ctx, rec, gone)
 					if err != nil {
 						errs = append(errs, fmt.Errorf("resume bisect %d: %w", rec.ID, err))
@@ -211,6 +225,9 @@ func (r *Runner) Resume(ctx context.Context) error {
 				errs = append(errs, fmt.Errorf("resume bisect %d: %w", rec.ID, err))
 			}
 			continue
+		}
+		if now.Sub(rec.UpdatedAt) < ResumeQuiet {
+			continue // its Start (or the JobDone that wrote it) is still at it
 		}
 		s, err := bisect.Load(rec.State)
 		if err == nil {

@@ -248,8 +248,21 @@ func TestRestartsResume(t *testing.T) {
 			dead = true
 		}
 	}
-	// A new server on the same database resumes.
+	// Just after the crash, Resume leaves the bisect to the path that was
+	// moving it (the judge would retry that JobDone): nothing changes.
 	second := f.runner(t, f.st)
+	before, err := f.st.GetBisect(f.ctx, rec.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := second.Resume(f.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if after, err := f.st.GetBisect(f.ctx, rec.ID); err != nil || after.Version != before.Version || after.JobID != before.JobID {
+		t.Fatalf("Resume took a bisect that had just moved: version %d → %d, job %d → %d (%v)", before.Version, after.Version, before.JobID, after.JobID, err)
+	}
+	// A new server on the same database, a while later, resumes.
+	second.Now = func() time.Time { return time.Now().Add(bisectjob.ResumeQuiet) }
 	if err := second.Resume(f.ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -45,6 +45,7 @@ func (b *bisects) wire(s *Server, clients githubapp.ClientCreator) {
 	spec := bisectjob.QuickTier{Store: s.st, Clients: clients, Configs: configs}
 	b.runner = bisectjob.New(s.st, spec.Spec, bisectjob.OutboxReporter{Outbox: s.dispatch, Clients: clients})
 	b.runner.CardGrace = s.cfg.Loop.BisectCardGrace
+	b.runner.Now = s.now // the store's clock: the demo and tests move it
 	b.asker = &bisectjob.Asker{Runner: b.runner, Store: s.st, Clients: clients, Configs: configs}
 	s.dispatch.HandleKind(bisectjob.Kind, func(ctx context.Context, job store.Job) error {
 		_, err := b.runner.JobDone(ctx, job)
