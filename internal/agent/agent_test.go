@@ -290,6 +290,7 @@ func (e *env) checkSucceededOnce(id int64, repeats int) {
 // re-queued when the lease lapses and completed by another agent, and the
 // dead agent's late upload is refused.
 func TestAgentKilledMidRun(t *testing.T) {
+	skipShort(t)
 	e := newEnv(t, 2*time.Second)
 	job := e.enqueue(plan(agentapi.SimEngine{}, 20, 3, 2, 20), "quick", 1)
 	token1 := e.register("dead", "GPU-dead")
@@ -334,6 +335,7 @@ func TestAgentKilledMidRun(t *testing.T) {
 // the same address and database; the agent retries and every result lands
 // once.
 func TestServerRestartMidRun(t *testing.T) {
+	skipShort(t)
 	e := newEnv(t, 10*time.Second)
 	job := e.enqueue(plan(agentapi.SimEngine{}, 20, 3, 0, 20), "quick", 1)
 	e.runAgent("a", "GPU-a")
@@ -421,6 +423,7 @@ func TestEngineFaults(t *testing.T) {
 // its next heartbeat, long before its runs would end: within seconds even
 // under the default two-minute lease (whose quarter was the old heartbeat).
 func TestSupersededCancelled(t *testing.T) {
+	skipShort(t)
 	e := newEnv(t, agentapi.DefaultLease)
 	job := e.enqueue(plan(agentapi.SimEngine{}, 100, 3, 0, 10), "quick", 7) // 3 runs of ~10 s
 	e.runAgent("a", "GPU-a")
@@ -446,6 +449,7 @@ func TestSupersededCancelled(t *testing.T) {
 // GPUs and the sim; quick and merge jobs; one agent killed mid-run. Every
 // job ends succeeded exactly once, with results, environments and telemetry.
 func TestDoneWhen(t *testing.T) {
+	skipShort(t)
 	e := newEnv(t, 2*time.Second)
 	var jobs []store.Job
 	for i := range 2 {
@@ -501,4 +505,13 @@ func agentName(t *testing.T, e *env, id int64) string {
 		}
 	}
 	return ""
+}
+
+// skipShort skips an end-to-end test (a server, an agent and engines
+// started for real, seconds each) under go test -short.
+func skipShort(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("end to end with real engines: skipped with -short")
+	}
 }

@@ -151,6 +151,7 @@ func (e *env) log(id int64) string {
 // allow uncontained engines refuses the same job, and an archive whose
 // symlink points out of the tree is refused.
 func TestEnginePerCommit(t *testing.T) {
+	skipShort(t)
 	r := newRepo(t)
 	r.write("inference_engine/serve.sh", serveScript)
 	r.write("inference_engine/slowdown", "1.0\n")
@@ -265,6 +266,7 @@ func TestEnginePerCommit(t *testing.T) {
 // run command engines at the same time: each engine gets a free port of
 // its agent's choosing, so neither fails "address already in use".
 func TestTwoAgentsOneHost(t *testing.T) {
+	skipShort(t)
 	e := newEnv(t, 10*time.Second)
 	p, err := agentapi.PlanFromConfig(mustConfig(t), "quick")
 	if err != nil {
@@ -352,6 +354,7 @@ func TestEngineEnvironment(t *testing.T) {
 // a file, saves its identity 0600 in its state directory, and a restart
 // without any token reuses it: one agent row, the same id.
 func TestStateDir(t *testing.T) {
+	skipShort(t)
 	e := newEnv(t, 10*time.Second)
 	state := filepath.Join(t.TempDir(), "state")
 	regFile := filepath.Join(t.TempDir(), "registration-token")
