@@ -74,16 +74,11 @@ func (h *issueCommentHandler) profileCommand(ctx context.Context, client *github
 	if h.deps.Findings == nil {
 		return "profiling is not enabled on this perfgate server, so nothing was run.", nil
 	}
-	cfg, msg, ok, err := h.configured(ctx, client, t, TierQuick, deliveryID)
-	if !ok {
-		return msg, err
-	}
 	// A profile runs the PR's code like a measurement: a fork's commit
 	// needs its approval first.
-	if st, err := h.forkStateOf(ctx, t, cfg); err != nil {
-		return "", err
-	} else if st != forkRuns {
-		return notApprovedReply(t, st, cfg), nil
+	cfg, msg, ok, err := h.runnable(ctx, client, t, TierQuick, deliveryID)
+	if !ok {
+		return msg, err
 	}
 	q, err := h.deps.Findings.Profile(ctx, ProfileRequest{InstallationID: t.installationID, Owner: t.owner, Repo: t.repo, PR: t.number,
 		HeadSHA: t.headSHA, BaseSHA: t.baseSHA, BaseRef: t.baseRef, ConfigRef: cfg.Ref, By: by, Trigger: "/perf profile", DeliveryID: deliveryID})

@@ -103,14 +103,9 @@ func (h *issueCommentHandler) run(ctx context.Context, client *github.Client, t 
 	switch cmd.Kind {
 	case command.Retest:
 		tier := Tier(cmd.Tier)
-		cfg, msg, ok, err := h.configured(ctx, client, t, tier, deliveryID)
+		cfg, msg, ok, err := h.runnable(ctx, client, t, tier, deliveryID)
 		if !ok {
 			return msg, err
-		}
-		if st, err := h.forkStateOf(ctx, t, cfg); err != nil {
-			return "", err
-		} else if st != forkRuns {
-			return notApprovedReply(t, st, cfg), nil
 		}
 		req := h.runRequest(t, cfg, tier, "/perf retest", by, deliveryID)
 		req.Confirm = true
@@ -167,14 +162,9 @@ func (h *issueCommentHandler) run(ctx context.Context, client *github.Client, t 
 		if h.deps.Appeals == nil {
 			return "appeals are not enabled on this perfgate server.", nil
 		}
-		cfg, msg, ok, err := h.configured(ctx, client, t, TierQuick, deliveryID)
+		cfg, msg, ok, err := h.runnable(ctx, client, t, TierQuick, deliveryID)
 		if !ok {
 			return msg, err
-		}
-		if st, err := h.forkStateOf(ctx, t, cfg); err != nil {
-			return "", err
-		} else if st != forkRuns {
-			return notApprovedReply(t, st, cfg), nil
 		}
 		if err := h.deps.Appeals.Open(ctx, Appeal{Owner: t.owner, Repo: t.repo, PR: t.number, HeadSHA: t.headSHA, By: by, Reason: cmd.Reason, CommentURL: commentURL}); err != nil {
 			return "", fmt.Errorf("open appeal on %s#%d: %w", t.fullName(), t.number, err)
@@ -210,6 +200,24 @@ func (h *issueCommentHandler) run(ctx context.Context, client *github.Client, t 
 	}
 	zerolog.Ctx(ctx).Warn().Str("kind", string(cmd.Kind)).Msg("command without an action")
 	return command.HelpText(), nil
+}
+
+// runnable loads the config for a command that runs the PR's code (a
+// measurement, a profile) and checks the commit may run under the fork
+// policy; when either says no it returns the reply that says why.
+func (h *issueCommentHandler) runnable(ctx context.Context, client *github.Client, t prTarget, tier Tier, deliveryID string) (RepoConfig, string, bool, error) {
+	cfg, msg, ok, err := h.configured(ctx, client, t, tier, deliveryID)
+	if !ok {
+		return cfg, msg, false, err
+	}
+	st, err := h.forkStateOf(ctx, t, cfg)
+	if err != nil {
+		return cfg, "", false, err
+	}
+	if st != forkRuns {
+		return cfg, notApprovedReply(t, st, cfg), false, nil
+	}
+	return cfg, "", true, nil
 }
 
 // configured loads the config for a command that runs the benchmark; when
