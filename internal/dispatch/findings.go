@@ -65,22 +65,7 @@ func (s *Service) Profile(ctx context.Context, r app.ProfileRequest) (app.Profil
 	if s.findings == nil {
 		return app.ProfileQueued{}, backoff.Permanent(errors.New("profiling is not enabled on this server"))
 	}
-	client, err := s.clients.NewInstallationClient(r.InstallationID)
-	if err != nil {
-		return app.ProfileQueued{}, fmt.Errorf("installation client %d: %w", r.InstallationID, err)
-	}
-	ref := r.ConfigRef
-	if ref == "" {
-		ref = r.BaseRef
-	}
-	if ref == "" {
-		ref = r.BaseSHA
-	}
-	cfg, err := s.configs.Full(ctx, client, r.Owner, r.Repo, ref)
-	var cerr *app.ConfigError
-	if errors.Is(err, app.ErrNotConfigured) || errors.As(err, &cerr) {
-		return app.ProfileQueued{}, backoff.Permanent(err)
-	}
+	cfg, err := s.configAt(ctx, r.InstallationID, r.Owner, r.Repo, r.ConfigRef, r.BaseRef, r.BaseSHA)
 	if err != nil {
 		return app.ProfileQueued{}, err
 	}

@@ -100,6 +100,30 @@ func New(o Options) *Service {
 		judging: judging{policy: o.JudgePolicy, poll: o.JudgePoll, wake: make(chan struct{}, 1)}}
 }
 
+// configAt loads the repository's full config at the ref the handler
+// decided by (the default branch's, or a protected base branch's), else
+// the base branch, else the base commit. A missing or invalid config is
+// permanent: the config, not GitHub's weather, so retrying cannot help.
+func (s *Service) configAt(ctx context.Context, installationID int64, owner, repo, configRef, baseRef, baseSHA string) (*config.Config, error) {
+	client, err := s.clients.NewInstallationClient(installationID)
+	if err != nil {
+		return nil, fmt.Errorf("installation client %d: %w", installationID, err)
+	}
+	ref := configRef
+	if ref == "" {
+		ref = baseRef
+	}
+	if ref == "" {
+		ref = baseSHA
+	}
+	cfg, err := s.configs.Full(ctx, client, owner, repo, ref)
+	var cerr *app.ConfigError
+	if errors.Is(err, app.ErrNotConfigured) || errors.As(err, &cerr) {
+		return nil, backoff.Permanent(err)
+	}
+	return cfg, err
+}
+
 // Job kinds beyond the triggers the app names.
 const (
 	kindBaseline = "baseline"  // measures the base commit when no baseline exists
@@ -111,24 +135,7 @@ const (
 // transaction, before returning, so a crash after the webhook's 2xx loses
 // nothing and a retried delivery asks once.
 func (s *Service) RequestRun(ctx context.Context, req app.RunRequest) error {
-	client, err := s.clients.NewInstallationClient(req.InstallationID)
-	if err != nil {
-		return fmt.Errorf("installation client %d: %w", req.InstallationID, err)
-	}
-	// The config the handler decided by: the default branch's, or a
-	// protected base branch's.
-	ref := req.ConfigRef
-	if ref == "" {
-		ref = req.BaseRef
-	}
-	if ref == "" {
-		ref = req.BaseSHA
-	}
-	cfg, err := s.configs.Full(ctx, client, req.Owner, req.Repo, ref)
-	var cerr *app.ConfigError
-	if errors.Is(err, app.ErrNotConfigured) || errors.As(err, &cerr) {
-		return backoff.Permanent(err) // the config, not GitHub's weather: retrying cannot help
-	}
+	cfg, err := s.configAt(ctx, req.InstallationID, req.Owner, req.Repo, req.ConfigRef, req.BaseRef, req.BaseSHA)
 	if err != nil {
 		return err
 	}
