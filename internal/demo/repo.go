@@ -54,18 +54,7 @@ instance_seed: 7
 // checkout, with that checkout's knobs. Each engine start gets its own
 // session noise (the port the runner picked is its seed).
 func repoConfig(perfgate string) string {
-	q := func(s string) string {
-		b, err := json.Marshal(s) // a JSON string is a YAML string
-		if err != nil {
-			panic(err) // a Go string always marshals
-		}
-		return string(b)
-	}
-	return fmt.Sprintf(`paths: ["model/**", "inference_engine/**"]
-server:
-  command: [%s, "sim", "--config", "{{.Workdir}}/inference_engine/sim.yaml", "--port", "{{.Port}}", "--seed", "{{.Port}}"]
-  model: perfgate-sim
-workload:
+	return simEngineYAML(perfgate) + `workload:
   dataset: random
   input_len: 256
   output_len: 48
@@ -76,7 +65,22 @@ tiers:
     prompts: 100
     repeats: 3
     warmup: 16
-`, q(perfgate))
+`
+}
+
+// simEngineYAML is the head of the demo repositories' perfgate.yml: the
+// paths and the engine, perfgate sim started from the commit's checkout
+// with that checkout's knobs.
+func simEngineYAML(perfgate string) string {
+	q, err := json.Marshal(perfgate) // a JSON string is a YAML string
+	if err != nil {
+		panic(err) // a Go string always marshals
+	}
+	return fmt.Sprintf(`paths: ["model/**", "inference_engine/**"]
+server:
+  command: [%s, "sim", "--config", "{{.Workdir}}/inference_engine/sim.yaml", "--port", "{{.Port}}", "--seed", "{{.Port}}"]
+  model: perfgate-sim
+`, q)
 }
 
 // makeRepo creates the demo repository in dir, with perfgateYML as its

@@ -60,12 +60,7 @@ instance_seed: 7
 // different steps and there is prefill to insert; TPOT gated; a quick-tier
 // regression profiled at once.
 func schedulerConfig(perfgate string) string {
-	q, _ := json.Marshal(perfgate)
-	return fmt.Sprintf(`paths: ["model/**", "inference_engine/**"]
-server:
-  command: [%s, "sim", "--config", "{{.Workdir}}/inference_engine/sim.yaml", "--port", "{{.Port}}", "--seed", "{{.Port}}"]
-  model: perfgate-sim
-workload:
+	return simEngineYAML(perfgate) + `workload:
   dataset: random
   input_len: 256
   output_len: 32
@@ -78,12 +73,12 @@ tiers:
     repeats: 3
     warmup: 16
     metrics:
-      tpot_p90: 10%%
-      tpot_median: 10%%
+      tpot_p90: 10%
+      tpot_median: 10%
 profile:
   on_regression: [quick]
   requests: 64
-`, q)
+`
 }
 
 // RunScheduler runs the scheduler scenario: main is measured and promoted;
