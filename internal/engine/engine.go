@@ -322,6 +322,12 @@ func (s *Server) probe(ctx context.Context, client *http.Client) (ok bool, statu
 		}
 		ids = append(ids, m.ID)
 	}
+	if len(ids) == 0 {
+		// Up, but no model yet: an engine that loads or creates its model
+		// after it starts listening (Ollama's `ollama create`) lists it
+		// when it can serve it.
+		return false, fmt.Sprintf("GET /v1/models: no model yet (waiting for %q)", s.spec.Model), nil
+	}
 	return false, "", fmt.Errorf("engine is up but /v1/models does not list model %q (it serves %s): check the model name in the engine config",
 		s.spec.Model, quoteList(ids))
 }
