@@ -170,9 +170,10 @@ func TestWriteParses(t *testing.T) {
 	}
 }
 
-// TestAnchor checks what keeps <|eos|> from ending streams: the anchor
-// dimension is 0.5 in every embedding, no layer writes to it, and only the
-// end-of-sequence row of the output weighs it (negatively).
+// TestAnchor checks what keeps <|eos|>, <|bos|> and partial UTF-8 out of
+// the output: the anchor dimension is 0.5 in every embedding, no layer
+// writes to it, and only the suppressed tokens' output rows weigh it
+// (negatively, and nothing else).
 func TestAnchor(t *testing.T) {
 	t.Parallel()
 	m := TinyLlama()
@@ -192,16 +193,26 @@ func TestAnchor(t *testing.T) {
 			t.Fatalf("token %d: anchor %g", tok, embd.Data[tok*w])
 		}
 		want := float32(0)
-		if tok == int(v.EOS) {
+		if v.Suppressed(tok) {
 			want = -4
+			for j := 1; j < w; j++ {
+				if out.Data[tok*w+j] != 0 {
+					t.Fatalf("suppressed row %d weighs dimension %d", tok, j)
+				}
+			}
 		}
 		if out.Data[tok*w] != want {
 			t.Fatalf("output row %d weighs the anchor %g, want %g", tok, out.Data[tok*w], want)
 		}
 	}
-	for j := 1; j < w; j++ {
-		if out.Data[int(v.EOS)*w+j] != 0 {
-			t.Fatalf("eos row weighs dimension %d", j)
+	for _, tok := range []int{int(v.EOS), int(v.BOS), 0, '\n', 0x80, 0xff} {
+		if !v.Suppressed(tok) {
+			t.Errorf("token %d (%q) may be generated", tok, v.Tokens[tok])
+		}
+	}
+	for _, tok := range []int{'a', ' ', 300} {
+		if v.Suppressed(tok) {
+			t.Errorf("token %d (%q) is suppressed", tok, v.Tokens[tok])
 		}
 	}
 	for l := 0; l < m.Layers; l++ {

@@ -80,10 +80,14 @@ func (m Llama) fileType() uint32 {
 //
 // One hidden dimension anchors the output: every token's embedding holds a
 // constant 0.5 there, no layer writes to it, so after the final RMS norm it
-// is always positive; the end-of-sequence row of the output matrix weighs
-// it by −4 and nothing else. Random weights would otherwise end a stream
-// whenever they happen to pick <|eos|>, and output lengths, which are not
-// the engine's to choose, would add noise to every latency.
+// is always positive; the output rows of the tokens the model must never
+// pick weigh it by −4 and nothing else. Those are the specials and the
+// bytes that are not printable ASCII (Vocab.Suppressed). Random weights
+// would otherwise end a stream whenever they pick <|eos|>, fall into a
+// <|bos|> loop that streams nothing under greedy decoding, or emit half a
+// UTF-8 sequence that the engine holds back: output lengths and chunk
+// counts, which are not the engine's to choose, would add noise to every
+// latency.
 func (m Llama) Build() ([]KV, []Tensor, error) {
 	if err := m.Validate(); err != nil {
 		return nil, nil, err
@@ -124,10 +128,12 @@ func (m Llama) Build() ([]KV, []Tensor, error) {
 	output := normal(nv*m.Width, 0.02)
 	for t := 0; t < nv; t++ {
 		output[t*m.Width] = 0
+		if v.Suppressed(t) {
+			row := output[t*m.Width : (t+1)*m.Width]
+			clear(row)
+			row[0] = -4
+		}
 	}
-	eos := output[int(v.EOS)*m.Width : int(v.EOS+1)*m.Width]
-	clear(eos)
-	eos[0] = -4
 
 	w, ff, kvw := uint64(m.Width), uint64(m.FF), uint64(kvWidth)
 	tensors := []Tensor{

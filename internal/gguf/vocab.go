@@ -85,6 +85,17 @@ func ByteLevelBPE(size int) Vocab {
 	return v
 }
 
+// Suppressed says whether token t is one a generating model must never
+// pick: a special, or a single byte outside printable ASCII (a control
+// character, or a piece of a UTF-8 sequence that engines hold back until
+// it completes, streaming nothing).
+func (v Vocab) Suppressed(t int) bool {
+	if v.Types[t] != tokenNormal {
+		return true
+	}
+	return t < 256 && (t < 0x20 || t >= 0x7f) // tokens 0–255 are the bytes
+}
+
 // byteEncoder is GPT-2's bytes_to_unicode: printable bytes stand for
 // themselves, the others are shifted to code points from 256 up.
 func byteEncoder() map[byte]string {
