@@ -12,13 +12,15 @@ func init() {
 }
 
 func runDemo(ctx context.Context, env *cliEnv, args []string) int {
-	fs := env.flags("demo", "[--scenario scheduler|bisect] [--slowdown 1.2] [--dir DIR|postgres://…] [--commits N --planted K]")
+	fs := env.flags("demo", "[--engine sim|ollama] [--scenario scheduler|bisect] [--slowdown 1.2] [--dir DIR|postgres://…] [--commits N --planted K]")
 	scenario := fs.String("scenario", "", `"scheduler": a PR turns up the engine's prefill eagerness; the profile diff names it and, after /perf rootcause, a second PR with the same change is recognised; "bisect": a maintainer's /perf bisect finds which commit on main slowed the engine (default: the slowdown scenario)`)
 	slowdown := fs.Float64("slowdown", 1.2, "the engine slowdown the regressing commit writes into inference_engine/sim.yaml (1.2 = 20% slower)")
 	dir := fs.String("dir", "", "directory for the demo's SQLite store (default: a new temporary directory), or a postgres:// DSN")
 	serve := fs.String("serve", "", "after the demo, keep the server up on this address (e.g. 127.0.0.1:8080) with a month of nightly history, and print the dashboard's URL")
 	commits := fs.Int("commits", 8, "--scenario bisect: the commits that land on main after the good one")
 	planted := fs.Int("planted", 0, "--scenario bisect: which of them (1…commits) slows the engine; 0 picks one at random")
+	engine := fs.String("engine", demo.EngineSim, "the engine the repository serves: sim (perfgate's simulator) or ollama (a real engine: Ollama built from the Go module proxy, on the CPU; install: "+demo.OllamaInstall+")")
+	ollama := fs.String("ollama", "", "--engine ollama: the ollama binary (default: $OLLAMA_BIN, PATH, then the Go bin directory)")
 	if code, ok := fs.parse(args); !ok {
 		return code
 	}
@@ -30,9 +32,17 @@ func runDemo(ctx context.Context, env *cliEnv, args []string) int {
 		fmt.Fprintln(env.stderr, "perfgate demo: --slowdown must be positive")
 		return 3
 	}
+	if *engine != demo.EngineSim && *engine != demo.EngineOllama {
+		fmt.Fprintf(env.stderr, "perfgate demo: --engine %q: want sim or ollama\n", *engine)
+		return 3
+	}
+	if *engine == demo.EngineOllama && *scenario != "" && *scenario != "default" {
+		fmt.Fprintf(env.stderr, "perfgate demo: --engine ollama runs the default scenario (a slower model, a docs-only PR); --scenario %s is on the sim\n", *scenario)
+		return 3
+	}
 	switch *scenario {
 	case "", "default":
-		if _, err := demo.Run(ctx, demo.Options{Dir: *dir, Slowdown: *slowdown, Out: env.stdout, Log: env.log, Serve: *serve}); err != nil {
+		if _, err := demo.Run(ctx, demo.Options{Dir: *dir, Slowdown: *slowdown, Out: env.stdout, Log: env.log, Serve: *serve, Engine: *engine, Ollama: *ollama}); err != nil {
 			fmt.Fprintf(env.stderr, "perfgate demo: %v\n", err)
 			return 1
 		}

@@ -54,6 +54,11 @@ type Options struct {
 	// Ready, when set, is called with the dashboard's URL once it serves
 	// (tests use it; the demo then runs until ctx ends).
 	Ready func(dashboardURL string)
+	// Engine is EngineSim (the default) or EngineOllama: a real engine,
+	// Ollama, started from each commit's checkout (ollama.go).
+	Engine string
+	// Ollama is the ollama binary (FindOllama when empty).
+	Ollama string
 }
 
 // Outcome is what the demo saw, for tests.
@@ -80,6 +85,9 @@ type Measured struct {
 	TPOTMedian float64
 	Engine     string // the engine command that ran
 	Sandbox    string
+	// Identity is the real engine's name and version ("ollama v0.9.6");
+	// empty for the simulated engine.
+	Identity string
 }
 
 const (
@@ -98,6 +106,9 @@ type Harness struct {
 	URL    string // the perfgate server
 	DB     string
 	Repo   *gitRepo
+	// Engine names the real engine and its version ("ollama v0.9.6");
+	// empty for the simulated one.
+	Engine string
 	log    zerolog.Logger
 	clock  *clock
 	work   string
@@ -111,6 +122,8 @@ type startConfig struct {
 	slowdown float64
 	config   func(perfgate string) string // the repository's perfgate.yml
 	agents   int
+	engine   string // EngineSim when empty
+	ollama   string // the ollama binary, for EngineOllama
 }
 
 // StartOption adjusts the demo's set-up.
@@ -124,6 +137,13 @@ func WithPublicURL(u string) StartOption {
 // WithPerfgate names the perfgate binary the engine command runs.
 func WithPerfgate(path string) StartOption {
 	return func(c *startConfig) { c.perfgate = path }
+}
+
+// WithOllama makes the repository's engine Ollama (the binary at path; found
+// with FindOllama when empty) instead of the simulated one: the model,
+// its Modelfile and the server settings are files of the repository.
+func WithOllama(path string) StartOption {
+	return func(c *startConfig) { c.engine, c.ollama, c.config = EngineOllama, path, ollamaRepoConfig }
 }
 
 // WithSlowdown sets the slowdown PR #17 writes into the engine's knobs.
@@ -162,10 +182,37 @@ func Start(ctx context.Context, dir string, log zerolog.Logger, opts ...StartOpt
 		h.work = w
 		h.stop = append(h.stop, func() { os.RemoveAll(w) })
 	}
-	r, err := makeRepo(filepath.Join(h.work, "acme-inference"), sc.config(sc.perfgate), sc.slowdown)
+	layout := simLayout(sc.slowdown)
+	if sc.engine == EngineOllama {
+		if sc.ollama == "" {
+			p, err := FindOllama()
+			if err != nil {
+				h.Close()
+				return nil, err
+			}
+			sc.ollama = p
+		}
+		// The runner passes the binary to the repository's serve.sh in
+		// $OLLAMA_BIN (startAgent allows that one variable through).
+		if err := os.Setenv(ollamaEnv, sc.ollama); err != nil {
+			h.Close()
+			return nil, err
+		}
+		h.Engine = OllamaIdentity(sc.ollama)
+		l, err := ollamaLayout()
+		if err != nil {
+			h.Close()
+			return nil, err
+		}
+		layout = l
+	}
+	r, err := makeRepoLayout(filepath.Join(h.work, "acme-inference"), sc.config(sc.perfgate), layout)
 	if err != nil {
 		h.Close()
 		return nil, err
+	}
+	if sc.engine != EngineOllama {
+		r.Slowdown = sc.slowdown
 	}
 	h.Repo = r
 	st, err := store.Open(ctx, h.DB, store.WithClock(h.clock.now))
@@ -345,7 +392,7 @@ func (h *Harness) startAgent(ctx context.Context, i int) error {
 	h.stop = append(h.stop, func() { stop(); <-done })
 	a, err := agent.New(agent.Config{
 		Server: h.URL, RegistrationToken: regToken, Name: name, Labels: []string{"gpu"},
-		GPU: gpu.NewFakeProvider(gpu.NewFake(uuid)), AllowUncontained: true,
+		GPU: gpu.NewFakeProvider(gpu.NewFake(uuid)), AllowUncontained: true, EngineEnv: []string{ollamaEnv},
 		CacheDir: filepath.Join(h.work, "sources-"+strconv.Itoa(i)), WorkDir: h.work,
 		ClaimWait: time.Second, Log: h.log,
 	})
@@ -401,6 +448,10 @@ func (h *Harness) deliver(ctx context.Context, event string, body []byte, delive
 
 // WaitCheck waits for a check run the predicate accepts.
 func (h *Harness) WaitCheck(ctx context.Context, done func(githubtest.CheckRun) bool) (githubtest.CheckRun, error) {
+	if h.Engine != "" {
+		// A real engine on a shared CPU takes minutes, not seconds, a job.
+		return waitCheckFor(ctx, h.GitHub, 30*time.Minute, done)
+	}
 	return waitCheck(ctx, h.GitHub, done)
 }
 
@@ -444,6 +495,13 @@ func Run(ctx context.Context, o Options) (*Outcome, error) {
 	}
 	var serve net.Listener
 	startOpts := []StartOption{WithSlowdown(o.Slowdown), WithPerfgate(o.Perfgate)}
+	switch o.Engine {
+	case "", EngineSim:
+	case EngineOllama:
+		startOpts = append(startOpts, WithOllama(o.Ollama))
+	default:
+		return nil, fmt.Errorf("engine %q: want %s or %s", o.Engine, EngineSim, EngineOllama)
+	}
 	if o.Serve != "" {
 		ln, err := net.Listen("tcp", o.Serve)
 		if err != nil {
@@ -460,9 +518,13 @@ func Run(ctx context.Context, o Options) (*Outcome, error) {
 	defer h.Close()
 	r := h.Repo
 	fmt.Fprintf(o.Out, "perfgate demo: server on %s, store %s, local GitHub on %s\n", h.URL, h.DB, h.GitHub.URL)
-	fmt.Fprintf(o.Out, "repository %s (a real git repository at %s): main %s; PR #%d %s sets inference_engine/sim.yaml slowdown: %g; PR #%d %s edits inference_engine/README.md\n",
-		repo, r.dir, short(r.Main), slowPR, short(r.Slow), r.Slowdown, docsPR, short(r.Docs))
-	fmt.Fprintf(o.Out, "the runner fetches each commit through the server and starts `perfgate sim --config <checkout>/inference_engine/sim.yaml` from it\n\n")
+	fmt.Fprintf(o.Out, "repository %s (a real git repository at %s): main %s; "+r.story+"\n",
+		repo, r.dir, short(r.Main), slowPR, short(r.Slow), docsPR, short(r.Docs))
+	if h.Engine != "" {
+		fmt.Fprintf(o.Out, "the engine is real: %s; the runner fetches each commit through the server and runs its inference_engine/serve.sh, which starts `ollama serve` and creates the model from the commit's model/Modelfile\n\n", h.Engine)
+	} else {
+		fmt.Fprintf(o.Out, "the runner fetches each commit through the server and starts `perfgate sim --config <checkout>/inference_engine/sim.yaml` from it\n\n")
+	}
 	out := &Outcome{DB: h.DB, Repo: RepoSHAs{Main: r.Main, Slow: r.Slow, Docs: r.Docs}}
 
 	// 1. The baseline: main measured from its own checkout, promoted under
@@ -473,10 +535,11 @@ func Run(ctx context.Context, o Options) (*Outcome, error) {
 		return nil, err
 	}
 	out.Baseline = measured(runs)
+	out.Baseline.Identity = h.Engine
 	fmt.Fprintf(o.Out, "   baseline v%d: %s\n\n", b.Version, describe(out.Baseline))
 
 	// 2. The pull request whose commit slows the engine.
-	fmt.Fprintf(o.Out, "2. PR #%d (%s) changes inference_engine/sim.yaml; GitHub sends a signed pull_request webhook…\n", slowPR, short(r.Slow))
+	fmt.Fprintf(o.Out, "2. PR #%d (%s) changes the engine's files; GitHub sends a signed pull_request webhook…\n", slowPR, short(r.Slow))
 	if code, err := h.DeliverPR(ctx, "opened", slowPR, "demo-delivery-1"); err != nil || code/100 != 2 {
 		return nil, fmt.Errorf("webhook: %d %v", code, err)
 	}
@@ -490,6 +553,7 @@ func Run(ctx context.Context, o Options) (*Outcome, error) {
 	if out.Head, err = h.MeasuredAt(ctx, r.Slow); err != nil {
 		return nil, err
 	}
+	out.Head.Identity = h.Engine
 	fmt.Fprintf(o.Out, "   measured the head: %s\n   against the base:  %s\n", describe(out.Head), describe(out.Baseline))
 	fmt.Fprintf(o.Out, "   check run %q: %s — %s (statuses: %v)\n\n", warn.Name, warn.Conclusion, warn.Title, warn.Statuses)
 	fmt.Fprintf(o.Out, "----- check run summary (markdown) -----\n%s\n----------------------------------------\n\n", warn.Summary)
@@ -499,7 +563,7 @@ func Run(ctx context.Context, o Options) (*Outcome, error) {
 
 	// 3. A pull request that only edits a README next to the engine: the
 	// engine from its tree is main's, and it passes.
-	fmt.Fprintf(o.Out, "3. PR #%d (%s) only edits inference_engine/README.md; it is measured the same way…\n", docsPR, short(r.Docs))
+	fmt.Fprintf(o.Out, "3. PR #%d (%s) only edits a README; it is measured the same way…\n", docsPR, short(r.Docs))
 	if code, err := h.DeliverPR(ctx, "opened", docsPR, "demo-delivery-2"); err != nil || code/100 != 2 {
 		return nil, fmt.Errorf("webhook: %d %v", code, err)
 	}
@@ -514,6 +578,7 @@ func Run(ctx context.Context, o Options) (*Outcome, error) {
 	if err != nil {
 		return nil, err
 	}
+	docsRuns.Identity = h.Engine
 	fmt.Fprintf(o.Out, "   measured the head: %s\n   check run %q: %s — %s\n\n", describe(docsRuns), docs.Name, docs.Conclusion, docs.Title)
 
 	// 4. Nobody fixes or appeals PR #17: 48 hours later it blocks.
@@ -542,8 +607,12 @@ func Run(ctx context.Context, o Options) (*Outcome, error) {
 // describe says what was measured: the commit, the tree its engine ran
 // from, and the engine's median TPOT.
 func describe(m Measured) string {
+	engine := engineName(m.Engine)
+	if m.Identity != "" {
+		engine = m.Identity + " via " + engine
+	}
 	return fmt.Sprintf("commit %s (tree %s), %d runs, median TPOT %.2f ms, engine %s (%s)",
-		short(m.Commit), shortTree(m.Tree), m.Runs, m.TPOTMedian, engineName(m.Engine), orNone(m.Sandbox))
+		short(m.Commit), shortTree(m.Tree), m.Runs, m.TPOTMedian, engine, orNone(m.Sandbox))
 }
 
 func engineName(cmd string) string {
@@ -625,7 +694,12 @@ func decodeRuns(ctx context.Context, st store.Store, j store.Job) ([]*result.Res
 }
 
 func waitCheck(ctx context.Context, gh *githubtest.Server, done func(githubtest.CheckRun) bool) (githubtest.CheckRun, error) {
-	deadline := time.Now().Add(3 * time.Minute)
+	return waitCheckFor(ctx, gh, 3*time.Minute, done)
+}
+
+// waitCheckFor waits up to d for a check run the predicate accepts.
+func waitCheckFor(ctx context.Context, gh *githubtest.Server, d time.Duration, done func(githubtest.CheckRun) bool) (githubtest.CheckRun, error) {
+	deadline := time.Now().Add(d)
 	for time.Now().Before(deadline) {
 		for _, c := range gh.CheckRuns() {
 			if done(c) {

@@ -23,6 +23,12 @@ func run(m *testing.M) int {
 	if testing.Short() {
 		return m.Run() // the end-to-end tests that need it skip
 	}
+	if bin := os.Getenv("PERFGATE_BIN"); bin != "" {
+		// A prebuilt perfgate: for a compiled test binary run where no Go
+		// toolchain is (the real-engine benchmarks on a GPU host).
+		perfgateBin = bin
+		return m.Run()
+	}
 	dir, err := os.MkdirTemp("", "perfgate-demo-test")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -21,8 +21,10 @@ type gitRepo struct {
 	// Main is the base commit of both pull requests; Slow and Docs are
 	// their heads.
 	Main, Slow, Docs string
-	// Slowdown is what #17 sets the engine's slowdown knob to.
+	// Slowdown is what #17 sets the sim engine's slowdown knob to.
 	Slowdown float64
+	// story says what the two pull requests change.
+	story string
 }
 
 // The demo's pull requests.
@@ -83,38 +85,75 @@ server:
 `, q)
 }
 
-// makeRepo creates the demo repository in dir, with perfgateYML as its
-// .github/perfgate.yml.
+// repoLayout is what the demo repository holds: main's files, and the
+// files each pull request's branch changes.
+type repoLayout struct {
+	main                map[string]string
+	slowBranch, slowMsg string
+	slow                map[string]string
+	docsBranch, docsMsg string
+	docs                map[string]string
+	story               string // "PR #%d %s … ; PR #%d %s …": what the two pull requests change
+}
+
+// simLayout is the repository of the simulated engine: #17 sets the
+// engine's slowdown knob, #18 edits a README.
+func simLayout(slowdown float64) repoLayout {
+	return repoLayout{
+		main: map[string]string{
+			"inference_engine/sim.yaml":      simKnobs(1),
+			"inference_engine/README.md":     "# inference_engine\n\nThe serving engine. Its knobs are in sim.yaml.\n",
+			"model/README.md":                "# model\n",
+			"README.md":                      "# acme/inference\n",
+			"inference_engine/scheduler.txt": "continuous batching, chunked prefill\n",
+		},
+		slowBranch: "fused-softmax",
+		slowMsg:    "inference_engine: fuse the attention softmax (every step slower)",
+		slow:       map[string]string{"inference_engine/sim.yaml": simKnobs(slowdown)},
+		docsBranch: "engine-docs",
+		docsMsg:    "inference_engine: document the knobs",
+		docs: map[string]string{
+			"inference_engine/README.md": "# inference_engine\n\nThe serving engine. Its knobs are in sim.yaml: decode_step is the time of one decoding step.\n",
+		},
+		story: "PR #%d %s sets inference_engine/sim.yaml slowdown: " + strconv.FormatFloat(slowdown, 'g', -1, 64) + "; PR #%d %s edits inference_engine/README.md",
+	}
+}
+
+// makeRepo creates the demo repository of the simulated engine in dir,
+// with perfgateYML as its .github/perfgate.yml.
 func makeRepo(dir, perfgateYML string, slowdown float64) (*gitRepo, error) {
+	r, err := makeRepoLayout(dir, perfgateYML, simLayout(slowdown))
+	if r != nil {
+		r.Slowdown = slowdown
+	}
+	return r, err
+}
+
+// makeRepoLayout creates the demo repository in dir: main with the
+// layout's files and perfgateYML, and the two pull requests' branches.
+func makeRepoLayout(dir, perfgateYML string, l repoLayout) (*gitRepo, error) {
 	if _, err := exec.LookPath("git"); err != nil {
 		return nil, fmt.Errorf("the demo makes a real git repository and needs git: %w", err)
 	}
-	r := &gitRepo{dir: dir, Slowdown: slowdown}
+	r := &gitRepo{dir: dir, story: l.story}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
 	if _, err := r.git("init", "--quiet", "--initial-branch=main"); err != nil {
 		return nil, err
 	}
+	files := map[string]string{config.DefaultPath: perfgateYML}
+	for k, v := range l.main {
+		files[k] = v
+	}
 	var err error
-	if r.Main, err = r.commit("an inference engine and its perfgate config", map[string]string{
-		config.DefaultPath:               perfgateYML,
-		"inference_engine/sim.yaml":      simKnobs(1),
-		"inference_engine/README.md":     "# inference_engine\n\nThe serving engine. Its knobs are in sim.yaml.\n",
-		"model/README.md":                "# model\n",
-		"README.md":                      "# acme/inference\n",
-		"inference_engine/scheduler.txt": "continuous batching, chunked prefill\n",
-	}); err != nil {
+	if r.Main, err = r.commit("an inference engine and its perfgate config", files); err != nil {
 		return nil, err
 	}
-	if r.Slow, err = r.branch("fused-softmax", "inference_engine: fuse the attention softmax (every step slower)", map[string]string{
-		"inference_engine/sim.yaml": simKnobs(slowdown),
-	}); err != nil {
+	if r.Slow, err = r.branch(l.slowBranch, l.slowMsg, l.slow); err != nil {
 		return nil, err
 	}
-	if r.Docs, err = r.branch("engine-docs", "inference_engine: document the knobs", map[string]string{
-		"inference_engine/README.md": "# inference_engine\n\nThe serving engine. Its knobs are in sim.yaml: decode_step is the time of one decoding step.\n",
-	}); err != nil {
+	if r.Docs, err = r.branch(l.docsBranch, l.docsMsg, l.docs); err != nil {
 		return nil, err
 	}
 	return r, nil

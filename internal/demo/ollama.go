@@ -1,0 +1,238 @@
+package demo
+
+import (
+	"bytes"
+	"debug/buildinfo"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	"github.com/perfgate/perfgate/internal/gguf"
+)
+
+// The demo's engines.
+const (
+	EngineSim    = "sim"
+	EngineOllama = "ollama"
+)
+
+// OllamaInstall is the one line that installs the real engine the demo
+// and the real-engine tests use: Ollama built from the Go module proxy
+// with cgo (it bundles llama.cpp), about 15 minutes on two cores the first
+// time, seconds from the Go build cache after.
+const OllamaInstall = "CGO_ENABLED=1 go install github.com/ollama/ollama@" + OllamaVersion
+
+// OllamaVersion is the newest Ollama release that builds from its Go
+// module here (later ones keep headers under vendor/, which module zips
+// drop).
+const OllamaVersion = "v0.9.6"
+
+// ollamaEnv is the variable the demo's runner passes the Ollama binary in;
+// the repository's serve.sh runs "${OLLAMA_BIN:-ollama}".
+const ollamaEnv = "OLLAMA_BIN"
+
+// ollamaModel is the model id the demo repository's engine serves.
+const ollamaModel = "perfgate-tiny:latest"
+
+// FindOllama returns the ollama binary: $OLLAMA_BIN, then PATH, then the
+// Go bin directory `go install` writes to; an error says how to install
+// it.
+func FindOllama() (string, error) {
+	if p := os.Getenv(ollamaEnv); p != "" {
+		if _, err := os.Stat(p); err != nil {
+			return "", fmt.Errorf("$%s=%s: %w", ollamaEnv, p, err)
+		}
+		return p, nil
+	}
+	if p, err := exec.LookPath("ollama"); err == nil {
+		return p, nil
+	}
+	var dirs []string
+	if gobin := os.Getenv("GOBIN"); gobin != "" {
+		dirs = append(dirs, gobin)
+	}
+	if out, err := exec.Command("go", "env", "GOPATH").Output(); err == nil {
+		for _, d := range filepath.SplitList(strings.TrimSpace(string(out))) {
+			dirs = append(dirs, filepath.Join(d, "bin"))
+		}
+	}
+	if home, err := os.UserHomeDir(); err == nil {
+		dirs = append(dirs, filepath.Join(home, "go", "bin"))
+	}
+	for _, d := range dirs {
+		p := filepath.Join(d, "ollama")
+		if st, err := os.Stat(p); err == nil && !st.IsDir() {
+			return p, nil
+		}
+	}
+	return "", errors.New("no ollama binary (looked at $OLLAMA_BIN, PATH and the Go bin directory): install it with\n  " + OllamaInstall)
+}
+
+// OllamaIdentity is "ollama v0.9.6", read from the binary's Go build
+// information (a go-installed Ollama reports version 0.0.0 itself).
+func OllamaIdentity(path string) string {
+	info, err := buildinfo.ReadFile(path)
+	if err != nil || info.Main.Version == "" {
+		return "ollama (version unknown)"
+	}
+	return "ollama " + info.Main.Version
+}
+
+// ollamaModelSpec is the model on main; the slow pull request swaps in a
+// deeper one.
+func ollamaModelSpec() gguf.Llama {
+	return gguf.TinyLlama()
+}
+
+// deeperModelSpec is the slow pull request's model: six blocks instead of
+// four and width 384 instead of 256, about three times the compute per
+// token: a model swap, the commonest way a serving team loses throughput.
+func deeperModelSpec() gguf.Llama {
+	m := gguf.TinyLlama()
+	m.Layers, m.Width, m.Heads, m.KVHeads, m.FF = 6, 384, 6, 6, 1152
+	return m
+}
+
+// ollamaRepoConfig is the repository's .github/perfgate.yml: the engine is
+// inference_engine/serve.sh from the commit's checkout, which starts
+// `ollama serve` with the checkout's server settings and creates the model
+// from the checkout's model/Modelfile. The load is small enough for a
+// CPU: 40 prompts of 32 words, 8 output tokens, 4 at a time; 40 requests
+// cannot carry a p90, so the quick tier gates medians.
+func ollamaRepoConfig(string) string {
+	return `paths: ["model/**", "inference_engine/**"]
+server:
+  command: ["bash", "{{.Workdir}}/inference_engine/serve.sh", "{{.Port}}"]
+  model: ` + ollamaModel + `
+  readiness_url: /api/version
+  start_timeout: 5m
+workload:
+  dataset: random
+  input_len: 32
+  output_len: 8
+  max_concurrency: 4
+  endpoint: /v1/completions
+tiers:
+  quick:
+    prompts: 40
+    repeats: 3
+    warmup: 4
+    metrics: {itl_median: 15%, ttft_median: 15%, ttft_p90: "off", output_throughput: -15%}
+    secondary: {tpot_p90: "off", ttft_median: "off"}
+`
+}
+
+// ollamaServe is inference_engine/serve.sh: the engine's start script,
+// part of the repository, so a pull request can change how its engine
+// starts and is measured with that change.
+const ollamaServe = `#!/usr/bin/env bash
+# Starts the inference engine from this checkout: Ollama with the server
+# settings in inference_engine/ollama.env, a models directory of its own,
+# and the model made from model/Modelfile. perfgate's runner starts it as
+#   bash <checkout>/inference_engine/serve.sh PORT
+# and waits until /v1/models lists the model.
+set -euo pipefail
+port=${1:?usage: serve.sh PORT}
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+ollama=${OLLAMA_BIN:-ollama}
+models=$(mktemp -d "${TMPDIR:-/tmp}/engine-models-XXXXXX")
+pid=
+cleanup() {
+  if [ -n "$pid" ]; then kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; fi
+  rm -rf "$models"
+}
+trap cleanup EXIT
+trap 'exit 143' TERM INT
+set -a
+. "$root/inference_engine/ollama.env"
+set +a
+export OLLAMA_HOST="127.0.0.1:$port" OLLAMA_MODELS="$models"
+"$ollama" serve &
+pid=$!
+for _ in $(seq 1 600); do
+  "$ollama" list >/dev/null 2>&1 && break
+  kill -0 "$pid" 2>/dev/null || { echo "ollama serve exited during start-up" >&2; exit 1; }
+  sleep 0.1
+done
+(cd "$root/model" && "$ollama" create perfgate-tiny -f Modelfile >/dev/null)
+echo "engine ready: $("$ollama" --version 2>&1 | tail -n 1), model perfgate-tiny from model/Modelfile" >&2
+wait "$pid"
+`
+
+// ollamaSettings is inference_engine/ollama.env: the server-wide knobs.
+// One thread per slot batch: on a shared two-core machine ggml's thread
+// barrier collapses under contention (64 tokens took 0.7 s with one
+// thread and 69 s with two on a loaded host).
+const ollamaSettings = `# Ollama's server settings (environment variables), read by serve.sh.
+OLLAMA_NUM_PARALLEL=4
+OLLAMA_MAX_LOADED_MODELS=1
+OLLAMA_KEEP_ALIVE=-1
+OLLAMA_FLASH_ATTENTION=0
+OLLAMA_KV_CACHE_TYPE=f16
+OLLAMA_NOPRUNE=1
+`
+
+// modelfile is model/Modelfile: the model and its runtime parameters.
+func modelfile(gguf string) string {
+	return `# The served model: a small llama-architecture model (random weights,
+# made with perfgate gguf) and its runtime parameters.
+FROM ./` + gguf + `
+TEMPLATE "{{ .Prompt }}"
+PARAMETER num_ctx 1024
+PARAMETER num_batch 512
+PARAMETER num_thread 1
+`
+}
+
+// ollamaLayout is the demo repository for the real engine: main with the
+// tiny model; #17 swaps in a deeper model (a real change that slows every
+// token); #18 edits model/README.md.
+func ollamaLayout() (repoLayout, error) {
+	base, err := ggufBytes(ollamaModelSpec())
+	if err != nil {
+		return repoLayout{}, err
+	}
+	deep, err := ggufBytes(deeperModelSpec())
+	if err != nil {
+		return repoLayout{}, err
+	}
+	readme := "# model\n\nThe served model: model/Modelfile, from a GGUF file made with `perfgate gguf`.\n"
+	return repoLayout{
+		main: map[string]string{
+			"model/perfgate-tiny.gguf":       string(base),
+			"model/Modelfile":                modelfile("perfgate-tiny.gguf"),
+			"model/README.md":                readme,
+			"inference_engine/serve.sh":      ollamaServe,
+			"inference_engine/ollama.env":    ollamaSettings,
+			"inference_engine/README.md":     "# inference_engine\n\nOllama, started by serve.sh with the settings in ollama.env.\n",
+			"README.md":                      "# acme/inference\n",
+			"inference_engine/scheduler.txt": "continuous batching (OLLAMA_NUM_PARALLEL slots)\n",
+		},
+		slowBranch: "bigger-model",
+		slowMsg:    "model: a bigger model (6 blocks of width 384 instead of 4 of 256)",
+		slow: map[string]string{
+			"model/perfgate-tiny.gguf": string(deep),
+		},
+		docsBranch: "model-docs",
+		docsMsg:    "model: document the Modelfile",
+		docs: map[string]string{
+			"model/README.md": readme + "\nnum_thread is 1: one thread per batch keeps a shared CPU runner steady.\n",
+		},
+		story: "PR #%d %s swaps model/perfgate-tiny.gguf for a bigger model (6 blocks of width 384 instead of 4 of 256); PR #%d %s edits model/README.md",
+	}, nil
+}
+
+func ggufBytes(m gguf.Llama) ([]byte, error) {
+	kvs, tensors, err := m.Build()
+	if err != nil {
+		return nil, err
+	}
+	var b bytes.Buffer
+	if err := gguf.Write(&b, kvs, tensors); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
+}
