@@ -85,7 +85,7 @@ type ChangePointRecord struct {
 	Magnitude            float64
 	PValue               float64
 	Regression           bool   // the change is in the metric's worse direction
-	State                string // ChangePointOpen or ChangePointGone
+	State                string // ChangePointOpen, ChangePointGone or ChangePointRetracted
 	IssueNumber          int
 	IssueURL             string
 	SlackSent            bool
@@ -97,6 +97,8 @@ type ChangePointRecord struct {
 const (
 	ChangePointOpen = "open"
 	ChangePointGone = "gone"
+	// ChangePointRetracted: gone, and its issue closed as retracted.
+	ChangePointRetracted = "retracted"
 )
 
 // ChangePointFilter selects change points; zero fields match everything.
