@@ -10,6 +10,7 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
+	"strings"
 	"sync"
 	"time"
 )
@@ -147,7 +148,7 @@ func (h *Handler) allowed(w http.ResponseWriter, r *http.Request, repo string) b
 	if tok := r.URL.Query().Get(AccessParam); tok != "" {
 		if exp, err := h.signer.Check(repo, tok); err == nil {
 			http.SetCookie(w, &http.Cookie{Name: cookieName(repo), Value: tok, Path: "/", Expires: exp,
-				HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: r.TLS != nil})
+				HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: h.overHTTPS(r)})
 			return true
 		}
 	}
@@ -158,3 +159,29 @@ func (h *Handler) allowed(w http.ResponseWriter, r *http.Request, repo string) b
 	}
 	return false
 }
+
+// overHTTPS reports whether the visitor reached the dashboard over HTTPS:
+// directly, or through a TLS-terminating proxy that says so
+// (X-Forwarded-Proto, or Forwarded's proto=).
+// The grant cookie is Secure then, so a plain-HTTP request never carries
+// it. Believing a client that claims https costs nothing: Secure only
+// withholds the cookie from plain HTTP.
+func (h *Handler) overHTTPS(r *http.Request) bool {
+	if r.TLS != nil {
+		return true
+	}
+	if p, _, _ := strings.Cut(r.Header.Get("X-Forwarded-Proto"), ","); strings.EqualFold(strings.TrimSpace(p), "https") {
+		return true
+	}
+	first, _, _ := strings.Cut(r.Header.Get("Forwarded"), ",")
+	for _, part := range strings.Split(first, ";") {
+		if k, v, ok := strings.Cut(strings.TrimSpace(part), "="); ok && strings.EqualFold(k, "proto") && strings.EqualFold(strings.Trim(v, `"`), "https") {
+			return true
+		}
+	}
+	return false
+}
+
+// noReferrer keeps the signed grant in a page's URL from leaking to the
+// sites its links open (GitHub, Perfetto) in the Referer header.
+func noReferrer(w http.ResponseWriter) { w.Header().Set("Referrer-Policy", "no-referrer") }

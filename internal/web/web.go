@@ -137,7 +137,10 @@ func New(o Options) (*Handler, error) {
 	return h, nil
 }
 
-func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	noReferrer(w)
+	h.mux.ServeHTTP(w, r)
+}
 
 // CheckRunURL is the absolute, signed link to a check run's page: the
 // check run's "Details" link.
