@@ -2,6 +2,7 @@ package kb_test
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"path/filepath"
 	"strings"
@@ -231,11 +232,17 @@ func TestJudge(t *testing.T) {
 			if np != tc.needsProfile {
 				t.Errorf("needs a profile to decide record %d, want %d", np, tc.needsProfile)
 			}
-			if v.OK {
-				t.Logf("%s", v.Match.Words())
-			}
-			for _, m := range v.NeedsProfile {
-				t.Logf("needs profile: %.3f", m.MetricSimilarity)
+			for _, r := range tc.records {
+				sig := sigs[tc.sig]
+				ms := 1 - kb.Distance(kb.Signature{Metrics: sig.Metrics}, kb.Signature{Metrics: r.Signature.Metrics})
+				line := fmt.Sprintf("against record %d: metric shape %.3f", r.ID, ms)
+				if math.IsInf(ms, 0) {
+					line = fmt.Sprintf("against record %d: no moved metric in common", r.ID)
+				}
+				if sig.Profile != nil && r.Signature.Profile != nil {
+					line += fmt.Sprintf(", profile similarity %.3f", 1-kb.Distance(kb.Signature{Profile: sig.Profile}, kb.Signature{Profile: r.Signature.Profile}))
+				}
+				t.Log(line)
 			}
 		})
 	}
