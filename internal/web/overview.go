@@ -52,8 +52,11 @@ type Event struct {
 // sparkW and sparkH are the sparkline's box.
 const sparkW, sparkH = 120.0, 32.0
 
-// overview builds the cards of every series of repo and the events of its
-// open change points.
+// sparkWeeks is how far back the sparklines look.
+const sparkWeeks = 8
+
+// overview builds the cards of every series of repo — one query for the
+// last sparkWeeks of all of them — and marks its open change points.
 func (h *Handler) overview(ctx context.Context, repo string, series []store.SeriesInfo, open []store.ChangePointRecord) ([]*Card, error) {
 	regs := map[string]int{}
 	marks := map[string][]time.Time{}
@@ -64,18 +67,31 @@ func (h *Handler) overview(ctx context.Context, repo string, series []store.Seri
 			regs[k]++
 		}
 	}
+	var last time.Time
+	for _, si := range series {
+		if si.Last.After(last) {
+			last = si.Last
+		}
+	}
+	recent, err := h.st.RecentPoints(ctx, repo, last.AddDate(0, 0, -7*sparkWeeks))
+	if err != nil {
+		return nil, err
+	}
+	bySeries := map[string][]store.SeriesPoint{}
+	for _, p := range recent {
+		k := p.Key + "\x00" + p.Metric
+		bySeries[k] = append(bySeries[k], store.SeriesPoint{Date: p.Date, Value: p.Value, JobID: p.JobID})
+	}
 	cards := make([]*Card, 0, len(series))
 	for _, si := range series {
-		pts, err := h.st.SeriesPoints(ctx, repo, si.Key, si.Metric, time.Time{})
-		if err != nil {
-			return nil, err
-		}
+		k := si.Key + "\x00" + si.Metric
+		pts := bySeries[k]
 		if len(pts) == 0 {
 			continue
 		}
 		tier, cell := splitKey(si.Key)
 		c := &Card{Key: si.Key, Tier: tier, Cell: cell, Metric: si.Metric, URL: seriesPath(repo, si.Key, si.Metric, ""),
-			Current: pts[len(pts)-1].Value, Regressions: regs[si.Key+"\x00"+si.Metric]}
+			Current: pts[len(pts)-1].Value, Regressions: regs[k]}
 		dir := config.HigherIsWorse
 		if m, ok := config.LookupMetric(si.Metric); ok {
 			c.Unit, dir = m.Unit, m.Natural
@@ -84,7 +100,7 @@ func (h *Handler) overview(ctx context.Context, repo string, series []store.Seri
 			c.WoW = &wow
 			c.Worse = dir.Sign()*wow > 0
 		}
-		c.Spark, c.SparkMarks, c.LastX, c.LastY = sparkline(pts, marks[si.Key+"\x00"+si.Metric])
+		c.Spark, c.SparkMarks, c.LastX, c.LastY = sparkline(pts, marks[k])
 		cards = append(cards, c)
 	}
 	return cards, nil

@@ -40,6 +40,7 @@ type Store interface {
 	ListRepos(ctx context.Context) ([]string, error)
 	ListSeries(ctx context.Context, repo string) ([]store.SeriesInfo, error)
 	SeriesPoints(ctx context.Context, repo, key, metric string, since time.Time) ([]store.SeriesPoint, error)
+	RecentPoints(ctx context.Context, repo string, since time.Time) ([]store.TrendPoint, error)
 	RepoCheckRuns(ctx context.Context, f store.CheckRunFilter) ([]store.CheckRun, error)
 	AuditByAction(ctx context.Context, repo, action string) ([]store.AuditEntry, error)
 	ListChangePoints(ctx context.Context, f store.ChangePointFilter) ([]store.ChangePointRecord, error)
