@@ -81,6 +81,10 @@ func NewSigner(key []byte, ttl time.Duration, now func() time.Time) *Signer {
 	return &Signer{key: key, ttl: ttl, now: now}
 }
 
+// CookieTTL is the longest a grant cookie lives; opening a posted link
+// again renews it.
+const CookieTTL = 12 * time.Hour
+
 // AccessParam is the query parameter that carries a signed grant.
 const AccessParam = "access"
 
@@ -147,6 +151,12 @@ func (h *Handler) allowed(w http.ResponseWriter, r *http.Request, repo string) b
 	}
 	if tok := r.URL.Query().Get(AccessParam); tok != "" {
 		if exp, err := h.signer.Check(repo, tok); err == nil {
+			// The browser keeps the grant for a working day at most, however
+			// long the link lives: a shared machine does not keep a private
+			// repository open for the link's 90 days.
+			if limit := h.now().Add(CookieTTL); exp.After(limit) {
+				exp = limit
+			}
 			http.SetCookie(w, &http.Cookie{Name: cookieName(repo), Value: tok, Path: "/", Expires: exp,
 				HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: h.overHTTPS(r)})
 			return true

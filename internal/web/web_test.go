@@ -189,12 +189,14 @@ func TestSignedLinks(t *testing.T) {
 		t.Errorf("expired grant: %d", code)
 	}
 	// Behind a TLS-terminating proxy the grant cookie is Secure, so no
-	// plain-HTTP request ever carries it; on plain HTTP it cannot be.
+	// plain-HTTP request ever carries it; on plain HTTP it cannot be. A
+	// link that lives 90 days leaves a cookie for CookieTTL only.
+	long := web.NewSigner([]byte("test key"), 90*24*time.Hour, nil).Sign(private, f.srv.URL+"/r/"+private)
 	for _, tc := range []struct {
 		header, value string
 		secure        bool
 	}{{"", "", false}, {"X-Forwarded-Proto", "https", true}, {"Forwarded", `for=192.0.2.60;proto=https;by=203.0.113.43`, true}, {"X-Forwarded-Proto", "http", false}} {
-		req, _ := http.NewRequest(http.MethodGet, link, nil)
+		req, _ := http.NewRequest(http.MethodGet, long, nil)
 		if tc.header != "" {
 			req.Header.Set(tc.header, tc.value)
 		}
@@ -206,6 +208,8 @@ func TestSignedLinks(t *testing.T) {
 		cs := resp.Cookies()
 		if len(cs) != 1 || cs[0].Secure != tc.secure || !cs[0].HttpOnly {
 			t.Errorf("%s: %s: cookies %+v, want one HttpOnly cookie with Secure %v", tc.header, tc.value, cs, tc.secure)
+		} else if left := time.Until(cs[0].Expires); left > web.CookieTTL || left < web.CookieTTL-time.Minute {
+			t.Errorf("the grant cookie lives %v, want %v (shorter than the link's grant)", left, web.CookieTTL)
 		}
 	}
 	if got := f.h.CheckRunURL(private, "abc", "quick"); !strings.HasPrefix(got, "https://perfgate.example/r/"+private+"/checks/abc/quick?access=") {
