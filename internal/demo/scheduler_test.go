@@ -51,8 +51,11 @@ func TestSchedulerScenario(t *testing.T) {
 	if !strings.Contains(out.Recorded, "Recorded in the knowledge base") || !strings.Contains(out.Recorded, "prefill interruptions of decode went up") {
 		t.Errorf("the root cause reply does not show the profile's finding:\n%s", out.Recorded)
 	}
-	if c := out.Second; !strings.Contains(c.Summary, "looks like [#21]") || !strings.Contains(c.Summary, "scheduler eagerness turned up") {
-		t.Errorf("PR #22 repeats #21's change; its check run does not name the match:\n%s\n\n%s", c.Summary, log.String())
+	if c := out.Second; !strings.Contains(c.Summary, "#21") || strings.Contains(c.Summary, "looks like") {
+		t.Errorf("PR #22 repeats #21's change; its check run should name #21 as what its profile will decide:\n%s\n\n%s", c.Summary, log.String())
+	}
+	if p := out.SecondProfile; !strings.Contains(p, "looks like [#21]") || !strings.Contains(p, "scheduler eagerness turned up") || !strings.Contains(p, "profile similarity") {
+		t.Errorf("PR #22's profile comment does not name the match on the profile:\n%s\n\n%s", p, log.String())
 	}
 	if t.Failed() {
 		t.Logf("demo output:\n%s", log.String())

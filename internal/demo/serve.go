@@ -24,6 +24,13 @@ func (h *Harness) serve(ctx context.Context, ln net.Listener, o Options) error {
 		History.Days, len(History.Cells), 100*History.Step, History.StepDay)
 	spec := History
 	spec.End = h.clock.now()
+	commits, err := h.Repo.nights(spec.Days, spec.StepDay, spec.Step)
+	if err != nil {
+		return fmt.Errorf("seed history: %w", err)
+	}
+	spec.Commits = commits
+	fmt.Fprintf(o.Out, "   each night is a commit on main of the demo repository (%s..%s); night %d's sets inference_engine/sim.yaml slowdown: %g, so the change point's bisect finds it\n",
+		short(commits[0]), short(commits[len(commits)-1]), spec.StepDay, 1+spec.Step)
 	if _, err := history.Seed(ctx, h.Store, spec); err != nil {
 		return fmt.Errorf("seed history: %w", err)
 	}
@@ -31,7 +38,8 @@ func (h *Harness) serve(ctx context.Context, ln net.Listener, o Options) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(o.Out, "   %d series, %d change points; %d issue(s) opened on the local GitHub:\n", sum.Series, sum.Found, sum.IssuesOpened)
+	fmt.Fprintf(o.Out, "   %d series, %d change points in %d event(s); %d issue(s) opened on the local GitHub, one bisect asked per event:\n",
+		sum.Series, sum.Found, sum.Events, sum.IssuesOpened)
 	for _, is := range h.GitHub.Issues() {
 		fmt.Fprintf(o.Out, "   #%d %s\n", is.Number, is.Title)
 	}
@@ -72,4 +80,27 @@ func publicURL(a net.Addr) string {
 		host = "localhost"
 	}
 	return "http://" + net.JoinHostPort(host, port)
+}
+
+// nights commits one commit per night on main: a line in the engine's
+// changelog each night, and on night step the engine made slower by step
+// (the planted regression a bisect is to find).
+func (r *gitRepo) nights(days, step int, slower float64) ([]string, error) {
+	out := make([]string, 0, days)
+	log := ""
+	for d := range days {
+		log += fmt.Sprintf("night %d\n", d)
+		files := map[string]string{"inference_engine/CHANGELOG.txt": log}
+		msg := fmt.Sprintf("inference_engine: nightly change %d", d)
+		if d == step {
+			files["inference_engine/sim.yaml"] = simKnobs(1 + slower)
+			msg = fmt.Sprintf("inference_engine: recompute the KV cache layout each step (%.0f%% slower)", 100*slower)
+		}
+		sha, err := r.commit(msg, files)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, sha)
+	}
+	return out, nil
 }

@@ -2,15 +2,15 @@ package demo
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/rs/zerolog"
-
-	"github.com/perfgate/perfgate/internal/history"
 )
 
 // TestServeKeepsTheDashboardUp runs `demo --serve`: after the loop, the
@@ -40,11 +40,28 @@ func TestServeKeepsTheDashboardUp(t *testing.T) {
 		t.Errorf("the dashboard URL is not printed:\n%s", out.String())
 	}
 	body := fetch(t, url)
-	bad := history.Commit(History.Repo, History.StepDay)
-	for _, want := range []string{"Open change points", "output_throughput", bad[:7], "nightly", "quick"} {
+	// The seeded nights are commits of the demo repository: the change
+	// point's first bad commit is the one that made the engine slower,
+	// so a bisect from it has real commits to measure.
+	dir := regexp.MustCompile(`a real git repository at (\S+)\)`).FindStringSubmatch(out.String())
+	if dir == nil {
+		t.Fatalf("the repository's directory is not printed:\n%s", out.String())
+	}
+	r := &gitRepo{dir: dir[1]}
+	bad, err := r.git("rev-parse", fmt.Sprintf("main~%d", History.Days-1-History.StepDay))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if msg, err := r.git("log", "-1", "--format=%s", bad); err != nil || !strings.Contains(msg, "slower") {
+		t.Errorf("night %d's commit %s: %q, %v; want the planted slowdown", History.StepDay, bad, msg, err)
+	}
+	for _, want := range []string{"Open regressions", "output_throughput", bad[:7], "nightly", "quick", "issue #1"} {
 		if !strings.Contains(body, want) {
 			t.Errorf("dashboard lacks %q", want)
 		}
+	}
+	if strings.Contains(out.String(), "issue(s) opened") && !strings.Contains(out.String(), "1 issue(s) opened") {
+		t.Errorf("one planted step should open one issue:\n%s", out.String())
 	}
 	series := strings.Replace(url, "/r/"+History.Repo+"?", "/api/data/repos/"+History.Repo+"/series/points?key=nightly/c=1&metric=output_throughput&", 1)
 	if s := fetch(t, series); strings.Count(s, `"date"`) < History.Days || !strings.Contains(s, `"bad_commit": "`+bad) {

@@ -220,6 +220,11 @@ func (s *Service) profileDone(ctx context.Context, job store.Job) error {
 	if links := s.artifactLinks(job.Repo, arts); links != "" {
 		b.WriteString("\nTraces (Chrome trace format: open in https://ui.perfetto.dev): " + links + "\n")
 	}
+	if d != nil {
+		if kbText := s.profileVerdict(ctx, job, d); kbText != "" {
+			b.WriteString("\n" + kbText)
+		}
+	}
 	return s.postComment(ctx, key, job, b.String())
 }
 

@@ -71,8 +71,9 @@ func onlyTTFT() []*result.Result {
 }
 
 // TestKnowledgeBaseMatchesRepeatedRegression: a maintainer records the
-// cause of PR #17's regression; PR #18 regressing the same way says
-// "looks like #17" with the distance in its check run, PR #19's unrelated
+// cause of PR #17's regression (no profile); PR #18 regressing the same way
+// says it "moved its metrics like #17", a weak, metrics-only match, in its
+// check run, PR #19's unrelated
 // regression (only the prompt path slower) does not.
 func TestKnowledgeBaseMatchesRepeatedRegression(t *testing.T) {
 	l := newLifecycle(t)
@@ -102,18 +103,18 @@ func TestKnowledgeBaseMatchesRepeatedRegression(t *testing.T) {
 
 	again := l.regress(18, sha18, uniform)
 	notes := strings.Join(l.svc.docOf(again).Notes, "\n")
-	if !strings.Contains(notes, "looks like [#17](https://github.com/acme/inference/pull/17)") || !strings.Contains(notes, "fused softmax recomputes the attention") ||
-		!strings.Contains(notes, "(distance 0.0") {
+	if !strings.Contains(notes, "moved its metrics like [#17](https://github.com/acme/inference/pull/17)") || !strings.Contains(notes, "fused softmax recomputes the attention") ||
+		!strings.Contains(notes, "weak (metrics only: metric shape 1.00)") {
 		t.Errorf("PR #18 regressed as #17 did; its notes do not say so:\n%s", notes)
 	}
-	if c := l.gh.CheckRuns(); !strings.Contains(c[len(c)-1].Summary, "looks like") {
+	if c := l.gh.CheckRuns(); !strings.Contains(c[len(c)-1].Summary, "moved its metrics like") {
 		t.Errorf("the check run's summary lacks the match:\n%s", c[len(c)-1].Summary)
 	}
 
 	other := l.regress(19, sha19, onlyTTFT)
 	if doc := l.svc.docOf(other); doc.Report == nil || doc.Report.Verdict != "regression" {
 		t.Fatalf("PR #19: verdict %+v, want a regression", doc.Report)
-	} else if n := strings.Join(doc.Notes, "\n"); strings.Contains(n, "looks like") {
+	} else if n := strings.Join(doc.Notes, "\n"); strings.Contains(n, "🔎") {
 		t.Errorf("PR #19's unrelated regression matched the knowledge base:\n%s", n)
 	}
 }

@@ -98,16 +98,48 @@ func signatureOf(rep *gate.Report) kb.Signature {
 	return sig
 }
 
-// kbMatch is the check run's line for a regression that looks like a
-// recorded one, "" when none is close. Records made on the same PR are
-// left out: a retest of the PR that found a cause is not news.
-func (s *Service) kbMatch(ctx context.Context, cr store.CheckRun, rep *gate.Report) string {
-	rows, err := s.st.ListRootCauses(ctx, cr.Repo)
-	if err != nil || len(rows) == 0 {
-		if err != nil {
-			zerolog.Ctx(ctx).Warn().Err(err).Msg("read the knowledge base")
-		}
+// kbMatch is the check run's line on the knowledge base for a regression,
+// "" when nothing recorded resembles it. Records made on the same PR are
+// left out: a retest of the PR that found a cause is not news. The
+// regression's profile is used when one finished; while one is queued, a
+// cause recorded with a profile is not named as a match but as what the
+// profile will decide (profileVerdict answers then).
+func (s *Service) kbMatch(ctx context.Context, cr store.CheckRun, job store.Job, rep *gate.Report) string {
+	records := s.kbRecords(ctx, cr)
+	if len(records) == 0 {
 		return ""
+	}
+	sig := signatureOf(rep)
+	queued := false
+	if s.findings != nil && job.BaseSHA != "" {
+		if pj, ok, err := s.profileJob(ctx, cr.Repo, cr.HeadSHA, job.BaseSHA, true); err == nil && ok {
+			if pj.Status == store.StatusSucceeded {
+				if d, _, err := s.profileDiff(ctx, pj); err == nil {
+					fp := d.Fingerprint()
+					sig.Profile = &fp
+				}
+			} else {
+				queued = true
+			}
+		}
+	}
+	v := kb.Judge(records, sig)
+	switch {
+	case v.OK:
+		return "🔎 This " + kb.MatchLine(v.Match)
+	case len(v.NeedsProfile) > 0:
+		return "🔎 This regression: " + kb.PendingLine(v, queued)
+	}
+	return ""
+}
+
+// kbRecords are the repository's recorded causes, less the check's own
+// PR's.
+func (s *Service) kbRecords(ctx context.Context, cr store.CheckRun) []kb.Record {
+	rows, err := s.st.ListRootCauses(ctx, cr.Repo)
+	if err != nil {
+		zerolog.Ctx(ctx).Warn().Err(err).Msg("read the knowledge base")
+		return nil
 	}
 	var records []kb.Record
 	for _, row := range rows {
@@ -120,11 +152,65 @@ func (s *Service) kbMatch(ctx context.Context, cr store.CheckRun, rep *gate.Repo
 		}
 		records = append(records, r)
 	}
-	r, d, ok := kb.Nearest(records, signatureOf(rep), kb.DefaultThreshold)
-	if !ok {
+	return records
+}
+
+// profileVerdict is the knowledge base's answer once a regression's
+// profile is in: the paragraph the profile comment ends with, "" when the
+// PR has no regression verdict at the profiled commit or nothing recorded
+// is close on its metrics.
+func (s *Service) profileVerdict(ctx context.Context, job store.Job, d *profile.Diff) string {
+	cr, rep, ok, err := s.lastRegression(ctx, job.Repo, job.PRNumber)
+	if err != nil || !ok || cr.HeadSHA != job.HeadSHA {
 		return ""
 	}
-	return "🔎 This " + kb.MatchLine(r, d)
+	records := s.kbRecords(ctx, cr)
+	if len(records) == 0 {
+		return ""
+	}
+	sig := signatureOf(rep)
+	fp := d.Fingerprint()
+	sig.Profile = &fp
+	v := kb.Judge(records, sig)
+	if v.OK {
+		return "🔎 **Knowledge base:** this regression " + kb.MatchLine(v.Match) + "\n"
+	}
+	// Say so when the metrics had pointed at a recorded cause: the check
+	// run said the profile would decide.
+	nearest := kb.Judge(records, kb.Signature{Metrics: sig.Metrics})
+	if len(nearest.NeedsProfile) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("🔎 **Knowledge base:** the metrics moved like %s, but the profiles differ, so it is not that cause: %s.\n",
+		kbRef(nearest.NeedsProfile[0].Record), closest(records, sig))
+}
+
+// closest words the best profile comparison against records: "profile
+// similarity −0.08 to #21".
+func closest(records []kb.Record, sig kb.Signature) string {
+	best, bestSim := kb.Record{}, math.Inf(-1)
+	for _, r := range records {
+		if r.Signature.Profile == nil {
+			continue
+		}
+		if sim := 1 - kb.Distance(kb.Signature{Profile: sig.Profile}, kb.Signature{Profile: r.Signature.Profile}); sim > bestSim {
+			best, bestSim = r, sim
+		}
+	}
+	if math.IsInf(bestSim, -1) {
+		return "no recorded profile to compare"
+	}
+	return fmt.Sprintf("profile similarity %.2f to %s (a match needs %.2f)", bestSim, kbRef(best), kb.MinProfileSimilarity)
+}
+
+func kbRef(r kb.Record) string {
+	switch {
+	case r.Number > 0 && r.URL != "":
+		return fmt.Sprintf("[#%d](%s)", r.Number, r.URL)
+	case r.Number > 0:
+		return fmt.Sprintf("#%d", r.Number)
+	}
+	return "`" + short(r.Commit) + "`"
 }
 
 // profileWords names a diff's top findings, or says none moved.
@@ -145,12 +231,14 @@ func profileWords(d profile.Diff) string {
 // regressionNotes are what a regression verdict's summary says beyond the
 // gate: the knowledge base's match, and the profile queued for it.
 func (s *Service) regressionNotes(ctx context.Context, cr store.CheckRun, job store.Job, rep *gate.Report) []string {
+	// The profile is queued first: the knowledge base waits for it.
+	profiling := s.profileOnRegression(ctx, cr, job)
 	var notes []string
-	if line := s.kbMatch(ctx, cr, rep); line != "" {
+	if line := s.kbMatch(ctx, cr, job, rep); line != "" {
 		notes = append(notes, line)
 	}
-	if line := s.profileOnRegression(ctx, cr, job); line != "" {
-		notes = append(notes, line)
+	if profiling != "" {
+		notes = append(notes, profiling)
 	}
 	return notes
 }

@@ -116,31 +116,68 @@ func New(o Options) *Pass {
 // Summary is what one pass did.
 type Summary struct {
 	Series, Found, New, Updated, Gone, IssuesOpened, IssuesUpdated, SlackSent int
-	Errors                                                                    []string
+	// Events are the regressions alerted on (open issues), each grouping
+	// the change points of one step across metrics and cells.
+	Events int
+	// Pending counts change points not yet confirmed by a second night.
+	Pending int
+	// Riding counts regression change points of noisy metrics that no
+	// steady metric's change point leads: kept, shown, not alerted.
+	Riding int
+	// Retracted counts issues closed because their change points went.
+	Retracted int
+	Errors    []string
 }
 
-// Run analyses every series once. A failing series or GitHub call is
-// logged and listed; the pass goes on with the others.
+// run is one pass's bookkeeping: which records it stored as moved or
+// found gone, so an issue is edited only when what it says changed.
+type run struct {
+	sum     *Summary
+	touched map[int64]bool
+	repos   map[string]bool
+}
+
+// Run analyses every series once, then alerts per repository: one event
+// per step, one issue and one Slack message for it. A failing series or
+// GitHub call is logged and listed; the pass goes on with the others.
 func (p *Pass) Run(ctx context.Context) (Summary, error) {
 	var sum Summary
 	all, err := p.o.Store.ListAllSeries(ctx)
 	if err != nil {
 		return sum, fmt.Errorf("change-point pass: %w", err)
 	}
+	r := &run{sum: &sum, touched: map[int64]bool{}, repos: map[string]bool{}}
+	var repos []string
 	for _, si := range all {
 		sum.Series++
-		if err := p.series(ctx, si, &sum); err != nil {
+		if !r.repos[si.Repo] {
+			r.repos[si.Repo] = true
+			repos = append(repos, si.Repo)
+		}
+		if err := p.series(ctx, si, r); err != nil {
 			msg := fmt.Sprintf("%s %s %s: %v", si.Repo, si.Key, si.Metric, err)
 			sum.Errors = append(sum.Errors, msg)
 			p.o.Log.Error().Err(err).Str("repo", si.Repo).Str("key", si.Key).Str("metric", si.Metric).Msg("change-point pass")
 		}
 	}
-	p.o.Log.Info().Int("series", sum.Series).Int("change_points", sum.Found).Int("new", sum.New).Int("issues_opened", sum.IssuesOpened).
-		Int("issues_updated", sum.IssuesUpdated).Int("slack", sum.SlackSent).Int("errors", len(sum.Errors)).Msg("change-point pass done")
+	for _, repo := range repos {
+		if err := p.alerts(ctx, repo, r); err != nil {
+			sum.Errors = append(sum.Errors, fmt.Sprintf("%s: %v", repo, err))
+			p.o.Log.Error().Err(err).Str("repo", repo).Msg("change-point alerts")
+		}
+	}
+	p.o.Log.Info().Int("series", sum.Series).Int("change_points", sum.Found).Int("new", sum.New).Int("pending", sum.Pending).
+		Int("events", sum.Events).Int("riding", sum.Riding).Int("issues_opened", sum.IssuesOpened).Int("issues_updated", sum.IssuesUpdated).
+		Int("retracted", sum.Retracted).Int("slack", sum.SlackSent).Int("errors", len(sum.Errors)).Msg("change-point pass done")
 	return sum, nil
 }
 
-func (p *Pass) series(ctx context.Context, si store.SeriesInfo, sum *Summary) error {
+// ConfirmNights is how many nights a change point needs on each side
+// before it is recorded: a step seen on the last night alone may be one
+// slow night, so the next night confirms it (or it is never told).
+const ConfirmNights = 2
+
+func (p *Pass) series(ctx context.Context, si store.SeriesInfo, r *run) error {
 	pts, err := p.o.Store.SeriesPoints(ctx, si.Repo, si.Key, si.Metric, time.Time{})
 	if err != nil {
 		return err
@@ -150,7 +187,6 @@ func (p *Pass) series(ctx context.Context, si store.SeriesInfo, sum *Summary) er
 		z[i] = pt.Value
 	}
 	found := changepoint.Detect(z, p.opts)
-	sum.Found += len(found)
 	existing, err := p.o.Store.ListChangePoints(ctx, store.ChangePointFilter{Repo: si.Repo, Key: si.Key, Metric: si.Metric})
 	if err != nil {
 		return err
@@ -169,29 +205,39 @@ func (p *Pass) series(ctx context.Context, si store.SeriesInfo, sum *Summary) er
 			Change: cp.Change(), Magnitude: cp.Magnitude(), PValue: cp.PValue,
 			Regression: direction.Sign()*cp.Change() > 0}
 		prev, ok := match(existing, rec, used)
+		if cp.NAfter < ConfirmNights || cp.NBefore < ConfirmNights {
+			// Not confirmed yet: a record it may be (a step that moved
+			// to the newest night) stays as it is.
+			r.sum.Pending++
+			if ok {
+				used[prev.ID] = true
+			}
+			continue
+		}
+		r.sum.Found++
 		changed := true
 		if ok {
 			used[prev.ID] = true
 			changed = moved(prev, rec)
 			rec.ID, rec.IssueNumber, rec.IssueURL, rec.SlackSent = prev.ID, prev.IssueNumber, prev.IssueURL, prev.SlackSent
 			if changed || prev.State != store.ChangePointOpen {
-				sum.Updated++
+				r.sum.Updated++
 			}
 		} else {
-			sum.New++
+			r.sum.New++
 		}
 		if !ok || changed || prev.State != store.ChangePointOpen {
-			if rec, err = p.o.Store.PutChangePoint(ctx, rec); err != nil {
+			if prev.State == store.ChangePointRetracted {
+				// Its issue was closed as retracted: the step is back, and
+				// is told as a new one.
+				rec.IssueNumber, rec.IssueURL, rec.SlackSent = 0, "", false
+			}
+			stored, err := p.o.Store.PutChangePoint(ctx, rec)
+			if err != nil {
 				errs = append(errs, err)
 				continue
 			}
-		} else {
-			rec = prev
-		}
-		if rec.Regression {
-			if err := p.alert(ctx, rec, changed, sum); err != nil {
-				errs = append(errs, err)
-			}
+			r.touched[stored.ID] = true
 		}
 	}
 	for _, prev := range existing {
@@ -203,7 +249,8 @@ func (p *Pass) series(ctx context.Context, si store.SeriesInfo, sum *Summary) er
 			errs = append(errs, err)
 			continue
 		}
-		sum.Gone++
+		r.touched[prev.ID] = true
+		r.sum.Gone++
 	}
 	return errors.Join(errs...)
 }
@@ -225,44 +272,15 @@ func match(existing []store.ChangePointRecord, rec store.ChangePointRecord, used
 	return best, bestGap <= matchDays
 }
 
-// moved reports whether what an issue states has changed: the commits, or
-// the change by more than half a percentage point.
-func moved(a, b store.ChangePointRecord) bool {
-	return a.GoodSHA != b.GoodSHA || a.BadSHA != b.BadSHA || math.Abs(a.Change-b.Change) > 0.005 || !a.Day.Equal(b.Day)
-}
+// MaterialChange is how far a change point's estimate must move before
+// its record — and so its issue — is rewritten: each new night nudges the
+// means, and an issue edited for every nudge is noise.
+const MaterialChange = 0.015
 
-// alert opens or updates the record's issue and posts to Slack once.
-func (p *Pass) alert(ctx context.Context, rec store.ChangePointRecord, changed bool, sum *Summary) error {
-	var errs []error
-	if p.o.Config.Issues == nil || *p.o.Config.Issues {
-		opened, updated, err := p.issue(ctx, &rec, changed)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("issue for change point %d: %w", rec.ID, err))
-		}
-		if opened {
-			sum.IssuesOpened++
-		}
-		if updated {
-			sum.IssuesUpdated++
-		}
-	}
-	if p.o.Regressed != nil {
-		if err := p.o.Regressed(ctx, rec); err != nil {
-			errs = append(errs, fmt.Errorf("after change point %d: %w", rec.ID, err))
-		}
-	}
-	if url := p.slackURL(rec.Repo); url != "" && !rec.SlackSent {
-		if err := p.slack(ctx, url, rec); err != nil {
-			errs = append(errs, fmt.Errorf("slack for change point %d: %w", rec.ID, err))
-		} else {
-			rec.SlackSent = true
-			sum.SlackSent++
-			if _, err := p.o.Store.PutChangePoint(ctx, rec); err != nil {
-				errs = append(errs, err)
-			}
-		}
-	}
-	return errors.Join(errs...)
+// moved reports whether what an issue states has changed: the commits, the
+// day, or the change by MaterialChange or more.
+func moved(a, b store.ChangePointRecord) bool {
+	return a.GoodSHA != b.GoodSHA || a.BadSHA != b.BadSHA || math.Abs(a.Change-b.Change) >= MaterialChange || !a.Day.Equal(b.Day)
 }
 
 func (p *Pass) slackURL(repo string) string {

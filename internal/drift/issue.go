@@ -14,78 +14,79 @@ import (
 // the issue and storing its number.
 func marker(id int64) string { return fmt.Sprintf("<!-- perfgate:change-point id=%d -->", id) }
 
-// issue opens the record's issue, or edits it when the change point
-// moved. Change points of one repository that start at the same commit
-// (one slow commit moves many metrics and cells) share one issue that
-// lists them all.
-func (p *Pass) issue(ctx context.Context, rec *store.ChangePointRecord, changed bool) (opened, updated bool, err error) {
-	if rec.IssueNumber != 0 && !changed {
+// issue opens the event's issue — after looking for one that carries a
+// member's marker (a crash between opening it and storing its number) —
+// or edits it when a member moved, joined or left this pass.
+func (p *Pass) issue(ctx context.Context, e *event) (opened, updated bool, err error) {
+	if e.issue != 0 && !e.touched {
 		return false, false, nil
 	}
-	group, err := p.group(ctx, *rec)
+	lead := e.leader()
+	client, err := p.client(ctx, lead)
 	if err != nil {
 		return false, false, err
 	}
-	num, url := rec.IssueNumber, rec.IssueURL
-	for _, g := range group {
-		if num == 0 && g.IssueNumber != 0 {
-			num, url = g.IssueNumber, g.IssueURL
-		}
-	}
-	client, err := p.client(ctx, *rec)
-	if err != nil {
-		return false, false, err
-	}
-	owner, name, _ := strings.Cut(rec.Repo, "/")
-	if num == 0 {
-		if num, url, err = p.findIssue(ctx, client, owner, name, group); err != nil {
+	owner, name, _ := strings.Cut(lead.Repo, "/")
+	if e.issue == 0 {
+		if e.issue, e.url, err = p.findIssue(ctx, client, owner, name, e.members); err != nil {
 			return false, false, err
 		}
 	}
-	title, body := p.issueText(group)
-	if num == 0 {
+	title, body := p.issueText(e)
+	if e.issue == 0 {
 		is, _, err := client.Issues.Create(ctx, owner, name, &github.IssueRequest{Title: &title, Body: &body, Labels: &[]string{IssueLabel}})
 		if err != nil {
 			return false, false, fmt.Errorf("open issue: %w", err)
 		}
-		num, url, opened = is.GetNumber(), is.GetHTMLURL(), true
-	} else {
-		if _, _, err := client.Issues.Edit(ctx, owner, name, num, &github.IssueRequest{Title: &title, Body: &body}); err != nil {
-			return false, false, fmt.Errorf("update issue #%d: %w", num, err)
-		}
-		updated = true
+		e.issue, e.url = is.GetNumber(), is.GetHTMLURL()
+		return true, false, nil
 	}
-	if rec.IssueNumber != num {
-		rec.IssueNumber, rec.IssueURL = num, url
-		stored, err := p.o.Store.PutChangePoint(ctx, *rec)
-		if err != nil {
-			return opened, updated, err
-		}
-		*rec = stored
+	if _, _, err := client.Issues.Edit(ctx, owner, name, e.issue, &github.IssueRequest{Title: &title, Body: &body}); err != nil {
+		return false, false, fmt.Errorf("update issue #%d: %w", e.issue, err)
 	}
-	return opened, updated, nil
+	return false, true, nil
 }
 
-// group is rec with the repository's other open regression change points
-// that start at the same commit, by series.
-func (p *Pass) group(ctx context.Context, rec store.ChangePointRecord) ([]store.ChangePointRecord, error) {
-	all, err := p.o.Store.ListChangePoints(ctx, store.ChangePointFilter{Repo: rec.Repo, State: store.ChangePointOpen})
+// retractIssue says on the issue that its change points are gone and
+// closes it.
+func (p *Pass) retractIssue(ctx context.Context, num int, recs []store.ChangePointRecord) error {
+	client, err := p.client(ctx, recs[0])
 	if err != nil {
-		return nil, err
+		return err
 	}
-	out := []store.ChangePointRecord{}
-	for _, c := range all {
-		switch {
-		case c.ID == rec.ID:
-			out = append(out, rec)
-		case c.Regression && rec.BadSHA != "" && c.BadSHA == rec.BadSHA:
-			out = append(out, c)
+	owner, name, _ := strings.Cut(recs[0].Repo, "/")
+	body := fmt.Sprintf("**Retracted.** perfgate's nightly analysis of %s no longer finds the change point%s this issue reported (%s): "+
+		"the series is back at its earlier level — a slow night, or nights re-measured — so there is no regression to find. Closing; "+
+		"a step that comes back opens a new issue.", p.o.Now().UTC().Format("2006-01-02"), plural(len(recs)), memberList(recs, 4))
+	if _, _, err := client.Issues.CreateComment(ctx, owner, name, num, &github.IssueComment{Body: &body}); err != nil {
+		return fmt.Errorf("comment: %w", err)
+	}
+	closed, reason := "closed", "not_planned"
+	if _, _, err := client.Issues.Edit(ctx, owner, name, num, &github.IssueRequest{State: &closed, StateReason: &reason}); err != nil {
+		return fmt.Errorf("close: %w", err)
+	}
+	return nil
+}
+
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
+}
+
+// memberList words up to n change points: "`tpot_median` on `nightly/c=1`
+// +8%, … and 3 more".
+func memberList(recs []store.ChangePointRecord, n int) string {
+	var parts []string
+	for i, c := range recs {
+		if i == n {
+			parts = append(parts, fmt.Sprintf("and %d more", len(recs)-n))
+			break
 		}
+		parts = append(parts, fmt.Sprintf("`%s` on `%s` %s", c.Metric, c.Key, pct(c.Change)))
 	}
-	if len(out) == 0 {
-		out = append(out, rec)
-	}
-	return out, nil
+	return strings.Join(parts, ", ")
 }
 
 // findIssue looks for an issue of this record among the label's issues.
@@ -133,30 +134,45 @@ func (p *Pass) client(ctx context.Context, rec store.ChangePointRecord) (*github
 	return p.o.Clients.NewInstallationClient(inst)
 }
 
-func (p *Pass) issueText(group []store.ChangePointRecord) (title, body string) {
-	first := group[0]
+// issueText is the event's issue: the leader in the title, a digest (how
+// many change points, metrics and cells), the table of members with
+// which lead and which ride along, and the markers.
+func (p *Pass) issueText(e *event) (title, body string) {
+	first := e.leader()
+	metrics, cells := map[string]bool{}, map[string]bool{}
+	for _, c := range e.members {
+		metrics[c.Metric], cells[c.Key] = true, true
+	}
 	title = fmt.Sprintf("perfgate: %s %s on %s since %s (%s..%s)", first.Metric, pct(first.Change), first.Key,
 		first.Day.Format("2006-01-02"), short(first.GoodSHA), short(first.BadSHA))
-	if len(group) > 1 {
-		title += fmt.Sprintf(", and %d more", len(group)-1)
+	if len(e.members) > 1 {
+		title += fmt.Sprintf(", and %d more", len(e.members)-1)
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "perfgate's nightly change-point analysis found a **regression** on the default branch, starting at `%s` (%s); the last good commit is `%s` (%s).\n\n",
 		first.BadSHA, first.Day.Format("2006-01-02"), first.GoodSHA, first.GoodDay.Format("2006-01-02"))
+	fmt.Fprintf(&b, "**Digest:** one step, %d change point%s across %d metric%s and %d matrix cell%s; led by `%s` on `%s` (%s, %.0f× its night-to-night noise).\n\n",
+		len(e.members), plural(len(e.members)), len(metrics), plural(len(metrics)), len(cells), plural(len(cells)),
+		first.Metric, first.Key, pct(first.Change), Effect(first))
 	fmt.Fprintf(&b, "Commit range: https://github.com/%s/compare/%s...%s\n\n", first.Repo, first.GoodSHA, first.BadSHA)
-	fmt.Fprintf(&b, "| benchmark | metric | before (σ) | after (σ) | change | p-value | dashboard |\n|---|---|---|---|---|---|---|\n")
-	for _, c := range group {
+	fmt.Fprintf(&b, "| benchmark | metric | since | before (σ) | after (σ) | change | noise | dashboard |\n|---|---|---|---|---|---|---|---|\n")
+	for _, c := range e.members {
 		link := ""
 		if p.o.Links != nil {
 			link = "[series](" + p.o.Links.SeriesURL(c.Repo, c.Key, c.Metric) + ")"
 		}
-		fmt.Fprintf(&b, "| `%s` | `%s` | %.4g (%.2g) | %.4g (%.2g) | **%s** | %.2g | %s |\n", c.Key, c.Metric, c.MeanBefore, c.StdBefore,
-			c.MeanAfter, c.StdAfter, pct(c.Change), c.PValue, link)
+		role := fmt.Sprintf("%.1f%% (leads)", 100*Noise(c))
+		if !Leads(c) {
+			role = fmt.Sprintf("%.1f%% (noisy: rides along)", 100*Noise(c))
+		}
+		fmt.Fprintf(&b, "| `%s` | `%s` | %s | %.4g (%.2g) | %.4g (%.2g) | **%s** | %s | %s |\n", c.Key, c.Metric, c.Day.Format("01-02"),
+			c.MeanBefore, c.StdBefore, c.MeanAfter, c.StdAfter, pct(c.Change), role, link)
 	}
-	fmt.Fprintf(&b, "\nMagnitudes are the change of the mean between the segments either side of the change point; the p-value is the two-sided t-test of those segments (E-divisive means, as Apache Otava).\n")
+	fmt.Fprintf(&b, "\nMagnitudes are the change of the mean between the segments either side of the change point (E-divisive means, as Apache Otava), confirmed by at least %d nights on each side. ", ConfirmNights)
+	fmt.Fprintf(&b, "A metric whose change is under %d× its own night-to-night noise does not open an issue on its own; it is listed here when it moved with this step.\n", LeadEffect)
 	fmt.Fprintf(&b, "To find the commit, bisect between `%s` (good) and `%s` (bad).\n", short(first.GoodSHA), short(first.BadSHA))
-	fmt.Fprintf(&b, "perfgate updates this issue when later nights move the change point; it opens one issue per change point (change points at the same commit share it).\n\n")
-	for _, c := range group {
+	fmt.Fprintf(&b, "perfgate edits this issue only when a steady metric's change point joins, leaves or moves by %.1f points or more (noisy ones are written in then; the dashboard shows them live), and closes it as retracted if the step disappears.\n\n", 100*MaterialChange)
+	for _, c := range e.members {
 		b.WriteString(marker(c.ID) + "\n")
 	}
 	return title, b.String()

@@ -13,8 +13,9 @@ import (
 )
 
 // TestRegressedSeesTheIssue: the hook the server starts bisects from is
-// called with every regression change point kept, after its issue is
-// open, and never with an improvement.
+// called with the event's leader only — one bisect per step, not one per
+// metric and cell — after its issue is open, and never with an
+// improvement.
 func TestRegressedSeesTheIssue(t *testing.T) {
 	ctx := context.Background()
 	st, _ := seeded(t, 30, 20)
@@ -30,8 +31,8 @@ func TestRegressedSeesTheIssue(t *testing.T) {
 		t.Fatalf("pass: %+v, %v", sum, err)
 	}
 	issues := gh.Issues()
-	if len(got) == 0 || len(issues) != 1 {
-		t.Fatalf("hook calls %d, issues %d", len(got), len(issues))
+	if len(got) != 1 || len(issues) != 1 {
+		t.Fatalf("hook calls %d, issues %d; want one of each", len(got), len(issues))
 	}
 	for _, rec := range got {
 		if !rec.Regression || rec.ID == 0 || rec.IssueNumber != issues[0].Number || rec.GoodSHA == "" || rec.BadSHA == "" {

@@ -48,6 +48,11 @@ type Spec struct {
 	// InstallationID is the app installation the jobs record.
 	InstallationID int64
 	Seed           uint64
+	// Commits, when set, are the nights' commits (night d measured
+	// Commits[d]; at least Days of them): a history seeded into a real
+	// repository, whose change points can be bisected. Otherwise each
+	// night gets a made-up SHA (Commit).
+	Commits []string
 }
 
 // Night is one seeded night of one cell.
@@ -81,11 +86,17 @@ func Seed(ctx context.Context, st store.Store, s Spec) ([]Night, error) {
 	// The runner this history pretends to have shifts from night to night
 	// by Noise: say so, as a repository's config would (session_noise).
 	tier.SessionNoise = config.Percent(s.Noise)
+	if len(s.Commits) > 0 && len(s.Commits) < s.Days {
+		return nil, fmt.Errorf("seed history: %d commits for %d nights", len(s.Commits), s.Days)
+	}
 	rng := rand.New(rand.NewPCG(s.Seed, 7))
 	var nights []Night
 	for d := 0; d < s.Days; d++ {
 		day := end.AddDate(0, 0, d-s.Days+1)
 		sha := Commit(s.Repo, d)
+		if d < len(s.Commits) {
+			sha = s.Commits[d]
+		}
 		slow := 1.0
 		if s.StepDay >= 0 && d >= s.StepDay {
 			slow += s.Step

@@ -5,18 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"strings"
 	"time"
 
 	"github.com/perfgate/perfgate/internal/store"
 )
-
-// DefaultThreshold is the largest distance that counts as a match: a mean
-// cosine of 0.8 or more. A repeated regression (the same metrics moving the
-// same way, the same profile shape) lands under 0.1; one with a different
-// profile shape or different metrics above 0.4 (see the tests).
-const DefaultThreshold = 0.2
 
 // Record is one finding in the knowledge base.
 type Record struct {
@@ -43,9 +36,6 @@ type Store interface {
 // KB records findings and matches regressions against them.
 type KB struct {
 	st Store
-	// Threshold is the largest distance Match accepts; DefaultThreshold
-	// when 0.
-	Threshold float64
 }
 
 // New returns a knowledge base over st.
@@ -73,39 +63,21 @@ func (k *KB) Record(ctx context.Context, r Record) (Record, error) {
 	return FromStore(out)
 }
 
-// Match finds the recorded finding of repo nearest to sig: ok when its
-// distance is within the threshold.
-func (k *KB) Match(ctx context.Context, repo string, sig Signature) (Record, float64, bool, error) {
+// Match judges sig against the recorded findings of repo (see Judge).
+func (k *KB) Match(ctx context.Context, repo string, sig Signature) (Verdict, error) {
 	rows, err := k.st.ListRootCauses(ctx, repo)
 	if err != nil {
-		return Record{}, 0, false, fmt.Errorf("match regression: %w", err)
+		return Verdict{}, fmt.Errorf("match regression: %w", err)
 	}
 	records := make([]Record, 0, len(rows))
 	for _, row := range rows {
 		r, err := FromStore(row)
 		if err != nil {
-			return Record{}, 0, false, fmt.Errorf("match regression: %w", err)
+			return Verdict{}, fmt.Errorf("match regression: %w", err)
 		}
 		records = append(records, r)
 	}
-	th := k.Threshold
-	if th <= 0 {
-		th = DefaultThreshold
-	}
-	r, d, ok := Nearest(records, sig, th)
-	return r, d, ok, nil
-}
-
-// Nearest is the record nearest to sig (the newest on a tie) and its
-// distance; ok when that is within threshold.
-func Nearest(records []Record, sig Signature, threshold float64) (Record, float64, bool) {
-	best, bestD := Record{}, math.Inf(1)
-	for _, r := range records {
-		if d := Distance(sig, r.Signature); d < bestD || (d == bestD && r.CreatedAt.After(best.CreatedAt)) {
-			best, bestD = r, d
-		}
-	}
-	return best, bestD, bestD <= threshold
+	return Judge(records, sig), nil
 }
 
 // FromStore decodes a stored record.
@@ -120,28 +92,56 @@ func FromStore(r store.RootCause) (Record, error) {
 	return out, nil
 }
 
-// MatchLine is the check run's sentence for a match, in markdown:
-// "looks like [#123](…): prefill interrupts decode — scheduler priority
-// change (distance 0.08)", with the fix when one was recorded.
-func MatchLine(r Record, distance float64) string {
-	ref := "a recorded regression"
-	switch {
-	case r.Number > 0 && r.URL != "":
-		ref = fmt.Sprintf("[#%d](%s)", r.Number, r.URL)
-	case r.Number > 0:
-		ref = fmt.Sprintf("#%d", r.Number)
-	case r.Commit != "":
-		ref = "`" + shortSHA(r.Commit) + "`"
-	}
+// MatchLine is the check run's sentence for a match, in markdown: "looks
+// like [#123](…): prefill interrupts decode — scheduler priority change
+// (strong (profile and metrics: …); agreeing: …)", with the fix when one
+// was recorded. A metrics-only match says it is a hint.
+func MatchLine(m Match) string {
+	r := m.Record
 	what := oneLine(r.Summary)
 	if what == "" {
 		what = r.Signature.Phenomenon()
 	}
-	line := fmt.Sprintf("looks like %s: %s — %s (distance %.2f)", ref, what, oneLine(r.Cause), distance)
+	verb := "looks like"
+	if m.Strength == Weak {
+		verb = "moved its metrics like"
+	}
+	line := fmt.Sprintf("%s %s: %s — %s (%s)", verb, ref(r), what, oneLine(r.Cause), m.Words())
+	if m.Strength == Weak {
+		line += "; no profile of the recorded cause to compare, so this is a hint, not a diagnosis"
+	}
 	if r.FixURL != "" {
 		line += "; fix: " + r.FixURL
 	}
 	return line
+}
+
+// ref links a record: "[#123](…)", "#123", a commit, or words.
+func ref(r Record) string {
+	switch {
+	case r.Number > 0 && r.URL != "":
+		return fmt.Sprintf("[#%d](%s)", r.Number, r.URL)
+	case r.Number > 0:
+		return fmt.Sprintf("#%d", r.Number)
+	case r.Commit != "":
+		return "`" + shortSHA(r.Commit) + "`"
+	}
+	return "a recorded regression"
+}
+
+// PendingLine is the check run's sentence while a profile that decides a
+// candidate match is still to come (queued) or was never taken.
+func PendingLine(v Verdict, queued bool) string {
+	if len(v.NeedsProfile) == 0 {
+		return ""
+	}
+	m := v.NeedsProfile[0]
+	if queued {
+		return fmt.Sprintf("its metrics move like %s (%s, metric shape %.2f), which was recorded with a scheduler profile; the knowledge base compares the profiles when this one finishes — metrics alone cannot tell a scheduler change from a uniform slowdown",
+			ref(m.Record), oneLine(m.Record.Cause), m.MetricSimilarity)
+	}
+	return fmt.Sprintf("its metrics move like %s (%s, metric shape %.2f), but that cause was recorded with a scheduler profile and this regression has none: `/perf profile` compares them — metrics alone cannot tell a scheduler change from a uniform slowdown",
+		ref(m.Record), oneLine(m.Record.Cause), m.MetricSimilarity)
 }
 
 func oneLine(s string) string {

@@ -22,6 +22,10 @@ type Dashboard interface {
 	// SeriesPoints returns one series from since's day on, oldest first,
 	// each point with the commit and tier of the job that measured it.
 	SeriesPoints(ctx context.Context, repo, key, metric string, since time.Time) ([]SeriesPoint, error)
+	// RecentPoints returns every series of repo from since's day on, by
+	// key, metric and day (no commits: the overview's sparklines need
+	// only the values, for every series at once).
+	RecentPoints(ctx context.Context, repo string, since time.Time) ([]TrendPoint, error)
 	// RepoCheckRuns returns a repository's check runs, newest first.
 	RepoCheckRuns(ctx context.Context, f CheckRunFilter) ([]CheckRun, error)
 	// AuditByAction returns repo's audit entries with one action, oldest first.
@@ -85,7 +89,7 @@ type ChangePointRecord struct {
 	Magnitude            float64
 	PValue               float64
 	Regression           bool   // the change is in the metric's worse direction
-	State                string // ChangePointOpen or ChangePointGone
+	State                string // ChangePointOpen, ChangePointGone or ChangePointRetracted
 	IssueNumber          int
 	IssueURL             string
 	SlackSent            bool
@@ -97,6 +101,8 @@ type ChangePointRecord struct {
 const (
 	ChangePointOpen = "open"
 	ChangePointGone = "gone"
+	// ChangePointRetracted: gone, and its issue closed as retracted.
+	ChangePointRetracted = "retracted"
 )
 
 // ChangePointFilter selects change points; zero fields match everything.
@@ -181,6 +187,32 @@ func (s *sqlStore) SeriesPoints(ctx context.Context, repo, key, metric string, s
 			day string
 		)
 		if err := rows.Scan(&day, &p.Value, &p.JobID, &p.HeadSHA, &p.Tier); err != nil {
+			return nil, fmt.Errorf("%s: %w", what, err)
+		}
+		if p.Date, err = time.Parse(dayFormat, day); err != nil {
+			return nil, fmt.Errorf("%s: day %q: %w", what, day, err)
+		}
+		out = append(out, p)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	return out, nil
+}
+
+func (s *sqlStore) RecentPoints(ctx context.Context, repo string, since time.Time) ([]TrendPoint, error) {
+	what := "recent points of " + repo
+	rows, err := s.r.QueryContext(ctx, s.q(`SELECT key, metric, day, value, job_id FROM trend_points
+		WHERE repo = ? AND day >= ? ORDER BY key, metric, day`), repo, since.UTC().Format(dayFormat))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	defer rows.Close()
+	var out []TrendPoint
+	for rows.Next() {
+		p := TrendPoint{Repo: repo}
+		var day string
+		if err := rows.Scan(&p.Key, &p.Metric, &day, &p.Value, &p.JobID); err != nil {
 			return nil, fmt.Errorf("%s: %w", what, err)
 		}
 		if p.Date, err = time.Parse(dayFormat, day); err != nil {

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
+	"strings"
 	"sync"
 	"time"
 )
@@ -80,6 +81,10 @@ func NewSigner(key []byte, ttl time.Duration, now func() time.Time) *Signer {
 	return &Signer{key: key, ttl: ttl, now: now}
 }
 
+// CookieTTL is the longest a grant cookie lives; opening a posted link
+// again renews it.
+const CookieTTL = 12 * time.Hour
+
 // AccessParam is the query parameter that carries a signed grant.
 const AccessParam = "access"
 
@@ -146,8 +151,14 @@ func (h *Handler) allowed(w http.ResponseWriter, r *http.Request, repo string) b
 	}
 	if tok := r.URL.Query().Get(AccessParam); tok != "" {
 		if exp, err := h.signer.Check(repo, tok); err == nil {
+			// The browser keeps the grant for a working day at most, however
+			// long the link lives: a shared machine does not keep a private
+			// repository open for the link's 90 days.
+			if limit := h.now().Add(CookieTTL); exp.After(limit) {
+				exp = limit
+			}
 			http.SetCookie(w, &http.Cookie{Name: cookieName(repo), Value: tok, Path: "/", Expires: exp,
-				HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: r.TLS != nil})
+				HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: h.overHTTPS(r)})
 			return true
 		}
 	}
@@ -158,3 +169,29 @@ func (h *Handler) allowed(w http.ResponseWriter, r *http.Request, repo string) b
 	}
 	return false
 }
+
+// overHTTPS reports whether the visitor reached the dashboard over HTTPS:
+// directly, or through a TLS-terminating proxy that says so
+// (X-Forwarded-Proto, or Forwarded's proto=).
+// The grant cookie is Secure then, so a plain-HTTP request never carries
+// it. Believing a client that claims https costs nothing: Secure only
+// withholds the cookie from plain HTTP.
+func (h *Handler) overHTTPS(r *http.Request) bool {
+	if r.TLS != nil {
+		return true
+	}
+	if p, _, _ := strings.Cut(r.Header.Get("X-Forwarded-Proto"), ","); strings.EqualFold(strings.TrimSpace(p), "https") {
+		return true
+	}
+	first, _, _ := strings.Cut(r.Header.Get("Forwarded"), ",")
+	for _, part := range strings.Split(first, ";") {
+		if k, v, ok := strings.Cut(strings.TrimSpace(part), "="); ok && strings.EqualFold(k, "proto") && strings.EqualFold(strings.Trim(v, `"`), "https") {
+			return true
+		}
+	}
+	return false
+}
+
+// noReferrer keeps the signed grant in a page's URL from leaking to the
+// sites its links open (GitHub, Perfetto) in the Referer header.
+func noReferrer(w http.ResponseWriter) { w.Header().Set("Referrer-Policy", "no-referrer") }

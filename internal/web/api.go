@@ -90,16 +90,17 @@ func (h *Handler) apiSeriesPoints(w http.ResponseWriter, r *http.Request, repo s
 		h.fail(w, r, http.StatusBadRequest, "key and metric are required, e.g. ?key=nightly/c=1&metric=tpot_p99 (GET …/series lists them)")
 		return
 	}
-	since, err := sinceParam(r)
+	rng, err := rangeParams(r, h.now())
 	if err != nil {
 		h.fail(w, r, http.StatusBadRequest, err.Error())
 		return
 	}
-	s, err := h.loadSeries(r.Context(), repo, key, metric, since)
+	s, err := h.loadSeries(r.Context(), repo, key, metric, rng.Since)
 	if err != nil {
 		h.internal(w, r, err)
 		return
 	}
+	s.Points = rng.cut(s.Points)
 	if s.Points == nil {
 		s.Points = []Point{}
 	}

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
 
 	"github.com/perfgate/perfgate/internal/browsertest"
@@ -180,8 +181,123 @@ func TestBrowser(t *testing.T) {
 			t.Errorf("weekly chart has %v points, the table %v weeks", points, weeks)
 		}
 		img := shot(t, ctx, "weekly")
-		if n := browsertest.Count(img, rect(t, ctx, "#chart"), blue, 40); n < 50 {
+		chart := rect(t, ctx, "#chart")
+		if n := browsertest.Count(img, chart, blue, 40); n < 50 {
 			t.Errorf("%d blue pixels: weekly medians not drawn", n)
+		}
+		// What the legend names is drawn: the baseline (green, dashed),
+		// the min–max band (the median's blue at a fifth of its strength
+		// over the page) and the weeks with a regressed night (red dots).
+		var baselines, regressed float64
+		eval(t, ctx, `perfgateData.baseline.filter(function(v){return v!=null}).length`, &baselines)
+		eval(t, ctx, `perfgateData.regression.filter(function(v){return v!=null}).length`, &regressed)
+		if baselines < points || regressed < 1 {
+			t.Errorf("weekly data: %v baselines of %v weeks, %v regressed weeks; the legend names both", baselines, points, regressed)
+		}
+		if n := browsertest.Count(img, chart, green, 40); n < 50 {
+			t.Errorf("%d green pixels: the weekly view does not draw the baseline its legend names", n)
+		}
+		band := color.RGBA{0xcb, 0xdc, 0xfb, 255} // rgba(31,111,235,0.22) over white
+		if n := browsertest.Count(img, chart, band, 14); n < 500 {
+			t.Errorf("%d band pixels: the weekly view does not draw the min–max band its legend names", n)
+		}
+		if n := browsertest.Count(img, rect(t, ctx, "#chart .u-over"), red, 50); n < 40 {
+			t.Errorf("%d red pixels: no regressed week marked", n)
+		}
+	})
+
+	t.Run("overview: grouped events and a sparkline per metric and cell", func(t *testing.T) {
+		ctx := run(t)
+		open(t, ctx, "/r/"+repo)
+		var cards, series, events, marked, links float64
+		eval(t, ctx, `document.querySelectorAll(".cards a.card").length`, &cards)
+		eval(t, ctx, `document.querySelectorAll(".cards a.card svg.spark polyline").length`, &series)
+		eval(t, ctx, `document.querySelectorAll("#events .event").length`, &events)
+		eval(t, ctx, `document.querySelectorAll(".cards a.card.regressed line.cp").length`, &marked)
+		eval(t, ctx, `document.querySelectorAll("#checks a[href^='https://github.com/`+repo+`/commit/']").length`, &links)
+		if cards < 20 || series != cards {
+			t.Errorf("%v cards, %v sparklines; want one per metric and cell (two cells × the tier's metrics)", cards, series)
+		}
+		if events != 1 {
+			t.Errorf("%v events for one planted step, want 1 (not a row per change point)", events)
+		}
+		if marked < 2 || links < 5 {
+			t.Errorf("%v change points marked on sparklines, %v commit links in the check runs", marked, links)
+		}
+		img := shot(t, ctx, "overview")
+		if n := browsertest.Count(img, rect(t, ctx, ".card.regressed svg.spark"), blue, 40); n < 40 {
+			t.Errorf("%d blue pixels in a sparkline: not drawn", n)
+		}
+		if n := browsertest.Count(img, rect(t, ctx, "#events .event"), red, 60); n < 20 {
+			t.Errorf("%d red pixels on the event: its regression marker is not drawn", n)
+		}
+	})
+
+	t.Run("dark theme follows the browser", func(t *testing.T) {
+		ctx := run(t)
+		if err := chromedp.Do(ctx, chromedp.Navigate("about:blank")); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := chromedp.Call(ctx, emulation.SetEmulatedMedia, emulation.SetEmulatedMediaParams{Features: []*emulation.MediaFeature{{Name: "prefers-color-scheme", Value: "dark"}}}); err != nil {
+			t.Fatal(err)
+		}
+		for _, page := range []string{"/r/" + repo, series} {
+			open(t, ctx, page)
+			var bg string
+			eval(t, ctx, `getComputedStyle(document.body).backgroundColor`, &bg)
+			if bg != "rgb(13, 17, 23)" {
+				t.Errorf("%s: body background %s in the dark scheme, want rgb(13, 17, 23)", page, bg)
+			}
+		}
+		img := shot(t, ctx, "series-dark")
+		dark := color.RGBA{13, 17, 23, 255}
+		if n := browsertest.Count(img, rect(t, ctx, "#chart"), dark, 6); n < 10000 {
+			t.Errorf("%d dark pixels in the chart: it is not drawn on the dark page", n)
+		}
+	})
+
+	// A phone: 390 CSS pixels wide. No page may be wider than the screen
+	// (the issue measured 453–1,120 px); wide tables scroll in their box.
+	t.Run("mobile at 390 px", func(t *testing.T) {
+		ctx := run(t)
+		if err := chromedp.Do(ctx, chromedp.EmulateViewport(390, 844, chromedp.EmulateScale(2), chromedp.EmulateMobile)); err != nil {
+			t.Fatal(err)
+		}
+		pages := []struct{ name, path string }{
+			{"mobile-index", "/"},
+			{"mobile-overview", "/r/" + repo},
+			{"mobile-series", series},
+			{"mobile-weekly", series + "&view=weekly"},
+			{"mobile-checkrun", "/r/" + repo + "/checks/" + history.Commit(repo, 25) + "/nightly"},
+		}
+		for _, p := range pages {
+			open(t, ctx, p.path)
+			var width, inner float64
+			eval(t, ctx, `document.documentElement.scrollWidth`, &width)
+			eval(t, ctx, `window.innerWidth`, &inner)
+			if inner != 390 || width > 390 {
+				t.Errorf("%s: the page is %v px wide on a %v px screen; want no horizontal scroll", p.path, width, inner)
+			}
+			img := shot(t, ctx, p.name)
+			if b := img.Bounds(); b.Dx() > 2*390 {
+				t.Errorf("%s: screenshot %d px wide at scale 2, want ≤ 780", p.path, b.Dx())
+			}
+		}
+		// The overview's cards keep their numbers on one line (a value
+		// broken a digit per line is what a too-narrow grid does).
+		open(t, ctx, "/r/"+repo)
+		var tallest float64
+		eval(t, ctx, `Math.max.apply(null, Array.from(document.querySelectorAll(".card .now")).map(function(e){return e.getBoundingClientRect().height}))`, &tallest)
+		if tallest > 30 {
+			t.Errorf("a card's current value is %v px tall on a phone: wrapped", tallest)
+		}
+		// The chart is drawn at the phone's width, its points still there.
+		open(t, ctx, series)
+		var w, points float64
+		eval(t, ctx, `perfgateChart.width`, &w)
+		eval(t, ctx, `+document.getElementById("chart").dataset.points`, &points)
+		if w > 390 || w < 300 || points != days {
+			t.Errorf("mobile chart %v px wide with %v points, want 300–390 px and %d", w, points, days)
 		}
 	})
 }

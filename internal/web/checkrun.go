@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"sort"
 	"strings"
@@ -362,7 +363,92 @@ func (h *Handler) checkRunPage(w http.ResponseWriter, r *http.Request, repo stri
 		return
 	}
 	h.render(w, r, "checkrun", map[string]any{"Title": fmt.Sprintf("%s %s · %s", tier, short(sha), repo), "Repo": repo, "C": cr,
-		"EnvRows": envRows(cr.Environment), "TelemetryNames": telemetryNames(cr.Telemetry), "Profiles": h.profileArtifacts(r, repo, sha)})
+		"EnvRows": envRows(cr.Environment), "TelemetryNames": telemetryNames(cr.Telemetry), "Profiles": h.profileArtifacts(r, repo, sha),
+		"Escalation": escalation(cr, h.now()), "History": historyRows(cr.Audit)})
+}
+
+// escalation words the check's escalation clock: "escalates 2026-12-04
+// 11:00 UTC (in 3 h 20 min)", "" when it has none.
+func escalation(cr *CheckRun, now time.Time) string {
+	if cr.Deadline.IsZero() || cr.Deadline.Year() < 2000 {
+		return ""
+	}
+	at := cr.Deadline.UTC().Format("2006-01-02 15:04 UTC")
+	switch d := cr.Deadline.Sub(now); {
+	case cr.State == "escalated" || d <= 0:
+		return "escalation deadline " + at + " (passed)"
+	default:
+		return "escalates " + at + " (in " + roughly(d) + ") unless fixed, retested or appealed"
+	}
+}
+
+func roughly(d time.Duration) string {
+	switch {
+	case d >= 48*time.Hour:
+		return fmt.Sprintf("%d days", int(d.Hours()/24))
+	case d >= time.Hour:
+		return fmt.Sprintf("%d h %d min", int(d.Hours()), int(d.Minutes())%60)
+	}
+	return fmt.Sprintf("%d min", int(math.Ceil(d.Minutes())))
+}
+
+// historyRow is an audit entry for people: its detail as key–value pairs,
+// times as times, a zero time ("0001-01-01T00:00:00Z", what a cleared
+// clock encodes to) as "none".
+type historyRow struct {
+	When          time.Time
+	Actor, Action string
+	Detail        []kv
+}
+
+func historyRows(entries []store.AuditEntry) []historyRow {
+	out := make([]historyRow, 0, len(entries))
+	for _, e := range entries {
+		row := historyRow{When: e.CreatedAt, Actor: e.Actor, Action: e.Action}
+		var m map[string]any
+		if json.Unmarshal(e.Detail, &m) == nil {
+			keys := make([]string, 0, len(m))
+			for k := range m {
+				keys = append(keys, k)
+			}
+			sort.Strings(keys)
+			for _, k := range keys {
+				row.Detail = append(row.Detail, kv{k, detailText(m[k])})
+			}
+		} else if len(e.Detail) > 0 {
+			row.Detail = []kv{{"detail", string(e.Detail)}}
+		}
+		out = append(out, row)
+	}
+	return out
+}
+
+func detailText(v any) string {
+	switch x := v.(type) {
+	case string:
+		if t, err := time.Parse(time.RFC3339Nano, x); err == nil {
+			if t.Year() < 2000 {
+				return "none"
+			}
+			return t.UTC().Format("2006-01-02 15:04 UTC")
+		}
+		if len(x) == 40 && strings.Trim(x, "0123456789abcdef") == "" {
+			return short(x)
+		}
+		return x
+	case nil:
+		return "none"
+	case float64:
+		if x == math.Trunc(x) && math.Abs(x) < 1e15 {
+			return fmt.Sprintf("%d", int64(x))
+		}
+		return formatNum(x)
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Sprint(v)
+	}
+	return string(b)
 }
 
 type kv struct{ K, V string }

@@ -267,25 +267,32 @@ type Week struct {
 	N      int       `json:"n"`
 	// Change is the median's change from the previous week with data.
 	Change *float64 `json:"change,omitempty"`
+	// Baseline is the level in force at the week's last night; Regressed
+	// counts its nights a check run called a regression.
+	Baseline  *float64 `json:"baseline,omitempty"`
+	Regressed int      `json:"regressed,omitempty"`
 }
 
 // Weekly groups the points by ISO week.
 func Weekly(pts []Point) []Week {
 	var out []Week
 	var cur []float64
+	var base *float64
+	regressed := 0
 	flush := func(start time.Time) {
 		if len(cur) == 0 {
 			return
 		}
 		sort.Float64s(cur)
 		y, wk := start.ISOWeek()
-		w := Week{Start: start, Label: fmt.Sprintf("%d-W%02d", y, wk), Median: median(cur), Min: cur[0], Max: cur[len(cur)-1], N: len(cur)}
+		w := Week{Start: start, Label: fmt.Sprintf("%d-W%02d", y, wk), Median: median(cur), Min: cur[0], Max: cur[len(cur)-1], N: len(cur),
+			Baseline: base, Regressed: regressed}
 		if len(out) > 0 && out[len(out)-1].Median != 0 {
 			c := w.Median/out[len(out)-1].Median - 1
 			w.Change = &c
 		}
 		out = append(out, w)
-		cur = cur[:0]
+		cur, base, regressed = cur[:0], nil, 0
 	}
 	var start time.Time
 	for _, p := range pts {
@@ -295,6 +302,12 @@ func Weekly(pts []Point) []Week {
 			start = m
 		}
 		cur = append(cur, p.Value)
+		if p.Baseline != nil {
+			base = p.Baseline
+		}
+		if p.Regression {
+			regressed++
+		}
 	}
 	flush(start)
 	return out

@@ -40,6 +40,7 @@ type Store interface {
 	ListRepos(ctx context.Context) ([]string, error)
 	ListSeries(ctx context.Context, repo string) ([]store.SeriesInfo, error)
 	SeriesPoints(ctx context.Context, repo, key, metric string, since time.Time) ([]store.SeriesPoint, error)
+	RecentPoints(ctx context.Context, repo string, since time.Time) ([]store.TrendPoint, error)
 	RepoCheckRuns(ctx context.Context, f store.CheckRunFilter) ([]store.CheckRun, error)
 	AuditByAction(ctx context.Context, repo, action string) ([]store.AuditEntry, error)
 	ListChangePoints(ctx context.Context, f store.ChangePointFilter) ([]store.ChangePointRecord, error)
@@ -137,7 +138,10 @@ func New(o Options) (*Handler, error) {
 	return h, nil
 }
 
-func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	noReferrer(w)
+	h.mux.ServeHTTP(w, r)
+}
 
 // CheckRunURL is the absolute, signed link to a check run's page: the
 // check run's "Details" link.

@@ -17,29 +17,43 @@ import (
 func TestPages(t *testing.T) {
 	f := newFixture(t)
 	bad := history.Commit(repo, stepDay)
+	good := history.Commit(repo, stepDay-1)
 	cases := []struct {
 		name, path string
 		code       int
 		want       []string
+		notWant    []string
 	}{
-		{"index lists the public repository only", "/", 200, []string{"/r/acme/inference", "1 private repository is hidden"}},
-		{"repository", "/r/" + repo, 200, []string{"nightly", "c=64", "tpot_p99", "Open change points", bad[:7], "weekly"}},
-		{"series", "/r/" + repo + "/series?key=nightly/c=1&metric=tpot_p99", 200, []string{`id="chart-data"`, `"changes":[{`, "v0.2.0", bad[:7], "/static/uplot/uPlot.iife.min.js"}},
-		{"weekly", "/r/" + repo + "/series?key=nightly/c=1&metric=tpot_p99&view=weekly", 200, []string{"Weeks", "2025-W1", `data-kind="weekly"`}},
-		{"check run", "/r/" + repo + "/checks/" + bad + "/nightly", 200, []string{`id="verdict"`, "c=1 tpot_p99", "regression", `class="cdf-data"`, "NVIDIA A100", "util_pct", "run 1/3", "gate.regression"}},
-		{"job log", "/r/" + repo + "/jobs/1/log", 200, []string{"perfgate agent: job 1"}},
-		{"series without key", "/r/" + repo + "/series?metric=tpot_p99", 400, []string{"?key="}},
-		{"series with a bad since", "/r/" + repo + "/series?key=nightly/c=1&metric=tpot_p99&since=yesterday", 400, []string{"2025-01-31"}},
-		{"unknown series", "/r/" + repo + "/series?key=nightly/c=9&metric=tpot_p99", 404, []string{"no tpot_p99 points"}},
-		{"unknown check run", "/r/" + repo + "/checks/" + strings.Repeat("0", 40) + "/nightly", 404, []string{"no nightly check run"}},
-		{"private without a grant", "/r/" + private, 404, []string{"signed grant"}},
-		{"private API without a grant", "/api/data/repos/" + private + "/series", 404, []string{`"error"`}},
-		{"static asset", "/static/uplot/LICENSE", 200, []string{"MIT"}},
-		{"unknown path", "/nothing", 404, nil},
+		// Nothing on / tells a stranger that private repositories exist.
+		{"index lists the public repository only", "/", 200, []string{"/r/acme/inference"}, []string{"secret", "hidden", "1 private"}},
+		// One event for the step, not a row per change point; a card per
+		// metric and cell with its week-over-week change; commits link to
+		// GitHub.
+		{"repository", "/r/" + repo, 200, []string{"Open regressions", `class="event bad"`, "of one step across", "matrix cells", bad[:7],
+			"https://github.com/" + repo + "/commit/" + bad, "https://github.com/" + repo + "/compare/" + good + "..." + bad,
+			`class="card regressed"`, `data-metric="tpot_p99" data-key="nightly/c=64"`, "week over week", `<polyline points="`, "open regression"},
+			[]string{"Open change points"}},
+		{"series", "/r/" + repo + "/series?key=nightly/c=1&metric=tpot_p99", 200, []string{`id="chart-data"`, `"changes":[{`, "v0.2.0", bad[:7], "/static/uplot/uPlot.iife.min.js",
+			`<select name="key">`, `<option selected>nightly/c=1</option>`, `<option>nightly/c=64</option>`, `<option selected>tpot_p99</option>`, `name="since"`, `name="until"`,
+			"https://github.com/" + repo + "/commit/" + bad}, nil},
+		{"series in a date range", "/r/" + repo + "/series?key=nightly/c=1&metric=tpot_p99&since=2025-04-10&until=2025-04-20", 200, []string{`value="2025-04-10"`, `value="2025-04-20"`, "&amp;since=2025-04-10&amp;until=2025-04-20"}, nil},
+		{"series range the wrong way round", "/r/" + repo + "/series?key=nightly/c=1&metric=tpot_p99&since=2025-04-20&until=2025-04-10", 400, []string{"is before since"}, nil},
+		{"weekly", "/r/" + repo + "/series?key=nightly/c=1&metric=tpot_p99&view=weekly", 200, []string{"Weeks", "2025-W1", `data-kind="weekly"`, "min–max of the week", "week with a regressed night", `"baseline":[`}, []string{`"baseline":[null`}},
+		{"check run", "/r/" + repo + "/checks/" + bad + "/nightly", 200, []string{`id="verdict"`, "c=1 tpot_p99", "regression", `class="cdf-data"`, "NVIDIA A100", "util_pct", "run 1/3", "gate.regression",
+			"https://github.com/" + repo + "/commit/" + bad}, []string{"0001-01-01"}},
+		{"job log", "/r/" + repo + "/jobs/1/log", 200, []string{"perfgate agent: job 1"}, nil},
+		{"series without key", "/r/" + repo + "/series?metric=tpot_p99", 400, []string{"?key="}, nil},
+		{"series with a bad since", "/r/" + repo + "/series?key=nightly/c=1&metric=tpot_p99&since=yesterday", 400, []string{"2025-01-31"}, nil},
+		{"unknown series", "/r/" + repo + "/series?key=nightly/c=9&metric=tpot_p99", 404, []string{"no tpot_p99 points"}, nil},
+		{"unknown check run", "/r/" + repo + "/checks/" + strings.Repeat("0", 40) + "/nightly", 404, []string{"no nightly check run"}, nil},
+		{"private without a grant", "/r/" + private, 404, []string{"signed grant"}, nil},
+		{"private API without a grant", "/api/data/repos/" + private + "/series", 404, []string{`"error"`}, nil},
+		{"static asset", "/static/uplot/LICENSE", 200, []string{"MIT"}, nil},
+		{"unknown path", "/nothing", 404, nil, nil},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			code, body, _ := get(t, nil, f.srv.URL+tc.path)
+			code, body, hdr := get(t, nil, f.srv.URL+tc.path)
 			if code != tc.code {
 				t.Fatalf("GET %s = %d, want %d:\n%.400s", tc.path, code, tc.code, body)
 			}
@@ -47,6 +61,16 @@ func TestPages(t *testing.T) {
 				if !strings.Contains(body, w) {
 					t.Errorf("GET %s lacks %q", tc.path, w)
 				}
+			}
+			for _, w := range tc.notWant {
+				if strings.Contains(body, w) {
+					t.Errorf("GET %s shows %q", tc.path, w)
+				}
+			}
+			// A signed grant in a page's URL must not leak to the sites its
+			// links open.
+			if got := hdr.Get("Referrer-Policy"); got != "no-referrer" {
+				t.Errorf("GET %s: Referrer-Policy %q, want no-referrer", tc.path, got)
 			}
 		})
 	}
@@ -163,6 +187,30 @@ func TestSignedLinks(t *testing.T) {
 	old := web.NewSigner([]byte("test key"), time.Hour, func() time.Time { return time.Now().Add(-2 * time.Hour) })
 	if code, _, _ := get(t, nil, old.Sign(private, f.srv.URL+"/r/"+private)); code != 404 {
 		t.Errorf("expired grant: %d", code)
+	}
+	// Behind a TLS-terminating proxy the grant cookie is Secure, so no
+	// plain-HTTP request ever carries it; on plain HTTP it cannot be. A
+	// link that lives 90 days leaves a cookie for CookieTTL only.
+	long := web.NewSigner([]byte("test key"), 90*24*time.Hour, nil).Sign(private, f.srv.URL+"/r/"+private)
+	for _, tc := range []struct {
+		header, value string
+		secure        bool
+	}{{"", "", false}, {"X-Forwarded-Proto", "https", true}, {"Forwarded", `for=192.0.2.60;proto=https;by=203.0.113.43`, true}, {"X-Forwarded-Proto", "http", false}} {
+		req, _ := http.NewRequest(http.MethodGet, long, nil)
+		if tc.header != "" {
+			req.Header.Set(tc.header, tc.value)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		cs := resp.Cookies()
+		if len(cs) != 1 || cs[0].Secure != tc.secure || !cs[0].HttpOnly {
+			t.Errorf("%s: %s: cookies %+v, want one HttpOnly cookie with Secure %v", tc.header, tc.value, cs, tc.secure)
+		} else if left := time.Until(cs[0].Expires); left > web.CookieTTL || left < web.CookieTTL-time.Minute {
+			t.Errorf("the grant cookie lives %v, want %v (shorter than the link's grant)", left, web.CookieTTL)
+		}
 	}
 	if got := f.h.CheckRunURL(private, "abc", "quick"); !strings.HasPrefix(got, "https://perfgate.example/r/"+private+"/checks/abc/quick?access=") {
 		t.Errorf("details link = %s", got)

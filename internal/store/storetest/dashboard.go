@@ -56,6 +56,17 @@ func testDashboardReads(t *testing.T, newDSN func(t testing.TB) string) {
 	if fmt.Sprint(got) != "[03-02=11#2@2222/nightly 03-03=12#999@/]" {
 		t.Errorf("points = %v", got)
 	}
+	recent, err := e.st.RecentPoints(e.ctx, "acme/llm", day.AddDate(0, 0, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got = nil
+	for _, p := range recent {
+		got = append(got, fmt.Sprintf("%s %s %s=%g", p.Key, p.Metric, p.Date.Format("01-02"), p.Value))
+	}
+	if fmt.Sprint(got) != "[nightly/c=1 output_throughput 03-02=500 nightly/c=1 tpot_p99 03-02=11 nightly/c=1 tpot_p99 03-03=12 nightly/c=64 tpot_p99 03-02=30]" {
+		t.Errorf("recent points = %v", got)
+	}
 
 	for i, st := range []string{store.CheckPassed, store.CheckWarned, store.CheckEscalated} {
 		sha := fmt.Sprintf("%040d", i)
