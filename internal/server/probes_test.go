@@ -14,7 +14,9 @@ import (
 
 type failingLister struct{ err error }
 
-func (f failingLister) ListJobs(context.Context, store.JobFilter) ([]store.Job, error) { return nil, f.err }
+func (f failingLister) ListJobs(context.Context, store.JobFilter) ([]store.Job, error) {
+	return nil, f.err
+}
 
 // /readyz is unauthenticated: a database outage answers 503 without the
 // driver's error, which names the database's host, user and database.
