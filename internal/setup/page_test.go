@@ -3,6 +3,7 @@ package setup_test
 import (
 	"encoding/json"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -137,5 +138,18 @@ func TestSetupUnderPathPrefix(t *testing.T) {
 	}
 	if apps[0].Owner == githubtest.SignedInUser {
 		t.Error("the app landed on the personal account")
+	}
+}
+
+// Mounted under the path itself (a proxy that passes the path on), the
+// flow's handler serves the same pages.
+func TestSetupHandlerTakesThePrefixedPath(t *testing.T) {
+	h := newHarnessAt(t, "/tools/perfgate", "", nil)
+	srv := httptest.NewServer(h.flow.Handler())
+	defer srv.Close()
+	u, _ := url.Parse(h.flow.StartURL())
+	p := setuptest.Get(t, setuptest.Browser(t), srv.URL+u.Path+"?"+u.RawQuery)
+	if p.Status != http.StatusOK || p.URL.Path != "/tools/perfgate/setup" || !strings.Contains(p.Body, `action="/tools/perfgate/setup/create"`) {
+		t.Errorf("prefixed path: %d at %s\n%s", p.Status, p.URL, p.Body)
 	}
 }
