@@ -29,7 +29,7 @@ func runAgent(ctx context.Context, env *cliEnv, args []string) int {
 	regTokenFile := fs.String("registration-token-file", envOr("PERFGATE_AGENT_REGISTRATION_TOKEN_FILE", ""), "file holding the server's registration token (env PERFGATE_AGENT_REGISTRATION_TOKEN_FILE; default $CREDENTIALS_DIRECTORY/registration-token when present)")
 	stateDir := fs.String("state-dir", envOr("PERFGATE_AGENT_STATE_DIR", os.Getenv("STATE_DIRECTORY")), "keep the agent's identity (its token, mode 0600) and source cache here; a restart reuses them (env PERFGATE_AGENT_STATE_DIR; systemd's $STATE_DIRECTORY)")
 	labels := fs.String("labels", "gpu", "comma-separated runner labels a job may require, e.g. gpu,a100")
-	name := fs.String("name", "", "agent name shown on the server (default: the hostname, plus the card with --gpu)")
+	name := fs.String("name", "", "runner name shown on the server (default: the one saved in --state-dir, else HOST-CARD for an agent on one card, HOST otherwise, and HOST…-2, -3 when another agent on this host holds that name)")
 	gpus := fs.String("gpu", "", "comma-separated GPU UUIDs this agent uses (default: every card); run one agent per card")
 	models := fs.String("models", envOr("PERFGATE_AGENT_MODELS", ""), "this runner's model weights directory, mounted read-only at /models ({{.Models}}); never fetched at run time (env PERFGATE_AGENT_MODELS)")
 	cacheDir := fs.String("cache-dir", "", "where commits' sources are unpacked (default: STATE-DIR/sources)")

@@ -3,6 +3,11 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
+	"os"
+
+	"github.com/rs/zerolog"
+	"golang.org/x/term"
 
 	"github.com/perfgate/perfgate/internal/demo"
 )
@@ -40,6 +45,10 @@ func runDemo(ctx context.Context, env *cliEnv, args []string) int {
 		fmt.Fprintf(env.stderr, "perfgate demo: --engine ollama runs the default scenario (a slower model, a docs-only PR); --scenario %s is on the sim\n", *scenario)
 		return 3
 	}
+	if log, quieter := demoLog(env.log, env.logLevelChosen, isTerminal(env.stderr)); quieter {
+		fmt.Fprintln(env.stderr, "perfgate demo: the story is on stdout; the server's and agent's logs show at warn here (--log-level info for all of them)")
+		env = &cliEnv{stdout: env.stdout, stderr: env.stderr, log: log, logLevelChosen: true}
+	}
 	switch *scenario {
 	case "", "default":
 		if _, err := demo.Run(ctx, demo.Options{Dir: *dir, Slowdown: *slowdown, Out: env.stdout, Log: env.log, Serve: *serve, Engine: *engine, Ollama: *ollama}); err != nil {
@@ -73,4 +82,19 @@ func runDemo(ctx context.Context, env *cliEnv, args []string) int {
 		return 3
 	}
 	return 0
+}
+
+// demoLog is the demo's logger: on a terminal, where the log lines would
+// interleave with the story on stdout, the server's and agent's info lines
+// are left out unless a level was chosen.
+func demoLog(log zerolog.Logger, chosen, terminal bool) (zerolog.Logger, bool) {
+	if chosen || !terminal || log.GetLevel() >= zerolog.WarnLevel {
+		return log, false
+	}
+	return log.Level(zerolog.WarnLevel), true
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
 }

@@ -3,6 +3,8 @@ package main
 import (
 	"strings"
 	"testing"
+
+	"github.com/rs/zerolog"
 )
 
 // The demo's scenarios refuse what they cannot run before starting
@@ -24,5 +26,29 @@ func TestDemoScenarioFlags(t *testing.T) {
 	}
 	if code, stdout, _ := run(t, "demo", "-h"); code != 0 || !strings.Contains(stdout, "--scenario") || !strings.Contains(stdout, "--planted") {
 		t.Errorf("demo -h: exit %d\n%s", code, stdout)
+	}
+}
+
+// On a terminal the demo's story is not drowned by the server's and
+// agent's info lines; a chosen level, or a pipe (CI logs), keeps them.
+func TestDemoLogQuietOnATerminal(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		name             string
+		level            zerolog.Level
+		chosen, terminal bool
+		want             zerolog.Level
+		quieter          bool
+	}{
+		{"terminal, default level", zerolog.InfoLevel, false, true, zerolog.WarnLevel, true},
+		{"terminal, level chosen", zerolog.InfoLevel, true, true, zerolog.InfoLevel, false},
+		{"terminal, debug chosen", zerolog.DebugLevel, true, true, zerolog.DebugLevel, false},
+		{"pipe", zerolog.InfoLevel, false, false, zerolog.InfoLevel, false},
+		{"terminal, already error", zerolog.ErrorLevel, false, true, zerolog.ErrorLevel, false},
+	} {
+		log, quieter := demoLog(zerolog.Nop().Level(tt.level), tt.chosen, tt.terminal)
+		if log.GetLevel() != tt.want || quieter != tt.quieter {
+			t.Errorf("%s: level %v quieter %v, want %v %v", tt.name, log.GetLevel(), quieter, tt.want, tt.quieter)
+		}
 	}
 }

@@ -31,6 +31,9 @@ type cliEnv struct {
 	stdout io.Writer
 	stderr io.Writer
 	log    zerolog.Logger
+	// logLevelChosen: --log-level or PERFGATE_LOG_LEVEL set the level (a
+	// command may pick another default only when they did not).
+	logLevelChosen bool
 }
 
 // commands is filled by init functions in this package's other files.
@@ -90,22 +93,23 @@ func mainArgs(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	ctx = log.WithContext(ctx)
-	return c.run(ctx, &cliEnv{stdout: stdout, stderr: stderr, log: log}, cmdArgs)
+	return c.run(ctx, &cliEnv{stdout: stdout, stderr: stderr, log: log, logLevelChosen: g.logLevelChosen}, cmdArgs)
 }
 
 // globalArgs is the command line with the global flags taken out.
 type globalArgs struct {
-	logLevel      string
-	help, version bool
-	command       string
-	args          []string
+	logLevel       string
+	logLevelChosen bool
+	help, version  bool
+	command        string
+	args           []string
 }
 
 // splitGlobal takes the global flags out of args. --log-level may stand
 // anywhere before a "--"; -h and --version only before the command (after
 // it they belong to the command: baseline promote has its own --version).
 func splitGlobal(args []string) (globalArgs, error) {
-	g := globalArgs{logLevel: envOr("PERFGATE_LOG_LEVEL", "info")}
+	g := globalArgs{logLevel: envOr("PERFGATE_LOG_LEVEL", "info"), logLevelChosen: os.Getenv("PERFGATE_LOG_LEVEL") != ""}
 	for i := 0; i < len(args); i++ {
 		a := args[i]
 		if a == "--" && g.command != "" {
@@ -123,7 +127,7 @@ func splitGlobal(args []string) (globalArgs, error) {
 				i++
 				value = args[i]
 			}
-			g.logLevel = value
+			g.logLevel, g.logLevelChosen = value, true
 		case g.command != "":
 			g.args = append(g.args, a)
 		case isFlag && (name == "h" || name == "help"):

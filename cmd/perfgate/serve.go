@@ -81,10 +81,22 @@ func runServe(ctx context.Context, env *cliEnv, args []string) int {
 		return 1
 	}
 	defer st.Close()
+	// A stop is logged when it is asked for (a slow drain shows why the
+	// server still runs) and when it is done.
+	announced := context.AfterFunc(ctx, func() {
+		env.log.Info().Msg("shutting down (SIGTERM or SIGINT): no new work is taken; requests in flight get up to 30s")
+	})
+	defer announced()
 	if err := server.Launch(ctx, cfg, prep, st, ln, env.log); err != nil {
+		env.log.Error().Err(err).Msg("perfgate server stopped on an error")
 		fmt.Fprintf(env.stderr, "perfgate serve: %v\n", err)
 		return 1
 	}
+	ev := env.log.Info()
+	if ctx.Err() != nil {
+		ev = ev.Str("reason", "signal")
+	}
+	ev.Msg("perfgate server stopped")
 	return 0
 }
 

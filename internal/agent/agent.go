@@ -48,8 +48,15 @@ type Config struct {
 	// agent registers on start (and again if the server forgets it).
 	Token             string
 	RegistrationToken string
-	Name              string
-	Labels            []string
+	// Name is the runner's name on the server. Empty: the one saved in
+	// StateDir, else a default unique per card on this host (see
+	// defaultName).
+	Name   string
+	Labels []string
+	// Host is this machine's name (os.Hostname when empty); LockDir holds
+	// the locks that keep agents on one host from taking one name
+	// (os.TempDir() when empty).
+	Host, LockDir string
 	// StateDir, when set, keeps the agent's identity: the token from its
 	// first registration is saved there (mode 0600) and reused on restart,
 	// so the agent keeps its row on the server. Its source cache lives
@@ -117,6 +124,8 @@ type Agent struct {
 	host   string
 	cache  *source.Cache
 
+	id identity // the state directory's and the name's locks, held until Run returns
+
 	relayMu sync.Mutex
 	relay   string
 	starts  int // engine starts, to name containers uniquely
@@ -124,8 +133,23 @@ type Agent struct {
 
 // New checks the configuration, reads the state directory and opens the
 // GPUs; Run starts work.
-func New(cfg Config) (*Agent, error) {
-	host, _ := os.Hostname()
+func New(cfg Config) (_ *Agent, err error) {
+	host := cfg.Host
+	if host == "" {
+		host, _ = os.Hostname()
+	}
+	if cfg.LockDir == "" {
+		cfg.LockDir = os.TempDir()
+	}
+	var id identity
+	defer func() {
+		if err != nil {
+			id.release()
+		}
+	}()
+	if err := id.lockStateDir(cfg.StateDir); err != nil {
+		return nil, fmt.Errorf("agent: %w", err)
+	}
 	if cfg.ClaimWait <= 0 {
 		cfg.ClaimWait = DefaultClaimWait
 	}
@@ -187,12 +211,18 @@ func New(cfg Config) (*Agent, error) {
 		}
 	}
 	if a.cfg.Name == "" {
-		a.cfg.Name = host
-		if len(cfg.GPUs) > 0 {
-			// One agent per card: each needs its own name (and row).
-			a.cfg.Name = host + "-" + shortGPU(cfg.GPUs[0])
+		if a.cfg.Name, err = id.defaultName(cfg.LockDir, host, a.gpus); err != nil {
+			return nil, fmt.Errorf("agent: %w", err)
 		}
+		if a.cfg.Name != host && len(a.gpus) != 1 && len(a.gpus) > 0 {
+			cfg.Log.Warn().Str("agent", a.cfg.Name).Msg("another agent on this host uses these cards too: give each agent its card with --gpu UUID")
+		}
+	} else if free, err := id.holdName(cfg.LockDir, a.cfg.Name); err != nil {
+		return nil, fmt.Errorf("agent: %w", err)
+	} else if !free {
+		cfg.Log.Warn().Str("agent", a.cfg.Name).Msg("another agent on this host runs under this name: the server sees them as one runner; give each its own --name or none")
 	}
+	a.id = id
 	cacheDir := cfg.CacheDir
 	switch {
 	case cacheDir != "":
@@ -256,6 +286,7 @@ func (a *Agent) saveIdentity(r agentapi.RegisterResponse) error {
 // abandoned with its engine stopped; its lease lapses and the server
 // queues it again.
 func (a *Agent) Run(ctx context.Context) error {
+	defer a.id.release()
 	log := a.cfg.Log
 	log.Info().Str("server", a.cfg.Server).Str("agent", a.cfg.Name).Strs("labels", a.cfg.Labels).
 		Strs("gpus", a.gpus).Str("source_cache", a.cache.Dir()).Bool("allow_uncontained", a.cfg.AllowUncontained).Msg("agent started")

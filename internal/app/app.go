@@ -69,7 +69,7 @@ type Config struct {
 	Unconfigured Unconfigured
 	Logger       zerolog.Logger
 	// ClientMiddleware wraps every GitHub API call inside the retries, so
-	// it sees each attempt (metrics).
+	// it sees each attempt, and the installation-token fetches (metrics).
 	ClientMiddleware []githubapp.ClientMiddleware
 	// Events, when set, is told how each webhook event's processing ended.
 	Events EventObserver
@@ -188,12 +188,13 @@ func New(cfg Config, deps Deps) (*App, error) {
 		deps.Config = ContentsConfigLoader{}
 	}
 	retry := RetryMiddleware(cfg.Retry)
-	clients, err := newClients(cfg.GitHub, cfg.ClientTimeout, func(rt http.RoundTripper) http.RoundTripper {
+	middleware := func(rt http.RoundTripper) http.RoundTripper {
 		for i := len(cfg.ClientMiddleware) - 1; i >= 0; i-- {
 			rt = cfg.ClientMiddleware[i](rt)
 		}
-		return retry(rt)
-	})
+		return rt
+	}
+	clients, err := newClients(cfg.GitHub, cfg.ClientTimeout, func(rt http.RoundTripper) http.RoundTripper { return retry(middleware(rt)) }, middleware)
 	if err != nil {
 		return nil, err
 	}

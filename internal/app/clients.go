@@ -39,16 +39,23 @@ func NewClientCreator(cfg githubapp.Config, timeout time.Duration, retry RetryPo
 	if retry.MaxAttempts == 0 {
 		retry = DefaultRetryPolicy()
 	}
-	return newClients(cfg, timeout, RetryMiddleware(retry))
+	return newClients(cfg, timeout, RetryMiddleware(retry), nil)
 }
 
-func newClients(cfg githubapp.Config, timeout time.Duration, wrap func(http.RoundTripper) http.RoundTripper) (*clients, error) {
+// newClients builds the factory: wrap wraps each installation client's
+// transport (retries, middleware); tokens, when set, wraps the transport
+// that fetches installation tokens, so the middleware sees those POSTs too.
+func newClients(cfg githubapp.Config, timeout time.Duration, wrap, tokens func(http.RoundTripper) http.RoundTripper) (*clients, error) {
 	base := githubapp.NewClientCreator(cfg.V3APIURL, cfg.V4APIURL, cfg.App.IntegrationID, []byte(cfg.App.PrivateKey),
 		githubapp.WithClientUserAgent("perfgate"),
 		githubapp.WithClientTimeout(timeout),
 		githubapp.WithClientMiddleware(wrap),
 	)
-	apps, err := ghinstallation.NewAppsTransport(http.DefaultTransport, cfg.App.IntegrationID, []byte(cfg.App.PrivateKey))
+	tokenTransport := http.DefaultTransport
+	if tokens != nil {
+		tokenTransport = tokens(tokenTransport)
+	}
+	apps, err := ghinstallation.NewAppsTransport(tokenTransport, cfg.App.IntegrationID, []byte(cfg.App.PrivateKey))
 	if err != nil {
 		return nil, fmt.Errorf("github app key: %w", err)
 	}

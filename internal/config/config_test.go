@@ -40,7 +40,12 @@ func TestInvalidConfigs(t *testing.T) {
 		{"bad-pairs.yml", `bad-pairs.yml:4:12: tiers.merge.pairs: pairs 2 out of range (3 to 64 base/head pairs per interleaved job; the merge default is 8)`},
 		{"bad-session-noise.yml", `bad-session-noise.yml:3:20: tiers.merge.session_noise: session_noise 60% out of range (0% to 50%: the session-to-session shift of your runner, e.g. 2%)`},
 		{"both-lists.yml", `both-lists.yml:6:17: tiers.merge.secondary.tpot_p90: tpot_p90 is both gated and secondary (keep it in one list)`},
-		{"yaml-syntax.yml", `yaml-syntax.yml:2:1: YAML syntax: did not find expected key (check the indentation and quoting on this line)`},
+		// Decoding and validation problems come in one report.
+		{"one-pass.yml", "one-pass.yml:3:12: tiers.merge.pairs: pairs 2 out of range (3 to 64 base/head pairs per interleaved job; the merge default is 8)\n" +
+			"one-pass.yml:4:14: tiers.merge.prompts: want a whole number, got \"lots\"\n" +
+			"one-pass.yml:6:20: tiers.quick.session_noise: session_noise 60% out of range (0% to 50%: the session-to-session shift of your runner, e.g. 2%)\n" +
+			"one-pass.yml:7:1: sever: unknown key \"sever\" (did you mean \"server\"?)"},
+		{"yaml-syntax.yml", `yaml-syntax.yml:3:2: YAML syntax: did not find expected key (check the indentation and quoting on this line)`},
 	}
 	files, _ := filepath.Glob("../../testdata/config/invalid/*.yml")
 	if len(files) != len(cases) {

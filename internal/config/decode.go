@@ -22,7 +22,7 @@ func Parse(filename string, data []byte) (*Config, error) {
 	d := &decoder{file: filename, pos: map[string]position{}, set: map[string]bool{}, signed: map[string]bool{}}
 	var root yaml.Node
 	if err := yaml.Unmarshal(data, &root); err != nil {
-		return nil, &ValidationError{Errors: []FieldError{syntaxError(filename, err)}}
+		return nil, &ValidationError{Errors: []FieldError{syntaxError(filename, data, err)}}
 	}
 	if len(root.Content) == 0 {
 		return c, nil
@@ -32,9 +32,22 @@ func Parse(filename string, data []byte) (*Config, error) {
 		return c, nil
 	}
 	d.decode("", doc, reflect.ValueOf(c).Elem())
-	if len(d.errs) == 0 {
+	// One pass: the values that decoded are validated even when others did
+	// not, so a file's problems come in one report, not one round per
+	// kind. A field whose value did not decode keeps its default, so what
+	// validation says about it (or about what contains it or lies in it)
+	// is dropped: the decoding error already names the field.
+	if !d.aborted {
+		decodeErrs := d.errs
+		d.errs = nil
 		d.finish(c)
 		d.validate(c)
+		for _, e := range d.errs {
+			if !overlaps(e.Field, decodeErrs) {
+				decodeErrs = append(decodeErrs, e)
+			}
+		}
+		d.errs = decodeErrs
 	}
 	if len(d.errs) > 0 {
 		sort.SliceStable(d.errs, func(i, j int) bool {
@@ -414,13 +427,66 @@ func orList(hint, fallback string) string {
 
 var yamlLine = regexp.MustCompile(`line ([0-9]+)`)
 
-func syntaxError(file string, err error) FieldError {
-	line := 1
+// syntaxError places a YAML syntax error. yaml.v3 reports parser errors
+// on the line before the problem (or where the enclosing block began) and
+// some with no line at all, so the line is found again: the first prefix
+// of the file, in whole lines, that fails with the same message, from the
+// line yaml named on. The column is the line's first character.
+func syntaxError(file string, data []byte, err error) FieldError {
+	reported := 1
 	if m := yamlLine.FindStringSubmatch(err.Error()); m != nil {
-		line, _ = strconv.Atoi(m[1])
+		reported, _ = strconv.Atoi(m[1])
 	}
 	msg := strings.TrimPrefix(err.Error(), "yaml: ")
 	msg = yamlLine.ReplaceAllString(msg, "")
 	msg = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(msg), ":"))
-	return FieldError{File: file, Line: line, Column: 1, Message: "YAML syntax: " + msg, Hint: "check the indentation and quoting on this line"}
+	line, col := syntaxLine(data, msg, reported)
+	return FieldError{File: file, Line: line, Column: col, Message: "YAML syntax: " + msg, Hint: "check the indentation and quoting on this line"}
+}
+
+// maxSyntaxSearch bounds the lines syntaxLine re-parses prefixes of.
+const maxSyntaxSearch = 2000
+
+func syntaxLine(data []byte, msg string, reported int) (line, col int) {
+	lines := strings.SplitAfter(string(data), "\n")
+	line = max(reported, 1)
+	if len(lines) <= maxSyntaxSearch {
+		for k := max(reported, 1); k <= len(lines); k++ {
+			var n yaml.Node
+			err := yaml.Unmarshal([]byte(strings.Join(lines[:k], "")), &n)
+			if err == nil {
+				continue
+			}
+			m := strings.TrimPrefix(err.Error(), "yaml: ")
+			m = yamlLine.ReplaceAllString(m, "")
+			if strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(m), ":")) == msg {
+				line = k
+				break
+			}
+		}
+	}
+	col = 1
+	if line <= len(lines) {
+		text := lines[line-1]
+		col = len(text) - len(strings.TrimLeft(text, " ")) + 1
+		if strings.TrimSpace(text) == "" {
+			col = 1
+		}
+	}
+	return line, col
+}
+
+// overlaps reports whether field is, contains or lies within a field that
+// failed to decode.
+func overlaps(field string, errs []FieldError) bool {
+	for _, e := range errs {
+		if e.Field == "" {
+			continue
+		}
+		if field == e.Field || strings.HasPrefix(field, e.Field+".") || strings.HasPrefix(field, e.Field+"[") ||
+			strings.HasPrefix(e.Field, field+".") || strings.HasPrefix(e.Field, field+"[") {
+			return true
+		}
+	}
+	return false
 }

@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -13,11 +14,23 @@ import (
 // keeps the latest rate-limit remaining per resource, and counts check runs
 // concluded (a 2xx answer to a check-runs create or update that set a
 // conclusion). It has the shape of a go-githubapp client middleware.
+//
+// It may wrap both an installation client and, inside it, the transport
+// that fetches the installation's tokens (ghinstallation sends the API
+// requests through that transport too): a request the outer layer
+// counted is marked in its context and passes the inner one uncounted,
+// while the token POST the installation transport makes on its way is
+// counted there.
 func (m *Metrics) GitHubTransport(next http.RoundTripper) http.RoundTripper {
 	if next == nil {
 		next = http.DefaultTransport
 	}
 	return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		id := req.Method + " " + req.URL.String()
+		if counted, _ := req.Context().Value(countedKey{}).(string); counted == id {
+			return next.RoundTrip(req)
+		}
+		req = req.WithContext(context.WithValue(req.Context(), countedKey{}, id))
 		check := checkRunBody(req)
 		resp, err := next.RoundTrip(req)
 		if err != nil {
@@ -40,6 +53,10 @@ func (m *Metrics) GitHubTransport(next http.RoundTripper) http.RoundTripper {
 		return resp, nil
 	})
 }
+
+// countedKey marks a request's context with the request GitHubTransport
+// counted ("METHOD URL").
+type countedKey struct{}
 
 type checkRunFields struct {
 	Name       string `json:"name"`

@@ -85,7 +85,29 @@ func New(now func() time.Time) *Metrics {
 	m.reg.MustRegister(m.deliveries, m.processing, m.apiCalls, m.rateLimit, m.queue, m.jobDuration,
 		m.lastSeen, connected, m.conclusions,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.zero()
 	return m
+}
+
+// zero creates the series dashboards and alerts read before their first
+// event, so that a quiet server shows 0 instead of "no data" and rate()
+// has a starting point: every webhook event and outcome, the processing
+// histogram for each event, and the GitHub calls perfgate makes (GET
+// answered 200, POST 201, PATCH 200, and each failing without an answer).
+// Series whose labels are open-ended (a job's tier and labels, an agent's
+// name, a check's name) appear with their first event.
+func (m *Metrics) zero() {
+	for e := range knownEvents {
+		for _, o := range []string{"accepted", "bad_signature", "invalid", "too_large", "no_capacity", "error"} {
+			m.deliveries.WithLabelValues(e, o)
+		}
+		for _, o := range []string{"ok", "error"} {
+			m.processing.WithLabelValues(e, o)
+		}
+	}
+	for _, c := range [][2]string{{"GET", "200"}, {"POST", "201"}, {"PATCH", "200"}, {"GET", "error"}, {"POST", "error"}, {"PATCH", "error"}} {
+		m.apiCalls.WithLabelValues(c[0], c[1])
+	}
 }
 
 // Handler serves the metrics in the Prometheus exposition format.

@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -202,13 +204,32 @@ func loadFile(cfg *Config, path string) []string {
 	if len(root.Content) == 0 {
 		return nil // an empty file
 	}
-	if problems := unknownKeys(path, root.Content[0], reflect.TypeOf(Config{}), ""); len(problems) > 0 {
-		return problems
-	}
+	// Unknown keys and values of the wrong type come in one report.
+	problems := unknownKeys(path, root.Content[0], reflect.TypeOf(Config{}), "")
 	if err := root.Content[0].Decode(cfg); err != nil {
-		return []string{fmt.Sprintf("%s: %v", path, strings.TrimPrefix(err.Error(), "yaml: "))}
+		var te *yaml.TypeError
+		if errors.As(err, &te) {
+			for _, e := range te.Errors {
+				problems = append(problems, fmt.Sprintf("%s %s", path, e))
+			}
+		} else {
+			problems = append(problems, fmt.Sprintf("%s: %v", path, strings.TrimPrefix(err.Error(), "yaml: ")))
+		}
 	}
-	return nil
+	sort.SliceStable(problems, func(i, j int) bool { return problemLine(problems[i]) < problemLine(problems[j]) })
+	return problems
+}
+
+var problemLineRE = regexp.MustCompile(` line ([0-9]+): `)
+
+// problemLine is the line a problem names (0 when none), to list a file's
+// problems top to bottom.
+func problemLine(p string) int {
+	if m := problemLineRE.FindStringSubmatch(p); m != nil {
+		n, _ := strconv.Atoi(m[1])
+		return n
+	}
+	return 0
 }
 
 func unknownKeys(path string, n *yaml.Node, t reflect.Type, prefix string) []string {

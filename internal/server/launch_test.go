@@ -135,14 +135,23 @@ func TestLaunchSetupModeToServing(t *testing.T) {
 		t.Errorf("agent registration token: %q %v", tok, err)
 	}
 
-	// The event's API calls and, once its handler returns, its processing
-	// time show in /metrics.
+	// The event's API calls, the installation-token POST among them, and,
+	// once its handler returns, its processing time show in /metrics: the
+	// POSTs answered 201 are exactly those GitHub answered (the manifest
+	// conversion is the setup's, before the app's clients exist).
 	var m metricstest.Families
+	var posts, want float64
 	waitUntil(t, "the event's API calls and processing in /metrics", func() bool {
 		m = metricstest.Scrape(t, base+"/metrics")
-		_, calls := m["perfgate_github_api_requests_total"]
-		_, handled := m["perfgate_webhook_processing_seconds"]
-		return calls && handled
+		posts, _ = m.Value("perfgate_github_api_requests_total", map[string]string{"method": "POST", "status": "201"})
+		want = 0
+		for _, r := range gh.Requests() {
+			if r.Method == "POST" && r.Status == http.StatusCreated && !strings.HasPrefix(r.Path, "/app-manifests/") {
+				want++
+			}
+		}
+		handled, _ := m.Value("perfgate_webhook_processing_seconds", map[string]string{"event": "pull_request", "outcome": "ok"})
+		return posts >= 1 && posts == want && handled >= 1
 	})
 	for _, fam := range []string{"perfgate_webhook_deliveries_total", "perfgate_webhook_processing_seconds", "perfgate_github_api_requests_total", "perfgate_agents_connected"} {
 		if _, ok := m[fam]; !ok {

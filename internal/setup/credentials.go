@@ -20,6 +20,9 @@ const (
 	AppFile               = "github-app.json"
 	KeyFile               = "github-app.private-key.pem"
 	RegistrationTokenFile = "agent-registration-token"
+	// SetupKeyFile keeps the setup link's key while the server waits for
+	// the app to be created; it is removed once the app exists.
+	SetupKeyFile = "setup-key"
 )
 
 // ErrNotConfigured means the data directory holds no app credentials yet.

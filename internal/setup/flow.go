@@ -3,15 +3,21 @@ package setup
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/google/go-github/v62/github"
 	"github.com/rs/zerolog"
@@ -29,8 +35,14 @@ type Options struct {
 	// DataDir receives the credentials (files mode 0600).
 	DataDir string
 	// Key guards the setup page: only someone who has the link printed in
-	// the server's log may create the app. Empty: a random one.
+	// the server's log may create the app. Empty: the one kept in
+	// DataDir/KeyFile, made at random on first use and removed once the
+	// app exists, so a restart during setup does not break the link.
 	Key string
+	// AppName is the name the page suggests for the app. GitHub App names
+	// are unique across GitHub, so empty suggests the manifest's name plus
+	// six characters derived from the setup key ("perfgate-3fa2c1").
+	AppName string
 	// Complete is called with the stored credentials; it brings the server
 	// out of setup mode. An error is shown on the page.
 	Complete func(ctx context.Context, c Credentials) error
@@ -47,10 +59,17 @@ const stateTTL = time.Hour
 
 const keyCookie = "perfgate_setup"
 
+// maxAppName is GitHub's limit on an app's name.
+const maxAppName = 34
+
 // Flow is the setup's HTTP side. It is safe for concurrent use.
 type Flow struct {
 	opts     Options
-	manifest string // JSON
+	manifest Manifest // pointed at PublicURL; the name is the admin's choice
+	// base is PublicURL without a trailing slash; prefix is its path ("" or
+	// "/perfgate"), which every link the browser follows carries: a proxy
+	// that serves perfgate under a path strips it before perfgate sees it.
+	base, prefix string
 
 	mu     sync.Mutex
 	states map[string]time.Time // issued state → expiry
@@ -64,17 +83,25 @@ func New(opts Options) (*Flow, error) {
 	if err != nil {
 		return nil, err
 	}
-	js, err := m.JSON()
-	if err != nil {
+	if _, err := m.JSON(); err != nil {
 		return nil, err
 	}
 	if _, err := NewAppURL(opts.WebURL, "", "x"); err != nil {
 		return nil, err
 	}
+	base, _ := PublicBase(opts.PublicURL)
+	u, _ := url.Parse(base)
 	if opts.Key == "" {
-		if opts.Key, err = randomHex(16); err != nil {
+		if opts.Key, err = setupKey(opts.DataDir); err != nil {
 			return nil, err
 		}
+	}
+	if opts.AppName == "" {
+		sum := sha256.Sum256([]byte("perfgate app name " + opts.Key))
+		opts.AppName = m.Name + "-" + hex.EncodeToString(sum[:3])
+	}
+	if err := checkAppName(opts.AppName); err != nil {
+		return nil, fmt.Errorf("setup: suggested app name: %w", err)
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
@@ -85,14 +112,58 @@ func New(opts Options) (*Flow, error) {
 	if opts.Complete == nil {
 		return nil, errors.New("setup: Complete is required")
 	}
-	return &Flow{opts: opts, manifest: js, states: map[string]time.Time{}}, nil
+	return &Flow{opts: opts, manifest: m, base: base, prefix: strings.TrimRight(u.Path, "/"), states: map[string]time.Time{}}, nil
 }
 
 // StartURL is the link to open in a browser: the setup page with its key.
 // The server logs it; nothing else reveals the key.
 func (f *Flow) StartURL() string {
-	base, _ := PublicBase(f.opts.PublicURL)
-	return base + PagePath + "?key=" + f.opts.Key
+	return f.base + PagePath + "?key=" + f.opts.Key
+}
+
+// setupKey returns the key kept in dir, creating it on first use: the
+// link in the log stays valid across restarts until the app exists.
+func setupKey(dir string) (string, error) {
+	if dir == "" {
+		return randomHex(16)
+	}
+	path := filepath.Join(dir, SetupKeyFile)
+	b, err := readSecret(path)
+	if err == nil {
+		if k := strings.TrimSpace(string(b)); len(k) >= 32 {
+			return k, nil
+		}
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return "", fmt.Errorf("setup key: %w", err)
+	}
+	k, err := randomHex(16)
+	if err != nil {
+		return "", err
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", fmt.Errorf("setup key: %w", err)
+	}
+	if err := writeSecret(path, []byte(k+"\n")); err != nil {
+		return "", fmt.Errorf("setup key: %w", err)
+	}
+	return k, nil
+}
+
+// checkAppName applies GitHub's rules for an app's name that can be
+// checked here: not blank, at most 34 characters, printable.
+func checkAppName(name string) error {
+	switch {
+	case strings.TrimSpace(name) == "":
+		return errors.New("the app needs a name")
+	case utf8.RuneCountInString(name) > maxAppName:
+		return fmt.Errorf("%q is longer than GitHub's %d characters", name, maxAppName)
+	}
+	for _, r := range name {
+		if !unicode.IsPrint(r) {
+			return fmt.Errorf("%q has a character that is not printable", name)
+		}
+	}
+	return nil
 }
 
 // Done returns the credentials once the flow has completed.
@@ -118,15 +189,38 @@ func (f *Flow) MarkDone(c Credentials) {
 func (f *Flow) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET "+PagePath, f.page)
+	mux.HandleFunc("POST "+CreatePath, f.create)
+	mux.HandleFunc("GET "+ScriptPath, script)
 	mux.HandleFunc("GET "+RedirectPath, f.redirect)
-	return securityHeaders(mux)
+	return securityHeaders(f.stripPrefix(mux))
 }
+
+// stripPrefix serves the flow whether the proxy in front strips the public
+// URL's path or passes it on.
+func (f *Flow) stripPrefix(next http.Handler) http.Handler {
+	if f.prefix == "" {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if p, ok := strings.CutPrefix(r.URL.Path, f.prefix); ok && strings.HasPrefix(p, PagePath) {
+			r2 := *r
+			u := *r.URL
+			u.Path, u.RawPath = p, ""
+			r2.URL = &u
+			r = &r2
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// path is a path on this server as the browser must ask for it.
+func (f *Flow) path(p string) string { return f.prefix + p }
 
 // page shows the "create the app" form, or where to install the app once
 // it exists.
 func (f *Flow) page(w http.ResponseWriter, r *http.Request) {
 	if c, ok := f.Done(); ok {
-		render(w, http.StatusOK, doneTemplate, doneData{Credentials: c, Installed: r.URL.Query().Get("setup_action") == "install"})
+		render(w, http.StatusOK, doneTemplate, doneData{Credentials: c, Installed: r.URL.Query().Get("setup_action") == "install", Prefix: f.prefix})
 		return
 	}
 	// The key arrives once in the URL; it moves to a cookie and out of the
@@ -136,11 +230,11 @@ func (f *Flow) page(w http.ResponseWriter, r *http.Request) {
 			render(w, http.StatusForbidden, errorTemplate, errorData{Title: "Wrong setup link", Message: "This setup link's key is not the one this server printed. Open the link from the server's log (\"open … to create the GitHub App\")."})
 			return
 		}
-		http.SetCookie(w, &http.Cookie{Name: keyCookie, Value: key, Path: PagePath, HttpOnly: true,
+		http.SetCookie(w, &http.Cookie{Name: keyCookie, Value: key, Path: f.path(PagePath), HttpOnly: true,
 			SameSite: http.SameSiteLaxMode, Secure: r.TLS != nil || strings.HasPrefix(f.opts.PublicURL, "https:"), MaxAge: int(stateTTL / time.Second)})
 		q := r.URL.Query()
 		q.Del("key")
-		target := PagePath
+		target := f.path(PagePath)
 		if enc := q.Encode(); enc != "" {
 			target += "?" + enc
 		}
@@ -153,13 +247,45 @@ func (f *Flow) page(w http.ResponseWriter, r *http.Request) {
 	}
 	org := strings.TrimSpace(r.URL.Query().Get("org"))
 	if org != "" && !validOrg(org) {
-		render(w, http.StatusBadRequest, errorTemplate, errorData{Title: "Not an organisation name", Message: fmt.Sprintf("%q is not a GitHub account name (letters, digits and single hyphens). Go back and correct it.", org), Back: PagePath})
+		f.badOrg(w, org)
+		return
+	}
+	render(w, http.StatusOK, pageTemplate, pageData{Prefix: f.prefix, Org: org, Name: f.opts.AppName, PublicURL: f.opts.PublicURL, WebURL: f.opts.WebURL})
+}
+
+// create takes the page's one form (owner and name) and answers with the
+// confirmation: the owner and name spelt out, and the manifest form that
+// goes to that owner's "new GitHub App" page.
+func (f *Flow) create(w http.ResponseWriter, r *http.Request) {
+	if _, ok := f.Done(); ok {
+		http.Redirect(w, r, f.path(PagePath), http.StatusSeeOther)
+		return
+	}
+	if !f.cookieOK(r) {
+		render(w, http.StatusForbidden, errorTemplate, errorData{Title: "Setup refused", Message: "This browser did not open this server's setup link. Open the link from the server's log and try again."})
+		return
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, 4096)
+	if err := r.ParseForm(); err != nil {
+		render(w, http.StatusBadRequest, errorTemplate, errorData{Title: "Setup refused", Message: "The form could not be read. Go back and submit it again.", Back: f.path(PagePath)})
+		return
+	}
+	org, name := strings.TrimSpace(r.PostForm.Get("org")), strings.TrimSpace(r.PostForm.Get("name"))
+	if org != "" && !validOrg(org) {
+		f.badOrg(w, org)
+		return
+	}
+	if name == "" {
+		name = f.opts.AppName
+	}
+	if err := checkAppName(name); err != nil {
+		render(w, http.StatusBadRequest, errorTemplate, errorData{Title: "Not a usable app name", Message: err.Error() + ". Go back and choose another.", Back: f.path(PagePath)})
 		return
 	}
 	state, err := f.issueState()
 	if err != nil {
 		f.opts.Log.Error().Err(err).Msg("setup: issue state")
-		render(w, http.StatusInternalServerError, errorTemplate, errorData{Title: "Setup failed", Message: err.Error(), Back: PagePath})
+		render(w, http.StatusInternalServerError, errorTemplate, errorData{Title: "Setup failed", Message: err.Error(), Back: f.path(PagePath)})
 		return
 	}
 	action, err := NewAppURL(f.opts.WebURL, org, state)
@@ -167,14 +293,25 @@ func (f *Flow) page(w http.ResponseWriter, r *http.Request) {
 		render(w, http.StatusInternalServerError, errorTemplate, errorData{Title: "Setup failed", Message: err.Error()})
 		return
 	}
-	render(w, http.StatusOK, pageTemplate, pageData{Action: action, Manifest: f.manifest, Org: org, PublicURL: f.opts.PublicURL, WebURL: f.opts.WebURL})
+	m := f.manifest
+	m.Name = name
+	js, err := m.JSON()
+	if err != nil {
+		render(w, http.StatusInternalServerError, errorTemplate, errorData{Title: "Setup failed", Message: err.Error()})
+		return
+	}
+	render(w, http.StatusOK, confirmTemplate, confirmData{Prefix: f.prefix, Action: action, Manifest: js, Org: org, Name: name, WebURL: f.opts.WebURL})
+}
+
+func (f *Flow) badOrg(w http.ResponseWriter, org string) {
+	render(w, http.StatusBadRequest, errorTemplate, errorData{Title: "Not an organisation name", Message: fmt.Sprintf("%q is not a GitHub account name (letters, digits and single hyphens). Go back and correct it.", org), Back: f.path(PagePath)})
 }
 
 // redirect receives GitHub's code, exchanges it for the credentials,
 // stores them and takes the server out of setup mode.
 func (f *Flow) redirect(w http.ResponseWriter, r *http.Request) {
 	if c, ok := f.Done(); ok {
-		render(w, http.StatusOK, doneTemplate, doneData{Credentials: c})
+		render(w, http.StatusOK, doneTemplate, doneData{Credentials: c, Prefix: f.prefix})
 		return
 	}
 	if !f.cookieOK(r) {
@@ -184,11 +321,11 @@ func (f *Flow) redirect(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	code, state := q.Get("code"), q.Get("state")
 	if !f.takeState(state) {
-		render(w, http.StatusBadRequest, errorTemplate, errorData{Title: "Setup refused", Message: "The state in GitHub's answer is unknown, used or over an hour old. Start again from the setup page.", Back: PagePath})
+		render(w, http.StatusBadRequest, errorTemplate, errorData{Title: "Setup refused", Message: "The state in GitHub's answer is unknown, used or over an hour old. Start again from the setup page.", Back: f.path(PagePath)})
 		return
 	}
 	if code == "" || len(code) > 200 {
-		render(w, http.StatusBadRequest, errorTemplate, errorData{Title: "Setup refused", Message: "GitHub's answer carried no code. Start again from the setup page.", Back: PagePath})
+		render(w, http.StatusBadRequest, errorTemplate, errorData{Title: "Setup refused", Message: "GitHub's answer carried no code. Start again from the setup page.", Back: f.path(PagePath)})
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), time.Minute)
@@ -196,7 +333,7 @@ func (f *Flow) redirect(w http.ResponseWriter, r *http.Request) {
 	c, err := f.convert(ctx, code)
 	if err != nil {
 		f.opts.Log.Error().Err(err).Msg("setup: manifest conversion failed")
-		render(w, http.StatusBadGateway, errorTemplate, errorData{Title: "GitHub did not hand over the app", Message: err.Error() + ". A code is valid for one hour and one use: start again from the setup page.", Back: PagePath})
+		render(w, http.StatusBadGateway, errorTemplate, errorData{Title: "GitHub did not hand over the app", Message: err.Error() + ". A code is valid for one hour and one use: start again from the setup page.", Back: f.path(PagePath)})
 		return
 	}
 	if err := Save(f.opts.DataDir, c); err != nil {
@@ -204,14 +341,21 @@ func (f *Flow) redirect(w http.ResponseWriter, r *http.Request) {
 		render(w, http.StatusInternalServerError, errorTemplate, errorData{Title: "Could not store the app's credentials", Message: err.Error() + fmt.Sprintf(". The app %q exists on GitHub: delete it there, fix the data directory and start again.", c.Slug)})
 		return
 	}
-	f.opts.Log.Info().Int64("app_id", c.AppID).Str("slug", c.Slug).Str("dir", f.opts.DataDir).Msg("GitHub App created through the manifest flow; credentials stored")
+	f.opts.Log.Info().Int64("app_id", c.AppID).Str("slug", c.Slug).Str("owner", c.Owner).Str("dir", f.opts.DataDir).Msg("GitHub App created through the manifest flow; credentials stored")
+	if f.opts.DataDir != "" {
+		// The link has done its job: a later setup (after the app is
+		// deleted) gets a new one.
+		if err := os.Remove(filepath.Join(f.opts.DataDir, SetupKeyFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			f.opts.Log.Warn().Err(err).Msg("setup: remove the used setup key")
+		}
+	}
 	if err := f.opts.Complete(ctx, c); err != nil {
 		f.opts.Log.Error().Err(err).Msg("setup: leave setup mode")
 		render(w, http.StatusInternalServerError, errorTemplate, errorData{Title: "App created, server not started", Message: err.Error() + ". The credentials are stored: restart perfgate serve to use them."})
 		return
 	}
 	f.MarkDone(c)
-	render(w, http.StatusOK, doneTemplate, doneData{Credentials: c, Fresh: true})
+	render(w, http.StatusOK, doneTemplate, doneData{Credentials: c, Fresh: true, Prefix: f.prefix})
 }
 
 // convert calls POST /app-manifests/{code}/conversions.
@@ -287,8 +431,9 @@ func randomHex(n int) (string, error) {
 func securityHeaders(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h := w.Header()
-		// The page posts a form to GitHub and runs no script.
-		h.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; form-action *; frame-ancestors 'none'; base-uri 'none'")
+		// The page posts a form to GitHub; its one script (ScriptPath) only
+		// rewords the button as the owner field changes.
+		h.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'unsafe-inline'; form-action *; frame-ancestors 'none'; base-uri 'none'")
 		h.Set("Referrer-Policy", "no-referrer")
 		h.Set("X-Content-Type-Options", "nosniff")
 		h.Set("Cache-Control", "no-store")

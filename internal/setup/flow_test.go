@@ -29,18 +29,26 @@ type harness struct {
 	completed []setup.Credentials
 }
 
-func newHarness(t *testing.T) *harness {
+func newHarness(t *testing.T) *harness { return newHarnessAt(t, "", "", nil) }
+
+// newHarnessAt serves the flow with its public URL under prefix (a proxy
+// that strips it), its data in dir (a temporary one when empty), and opts
+// edited by edit.
+func newHarnessAt(t *testing.T, prefix, dir string, edit func(*setup.Options)) *harness {
 	t.Helper()
-	h := &harness{gh: githubtest.New(t), dir: t.TempDir()}
+	if dir == "" {
+		dir = t.TempDir()
+	}
+	h := &harness{gh: githubtest.New(t), dir: dir}
 	m, err := setup.ParseManifest(perfgate.AppManifest)
 	if err != nil {
 		t.Fatal(err)
 	}
 	mux := http.NewServeMux()
-	h.srv = httptest.NewServer(mux)
+	h.srv = httptest.NewServer(http.StripPrefix(prefix, mux))
 	t.Cleanup(h.srv.Close)
-	h.flow, err = setup.New(setup.Options{
-		Manifest: m, PublicURL: h.srv.URL, WebURL: h.gh.URL, APIURL: h.gh.URL + "/", DataDir: h.dir,
+	opts := setup.Options{
+		Manifest: m, PublicURL: h.srv.URL + prefix, WebURL: h.gh.URL, APIURL: h.gh.URL + "/", DataDir: h.dir,
 		Log: zerolog.Nop(),
 		Complete: func(ctx context.Context, c setup.Credentials) error {
 			h.mu.Lock()
@@ -48,7 +56,11 @@ func newHarness(t *testing.T) *harness {
 			h.completed = append(h.completed, c)
 			return nil
 		},
-	})
+	}
+	if edit != nil {
+		edit(&opts)
+	}
+	h.flow, err = setup.New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +105,7 @@ func TestFlowCreatesAppForOrganisationAndUser(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if c.AppID != app.ID || c.WebhookSecret != app.WebhookSecret || c.Slug != "perfgate" || c.Owner != wantOwner {
+			if c.AppID != app.ID || c.WebhookSecret != app.WebhookSecret || !strings.HasPrefix(c.Slug, "perfgate-") || c.Name != app.Manifest["name"] || c.Owner != wantOwner {
 				t.Errorf("stored %+v, app %+v", c, app)
 			}
 			for _, f := range []string{setup.AppFile, setup.KeyFile} {
@@ -136,7 +148,17 @@ func TestFlowRefusals(t *testing.T) {
 	if p := setuptest.Get(t, admin, h.srv.URL+"/setup?org=bad--name"); p.Status != http.StatusBadRequest {
 		t.Errorf("bad org name: %d", p.Status)
 	}
-	action, fields, err := setuptest.Form(p.Body, "create")
+	// The form's POST, too, wants the key's cookie and a valid owner and name.
+	if p := setuptest.Submit(t, stranger, p, "create", nil); p.Status != http.StatusForbidden {
+		t.Errorf("create without cookie: %d", p.Status)
+	}
+	for _, bad := range []url.Values{{"org": {"bad--name"}}, {"name": {strings.Repeat("x", 35)}}, {"name": {"tab\there"}}} {
+		if p := setuptest.Submit(t, admin, p, "create", bad); p.Status != http.StatusBadRequest {
+			t.Errorf("create with %v: %d", bad, p.Status)
+		}
+	}
+	confirm := setuptest.Submit(t, admin, p, "create", url.Values{"org": {""}})
+	action, fields, err := setuptest.Form(confirm.Body, "github")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,7 +168,7 @@ func TestFlowRefusals(t *testing.T) {
 		t.Errorf("form action %s", action)
 	}
 	var m map[string]any
-	if err := json.Unmarshal([]byte(fields.Get("manifest")), &m); err != nil || m["name"] != "perfgate" {
+	if err := json.Unmarshal([]byte(fields.Get("manifest")), &m); err != nil || !strings.HasPrefix(m["name"].(string), "perfgate-") {
 		t.Errorf("manifest field: %v %v", err, m)
 	}
 

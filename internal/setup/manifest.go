@@ -20,6 +20,8 @@ import (
 // Paths the flow uses on perfgate's server.
 const (
 	PagePath     = "/setup"
+	CreatePath   = "/setup/create" // the page's form: owner and name, answered with the confirmation
+	ScriptPath   = "/setup/setup.js"
 	RedirectPath = "/setup/redirect"
 	HookPath     = "/api/github/hook"
 )

@@ -42,8 +42,9 @@ func Get(t testing.TB, b *http.Client, u string) Page {
 	return read(t, resp)
 }
 
-// Create opens startURL (the setup link), chooses org ("" for the user's
-// account) and presses "Create the GitHub App". It returns the page the
+// Create opens startURL (the setup link), types org ("" for the user's
+// account) into the page's one form and presses "Create the GitHub App",
+// then "Continue to GitHub" on the confirmation. It returns the page the
 // browser ends on after GitHub's redirect.
 func Create(t testing.TB, b *http.Client, startURL, org string) Page {
 	t.Helper()
@@ -51,20 +52,31 @@ func Create(t testing.TB, b *http.Client, startURL, org string) Page {
 	if p.Status != http.StatusOK {
 		t.Fatalf("setup page: %d\n%s", p.Status, p.Body)
 	}
-	if org != "" {
-		u := *p.URL
-		u.RawQuery = url.Values{"org": {org}}.Encode()
-		if p = Get(t, b, u.String()); p.Status != http.StatusOK {
-			t.Fatalf("setup page for %s: %d\n%s", org, p.Status, p.Body)
-		}
+	p = Submit(t, b, p, "create", url.Values{"org": {org}})
+	if p.Status != http.StatusOK {
+		t.Fatalf("setup confirmation for %q: %d\n%s", org, p.Status, p.Body)
 	}
-	action, fields, err := Form(p.Body, "create")
+	return Submit(t, b, p, "github", nil)
+}
+
+// Submit posts the form with id on page p, with set's fields replacing
+// the form's own, and returns where the browser ends.
+func Submit(t testing.TB, b *http.Client, p Page, id string, set url.Values) Page {
+	t.Helper()
+	action, fields, err := Form(p.Body, id)
 	if err != nil {
-		t.Fatalf("setup page: %v\n%s", err, p.Body)
+		t.Fatalf("%s: %v\n%s", p.URL, err, p.Body)
 	}
-	resp, err := b.PostForm(action, fields)
+	for k, v := range set {
+		fields[k] = v
+	}
+	target, err := p.URL.Parse(action)
 	if err != nil {
-		t.Fatalf("POST %s: %v", action, err)
+		t.Fatalf("form %s action %q: %v", id, action, err)
+	}
+	resp, err := b.PostForm(target.String(), fields)
+	if err != nil {
+		t.Fatalf("POST %s: %v", target, err)
 	}
 	return read(t, resp)
 }
