@@ -48,7 +48,7 @@ func aggregate(recs []record, dur time.Duration, pcts []float64, goodput map[str
 		r.Errors[i] = rec.err
 		if !rec.ok {
 			r.Failed++
-			sec.ErrorCounts[rec.err]++
+			sec.ErrorCounts[rec.errorRow()]++
 			continue
 		}
 		out, _ := rec.outputTokens()

@@ -30,8 +30,12 @@ type request struct {
 
 // record is what one request measured: the equal of vLLM's RequestFuncOutput.
 type record struct {
-	ok      bool
-	err     string
+	ok  bool
+	err string
+	// kind groups errors whose message differs per request (a cut
+	// stream names its token count) into one row of the error table;
+	// "" groups by err.
+	kind    string
 	status  int  // HTTP status of a refused request; 0 when none came
 	connErr bool // no response at all: the connection could not be made
 	// promptLen is the prompt's length as the dataset measured it;
@@ -42,6 +46,7 @@ type record struct {
 	usageOut    int  // usage.completion_tokens
 	counted     int  // output tokens counted with the server's tokenizer; 0 when not
 	chunks      int  // stream chunks that carried output (token events)
+	finished    bool // a chunk carried a finish_reason
 	text        []byte
 	// due is when the request was due to go (its arrival time had come
 	// and a concurrency slot was free); start is when it was sent.
@@ -65,6 +70,14 @@ func (r *record) outputTokens() (int, string) {
 	default:
 		return r.chunks, tokenSourceChunks
 	}
+}
+
+// errorRow is the request's row in the error table.
+func (r *record) errorRow() string {
+	if r.kind != "" {
+		return r.kind
+	}
+	return r.err
 }
 
 // Token sources, as result.Section.TokenSource records them.
@@ -93,6 +106,10 @@ type requester struct {
 	deadline    time.Duration // longest whole request, tokens flowing or not; 0: none
 	maxLine     int           // longest SSE line (and non-streamed body) in bytes
 }
+
+// errStreamCut is the error-table row of every stream that ended without
+// a terminal event, whatever its token count.
+const errStreamCut = "stream ended early (no finish_reason, no [DONE]): cut by the server or a proxy"
 
 // Cancel causes, told apart when the request fails.
 var (
@@ -225,6 +242,15 @@ func (q *requester) do(ctx context.Context, req request, rec *record) {
 		// Read to the end so the transport can reuse the connection.
 		_, _ = io.Copy(io.Discard, io.LimitReader(br, 64<<10))
 	}
+	if !done && !rec.finished {
+		// The body ended cleanly but the server never said the answer
+		// was over: a proxy or a crashed worker cut it. Its token count
+		// and latency are of a shorter answer than was asked for, so it
+		// is a failure, never a completed request.
+		rec.err = fmt.Sprintf("stream ended early after %d tokens (no finish_reason, no [DONE])", rec.chunks)
+		rec.kind = errStreamCut
+		return
+	}
 	if rec.chunks == 0 {
 		rec.err = "stream ended without a token; no TTFT"
 		return
@@ -296,6 +322,9 @@ func readStream(br *bufio.Reader, rec *record, st time.Time, wd *watchdog, captu
 					if capture && c.text != nil {
 						rec.text = append(rec.text, c.text...)
 					}
+				}
+				if c.finished {
+					rec.finished = true
 				}
 				if c.hasUsage {
 					rec.usage = true
