@@ -73,6 +73,7 @@ func runBench(ctx context.Context, env *cliEnv, args []string) int {
 	rate := fs.String("request-rate", "inf", "mean requests/s, or inf to send all at once")
 	fs.Float64Var(&o.Burstiness, "burstiness", 1, "gamma shape of inter-arrival times: 1 is Poisson, <1 burstier, >1 more even")
 	fs.Float64Var(&o.TraceTimeScale, "trace-time-scale", 1, "multiply a trace's timestamps (0.5 replays it twice as fast)")
+	fs.StringVar(&o.TraceOverlong, "trace-overlong", bench.OverlongSkip, "trace rows whose prompt + output do not fit the model's max_model_len: skip (leave out, counted in the result's warnings), truncate (cut the prompt to fit) or fail")
 	fs.IntVar(&o.TraceBlockSize, "trace-block-size", 0, "tokens per trace hash id (default 512 for mooncake and timed_trace, 16 for bailian)")
 	fs.IntVar(&o.MaxConcurrency, "max-concurrency", 0, fmt.Sprintf("cap on requests in flight, 0 for none (%d with --sim)", simMaxConcurrency))
 	fs.IntVar(&o.Warmup, "warmup", 0, "warm-up requests sent first and discarded")

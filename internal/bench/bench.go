@@ -98,6 +98,11 @@ type Options struct {
 	// format's (512 for mooncake and timed_trace, 16 for bailian).
 	TraceTimeScale float64
 	TraceBlockSize int
+	// TraceOverlong says what to do with a trace row whose prompt and
+	// output do not fit the model's max_model_len: OverlongSkip (the
+	// default; counted in the result's warnings), OverlongTruncate or
+	// OverlongFail.
+	TraceOverlong string
 	// MaxConcurrency caps requests in flight; 0 is no cap.
 	MaxConcurrency int
 	// Warmup requests are sent first, with prompts of their own, and discarded.
@@ -215,7 +220,9 @@ func Run(ctx context.Context, o Options) (*result.Result, error) {
 	// dataset changes size, and vice versa.
 	dataRNG := mrand.New(mrand.NewPCG(uint64(o.Seed), 0x5eed_da7a))
 	arrivalRNG := mrand.New(mrand.NewPCG(uint64(o.Seed), 0x5eed_a771))
-	measured, warmup, err := loadSamples(ctx, &o, dataRNG, p)
+	p.maxModelLen = maxModelLen
+	data, err := loadSamples(ctx, &o, dataRNG, p)
+	measured, warmup := data.measured, data.warmup
 	if err != nil {
 		var ue *UsageError
 		if errors.As(err, &ue) {
@@ -229,8 +236,11 @@ func Run(ctx context.Context, o Options) (*result.Result, error) {
 	if len(measured) == 0 {
 		return nil, usageErr("num-prompts", "no requests to send")
 	}
+	if w := data.overlong.warning(); w != "" {
+		warnings = append(warnings, w)
+	}
 	if maxModelLen > 0 {
-		if err := checkFits(measured, maxModelLen); err != nil {
+		if err := checkFits(measured, maxModelLen, o.Dataset); err != nil {
 			return nil, err
 		}
 	}
@@ -423,7 +433,7 @@ func promptMeasure(ctx context.Context, client *http.Client, target, model, apiK
 
 // checkFits refuses prompts the model cannot take: vLLM would answer each
 // with HTTP 400, and the run would measure nothing.
-func checkFits(samples []sample, maxModelLen int) error {
+func checkFits(samples []sample, maxModelLen int, dataset string) error {
 	worst := 0
 	for i := range samples {
 		if n := samples[i].promptLen + samples[i].maxTokens; n > samples[worst].promptLen+samples[worst].maxTokens {
@@ -431,11 +441,21 @@ func checkFits(samples []sample, maxModelLen int) error {
 		}
 	}
 	s := samples[worst]
-	if s.promptLen+s.maxTokens > maxModelLen {
-		return usageErr("input-len", "a request of %d prompt + %d output tokens does not fit the model's max_model_len %d; shorten --input-len or --output-len",
+	if s.promptLen+s.maxTokens <= maxModelLen {
+		return nil
+	}
+	switch {
+	case isTrace(dataset):
+		// fitRows let only fitting rows through, by their stated lengths;
+		// the server's tokenizer made this prompt longer than its row said.
+		return usageErr("trace-overlong", "a trace request of %d prompt + %d output tokens does not fit the model's max_model_len %d once measured with the server's tokenizer; pass --trace-overlong truncate or a shorter --output-len",
+			s.promptLen, s.maxTokens, maxModelLen)
+	case dataset != "random":
+		return usageErr("output-len", "a request of %d prompt + %d output tokens from --dataset-path does not fit the model's max_model_len %d; lower --output-len or use prompts that fit",
 			s.promptLen, s.maxTokens, maxModelLen)
 	}
-	return nil
+	return usageErr("input-len", "a request of %d prompt + %d output tokens does not fit the model's max_model_len %d; shorten --input-len or --output-len",
+		s.promptLen, s.maxTokens, maxModelLen)
 }
 
 // countOutputs decides where output token counts come from. With usage
@@ -564,6 +584,13 @@ func (o *Options) normalize() error {
 		o.TraceTimeScale = 1
 	case !(o.TraceTimeScale > 0) || math.IsInf(o.TraceTimeScale, 1):
 		return usageErr("trace-time-scale", "must be a positive factor (0.5 replays twice as fast)")
+	}
+	switch o.TraceOverlong {
+	case "":
+		o.TraceOverlong = OverlongSkip
+	case OverlongSkip, OverlongTruncate, OverlongFail:
+	default:
+		return usageErr("trace-overlong", "%q: want %s, %s or %s", o.TraceOverlong, OverlongSkip, OverlongTruncate, OverlongFail)
 	}
 	if o.TraceBlockSize < 0 {
 		return usageErr("trace-block-size", "must be positive")

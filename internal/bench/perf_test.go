@@ -59,7 +59,8 @@ func accuracyRun(b *testing.B, conc, prompts int) {
 	if err := o.normalize(); err != nil {
 		b.Fatal(err)
 	}
-	samples, _, err := loadSamples(context.Background(), &o, rand.New(rand.NewPCG(1, 1)), promptTokens{})
+	dsamples, err := loadSamples(context.Background(), &o, rand.New(rand.NewPCG(1, 1)), promptTokens{})
+	samples := dsamples.measured
 	if err != nil {
 		b.Fatal(err)
 	}
