@@ -153,6 +153,10 @@ type Options struct {
 	MaxScheduleLag time.Duration
 	MaxClientCPU   float64
 	CPUShared      bool
+	// MaxTTFTGap is the floor of how far the client's mean TTFT may sit
+	// above the engine's own (from /metrics) before the run is flagged
+	// client-bound; 0 is DefaultMaxTTFTGap.
+	MaxTTFTGap time.Duration
 }
 
 // UsageError is a bad option; Flag names the perfgate bench flag to fix.
@@ -395,8 +399,8 @@ func Run(ctx context.Context, o Options) (*result.Result, error) {
 	}
 	sec.MaxErrorRate = o.MaxErrorRate
 	sec.ErrorRateExceeded = sec.ErrorRate > o.MaxErrorRate
-	sec.Client = selfCheck(recs, &o, cpuFrom, cpuTo)
 	sec.ServerMetrics = serverMetrics(metricsURL, before, after, successfulTTFTs(recs))
+	sec.Client = selfCheck(recs, &o, cpuFrom, cpuTo, sec.ServerMetrics)
 	if o.NoStream {
 		warnings = append(warnings, "--no-stream: each answer arrives whole, so TTFT is the end-to-end latency and TPOT and ITL are not measured")
 	}
@@ -635,7 +639,7 @@ func (o *Options) normalize() error {
 	case !(o.MaxErrorRate > 0 && o.MaxErrorRate <= 1):
 		return usageErr("max-error-rate", "must be a fraction in (0, 1]; 1 accepts any number of failures")
 	}
-	if o.MaxClientCPU < 0 || o.MaxScheduleLag < 0 {
+	if o.MaxClientCPU < 0 || o.MaxScheduleLag < 0 || o.MaxTTFTGap < 0 {
 		return usageErr("max-client-cpu", "self-check limits must be positive")
 	}
 	for k, v := range o.Goodput {

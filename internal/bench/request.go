@@ -11,6 +11,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"net/url"
 	"regexp"
 	"strings"
@@ -49,9 +50,13 @@ type record struct {
 	finished    bool // a chunk carried a finish_reason
 	text        []byte
 	// due is when the request was due to go (its arrival time had come
-	// and a concurrency slot was free); start is when it was sent.
+	// and a concurrency slot was free); start is when the client began
+	// to send it (vLLM's start, which TTFT and latency count from); sent
+	// is when its last byte was written to the socket, which is when the
+	// server can see it (zero when it never was).
 	due     time.Time
 	start   time.Time
+	sent    time.Time
 	ttft    float64   // s, request sent → first token event
 	latency float64   // s, request sent → last token event (vLLM's "latency")
 	itl     []float64 // s, gaps between consecutive token events
@@ -198,8 +203,21 @@ func (q *requester) do(ctx context.Context, req request, rec *record) {
 		hreq.Header.Set("Authorization", "Bearer "+q.apiKey)
 	}
 
-	st := time.Now()
+	// The send lag is measured where the request leaves for the socket: a
+	// starved client can be late between taking its start time and
+	// writing, and the server sees only the write.
+	var st time.Time
+	var sent atomic.Int64 // ns after st, +1 so that 0 is "never"
+	hreq = hreq.WithContext(httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+		WroteRequest: func(httptrace.WroteRequestInfo) { sent.Store(int64(time.Since(st)) + 1) },
+	}))
+	st = time.Now()
 	rec.start = st
+	defer func() {
+		if d := sent.Load(); d != 0 {
+			rec.sent = st.Add(time.Duration(d - 1))
+		}
+	}()
 	wd := startWatchdog(st, q.idle, cancel)
 	defer wd.stop()
 	resp, err := q.client.Do(hreq)

@@ -46,7 +46,7 @@ func TestSelfCheckRules(t *testing.T) {
 		{"own floor", Options{RequestRate: 100, MaxScheduleLag: 50 * ms}, 30 * ms, 0.2, 0, false, ""},
 	}
 	for _, tt := range tests {
-		c := selfCheck(recs(tt.lag, tt.latency), &tt.o, mark(0, 0), mark(tt.cpu, time.Second))
+		c := selfCheck(recs(tt.lag, tt.latency), &tt.o, mark(0, 0), mark(tt.cpu, time.Second), nil)
 		if c.ClientBound != tt.bound || !strings.Contains(c.Reason, tt.reason) {
 			t.Errorf("%s: client_bound %v reason %q; want %v, %q", tt.name, c.ClientBound, c.Reason, tt.bound, tt.reason)
 		}
