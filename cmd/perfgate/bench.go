@@ -104,7 +104,7 @@ func runBench(ctx context.Context, env *cliEnv, args []string) int {
 	percentiles := fs.String("percentiles", "50,90,95,99", "comma-separated percentiles to report")
 	disableTqdm := fs.Bool("disable-tqdm", false, "no progress bar")
 	fs.Bool("trust-remote-code", false, "accepted for vLLM command lines; perfgate loads no model code")
-	fs.Bool("save-detailed", false, "accepted for vLLM command lines; perfgate always writes the per-request arrays")
+	fs.BoolVar(&o.SaveTexts, "save-detailed", false, "vLLM's --save-detailed: also keep each request's generated text (generated_texts); perfgate always writes the per-request timing arrays")
 	for _, ig := range vllmIgnored {
 		fs.String(ig.name, "", "accepted for vLLM command lines; "+ig.why)
 	}
@@ -161,6 +161,11 @@ func runBench(ctx context.Context, env *cliEnv, args []string) int {
 	}
 	if o.Dataset == "custom" { // vLLM's name for a JSONL of prompts
 		o.Dataset = "jsonl"
+	}
+	if set["num-prompts"] && o.NumPrompts == 0 {
+		// The library reads 0 as "the default" (or a trace's every row);
+		// on the command line it is a mistake, not a request for 1,000.
+		return usage("--num-prompts: must be at least 1 (with a trace, leave it out to replay every row)")
 	}
 	if isTraceDataset(o.Dataset) && !set["num-prompts"] {
 		o.NumPrompts = 0

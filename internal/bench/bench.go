@@ -120,6 +120,10 @@ type Options struct {
 	CacheSalt string
 	// NoStream sends non-streaming requests: TTFT is then the whole answer's time.
 	NoStream bool
+	// SaveTexts keeps each request's generated text for the result's
+	// generated_texts (vLLM's --save-detailed); without it the key holds
+	// empty strings, as the text is not kept.
+	SaveTexts bool
 	// Timeout is how long one request may wait for the response to start or
 	// for its next stream line before it fails; 0 is DefaultTimeout.
 	Timeout time.Duration
@@ -284,7 +288,7 @@ func Run(ctx context.Context, o Options) (*result.Result, error) {
 	}
 	// Without a usage block output tokens must be counted: keep the text
 	// for the server's tokenizer, or fall back to counting chunks.
-	q.captureText = !pr.usage && p.tok != nil
+	q.captureText = (!pr.usage && p.tok != nil) || o.SaveTexts
 
 	startedAt := time.Now().UTC()
 	if len(warmup) > 0 {
@@ -337,6 +341,9 @@ func Run(ctx context.Context, o Options) (*result.Result, error) {
 	}
 
 	r := aggregate(recs, dur, o.Percentiles, o.Goodput)
+	if err := addVLLMArrays(r, recs, o.SaveTexts); err != nil {
+		return nil, err
+	}
 	r.Date = startedAt.Local().Format("20060102-150405") // vLLM's format
 	r.Backend = o.Backend
 	r.EndpointType = o.Backend
@@ -478,7 +485,6 @@ func countOutputs(ctx context.Context, recs []record, p promptTokens, usage bool
 			rec := &recs[todo[k]]
 			n, err := p.tok.count(ctx, unquote(rec.text))
 			rec.counted = n
-			rec.text = nil
 			return err
 		})
 		if err != nil {
@@ -549,7 +555,7 @@ func (o *Options) normalize() error {
 		return usageErr("dataset", "%q: want random, sharegpt, jsonl, %s, %s or %s", o.Dataset, DatasetTimedTrace, DatasetMooncake, DatasetBailian)
 	}
 	if o.NumPrompts < 0 {
-		return usageErr("num-prompts", "must be positive")
+		return usageErr("num-prompts", "must be at least 1")
 	}
 	if o.NumPrompts == 0 && !isTrace(o.Dataset) {
 		o.NumPrompts = DefaultNumPrompts

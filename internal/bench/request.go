@@ -199,6 +199,11 @@ func (q *requester) do(ctx context.Context, req request, rec *record) {
 		hreq.Header.Set("Accept", "text/event-stream")
 	}
 	hreq.Header.Set("X-Request-Id", req.id)
+	// A nil Idempotency-Key is not sent, but lets the transport retry the
+	// request once on another connection when a kept-alive one turns out
+	// to have been closed by the server before it answered (a bare EOF):
+	// a starved client reuses idle connections the server already dropped.
+	hreq.Header["Idempotency-Key"] = nil
 	if q.apiKey != "" {
 		hreq.Header.Set("Authorization", "Bearer "+q.apiKey)
 	}
@@ -223,6 +228,9 @@ func (q *requester) do(ctx context.Context, req request, rec *record) {
 	resp, err := q.client.Do(hreq)
 	if err != nil {
 		rec.err, rec.connErr = q.transportError(ctx, err, false)
+		if ctx.Err() == nil && (errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)) {
+			rec.err = errClosedBeforeAnswer
+		}
 		return
 	}
 	defer resp.Body.Close()
@@ -537,6 +545,11 @@ func (q *requester) transportError(ctx context.Context, err error, streaming boo
 	}
 	return cleanError(err), conn
 }
+
+// errClosedBeforeAnswer explains a bare EOF before any response. It is
+// never a kept-alive connection the server had dropped: the transport
+// retries those on a new connection (see Idempotency-Key above).
+const errClosedBeforeAnswer = "connection closed by the server before any answer (EOF) on a new connection: the server may have crashed or be restarting, or a proxy in between dropped the request"
 
 // statusError words a non-200 answer from the message in its JSON error
 // body, or its text.
