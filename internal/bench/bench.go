@@ -313,11 +313,16 @@ func Run(ctx context.Context, o Options) (*result.Result, error) {
 	}
 	metricsURL := target + "/metrics"
 	before := scrapeMetrics(ctx, client, metricsURL, o.APIKey)
+	var gauges *gaugeSampler
+	if before.err == nil {
+		gauges = sampleGauges(ctx, client, metricsURL, o.APIKey, gaugeSampleEvery)
+	}
 	bar := newProgress(o.Progress, len(reqs))
 	cpuFrom := markCPU()
 	recs, dur := runPhase(ctx, q, reqs, offsets, o.MaxConcurrency, bar.add)
 	cpuTo := markCPU()
 	bar.finish()
+	during, samples := gauges.finish()
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("benchmark interrupted: %w", err)
 	}
@@ -407,6 +412,9 @@ func Run(ctx context.Context, o Options) (*result.Result, error) {
 	sec.MaxErrorRate = o.MaxErrorRate
 	sec.ErrorRateExceeded = sec.ErrorRate > o.MaxErrorRate
 	sec.ServerMetrics = serverMetrics(metricsURL, before, after, successfulTTFTs(recs))
+	if sec.ServerMetrics.Available {
+		sec.ServerMetrics.During, sec.ServerMetrics.Samples = during, samples
+	}
 	sec.Client = selfCheck(recs, &o, cpuFrom, cpuTo, sec.ServerMetrics)
 	if o.NoStream {
 		warnings = append(warnings, "--no-stream: each answer arrives whole, so TTFT is the end-to-end latency and TPOT and ITL are not measured")

@@ -66,6 +66,72 @@ func scrapeMetrics(ctx context.Context, client *http.Client, url, apiKey string)
 	return scrape{families: fams}
 }
 
+// gaugeNames are the gauges read after the phase and sampled during it.
+var gaugeNames = []string{metricRunning, metricWaiting, metricKVUsage, metricKVUsageOld}
+
+// gaugeSampleEvery is how often the gauges are scraped while the measured
+// phase runs: often enough for a run of a few seconds, rarely enough that
+// parsing vLLM's /metrics (a few ms of CPU) costs the client little.
+const gaugeSampleEvery = 250 * time.Millisecond
+
+// gaugeSampler scrapes the engine's gauges while the measured phase runs.
+type gaugeSampler struct {
+	stop   chan struct{}
+	done   chan struct{}
+	values map[string][]float64
+	n      int
+}
+
+// sampleGauges starts scraping url every interval until stopped.
+func sampleGauges(ctx context.Context, client *http.Client, url, apiKey string, every time.Duration) *gaugeSampler {
+	g := &gaugeSampler{stop: make(chan struct{}), done: make(chan struct{}), values: map[string][]float64{}}
+	go func() {
+		defer close(g.done)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-g.stop:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			sc := scrapeMetrics(ctx, client, url, apiKey)
+			if sc.err != nil {
+				continue
+			}
+			g.n++
+			for _, name := range gaugeNames {
+				if v, ok := gaugeSum(sc.families[name]); ok {
+					g.values[name] = append(g.values[name], v)
+				}
+			}
+		}
+	}()
+	return g
+}
+
+// finish stops the sampler and returns each gauge's mean, peak and p95
+// over the samples, and the number of scrapes.
+func (g *gaugeSampler) finish() (map[string]result.Aggregate, int) {
+	if g == nil {
+		return nil, 0
+	}
+	close(g.stop)
+	<-g.done
+	if len(g.values) == 0 {
+		return nil, g.n
+	}
+	out := map[string]result.Aggregate{}
+	for name, vs := range g.values {
+		sorted := append([]float64(nil), vs...)
+		sort.Float64s(sorted)
+		out[name] = result.Aggregate{Mean: mean(sorted), Max: sorted[len(sorted)-1], P95: percentile(sorted, 95)}
+	}
+	return out, g.n
+}
+
 // serverMetrics compares the scrapes before and after the measured phase.
 // clientTTFTs are the successful requests' TTFTs in seconds.
 func serverMetrics(url string, before, after scrape, clientTTFTs []float64) *result.ServerMetrics {
@@ -117,7 +183,7 @@ func serverMetrics(url string, before, after scrape, clientTTFTs []float64) *res
 		r := *h / *q
 		sm.PrefixCacheHitRate = &r
 	}
-	for _, name := range []string{metricRunning, metricWaiting, metricKVUsage, metricKVUsageOld} {
+	for _, name := range gaugeNames {
 		if v, ok := gaugeSum(after.families[name]); ok {
 			if sm.After == nil {
 				sm.After = map[string]float64{}

@@ -107,6 +107,20 @@ func writeChecks(w io.Writer, sec *result.Section, row func(string, string), f2 
 			if m.Preemptions != nil {
 				row("Preemptions:", strconv.FormatFloat(*m.Preemptions, 'f', 0, 64))
 			}
+			for _, g := range []struct{ name, label string }{
+				{"vllm:num_requests_running", "Running requests mean / peak:"},
+				{"vllm:num_requests_waiting", "Waiting requests mean / peak:"},
+				{"vllm:kv_cache_usage_perc", "KV cache usage mean / peak:"},
+				{"vllm:gpu_cache_usage_perc", "KV cache usage mean / peak:"},
+			} {
+				if a, ok := m.During[g.name]; ok {
+					if strings.Contains(g.name, "cache_usage") {
+						row(g.label, fmt.Sprintf("%.1f%% / %.1f%%", 100*a.Mean, 100*a.Max))
+						continue
+					}
+					row(g.label, f2(a.Mean)+" / "+strconv.FormatFloat(a.Max, 'f', 0, 64))
+				}
+			}
 			if m.PrefixCacheHitRate != nil {
 				row("Prefix cache hit rate:", fmt.Sprintf("%.1f%%", 100**m.PrefixCacheHitRate))
 			}
