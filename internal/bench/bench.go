@@ -438,16 +438,30 @@ func promptMeasure(ctx context.Context, client *http.Client, target, model, apiK
 	case err != nil:
 		return promptTokens{}, 0, fmt.Sprintf("the server's /tokenize failed (%s)", oneLine(err.Error())), nil
 	}
-	vocab, err := singleTokenWords(ctx, tok)
-	switch {
-	case err != nil:
+	rootCount, fp, err := tok.fingerprint(ctx, vocabText())
+	if err != nil {
 		return promptTokens{}, 0, fmt.Sprintf("the server's /tokenize failed (%s)", oneLine(err.Error())), nil
-	case len(vocab) < 16:
-		// A tokenizer that splits common words: prompts are still fitted
-		// to their lengths, word by word, but blocks may not stay aligned.
-		vocab = words
 	}
-	return promptTokens{tok: tok, vocab: vocab}, maxLen, "", nil
+	cal := calibrationFor(calibrationKey{url: tok.url, model: model, fingerprint: fp})
+	counted := cachedCounter{inner: tok, cal: cal}
+	cal.mu.Lock()
+	vocab := cal.vocab
+	cal.mu.Unlock()
+	if vocab == nil {
+		vocab, err = singleTokenWords(ctx, counted, rootCount)
+		switch {
+		case err != nil:
+			return promptTokens{}, 0, fmt.Sprintf("the server's /tokenize failed (%s)", oneLine(err.Error())), nil
+		case len(vocab) < 16:
+			// A tokenizer that splits common words: prompts are still fitted
+			// to their lengths, word by word, but blocks may not stay aligned.
+			vocab = words
+		}
+		cal.mu.Lock()
+		cal.vocab = vocab
+		cal.mu.Unlock()
+	}
+	return promptTokens{tok: counted, vocab: vocab}, maxLen, "", nil
 }
 
 // checkFits refuses prompts the model cannot take: vLLM would answer each
