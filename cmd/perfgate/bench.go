@@ -86,6 +86,7 @@ func runBench(ctx context.Context, env *cliEnv, args []string) int {
 	fs.DurationVar(&o.RequestTimeout, "request-timeout", bench.DefaultRequestTimeout, "per request: the longest it may take in all, tokens flowing or not")
 	readySecs := fs.Int("ready-check-timeout-sec", 0, "retry the first request this many seconds while the engine is not ready (0: three tries)")
 	fs.IntVar(&o.MaxLineBytes, "max-line-bytes", bench.DefaultMaxLineBytes, "longest SSE line (or non-streamed answer) a request may send")
+	fs.DurationVar(&o.MaxTTFTGap, "max-ttft-gap", bench.DefaultMaxTTFTGap, "self-check: how far the client's mean TTFT may sit above the engine's own (its /metrics) before the run is marked client-bound; the limit is this or 5% of the engine's TTFT, whichever is larger (raise it for an engine across a network)")
 	fs.Float64Var(&o.MaxErrorRate, "max-error-rate", bench.DefaultMaxErrorRate, "fraction of failed requests above which the run exits 1 (its result is still written, marked)")
 	var goodput []string
 	fs.Func("goodput", `SLOs for goodput in ms, e.g. "ttft:500 tpot:50 e2el:10000" (repeatable, or several after one flag)`, func(s string) error {

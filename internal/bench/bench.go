@@ -311,6 +311,9 @@ func Run(ctx context.Context, o Options) (*result.Result, error) {
 	if !isTrace(o.Dataset) {
 		offsets = arrivalOffsets(len(reqs), float64(o.RequestRate), o.Burstiness, arrivalRNG)
 	}
+	// Connections are opened before the measured phase: a dial inside it
+	// would count as the first requests' lag and TTFT, and as client CPU.
+	warmConnections(ctx, client, target, o.APIKey, min(len(reqs), maxWarmConns), o.MaxConcurrency, o.Timeout)
 	metricsURL := target + "/metrics"
 	before := scrapeMetrics(ctx, client, metricsURL, o.APIKey)
 	var gauges *gaugeSampler
@@ -835,6 +838,46 @@ dispatch:
 		timer.Stop()
 	}
 	return recs, time.Since(start)
+}
+
+// maxWarmConns bounds the connections opened ahead of the measured phase.
+const maxWarmConns = 512
+
+// warmConnections opens about as many connections as the measured phase
+// will hold open at once (conc, or every request when there is no cap),
+// by sending that many GET /v1/models at once: each one that finds no
+// idle connection dials its own, and all are left idle for the run. A
+// failure is of no consequence: the run dials what it lacks.
+func warmConnections(ctx context.Context, client *http.Client, target, apiKey string, n, conc int, timeout time.Duration) {
+	if conc > 0 {
+		n = min(n, conc)
+	}
+	if n <= 1 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, min(timeout, 10*time.Second))
+	defer cancel()
+	var wg sync.WaitGroup
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, target+"/v1/models", nil)
+			if err != nil {
+				return
+			}
+			if apiKey != "" {
+				req.Header.Set("Authorization", "Bearer "+apiKey)
+			}
+			resp, err := client.Do(req)
+			if err != nil {
+				return
+			}
+			_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+			resp.Body.Close()
+		}()
+	}
+	wg.Wait()
 }
 
 func newRunID() string {
