@@ -311,6 +311,13 @@ func Run(ctx context.Context, o Options) (*result.Result, error) {
 	if !isTrace(o.Dataset) {
 		offsets = arrivalOffsets(len(reqs), float64(o.RequestRate), o.Burstiness, arrivalRNG)
 	}
+	// Bodies are encoded before the measured phase: work between a
+	// request's due time and its send is lag.
+	for i := range reqs {
+		if reqs[i].body, err = q.body(reqs[i]); err != nil {
+			return nil, fmt.Errorf("encode request %d: %w", i, err)
+		}
+	}
 	// Connections are opened before the measured phase: a dial inside it
 	// would count as the first requests' lag and TTFT, and as client CPU.
 	warmConnections(ctx, client, target, o.APIKey, min(len(reqs), maxWarmConns), o.MaxConcurrency, o.Timeout)

@@ -27,6 +27,7 @@ type request struct {
 	promptLen int
 	maxTokens int
 	salt      string // cache_salt of this request; "" sends the requester's
+	body      []byte // the encoded request, when made ahead; nil: do encodes it
 }
 
 // record is what one request measured: the equal of vLLM's RequestFuncOutput.
@@ -176,10 +177,13 @@ func (q *requester) body(req request) ([]byte, error) {
 // fault becomes rec.err, so one bad request cannot stop the benchmark.
 func (q *requester) do(ctx context.Context, req request, rec *record) {
 	rec.promptLen = req.promptLen
-	body, err := q.body(req)
-	if err != nil {
-		rec.err = fmt.Sprintf("encode request: %v", err)
-		return
+	body := req.body
+	if body == nil {
+		var err error
+		if body, err = q.body(req); err != nil {
+			rec.err = fmt.Sprintf("encode request: %v", err)
+			return
+		}
 	}
 
 	ctx, cancel := context.WithCancelCause(ctx)
