@@ -32,6 +32,9 @@ func TestGaugesSampledDuringTheRun(t *testing.T) {
 	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, "# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{engine=\"0\"} %d\n", running.Load())
 		io.WriteString(w, "# TYPE vllm:num_requests_waiting gauge\nvllm:num_requests_waiting{engine=\"0\"} 0\n")
+		// Both names of the KV cache gauge, as some servers serve them.
+		io.WriteString(w, "# TYPE vllm:kv_cache_usage_perc gauge\nvllm:kv_cache_usage_perc{engine=\"0\"} 0.5\n")
+		io.WriteString(w, "# TYPE vllm:gpu_cache_usage_perc gauge\nvllm:gpu_cache_usage_perc{engine=\"0\"} 0.5\n")
 	})
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
@@ -50,7 +53,7 @@ func TestGaugesSampledDuringTheRun(t *testing.T) {
 	}
 	var sum strings.Builder
 	WriteSummary(&sum, r)
-	if !strings.Contains(sum.String(), "Running requests mean / peak:") {
+	if !strings.Contains(sum.String(), "Running requests mean / peak:") || strings.Count(sum.String(), "KV cache usage mean / peak:") != 1 {
 		t.Errorf("summary lacks the sampled gauges:\n%s", sum.String())
 	}
 }

@@ -110,15 +110,16 @@ func writeChecks(w io.Writer, sec *result.Section, row func(string, string), f2 
 			for _, g := range []struct{ name, label string }{
 				{"vllm:num_requests_running", "Running requests mean / peak:"},
 				{"vllm:num_requests_waiting", "Waiting requests mean / peak:"},
-				{"vllm:kv_cache_usage_perc", "KV cache usage mean / peak:"},
-				{"vllm:gpu_cache_usage_perc", "KV cache usage mean / peak:"},
 			} {
 				if a, ok := m.During[g.name]; ok {
-					if strings.Contains(g.name, "cache_usage") {
-						row(g.label, fmt.Sprintf("%.1f%% / %.1f%%", 100*a.Mean, 100*a.Max))
-						continue
-					}
 					row(g.label, f2(a.Mean)+" / "+strconv.FormatFloat(a.Max, 'f', 0, 64))
+				}
+			}
+			// vLLM before 0.10 names it gpu_cache_usage_perc; some serve both.
+			for _, name := range []string{"vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"} {
+				if a, ok := m.During[name]; ok {
+					row("KV cache usage mean / peak:", fmt.Sprintf("%.1f%% / %.1f%%", 100*a.Mean, 100*a.Max))
+					break
 				}
 			}
 			if m.PrefixCacheHitRate != nil {
