@@ -57,3 +57,27 @@ func TestGaugesSampledDuringTheRun(t *testing.T) {
 		t.Errorf("summary lacks the sampled gauges:\n%s", sum.String())
 	}
 }
+
+// The light scan reads what Prometheus's parser reads for the gauges.
+func TestGaugeSampleAgreesWithParser(t *testing.T) {
+	t.Parallel()
+	text := vllmMetrics([5]int{1, 2, 3, 4, 5}, 0.1, 0, 0, 0) +
+		"vllm:num_requests_waiting{engine=\"0\",model_name=\"a } b\"} 3 1700000000000\n" +
+		"vllm:num_requests_running_total 99\n"
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, text) }))
+	t.Cleanup(srv.Close)
+	got, err := scrapeGauges(context.Background(), http.DefaultClient, srv.URL, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := scrapeMetrics(context.Background(), http.DefaultClient, srv.URL, "")
+	if sc.err != nil {
+		t.Fatal(sc.err)
+	}
+	for _, name := range gaugeNames {
+		want, ok := gaugeSum(sc.families[name])
+		if g, found := got[name]; found != ok || g != want {
+			t.Errorf("%s: scan %v (%v), parser %v (%v)", name, g, found, want, ok)
+		}
+	}
+}
