@@ -73,6 +73,7 @@ func runBench(ctx context.Context, env *cliEnv, args []string) int {
 	rate := fs.String("request-rate", "inf", "mean requests/s, or inf to send all at once")
 	fs.Float64Var(&o.Burstiness, "burstiness", 1, "gamma shape of inter-arrival times: 1 is Poisson, <1 burstier, >1 more even")
 	fs.Float64Var(&o.TraceTimeScale, "trace-time-scale", 1, "multiply a trace's timestamps (0.5 replays it twice as fast)")
+	fs.StringVar(&o.TraceOverlong, "trace-overlong", bench.OverlongSkip, "trace rows whose prompt + output do not fit the model's max_model_len: skip (leave out, counted in the result's warnings), truncate (cut the prompt to fit) or fail")
 	fs.IntVar(&o.TraceBlockSize, "trace-block-size", 0, "tokens per trace hash id (default 512 for mooncake and timed_trace, 16 for bailian)")
 	fs.IntVar(&o.MaxConcurrency, "max-concurrency", 0, fmt.Sprintf("cap on requests in flight, 0 for none (%d with --sim)", simMaxConcurrency))
 	fs.IntVar(&o.Warmup, "warmup", 0, "warm-up requests sent first and discarded")
@@ -85,6 +86,7 @@ func runBench(ctx context.Context, env *cliEnv, args []string) int {
 	fs.DurationVar(&o.RequestTimeout, "request-timeout", bench.DefaultRequestTimeout, "per request: the longest it may take in all, tokens flowing or not")
 	readySecs := fs.Int("ready-check-timeout-sec", 0, "retry the first request this many seconds while the engine is not ready (0: three tries)")
 	fs.IntVar(&o.MaxLineBytes, "max-line-bytes", bench.DefaultMaxLineBytes, "longest SSE line (or non-streamed answer) a request may send")
+	fs.DurationVar(&o.MaxTTFTGap, "max-ttft-gap", bench.DefaultMaxTTFTGap, "self-check: how far the client's mean TTFT may sit above the engine's own (its /metrics) before the run is marked client-bound; the limit is this or 5% of the engine's TTFT, whichever is larger (raise it for an engine across a network)")
 	fs.Float64Var(&o.MaxErrorRate, "max-error-rate", bench.DefaultMaxErrorRate, "fraction of failed requests above which the run exits 1 (its result is still written, marked)")
 	var goodput []string
 	fs.Func("goodput", `SLOs for goodput in ms, e.g. "ttft:500 tpot:50 e2el:10000" (repeatable, or several after one flag)`, func(s string) error {
@@ -103,7 +105,7 @@ func runBench(ctx context.Context, env *cliEnv, args []string) int {
 	percentiles := fs.String("percentiles", "50,90,95,99", "comma-separated percentiles to report")
 	disableTqdm := fs.Bool("disable-tqdm", false, "no progress bar")
 	fs.Bool("trust-remote-code", false, "accepted for vLLM command lines; perfgate loads no model code")
-	fs.Bool("save-detailed", false, "accepted for vLLM command lines; perfgate always writes the per-request arrays")
+	fs.BoolVar(&o.SaveTexts, "save-detailed", false, "vLLM's --save-detailed: also keep each request's generated text (generated_texts); perfgate always writes the per-request timing arrays")
 	for _, ig := range vllmIgnored {
 		fs.String(ig.name, "", "accepted for vLLM command lines; "+ig.why)
 	}
@@ -160,6 +162,11 @@ func runBench(ctx context.Context, env *cliEnv, args []string) int {
 	}
 	if o.Dataset == "custom" { // vLLM's name for a JSONL of prompts
 		o.Dataset = "jsonl"
+	}
+	if set["num-prompts"] && o.NumPrompts == 0 {
+		// The library reads 0 as "the default" (or a trace's every row);
+		// on the command line it is a mistake, not a request for 1,000.
+		return usage("--num-prompts: must be at least 1 (with a trace, leave it out to replay every row)")
 	}
 	if isTraceDataset(o.Dataset) && !set["num-prompts"] {
 		o.NumPrompts = 0

@@ -98,6 +98,11 @@ type Options struct {
 	// format's (512 for mooncake and timed_trace, 16 for bailian).
 	TraceTimeScale float64
 	TraceBlockSize int
+	// TraceOverlong says what to do with a trace row whose prompt and
+	// output do not fit the model's max_model_len: OverlongSkip (the
+	// default; counted in the result's warnings), OverlongTruncate or
+	// OverlongFail.
+	TraceOverlong string
 	// MaxConcurrency caps requests in flight; 0 is no cap.
 	MaxConcurrency int
 	// Warmup requests are sent first, with prompts of their own, and discarded.
@@ -115,6 +120,10 @@ type Options struct {
 	CacheSalt string
 	// NoStream sends non-streaming requests: TTFT is then the whole answer's time.
 	NoStream bool
+	// SaveTexts keeps each request's generated text for the result's
+	// generated_texts (vLLM's --save-detailed); without it the key holds
+	// empty strings, as the text is not kept.
+	SaveTexts bool
 	// Timeout is how long one request may wait for the response to start or
 	// for its next stream line before it fails; 0 is DefaultTimeout.
 	Timeout time.Duration
@@ -148,6 +157,10 @@ type Options struct {
 	MaxScheduleLag time.Duration
 	MaxClientCPU   float64
 	CPUShared      bool
+	// MaxTTFTGap is the floor of how far the client's mean TTFT may sit
+	// above the engine's own (from /metrics) before the run is flagged
+	// client-bound; 0 is DefaultMaxTTFTGap.
+	MaxTTFTGap time.Duration
 }
 
 // UsageError is a bad option; Flag names the perfgate bench flag to fix.
@@ -215,7 +228,9 @@ func Run(ctx context.Context, o Options) (*result.Result, error) {
 	// dataset changes size, and vice versa.
 	dataRNG := mrand.New(mrand.NewPCG(uint64(o.Seed), 0x5eed_da7a))
 	arrivalRNG := mrand.New(mrand.NewPCG(uint64(o.Seed), 0x5eed_a771))
-	measured, warmup, err := loadSamples(ctx, &o, dataRNG, p)
+	p.maxModelLen = maxModelLen
+	data, err := loadSamples(ctx, &o, dataRNG, p)
+	measured, warmup := data.measured, data.warmup
 	if err != nil {
 		var ue *UsageError
 		if errors.As(err, &ue) {
@@ -229,8 +244,11 @@ func Run(ctx context.Context, o Options) (*result.Result, error) {
 	if len(measured) == 0 {
 		return nil, usageErr("num-prompts", "no requests to send")
 	}
+	if w := data.overlong.warning(); w != "" {
+		warnings = append(warnings, w)
+	}
 	if maxModelLen > 0 {
-		if err := checkFits(measured, maxModelLen); err != nil {
+		if err := checkFits(measured, maxModelLen, o.Dataset); err != nil {
 			return nil, err
 		}
 	}
@@ -270,7 +288,7 @@ func Run(ctx context.Context, o Options) (*result.Result, error) {
 	}
 	// Without a usage block output tokens must be counted: keep the text
 	// for the server's tokenizer, or fall back to counting chunks.
-	q.captureText = !pr.usage && p.tok != nil
+	q.captureText = (!pr.usage && p.tok != nil) || o.SaveTexts
 
 	startedAt := time.Now().UTC()
 	if len(warmup) > 0 {
@@ -293,13 +311,28 @@ func Run(ctx context.Context, o Options) (*result.Result, error) {
 	if !isTrace(o.Dataset) {
 		offsets = arrivalOffsets(len(reqs), float64(o.RequestRate), o.Burstiness, arrivalRNG)
 	}
+	// Bodies are encoded before the measured phase: work between a
+	// request's due time and its send is lag.
+	for i := range reqs {
+		if reqs[i].body, err = q.body(reqs[i]); err != nil {
+			return nil, fmt.Errorf("encode request %d: %w", i, err)
+		}
+	}
+	// Connections are opened before the measured phase: a dial inside it
+	// would count as the first requests' lag and TTFT, and as client CPU.
+	warmConnections(ctx, client, target, o.APIKey, min(len(reqs), maxWarmConns), o.MaxConcurrency, o.Timeout)
 	metricsURL := target + "/metrics"
 	before := scrapeMetrics(ctx, client, metricsURL, o.APIKey)
+	var gauges *gaugeSampler
+	if before.err == nil {
+		gauges = sampleGauges(ctx, client, metricsURL, o.APIKey, gaugeSampleEvery)
+	}
 	bar := newProgress(o.Progress, len(reqs))
 	cpuFrom := markCPU()
 	recs, dur := runPhase(ctx, q, reqs, offsets, o.MaxConcurrency, bar.add)
 	cpuTo := markCPU()
 	bar.finish()
+	during, samples := gauges.finish()
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("benchmark interrupted: %w", err)
 	}
@@ -323,6 +356,9 @@ func Run(ctx context.Context, o Options) (*result.Result, error) {
 	}
 
 	r := aggregate(recs, dur, o.Percentiles, o.Goodput)
+	if err := addVLLMArrays(r, recs, o.SaveTexts); err != nil {
+		return nil, err
+	}
 	r.Date = startedAt.Local().Format("20060102-150405") // vLLM's format
 	r.Backend = o.Backend
 	r.EndpointType = o.Backend
@@ -385,8 +421,11 @@ func Run(ctx context.Context, o Options) (*result.Result, error) {
 	}
 	sec.MaxErrorRate = o.MaxErrorRate
 	sec.ErrorRateExceeded = sec.ErrorRate > o.MaxErrorRate
-	sec.Client = selfCheck(recs, &o, cpuFrom, cpuTo)
 	sec.ServerMetrics = serverMetrics(metricsURL, before, after, successfulTTFTs(recs))
+	if sec.ServerMetrics.Available {
+		sec.ServerMetrics.During, sec.ServerMetrics.Samples = during, samples
+	}
+	sec.Client = selfCheck(recs, &o, cpuFrom, cpuTo, sec.ServerMetrics)
 	if o.NoStream {
 		warnings = append(warnings, "--no-stream: each answer arrives whole, so TTFT is the end-to-end latency and TPOT and ITL are not measured")
 	}
@@ -409,21 +448,35 @@ func promptMeasure(ctx context.Context, client *http.Client, target, model, apiK
 	case err != nil:
 		return promptTokens{}, 0, fmt.Sprintf("the server's /tokenize failed (%s)", oneLine(err.Error())), nil
 	}
-	vocab, err := singleTokenWords(ctx, tok)
-	switch {
-	case err != nil:
+	rootCount, fp, err := tok.fingerprint(ctx, vocabText())
+	if err != nil {
 		return promptTokens{}, 0, fmt.Sprintf("the server's /tokenize failed (%s)", oneLine(err.Error())), nil
-	case len(vocab) < 16:
-		// A tokenizer that splits common words: prompts are still fitted
-		// to their lengths, word by word, but blocks may not stay aligned.
-		vocab = words
 	}
-	return promptTokens{tok: tok, vocab: vocab}, maxLen, "", nil
+	cal := calibrationFor(calibrationKey{url: tok.url, model: model, fingerprint: fp})
+	counted := cachedCounter{inner: tok, cal: cal}
+	cal.mu.Lock()
+	vocab := cal.vocab
+	cal.mu.Unlock()
+	if vocab == nil {
+		vocab, err = singleTokenWords(ctx, counted, rootCount)
+		switch {
+		case err != nil:
+			return promptTokens{}, 0, fmt.Sprintf("the server's /tokenize failed (%s)", oneLine(err.Error())), nil
+		case len(vocab) < 16:
+			// A tokenizer that splits common words: prompts are still fitted
+			// to their lengths, word by word, but blocks may not stay aligned.
+			vocab = words
+		}
+		cal.mu.Lock()
+		cal.vocab = vocab
+		cal.mu.Unlock()
+	}
+	return promptTokens{tok: counted, vocab: vocab}, maxLen, "", nil
 }
 
 // checkFits refuses prompts the model cannot take: vLLM would answer each
 // with HTTP 400, and the run would measure nothing.
-func checkFits(samples []sample, maxModelLen int) error {
+func checkFits(samples []sample, maxModelLen int, dataset string) error {
 	worst := 0
 	for i := range samples {
 		if n := samples[i].promptLen + samples[i].maxTokens; n > samples[worst].promptLen+samples[worst].maxTokens {
@@ -431,11 +484,21 @@ func checkFits(samples []sample, maxModelLen int) error {
 		}
 	}
 	s := samples[worst]
-	if s.promptLen+s.maxTokens > maxModelLen {
-		return usageErr("input-len", "a request of %d prompt + %d output tokens does not fit the model's max_model_len %d; shorten --input-len or --output-len",
+	if s.promptLen+s.maxTokens <= maxModelLen {
+		return nil
+	}
+	switch {
+	case isTrace(dataset):
+		// fitRows let only fitting rows through, by their stated lengths;
+		// the server's tokenizer made this prompt longer than its row said.
+		return usageErr("trace-overlong", "a trace request of %d prompt + %d output tokens does not fit the model's max_model_len %d once measured with the server's tokenizer; pass --trace-overlong truncate or a shorter --output-len",
+			s.promptLen, s.maxTokens, maxModelLen)
+	case dataset != "random":
+		return usageErr("output-len", "a request of %d prompt + %d output tokens from --dataset-path does not fit the model's max_model_len %d; lower --output-len or use prompts that fit",
 			s.promptLen, s.maxTokens, maxModelLen)
 	}
-	return nil
+	return usageErr("input-len", "a request of %d prompt + %d output tokens does not fit the model's max_model_len %d; shorten --input-len or --output-len",
+		s.promptLen, s.maxTokens, maxModelLen)
 }
 
 // countOutputs decides where output token counts come from. With usage
@@ -454,7 +517,6 @@ func countOutputs(ctx context.Context, recs []record, p promptTokens, usage bool
 			rec := &recs[todo[k]]
 			n, err := p.tok.count(ctx, unquote(rec.text))
 			rec.counted = n
-			rec.text = nil
 			return err
 		})
 		if err != nil {
@@ -525,7 +587,7 @@ func (o *Options) normalize() error {
 		return usageErr("dataset", "%q: want random, sharegpt, jsonl, %s, %s or %s", o.Dataset, DatasetTimedTrace, DatasetMooncake, DatasetBailian)
 	}
 	if o.NumPrompts < 0 {
-		return usageErr("num-prompts", "must be positive")
+		return usageErr("num-prompts", "must be at least 1")
 	}
 	if o.NumPrompts == 0 && !isTrace(o.Dataset) {
 		o.NumPrompts = DefaultNumPrompts
@@ -564,6 +626,13 @@ func (o *Options) normalize() error {
 		o.TraceTimeScale = 1
 	case !(o.TraceTimeScale > 0) || math.IsInf(o.TraceTimeScale, 1):
 		return usageErr("trace-time-scale", "must be a positive factor (0.5 replays twice as fast)")
+	}
+	switch o.TraceOverlong {
+	case "":
+		o.TraceOverlong = OverlongSkip
+	case OverlongSkip, OverlongTruncate, OverlongFail:
+	default:
+		return usageErr("trace-overlong", "%q: want %s, %s or %s", o.TraceOverlong, OverlongSkip, OverlongTruncate, OverlongFail)
 	}
 	if o.TraceBlockSize < 0 {
 		return usageErr("trace-block-size", "must be positive")
@@ -608,7 +677,7 @@ func (o *Options) normalize() error {
 	case !(o.MaxErrorRate > 0 && o.MaxErrorRate <= 1):
 		return usageErr("max-error-rate", "must be a fraction in (0, 1]; 1 accepts any number of failures")
 	}
-	if o.MaxClientCPU < 0 || o.MaxScheduleLag < 0 {
+	if o.MaxClientCPU < 0 || o.MaxScheduleLag < 0 || o.MaxTTFTGap < 0 {
 		return usageErr("max-client-cpu", "self-check limits must be positive")
 	}
 	for k, v := range o.Goodput {
@@ -776,6 +845,46 @@ dispatch:
 		timer.Stop()
 	}
 	return recs, time.Since(start)
+}
+
+// maxWarmConns bounds the connections opened ahead of the measured phase.
+const maxWarmConns = 512
+
+// warmConnections opens about as many connections as the measured phase
+// will hold open at once (conc, or every request when there is no cap),
+// by sending that many GET /v1/models at once: each one that finds no
+// idle connection dials its own, and all are left idle for the run. A
+// failure is of no consequence: the run dials what it lacks.
+func warmConnections(ctx context.Context, client *http.Client, target, apiKey string, n, conc int, timeout time.Duration) {
+	if conc > 0 {
+		n = min(n, conc)
+	}
+	if n <= 1 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, min(timeout, 10*time.Second))
+	defer cancel()
+	var wg sync.WaitGroup
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, target+"/v1/models", nil)
+			if err != nil {
+				return
+			}
+			if apiKey != "" {
+				req.Header.Set("Authorization", "Bearer "+apiKey)
+			}
+			resp, err := client.Do(req)
+			if err != nil {
+				return
+			}
+			_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+			resp.Body.Close()
+		}()
+	}
+	wg.Wait()
 }
 
 func newRunID() string {

@@ -37,22 +37,32 @@ const (
 
 // promptTokens says how prompts are measured: with the server's tokenizer
 // (tok, and vocab: the words it reads as one token each), or in words
-// when tok is nil.
+// when tok is nil; maxModelLen is the model's context (0: unknown), which
+// a trace's rows are fitted to.
 type promptTokens struct {
-	tok   counter
-	vocab []string
+	tok         counter
+	vocab       []string
+	maxModelLen int
+}
+
+// dataset is what loadSamples made: the measured samples, the warm-up
+// ones, and for a trace the rows that did not fit the model's context.
+type dataset struct {
+	measured, warmup []sample
+	overlong         overlong
 }
 
 // loadSamples returns n measured samples followed by warmup samples. The
 // measured ones come first and do not depend on warmup, so the dataset
 // hash of a run is the same whatever its warmup count.
-func loadSamples(ctx context.Context, o *Options, rng *rand.Rand, p promptTokens) (measured, warmup []sample, err error) {
+func loadSamples(ctx context.Context, o *Options, rng *rand.Rand, p promptTokens) (dataset, error) {
 	if p.vocab == nil {
 		p.vocab = words
 	}
 	if isTrace(o.Dataset) {
 		return loadTrace(ctx, o, p)
 	}
+	var err error
 	total := o.NumPrompts + o.Warmup
 	var all []sample
 	switch o.Dataset {
@@ -69,24 +79,24 @@ func loadSamples(ctx context.Context, o *Options, rng *rand.Rand, p promptTokens
 	case "sharegpt":
 		var pool []sample
 		if pool, err = readShareGPT(o.DatasetPath, o.OutputLen); err != nil {
-			return nil, nil, err
+			return dataset{}, err
 		}
 		all = pick(pool, total, rng)
 		err = recount(ctx, all, p.tok)
 	case "jsonl":
 		var pool []sample
 		if pool, err = readJSONL(o.DatasetPath, o.OutputLen); err != nil {
-			return nil, nil, err
+			return dataset{}, err
 		}
 		all = pick(pool, total, rng)
 		err = recount(ctx, all, p.tok)
 	default:
-		return nil, nil, fmt.Errorf("dataset %q: want random, sharegpt, jsonl or a trace", o.Dataset)
+		return dataset{}, fmt.Errorf("dataset %q: want random, sharegpt, jsonl or a trace", o.Dataset)
 	}
 	if err != nil {
-		return nil, nil, fmt.Errorf("measure prompts with the server's tokenizer: %w", err)
+		return dataset{}, fmt.Errorf("measure prompts with the server's tokenizer: %w", err)
 	}
-	return all[:o.NumPrompts], all[o.NumPrompts:], nil
+	return dataset{measured: all[:o.NumPrompts], warmup: all[o.NumPrompts:]}, nil
 }
 
 // recount measures each distinct prompt with the server's tokenizer.

@@ -22,7 +22,8 @@ func samples(t *testing.T, o Options) (measured, warmup []sample) {
 	if err := o.normalize(); err != nil {
 		t.Fatal(err)
 	}
-	m, w, err := loadSamples(context.Background(), &o, rand.New(rand.NewPCG(uint64(o.Seed), 1)), promptTokens{})
+	d, err := loadSamples(context.Background(), &o, rand.New(rand.NewPCG(uint64(o.Seed), 1)), promptTokens{})
+	m, w := d.measured, d.warmup
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +127,7 @@ func TestDatasetErrors(t *testing.T) {
 		if err := o.normalize(); err != nil {
 			t.Fatal(err)
 		}
-		_, _, err := loadSamples(context.Background(), &o, rand.New(rand.NewPCG(1, 1)), promptTokens{})
+		_, err := loadSamples(context.Background(), &o, rand.New(rand.NewPCG(1, 1)), promptTokens{})
 		if err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("%s: error %v, want it to mention %q", tt.name, err, tt.want)
 		}

@@ -1,6 +1,8 @@
 package bench
 
 import (
+	"encoding/json"
+	"fmt"
 	"math"
 	"sort"
 	"strconv"
@@ -48,7 +50,7 @@ func aggregate(recs []record, dur time.Duration, pcts []float64, goodput map[str
 		r.Errors[i] = rec.err
 		if !rec.ok {
 			r.Failed++
-			sec.ErrorCounts[rec.err]++
+			sec.ErrorCounts[rec.errorRow()]++
 			continue
 		}
 		out, _ := rec.outputTokens()
@@ -249,4 +251,55 @@ func peaks(recs []record) (tokensPerS, concurrent float64) {
 		peak = max(peak, cur)
 	}
 	return tokensPerS, float64(peak)
+}
+
+// addVLLMArrays writes the per-request keys of vllm/benchmarks/serve.py's
+// result that perfgate's result type does not hold, in send order, failed
+// requests included:
+//   - start_times: when each request was sent, in Unix seconds (vLLM
+//     writes its process's perf_counter; only differences between them
+//     mean anything in either);
+//   - latencies: each request's end-to-end latency in s (0 when it failed);
+//   - queue_times: how long each request waited in the client between
+//     being due (its arrival time, and a free concurrency slot) and
+//     reaching the socket, in s;
+//   - generated_texts: each request's text when texts were kept, else "";
+//   - rtfx: the real-time factor of audio benchmarks, 0 for text;
+//   - label: null when none was given.
+func addVLLMArrays(r *result.Result, recs []record, texts bool) error {
+	starts := make([]float64, len(recs))
+	lat := make([]float64, len(recs))
+	queue := make([]float64, len(recs))
+	gen := make([]string, len(recs))
+	for i := range recs {
+		rec := &recs[i]
+		if !rec.start.IsZero() {
+			starts[i] = float64(rec.start.UnixNano()) / 1e9
+		}
+		if rec.ok {
+			lat[i] = rec.latency
+		}
+		left := rec.sent
+		if left.IsZero() {
+			left = rec.start
+		}
+		if !rec.due.IsZero() && !left.IsZero() {
+			queue[i] = max(0, left.Sub(rec.due).Seconds())
+		}
+		if texts {
+			gen[i] = unquote(rec.text)
+		}
+	}
+	if r.Extra == nil {
+		r.Extra = map[string]json.RawMessage{}
+	}
+	for k, v := range map[string]any{"start_times": starts, "latencies": lat, "queue_times": queue, "rtfx": 0.0, "label": nil} {
+		b, err := json.Marshal(v)
+		if err != nil {
+			return fmt.Errorf("encode %s: %w", k, err)
+		}
+		r.Extra[k] = b
+	}
+	r.GeneratedTexts = gen
+	return nil
 }

@@ -135,11 +135,11 @@ func probe(ctx context.Context, q *requester, req request, o *Options, models fu
 	if rec.connErr {
 		return probeOutcome{}, fmt.Errorf("target %s never answered: %s", target, rec.err)
 	}
-	return probeOutcome{}, &ProbeError{Msg: rec.err, Hint: probeHint(rec, target, q.model, models)}
+	return probeOutcome{}, &ProbeError{Msg: rec.err, Hint: probeHint(rec, target, o.Endpoint, q.model, models)}
 }
 
 // probeHint says what to change for the commonest setup mistakes.
-func probeHint(rec record, target, model string, models func() modelInfo) string {
+func probeHint(rec record, target, endpoint, model string, models func() modelInfo) string {
 	u, _ := url.Parse(target)
 	if u != nil && strings.HasSuffix(strings.TrimRight(u.Path, "/"), "/v1") && rec.status == http.StatusNotFound {
 		return "drop /v1 from --target: it is the server's base URL, and --endpoint adds /v1/…"
@@ -151,16 +151,31 @@ func probeHint(rec record, target, model string, models func() modelInfo) string
 		mi := models()
 		if mi.err != nil || len(mi.ids) == 0 {
 			if rec.status == http.StatusNotFound {
-				return "check --target and --endpoint: the server has no such route, or no model list at /v1/models"
+				return "check --target and --endpoint: the server has no such route, or no model list at /v1/models; " + endpointHint(endpoint)
 			}
 			return ""
 		}
 		for _, id := range mi.ids {
 			if id == model {
-				return "" // the model is right: the message says what else is wrong
+				// The model is right. A 404 then says the route is
+				// missing: many servers (TGI, chat-only gateways) have
+				// only one of the two endpoints.
+				if rec.status == http.StatusNotFound {
+					return endpointHint(endpoint)
+				}
+				return "" // the message says what else is wrong
 			}
 		}
 		return fmt.Sprintf("the server serves %s; pass --model %s", strings.Join(mi.ids, ", "), mi.ids[0])
 	}
 	return ""
+}
+
+// endpointHint names the other endpoint, for a server that has no route
+// at this one.
+func endpointHint(endpoint string) string {
+	if endpoint == EndpointChat {
+		return "the server may have no " + EndpointChat + ": try --backend openai (" + EndpointCompletions + ")"
+	}
+	return "the server may have no " + EndpointCompletions + ": try --backend openai-chat (" + EndpointChat + ")"
 }

@@ -11,6 +11,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"net/url"
 	"regexp"
 	"strings"
@@ -26,12 +27,17 @@ type request struct {
 	promptLen int
 	maxTokens int
 	salt      string // cache_salt of this request; "" sends the requester's
+	body      []byte // the encoded request, when made ahead; nil: do encodes it
 }
 
 // record is what one request measured: the equal of vLLM's RequestFuncOutput.
 type record struct {
-	ok      bool
-	err     string
+	ok  bool
+	err string
+	// kind groups errors whose message differs per request (a cut
+	// stream names its token count) into one row of the error table;
+	// "" groups by err.
+	kind    string
 	status  int  // HTTP status of a refused request; 0 when none came
 	connErr bool // no response at all: the connection could not be made
 	// promptLen is the prompt's length as the dataset measured it;
@@ -42,11 +48,16 @@ type record struct {
 	usageOut    int  // usage.completion_tokens
 	counted     int  // output tokens counted with the server's tokenizer; 0 when not
 	chunks      int  // stream chunks that carried output (token events)
+	finished    bool // a chunk carried a finish_reason
 	text        []byte
 	// due is when the request was due to go (its arrival time had come
-	// and a concurrency slot was free); start is when it was sent.
+	// and a concurrency slot was free); start is when the client began
+	// to send it (vLLM's start, which TTFT and latency count from); sent
+	// is when its last byte was written to the socket, which is when the
+	// server can see it (zero when it never was).
 	due     time.Time
 	start   time.Time
+	sent    time.Time
 	ttft    float64   // s, request sent → first token event
 	latency float64   // s, request sent → last token event (vLLM's "latency")
 	itl     []float64 // s, gaps between consecutive token events
@@ -65,6 +76,14 @@ func (r *record) outputTokens() (int, string) {
 	default:
 		return r.chunks, tokenSourceChunks
 	}
+}
+
+// errorRow is the request's row in the error table.
+func (r *record) errorRow() string {
+	if r.kind != "" {
+		return r.kind
+	}
+	return r.err
 }
 
 // Token sources, as result.Section.TokenSource records them.
@@ -93,6 +112,10 @@ type requester struct {
 	deadline    time.Duration // longest whole request, tokens flowing or not; 0: none
 	maxLine     int           // longest SSE line (and non-streamed body) in bytes
 }
+
+// errStreamCut is the error-table row of every stream that ended without
+// a terminal event, whatever its token count.
+const errStreamCut = "stream ended early (no finish_reason, no [DONE]): cut by the server or a proxy"
 
 // Cancel causes, told apart when the request fails.
 var (
@@ -154,10 +177,13 @@ func (q *requester) body(req request) ([]byte, error) {
 // fault becomes rec.err, so one bad request cannot stop the benchmark.
 func (q *requester) do(ctx context.Context, req request, rec *record) {
 	rec.promptLen = req.promptLen
-	body, err := q.body(req)
-	if err != nil {
-		rec.err = fmt.Sprintf("encode request: %v", err)
-		return
+	body := req.body
+	if body == nil {
+		var err error
+		if body, err = q.body(req); err != nil {
+			rec.err = fmt.Sprintf("encode request: %v", err)
+			return
+		}
 	}
 
 	ctx, cancel := context.WithCancelCause(ctx)
@@ -177,17 +203,38 @@ func (q *requester) do(ctx context.Context, req request, rec *record) {
 		hreq.Header.Set("Accept", "text/event-stream")
 	}
 	hreq.Header.Set("X-Request-Id", req.id)
+	// A nil Idempotency-Key is not sent, but lets the transport retry the
+	// request once on another connection when a kept-alive one turns out
+	// to have been closed by the server before it answered (a bare EOF):
+	// a starved client reuses idle connections the server already dropped.
+	hreq.Header["Idempotency-Key"] = nil
 	if q.apiKey != "" {
 		hreq.Header.Set("Authorization", "Bearer "+q.apiKey)
 	}
 
-	st := time.Now()
+	// The send lag is measured where the request leaves for the socket: a
+	// starved client can be late between taking its start time and
+	// writing, and the server sees only the write.
+	var st time.Time
+	var sent atomic.Int64 // ns after st, +1 so that 0 is "never"
+	hreq = hreq.WithContext(httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+		WroteRequest: func(httptrace.WroteRequestInfo) { sent.Store(int64(time.Since(st)) + 1) },
+	}))
+	st = time.Now()
 	rec.start = st
+	defer func() {
+		if d := sent.Load(); d != 0 {
+			rec.sent = st.Add(time.Duration(d - 1))
+		}
+	}()
 	wd := startWatchdog(st, q.idle, cancel)
 	defer wd.stop()
 	resp, err := q.client.Do(hreq)
 	if err != nil {
 		rec.err, rec.connErr = q.transportError(ctx, err, false)
+		if ctx.Err() == nil && (errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)) {
+			rec.err = errClosedBeforeAnswer
+		}
 		return
 	}
 	defer resp.Body.Close()
@@ -224,6 +271,15 @@ func (q *requester) do(ctx context.Context, req request, rec *record) {
 	if done {
 		// Read to the end so the transport can reuse the connection.
 		_, _ = io.Copy(io.Discard, io.LimitReader(br, 64<<10))
+	}
+	if !done && !rec.finished {
+		// The body ended cleanly but the server never said the answer
+		// was over: a proxy or a crashed worker cut it. Its token count
+		// and latency are of a shorter answer than was asked for, so it
+		// is a failure, never a completed request.
+		rec.err = fmt.Sprintf("stream ended early after %d tokens (no finish_reason, no [DONE])", rec.chunks)
+		rec.kind = errStreamCut
+		return
 	}
 	if rec.chunks == 0 {
 		rec.err = "stream ended without a token; no TTFT"
@@ -296,6 +352,9 @@ func readStream(br *bufio.Reader, rec *record, st time.Time, wd *watchdog, captu
 					if capture && c.text != nil {
 						rec.text = append(rec.text, c.text...)
 					}
+				}
+				if c.finished {
+					rec.finished = true
 				}
 				if c.hasUsage {
 					rec.usage = true
@@ -490,6 +549,11 @@ func (q *requester) transportError(ctx context.Context, err error, streaming boo
 	}
 	return cleanError(err), conn
 }
+
+// errClosedBeforeAnswer explains a bare EOF before any response. It is
+// never a kept-alive connection the server had dropped: the transport
+// retries those on a new connection (see Idempotency-Key above).
+const errClosedBeforeAnswer = "connection closed by the server before any answer (EOF) on a new connection: the server may have crashed or be restarting, or a proxy in between dropped the request"
 
 // statusError words a non-200 answer from the message in its JSON error
 // body, or its text.

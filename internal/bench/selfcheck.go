@@ -21,11 +21,25 @@ import (
 //     DefaultMaxScheduleLag;
 //   - under a concurrency cap, a late request leaves its slot idle: the
 //     run is client-bound when slots idled more than MaxIdleSlots of the
-//     time (mean lag over mean end-to-end latency).
+//     time (mean lag over mean end-to-end latency);
+//   - with the engine's own /metrics, the client's mean TTFT may exceed
+//     the server's (vllm:time_to_first_token_seconds, from the request's
+//     arrival to its first token) by the network and the client's own
+//     delays in sending and reading. Past MaxTTFTGapShare of the server's
+//     mean TTFT, and at least DefaultMaxTTFTGap, the client read its
+//     tokens late: a receive-side bias no lag or CPU figure of its own
+//     shows (a client starved of CPU reads its sockets late, and its own
+//     clock cannot tell).
+//
+// Lag is measured from when a request was due to when its last byte was
+// written to the socket (when the server can see it), not to when the
+// client began to send it.
 const (
 	DefaultMaxScheduleLag = 10 * time.Millisecond
 	MaxIdleSlots          = 0.05
 	DefaultMaxClientCPU   = 0.9 // of the process's usable cores
+	DefaultMaxTTFTGap     = 10 * time.Millisecond
+	MaxTTFTGapShare       = 0.05
 )
 
 // cpuMark is a reading of the process's CPU time and the wall clock.
@@ -41,8 +55,9 @@ func markCPU() cpuMark {
 }
 
 // selfCheck judges the measured phase from its records (each knows when
-// it was due and when it left) and the CPU used between from and to.
-func selfCheck(recs []record, o *Options, from, to cpuMark) *result.ClientCheck {
+// it was due and when it left), the CPU used between from and to, and the
+// engine's own TTFT when sm has it (nil: no /metrics).
+func selfCheck(recs []record, o *Options, from, to cpuMark, sm *result.ServerMetrics) *result.ClientCheck {
 	c := &result.ClientCheck{RequestedRate: o.RequestRate, CPUShared: o.CPUShared}
 	var lags []float64
 	var first, last time.Time
@@ -61,7 +76,11 @@ func selfCheck(recs []record, o *Options, from, to cpuMark) *result.ClientCheck 
 			last = r.start
 		}
 		if !r.due.IsZero() {
-			lags = append(lags, max(0, r.start.Sub(r.due).Seconds()*1000))
+			left := r.sent
+			if left.IsZero() {
+				left = r.start // never written: it failed to connect
+			}
+			lags = append(lags, max(0, left.Sub(r.due).Seconds()*1000))
 		}
 		if r.ok {
 			e2e += r.latency * 1000
@@ -121,9 +140,31 @@ func selfCheck(recs []record, o *Options, from, to cpuMark) *result.ClientCheck 
 	if c.Cores > 0 && !o.CPUShared && c.CPUUtilization >= maxCPU {
 		why = append(why, fmt.Sprintf("client CPU %.0f%% of %d core(s) ≥ %.0f%%: tokens were read late", 100*c.CPUUtilization, c.Cores, 100*maxCPU))
 	}
+	if reason := ttftGapCheck(sm, o.MaxTTFTGap); reason != "" {
+		why = append(why, reason)
+	}
 	if len(why) > 0 {
 		c.ClientBound = true
 		c.Reason = strings.Join(why, "; ")
 	}
 	return c
+}
+
+// ttftGapCheck compares the client's mean TTFT with the engine's own. The
+// means are used, not the medians: the server's median is interpolated
+// within histogram buckets tens of milliseconds wide, its mean is exact.
+// It returns why the gap is too wide, or "".
+func ttftGapCheck(sm *result.ServerMetrics, maxGap time.Duration) string {
+	if sm == nil || sm.TTFTGap == nil || sm.TTFT == nil || sm.TTFT.Count <= 0 {
+		return ""
+	}
+	if maxGap == 0 {
+		maxGap = DefaultMaxTTFTGap
+	}
+	limit := max(float64(maxGap)/float64(time.Millisecond), MaxTTFTGapShare*sm.TTFT.MeanMS)
+	if gap := sm.TTFTGap.MeanMS; gap > limit {
+		return fmt.Sprintf("client TTFT mean %.1f ms above the server's own (%.1f ms, from its /metrics) > %.1f ms (%.0f%% of the server's, at least %s): the client sent or read late",
+			gap, sm.TTFT.MeanMS, limit, 100*MaxTTFTGapShare, maxGap)
+	}
+	return ""
 }

@@ -12,11 +12,11 @@ import (
 
 func TestSelfCheckRules(t *testing.T) {
 	t0 := time.Unix(100, 0)
-	recs := func(lag time.Duration, latency float64) []record {
+	recs := func(lag, held time.Duration, latency float64) []record {
 		out := make([]record, 100)
 		for i := range out {
 			due := t0.Add(time.Duration(i) * 10 * time.Millisecond)
-			out[i] = record{ok: true, due: due, start: due.Add(lag), latency: latency}
+			out[i] = record{ok: true, due: due, start: due.Add(lag), sent: due.Add(lag + held), latency: latency}
 		}
 		return out
 	}
@@ -30,23 +30,25 @@ func TestSelfCheckRules(t *testing.T) {
 		name    string
 		o       Options
 		lag     time.Duration
-		latency float64 // s
+		held    time.Duration // between start and the socket
+		latency float64       // s
 		cpu     time.Duration
 		bound   bool
 		reason  string
 	}{
-		{"healthy", Options{RequestRate: 100}, ms / 10, 0.2, 10 * ms, false, ""},
-		{"late sends at 100/s", Options{RequestRate: 100}, 30 * ms, 0.2, 10 * ms, true, "schedule lag p99 30.0 ms > 10.0 ms"},
-		{"the same lag at 1/s is noise", Options{RequestRate: 1}, 30 * ms, 0.2, 10 * ms, false, ""},
-		{"late under a cap, short requests", Options{RequestRate: result.Inf, MaxConcurrency: 8}, 30 * ms, 0.2, 0, true, "concurrency slots idled 15.0% of the time"},
-		{"late under a cap, long requests", Options{RequestRate: result.Inf, MaxConcurrency: 8}, 30 * ms, 2, 0, false, ""},
-		{"a burst is not late", Options{RequestRate: result.Inf}, 300 * ms, 0.2, 0, false, ""},
-		{"saturated CPU", Options{RequestRate: 100}, 0, 0.2, busy, true, "client CPU 95%"},
-		{"CPU shared with --sim", Options{RequestRate: 100, CPUShared: true}, 0, 0.2, busy, false, ""},
-		{"own floor", Options{RequestRate: 100, MaxScheduleLag: 50 * ms}, 30 * ms, 0.2, 0, false, ""},
+		{"healthy", Options{RequestRate: 100}, ms / 10, 0, 0.2, 10 * ms, false, ""},
+		{"late sends at 100/s", Options{RequestRate: 100}, 30 * ms, 0, 0.2, 10 * ms, true, "schedule lag p99 30.0 ms > 10.0 ms"},
+		{"the same lag at 1/s is noise", Options{RequestRate: 1}, 30 * ms, 0, 0.2, 10 * ms, false, ""},
+		{"late under a cap, short requests", Options{RequestRate: result.Inf, MaxConcurrency: 8}, 30 * ms, 0, 0.2, 0, true, "concurrency slots idled 15.0% of the time"},
+		{"late under a cap, long requests", Options{RequestRate: result.Inf, MaxConcurrency: 8}, 30 * ms, 0, 2, 0, false, ""},
+		{"a burst is not late", Options{RequestRate: result.Inf}, 300 * ms, 0, 0.2, 0, false, ""},
+		{"saturated CPU", Options{RequestRate: 100}, 0, 0, 0.2, busy, true, "client CPU 95%"},
+		{"CPU shared with --sim", Options{RequestRate: 100, CPUShared: true}, 0, 0, 0.2, busy, false, ""},
+		{"own floor", Options{RequestRate: 100, MaxScheduleLag: 50 * ms}, 30 * ms, 0, 0.2, 0, false, ""},
+		{"started on time, reached the socket late", Options{RequestRate: 100}, 0, 30 * ms, 0.2, 0, true, "schedule lag p99 30.0 ms > 10.0 ms"},
 	}
 	for _, tt := range tests {
-		c := selfCheck(recs(tt.lag, tt.latency), &tt.o, mark(0, 0), mark(tt.cpu, time.Second))
+		c := selfCheck(recs(tt.lag, tt.held, tt.latency), &tt.o, mark(0, 0), mark(tt.cpu, time.Second), nil)
 		if c.ClientBound != tt.bound || !strings.Contains(c.Reason, tt.reason) {
 			t.Errorf("%s: client_bound %v reason %q; want %v, %q", tt.name, c.ClientBound, c.Reason, tt.bound, tt.reason)
 		}

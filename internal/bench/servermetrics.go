@@ -1,12 +1,15 @@
 package bench
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"math"
 	"net/http"
 	"sort"
+	"strconv"
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
@@ -66,6 +69,141 @@ func scrapeMetrics(ctx context.Context, client *http.Client, url, apiKey string)
 	return scrape{families: fams}
 }
 
+// gaugeNames are the gauges read after the phase and sampled during it.
+var gaugeNames = []string{metricRunning, metricWaiting, metricKVUsage, metricKVUsageOld}
+
+// gaugeSampleEvery is how often the gauges are scraped while the measured
+// phase runs: often enough for a run of a few seconds, rarely enough that
+// parsing vLLM's /metrics (a few ms of CPU) costs the client little.
+const gaugeSampleEvery = 250 * time.Millisecond
+
+// gaugeSampler scrapes the engine's gauges while the measured phase runs.
+type gaugeSampler struct {
+	stop   chan struct{}
+	done   chan struct{}
+	values map[string][]float64
+	n      int
+}
+
+// sampleGauges starts scraping url every interval until stopped.
+func sampleGauges(ctx context.Context, client *http.Client, url, apiKey string, every time.Duration) *gaugeSampler {
+	g := &gaugeSampler{stop: make(chan struct{}), done: make(chan struct{}), values: map[string][]float64{}}
+	go func() {
+		defer close(g.done)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-g.stop:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			vals, err := scrapeGauges(ctx, client, url, apiKey)
+			if err != nil {
+				continue
+			}
+			g.n++
+			for name, v := range vals {
+				g.values[name] = append(g.values[name], v)
+			}
+		}
+	}()
+	return g
+}
+
+// finish stops the sampler and returns each gauge's mean, peak and p95
+// over the samples, and the number of scrapes.
+func (g *gaugeSampler) finish() (map[string]result.Aggregate, int) {
+	if g == nil {
+		return nil, 0
+	}
+	close(g.stop)
+	<-g.done
+	if len(g.values) == 0 {
+		return nil, g.n
+	}
+	out := map[string]result.Aggregate{}
+	for name, vs := range g.values {
+		sorted := append([]float64(nil), vs...)
+		sort.Float64s(sorted)
+		out[name] = result.Aggregate{Mean: mean(sorted), Max: sorted[len(sorted)-1], P95: percentile(sorted, 95)}
+	}
+	return out, g.n
+}
+
+// scrapeGauges reads only the gauges of gaugeNames from url, summed over
+// their series. It scans the text for their sample lines instead of
+// parsing every family: vLLM's /metrics runs to hundreds of kilobytes of
+// histograms, and this runs while the measured phase does.
+func scrapeGauges(ctx context.Context, client *http.Client, url, apiKey string) (map[string]float64, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Accept", "text/plain;version=0.0.4")
+	if apiKey != "" {
+		req.Header.Set("Authorization", "Bearer "+apiKey)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+		return nil, fmt.Errorf("GET %s: HTTP %d", url, resp.StatusCode)
+	}
+	out := map[string]float64{}
+	sc := bufio.NewScanner(io.LimitReader(resp.Body, 32<<20))
+	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+	for sc.Scan() {
+		name, v, ok := gaugeSample(sc.Bytes())
+		if ok {
+			out[name] += v
+		}
+	}
+	return out, sc.Err()
+}
+
+// gaugeSample reads a sample line "name{labels} value [timestamp]" of one
+// of gaugeNames.
+func gaugeSample(line []byte) (string, float64, bool) {
+	if len(line) == 0 || line[0] == '#' {
+		return "", 0, false
+	}
+	for _, name := range gaugeNames {
+		if !bytes.HasPrefix(line, []byte(name)) {
+			continue
+		}
+		rest := line[len(name):]
+		switch {
+		case len(rest) > 0 && rest[0] == '{':
+			end := bytes.LastIndexByte(rest, '}')
+			if end < 0 {
+				return "", 0, false
+			}
+			rest = rest[end+1:]
+		case len(rest) > 0 && rest[0] == ' ':
+		default:
+			continue // a longer name with this one as its prefix
+		}
+		f := bytes.Fields(rest)
+		if len(f) == 0 {
+			return "", 0, false
+		}
+		v, err := strconv.ParseFloat(string(f[0]), 64)
+		if err != nil || math.IsNaN(v) {
+			return "", 0, false
+		}
+		return name, v, true
+	}
+	return "", 0, false
+}
+
 // serverMetrics compares the scrapes before and after the measured phase.
 // clientTTFTs are the successful requests' TTFTs in seconds.
 func serverMetrics(url string, before, after scrape, clientTTFTs []float64) *result.ServerMetrics {
@@ -117,7 +255,7 @@ func serverMetrics(url string, before, after scrape, clientTTFTs []float64) *res
 		r := *h / *q
 		sm.PrefixCacheHitRate = &r
 	}
-	for _, name := range []string{metricRunning, metricWaiting, metricKVUsage, metricKVUsageOld} {
+	for _, name := range gaugeNames {
 		if v, ok := gaugeSum(after.families[name]); ok {
 			if sm.After == nil {
 				sm.After = map[string]float64{}

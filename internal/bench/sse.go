@@ -30,6 +30,9 @@ type chunk struct {
 	promptTokens     int
 	// errMsg is set when the server reported an error inside the stream.
 	errMsg string
+	// finished is set when choices[0] has a finish_reason: the server
+	// says the generation is over, a terminal event like [DONE].
+	finished bool
 }
 
 var (
@@ -347,6 +350,11 @@ func (s *scanner) choice(c *chunk) error {
 			}
 		case "delta": // chat completions
 			err = s.delta(c)
+		case "finish_reason":
+			var v []byte
+			if v, err = s.maybeString(); len(v) > 0 {
+				c.finished = true
+			}
 		default:
 			err = s.skip(2)
 		}
@@ -421,7 +429,7 @@ type template struct {
 // learn makes t the shape of a fully parsed payload whose only variable
 // part is its text.
 func (t *template) learn(data []byte, c *chunk) {
-	if !c.token || c.text == nil || c.hasUsage || c.errMsg != "" || c.textAt < 0 {
+	if !c.token || c.text == nil || c.hasUsage || c.errMsg != "" || c.finished || c.textAt < 0 {
 		return
 	}
 	t.prefix = append(t.prefix[:0], data[:c.textAt]...)

@@ -107,6 +107,21 @@ func writeChecks(w io.Writer, sec *result.Section, row func(string, string), f2 
 			if m.Preemptions != nil {
 				row("Preemptions:", strconv.FormatFloat(*m.Preemptions, 'f', 0, 64))
 			}
+			for _, g := range []struct{ name, label string }{
+				{"vllm:num_requests_running", "Running requests mean / peak:"},
+				{"vllm:num_requests_waiting", "Waiting requests mean / peak:"},
+			} {
+				if a, ok := m.During[g.name]; ok {
+					row(g.label, f2(a.Mean)+" / "+strconv.FormatFloat(a.Max, 'f', 0, 64))
+				}
+			}
+			// vLLM before 0.10 names it gpu_cache_usage_perc; some serve both.
+			for _, name := range []string{"vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"} {
+				if a, ok := m.During[name]; ok {
+					row("KV cache usage mean / peak:", fmt.Sprintf("%.1f%% / %.1f%%", 100*a.Mean, 100*a.Max))
+					break
+				}
+			}
 			if m.PrefixCacheHitRate != nil {
 				row("Prefix cache hit rate:", fmt.Sprintf("%.1f%%", 100**m.PrefixCacheHitRate))
 			}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -130,11 +131,14 @@ func TestMaxModelLenChecked(t *testing.T) {
 
 // --no-stream: one JSON answer per request; the API key goes with it.
 func TestRunNoStream(t *testing.T) {
+	var mu sync.Mutex
 	var auth []string
 	srv := scripted(t, func(w http.ResponseWriter, r *http.Request) {
 		var b sentBody
 		_ = json.NewDecoder(r.Body).Decode(&b)
+		mu.Lock() // the requests are handled at once
 		auth = append(auth, r.Header.Get("Authorization"))
+		mu.Unlock()
 		if b.Stream || b.StreamOptions.IncludeUsage {
 			http.Error(w, "want a non-streaming request", 400)
 			return
@@ -156,6 +160,8 @@ func TestRunNoStream(t *testing.T) {
 	if !strings.Contains(strings.Join(r.Perfgate.Warnings, " "), "--no-stream") {
 		t.Errorf("warnings %q", r.Perfgate.Warnings)
 	}
+	mu.Lock()
+	defer mu.Unlock()
 	for _, a := range auth {
 		if a != "Bearer sk-test" {
 			t.Errorf("Authorization %q", a)

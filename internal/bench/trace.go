@@ -88,32 +88,113 @@ func readTrace(path string) ([]traceRow, error) {
 	return rows, nil
 }
 
+// Policies for a trace row whose prompt and output do not fit the
+// model's context (--trace-overlong). A real trace is recorded on models
+// with longer contexts than most test engines: a tenth of the first rows
+// of Mooncake's conversation trace are past 32k tokens.
+const (
+	OverlongSkip     = "skip"     // leave the row out (the default), counted
+	OverlongTruncate = "truncate" // cut its prompt (and, when it alone is too long, its output) to fit, counted
+	OverlongFail     = "fail"     // refuse the run
+)
+
+// overlong is what the policy did to a trace's rows.
+type overlong struct {
+	policy             string
+	maxModelLen        int
+	rows               int // rows considered (the first NumPrompts)
+	skipped, truncated int
+	first              int // line of the first row that did not fit; 0: none
+}
+
+// count is the number of rows that did not fit.
+func (v overlong) count() int { return v.skipped + v.truncated }
+
+// warning says what was done, for the result's warnings; "" when every row fit.
+func (v overlong) warning() string {
+	switch {
+	case v.skipped > 0:
+		return fmt.Sprintf("%d of %d trace rows do not fit the model's max_model_len %d (prompt + output tokens; the first at line %d): left out (--trace-overlong skip); the replay sent the other %d",
+			v.skipped, v.rows, v.maxModelLen, v.first, v.rows-v.skipped)
+	case v.truncated > 0:
+		return fmt.Sprintf("%d of %d trace rows do not fit the model's max_model_len %d (the first at line %d): their prompts were cut to fit (--trace-overlong truncate), so the trace's prefix reuse past the cut is lost",
+			v.truncated, v.rows, v.maxModelLen, v.first)
+	}
+	return ""
+}
+
+// fitRows sets each row's output to outputLen (--output-len) when that is
+// set, then applies the policy to the rows against maxModelLen (0:
+// unknown, every row fits).
+func fitRows(rows []traceRow, maxModelLen, outputLen int, policy, path string) ([]traceRow, overlong, error) {
+	v := overlong{policy: policy, maxModelLen: maxModelLen, rows: len(rows)}
+	kept := make([]traceRow, 0, len(rows))
+	for _, r := range rows {
+		in, out := *r.InputLength, *r.OutputLength
+		if outputLen > 0 {
+			out = outputLen
+			r.OutputLength = &out
+		}
+		if maxModelLen <= 0 || in+out <= maxModelLen {
+			kept = append(kept, r)
+			continue
+		}
+		if v.first == 0 {
+			v.first = r.line
+		}
+		switch policy {
+		case OverlongSkip:
+			v.skipped++
+		case OverlongTruncate:
+			v.truncated++
+			out = min(out, maxModelLen-1)
+			in = maxModelLen - out
+			r.InputLength, r.OutputLength = &in, &out
+			kept = append(kept, r)
+		default: // fail: count them all, so the message says how many
+			v.skipped++
+		}
+	}
+	if policy == OverlongFail && v.count() > 0 {
+		return nil, v, usageErr("trace-overlong", "%d of %d rows of %s do not fit the model's max_model_len %d (prompt + output tokens; the first at line %d): pass --trace-overlong skip (the default) to leave them out or truncate to cut their prompts, or serve the model with a longer context",
+			v.count(), v.rows, path, maxModelLen, v.first)
+	}
+	if len(kept) == 0 {
+		return nil, v, usageErr("trace-overlong", "none of the %d rows of %s fits the model's max_model_len %d: pass --trace-overlong truncate, or serve the model with a longer context",
+			v.rows, path, maxModelLen)
+	}
+	return kept, v, nil
+}
+
 // loadTrace turns the first NumPrompts rows of the trace (all when 0) into
 // samples sent at their timestamps, scaled by TraceTimeScale, counted from
-// the first row. Warm-up samples have the first rows' lengths but prompts
-// of their own, so they do not fill the prefix cache with measured blocks.
-func loadTrace(ctx context.Context, o *Options, p promptTokens) (measured, warmup []sample, err error) {
+// the first row sent. Rows that do not fit the model's context are left
+// out, cut or refused, as TraceOverlong says, before any prompt is built.
+// Warm-up samples have the first rows' lengths but prompts of their own,
+// so they do not fill the prefix cache with measured blocks.
+func loadTrace(ctx context.Context, o *Options, p promptTokens) (dataset, error) {
 	rows, err := readTrace(o.DatasetPath)
 	if err != nil {
-		return nil, nil, err
+		return dataset{}, err
 	}
 	if o.NumPrompts > len(rows) {
-		return nil, nil, usageErr("num-prompts", "%d, but the trace %s has %d rows", o.NumPrompts, o.DatasetPath, len(rows))
+		return dataset{}, usageErr("num-prompts", "%d, but the trace %s has %d rows", o.NumPrompts, o.DatasetPath, len(rows))
 	}
 	if o.NumPrompts > 0 {
 		rows = rows[:o.NumPrompts]
+	}
+	rows, fit, err := fitRows(rows, p.maxModelLen, o.OutputLen, o.TraceOverlong, o.DatasetPath)
+	if err != nil {
+		return dataset{overlong: fit}, err
 	}
 	unit, _ := traceFormat(o.Dataset)
 	blockSize := o.TraceBlockSize
 	t0 := *rows[0].Timestamp
 	b := newBlocks(o.Seed, blockSize, p.vocab)
 
-	measured = make([]sample, len(rows))
+	measured := make([]sample, len(rows))
 	for i, r := range rows {
-		out := *r.OutputLength
-		if o.OutputLen > 0 {
-			out = o.OutputLen
-		}
+		out := *r.OutputLength // --output-len applied by fitRows
 		offset := time.Duration((*r.Timestamp - t0) * o.TraceTimeScale * float64(unit))
 		measured[i] = sample{promptLen: *r.InputLength, maxTokens: out, offset: offset, hasOffset: true}
 	}
@@ -135,16 +216,16 @@ func loadTrace(ctx context.Context, o *Options, p promptTokens) (measured, warmu
 		})
 	}
 	if err != nil {
-		return nil, nil, fmt.Errorf("measure trace prompts with the server's tokenizer: %w", err)
+		return dataset{}, fmt.Errorf("measure trace prompts with the server's tokenizer: %w", err)
 	}
 
-	warmup = make([]sample, o.Warmup)
+	warmup := make([]sample, o.Warmup)
 	rng := rand.New(rand.NewPCG(uint64(o.Seed), 0x7a3e_0b))
 	for i := range warmup {
 		m := measured[i%len(measured)]
 		warmup[i] = randomSamples(1, m.promptLen, m.maxTokens, rng, p.vocab)[0]
 	}
-	return measured, warmup, nil
+	return dataset{measured: measured, warmup: warmup, overlong: fit}, nil
 }
 
 // blocks makes and remembers the words of each hash id's block.

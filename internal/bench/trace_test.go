@@ -55,7 +55,8 @@ func TestTracePrefixBlocks(t *testing.T) {
 	if err := o.normalize(); err != nil {
 		t.Fatal(err)
 	}
-	measured, _, err := loadSamples(context.Background(), &o, nil, promptTokens{})
+	dmeasured, err := loadSamples(context.Background(), &o, nil, promptTokens{})
+	measured := dmeasured.measured
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +94,8 @@ func TestTracePrefixBlocks(t *testing.T) {
 	// A timestamp is part of the work: the dataset hash changes with the time scale.
 	o2 := o
 	o2.TraceTimeScale = 0.5
-	m2, _, err := loadSamples(context.Background(), &o2, nil, promptTokens{})
+	dm2, err := loadSamples(context.Background(), &o2, nil, promptTokens{})
+	m2 := dm2.measured
 	if err != nil || datasetHash(m2) == datasetHash(measured) || m2[5].offset != measured[5].offset/2 {
 		t.Errorf("time scale 0.5: %v; offsets %v vs %v", err, m2[5].offset, measured[5].offset)
 	}
@@ -148,7 +150,8 @@ func TestTraceRows(t *testing.T) {
 	if err := o.normalize(); err != nil || o.TraceBlockSize != 16 {
 		t.Fatalf("normalize: %v, block size %d", err, o.TraceBlockSize)
 	}
-	m, _, err := loadSamples(context.Background(), &o, nil, promptTokens{})
+	dm, err := loadSamples(context.Background(), &o, nil, promptTokens{})
+	m := dm.measured
 	if err != nil || len(m) != 2 || m[0].promptLen != 3 || m[1].offset != 1500*time.Millisecond ||
 		!strings.HasPrefix(m[1].prompt, m[0].prompt) {
 		t.Fatalf("samples %+v, %v", m, err)
@@ -163,7 +166,7 @@ func TestTraceRows(t *testing.T) {
 	if err := o.normalize(); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := loadSamples(context.Background(), &o, nil, promptTokens{}); !errors.As(err, &ue) || ue.Flag != "num-prompts" {
+	if _, err := loadSamples(context.Background(), &o, nil, promptTokens{}); !errors.As(err, &ue) || ue.Flag != "num-prompts" {
 		t.Errorf("3 prompts from a 2-row trace: %v", err)
 	}
 }

@@ -148,7 +148,11 @@ type ServerMetrics struct {
 	PrefixCacheHitRate *float64 `json:"prefix_cache_hit_rate,omitempty"`
 	// Gauges as scraped after the phase: num_requests_running,
 	// num_requests_waiting, kv_cache_usage_perc (or gpu_cache_usage_perc).
-	After map[string]float64 `json:"after,omitempty"`
+	// The queue has drained by then, so they are mostly zero; During has
+	// the same gauges sampled while the phase ran (Samples scrapes).
+	After   map[string]float64   `json:"after,omitempty"`
+	During  map[string]Aggregate `json:"during,omitempty"`
+	Samples int                  `json:"samples,omitempty"`
 	// Found lists the vLLM metric names the engine served.
 	Found []string `json:"found,omitempty"`
 	// TTFTGap is the client's TTFT minus the server's over the same phase:

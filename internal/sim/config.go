@@ -15,8 +15,9 @@ type Config struct {
 
 	// Step cost (see step.go): every step costs DecodeStep plus PerSeqCost
 	// per scheduled sequence; a step that computes prompt tokens adds
-	// PrefillStepOverhead once, BaseTTFT per sequence whose prefill starts
-	// and PrefillPerToken per prompt token not found in the prefix cache.
+	// PrefillStepOverhead once, BaseTTFT once when prefills start in it
+	// (one batched prefill, however many prompts) and PrefillPerToken per
+	// prompt token not found in the prefix cache.
 	BaseTTFT            time.Duration
 	PrefillPerToken     time.Duration
 	DecodeStep          time.Duration

@@ -21,7 +21,7 @@ func (k knob) key() string { return strings.ReplaceAll(k.name, "-", "_") }
 var knobs = []knob{
 	{"model", "served model id", func(c *Config) any { return &c.Model }},
 	{"max-model-len", "longest prompt + max_tokens a request may ask for, in tokens", func(c *Config) any { return &c.MaxModelLen }},
-	{"base-ttft", "fixed prefill cost of each request", func(c *Config) any { return &c.BaseTTFT }},
+	{"base-ttft", "fixed cost of a batched prefill: once per step in which prefills start, however many prompts", func(c *Config) any { return &c.BaseTTFT }},
 	{"prefill-per-token", "prefill time per prompt token not in the prefix cache", func(c *Config) any { return &c.PrefillPerToken }},
 	{"decode-step", "base time of one engine step", func(c *Config) any { return &c.DecodeStep }},
 	{"per-seq-cost", "extra step time per sequence in the batch", func(c *Config) any { return &c.PerSeqCost }},

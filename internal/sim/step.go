@@ -45,11 +45,17 @@ func newStepModel(cfg Config) *stepModel {
 
 // nominal is the step's time before slowdown and noise. A step that
 // computes prompt tokens pays the overhead of a mixed batch once (it cannot
-// take the decode-only fast path), and each prefill that starts pays its
-// fixed cost.
+// take the decode-only fast path). Prefill is priced from the batch's
+// tokens, as a GPU runs it: one batched prefill, whatever the number of
+// prompts in it, so a step in which prefills start pays the fixed
+// prefill cost (base TTFT) once, and every prompt token computed its
+// per-token cost. Fifteen 128-token prompts arriving together cost one
+// base TTFT and 1,920 tokens, not fifteen base TTFTs.
 func (m *stepModel) nominal(w stepWork) time.Duration {
-	d := m.decode + m.perSeq*time.Duration(w.seqs) +
-		m.prefillTok*time.Duration(w.prefillTokens) + m.baseTTFT*time.Duration(w.prefillStarts)
+	d := m.decode + m.perSeq*time.Duration(w.seqs) + m.prefillTok*time.Duration(w.prefillTokens)
+	if w.prefillStarts > 0 {
+		d += m.baseTTFT
+	}
 	if w.prefillTokens > 0 || w.prefillStarts > 0 {
 		d += m.overhead
 	}

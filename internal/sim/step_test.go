@@ -67,7 +67,8 @@ func TestStepModelFormula(t *testing.T) {
 		{"one decode", 1, stepWork{seqs: 1, decodeSeqs: 1}, 8*ms + 40*us},
 		{"ten decodes", 1, stepWork{seqs: 10, decodeSeqs: 10}, 8*ms + 400*us},
 		{"one prefill of 100", 1, stepWork{seqs: 1, prefillTokens: 100, prefillStarts: 1}, 8*ms + 40*us + 3*ms + 15*ms + 2*ms},
-		{"two prefills in a decoding batch", 1, stepWork{seqs: 4, decodeSeqs: 2, prefillTokens: 51, prefillStarts: 2}, 8*ms + 160*us + 3*ms + 30*ms + 1020*us},
+		{"two prefills in a decoding batch: one batched prefill", 1, stepWork{seqs: 4, decodeSeqs: 2, prefillTokens: 51, prefillStarts: 2}, 8*ms + 160*us + 3*ms + 15*ms + 1020*us},
+		{"fifteen 128-token prompts together", 1, stepWork{seqs: 15, prefillTokens: 15 * 128, prefillStarts: 15}, 8*ms + 600*us + 3*ms + 15*ms + 38400*us},
 		{"a prefill chunk continues", 1, stepWork{seqs: 2, decodeSeqs: 1, prefillTokens: 50}, 8*ms + 80*us + 3*ms + time.Millisecond},
 		{"slowdown 2", 2, stepWork{seqs: 10, decodeSeqs: 10}, 2 * (8*ms + 400*us)},
 	}
