@@ -100,7 +100,8 @@ func deeperModelSpec() gguf.Llama {
 // inference_engine/serve.sh from the commit's checkout, which starts
 // `ollama serve` with the checkout's server settings and creates the model
 // from the checkout's model/Modelfile. The load is small enough for a
-// CPU: 40 prompts of 32 words, 8 output tokens, 4 at a time; 40 requests
+// CPU: 40 prompts of 16 words, 8 output tokens, 4 at a time (prefill is
+// the slow part of a generic ggml build's batched path); 40 requests
 // cannot carry a p90, so the quick tier gates medians.
 func ollamaRepoConfig(string) string {
 	return `paths: ["model/**", "inference_engine/**"]
@@ -111,7 +112,7 @@ server:
   start_timeout: 5m
 workload:
   dataset: random
-  input_len: 32
+  input_len: 16
   output_len: 8
   max_concurrency: 4
   endpoint: /v1/completions
