@@ -65,6 +65,8 @@ type Server struct {
 	issues        []*Issue
 	repos         map[string]*repoState
 	failures      []*failure
+	lost          []*failure // lostanswer.go
+	answersLost   int
 	outage        *outage
 	nextID        int64
 	manifest      *manifestState      // manifest.go
@@ -283,6 +285,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("PATCH /repos/{owner}/{repo}/check-runs/{id}", s.auth(s.updateCheckRun))
 	mux.HandleFunc("GET /repos/{owner}/{repo}/commits/{ref}/check-runs", s.auth(s.listCheckRunsForRef))
 	mux.HandleFunc("POST /repos/{owner}/{repo}/issues/{number}/comments", s.auth(s.createComment))
+	mux.HandleFunc("GET /repos/{owner}/{repo}/issues/{number}/comments", s.auth(s.listComments))
 	mux.HandleFunc("POST /repos/{owner}/{repo}/issues/comments/{id}/reactions", s.auth(s.createReaction))
 	mux.HandleFunc("GET /repos/{owner}/{repo}/pulls/{number}", s.auth(s.getPull))
 	mux.HandleFunc("GET /repos/{owner}/{repo}/pulls/{number}/files", s.auth(s.listFiles))
@@ -313,8 +316,14 @@ func (s *Server) record(next http.Handler) http.Handler {
 		if f == nil {
 			f = s.takeFailure(r.Method, r.URL.Path)
 		}
+		var lost *failure
+		if f == nil {
+			lost = s.takeLost(r.Method, r.URL.Path)
+		}
 		s.mu.Unlock()
-		if f != nil {
+		if lost != nil {
+			applyThenLose(next, rec, r, lost)
+		} else if f != nil {
 			for k, v := range f.header {
 				w.Header()[k] = v
 			}
