@@ -82,6 +82,10 @@ type CheckCancelBody struct {
 type CommentBody struct {
 	Number int    `json:"number"`
 	Body   string `json:"body"`
+	// IfOpen: the comment pings the PR's author (a warning, an
+	// escalation); the outbox drops it when GitHub says the PR is closed
+	// by the time it is sent.
+	IfOpen bool `json:"if_open,omitempty"`
 }
 
 // ReactionBody is a reaction to an issue comment.
