@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 	"sync"
 	"time"
@@ -341,11 +342,13 @@ func postComment(ctx context.Context, client *github.Client, owner, repo string,
 	if b.IfOpen {
 		// A warning or an escalation pings the author: not on a PR that
 		// closed since it was queued.
-		pr, _, err := client.PullRequests.Get(ctx, owner, repo, b.Number)
-		if err != nil {
+		pr, resp, err := client.PullRequests.Get(ctx, owner, repo, b.Number)
+		if err != nil && (resp == nil || resp.StatusCode != http.StatusNotFound) {
 			return fmt.Errorf("check that %s/%s#%d is open before commenting: %w", owner, repo, b.Number, err)
 		}
-		if pr.GetState() == "closed" {
+		// Not found: an issue rather than a PR, or no access to pulls —
+		// the comment itself says whether GitHub takes it.
+		if err == nil && pr.GetState() == "closed" {
 			zerolog.Ctx(ctx).Info().Int("pr", b.Number).Msg("the PR closed before its comment was sent: not posting it")
 			return nil
 		}
