@@ -70,6 +70,7 @@ type Store interface {
 	// Results and logs.
 	PutResult(ctx context.Context, up ResultUpload) (res Result, created bool, err error)
 	ListResults(ctx context.Context, jobID int64) ([]Result, error)
+	CountMeasuredRuns(ctx context.Context, jobID int64) (int, error)
 	AppendLog(ctx context.Context, jobID int64, leaseID string, offset int64, chunk []byte) (length int64, err error)
 	ReadLog(ctx context.Context, jobID int64, attempt int) ([]byte, error)
 
