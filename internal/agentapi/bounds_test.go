@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -259,4 +260,65 @@ func procKiB(field string) int {
 		}
 	}
 	return 0
+}
+
+// TestRunnerNames: a second registration under a name in use is refused
+// unless it presents the name's token; revoking or expiring a registration
+// cuts its token off and frees the name.
+func TestRunnerNames(t *testing.T) {
+	ctx := context.Background()
+	st, ts := newServer(t, agentapi.Options{Lease: time.Minute, LongPoll: time.Second})
+	first := register(t, ts, "gpu-01")
+	reg := func(prev string) (int, agentapi.RegisterResponse, agentapi.ErrorBody) {
+		var ok agentapi.RegisterResponse
+		var eb agentapi.ErrorBody
+		req := agentapi.RegisterRequest{Name: "gpu-01", Labels: []string{"gpu"}, GPUUUIDs: []string{"GPU-evil"}, PreviousToken: prev}
+		code := call(t, ts, regToken, "/api/v1/agents/register", req, &ok)
+		if code != 200 {
+			_ = call(t, ts, regToken, "/api/v1/agents/register", req, &eb)
+		}
+		return code, ok, eb
+	}
+	claim := func(tok string) int { return call(t, ts, tok, "/api/v1/jobs/claim?wait=1ms", struct{}{}, nil) }
+
+	if code, _, eb := reg(""); code != 409 || !strings.Contains(eb.Error, "perfgate runners revoke gpu-01") {
+		t.Fatalf("taking a live name: %d %q, want 409 naming the way out", code, eb.Error)
+	}
+	if code := claim(first.Token); code != 204 {
+		t.Errorf("the first runner's token after a refused takeover: %d, want it still working (204)", code)
+	}
+	if code, _, _ := reg("not-the-token"); code != 409 {
+		t.Errorf("a wrong previous token: %d, want 409", code)
+	}
+	code, again, _ := reg(first.Token)
+	if code != 200 || again.AgentID != first.AgentID {
+		t.Fatalf("re-registration with its token: %d %+v, want 200 under agent %d", code, again, first.AgentID)
+	}
+	if claim(first.Token) != 401 || claim(again.Token) != 204 {
+		t.Errorf("after re-registering, the old token must stop and the new one work")
+	}
+
+	if _, err := st.RevokeAgent(ctx, "gpu-01"); err != nil {
+		t.Fatal(err)
+	}
+	if code := claim(again.Token); code != 401 {
+		t.Errorf("a revoked token: %d, want 401", code)
+	}
+	code, third, _ := reg("")
+	if code != 200 {
+		t.Fatalf("registering a revoked name: %d, want 200", code)
+	}
+	if _, err := st.RevokeAgent(ctx, "no-such"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("revoke of an unknown name: %v, want ErrNotFound", err)
+	}
+
+	// Expiry: a registration unseen since the cut-off is revoked.
+	junk := register(t, ts, "junk")
+	names, err := st.ExpireAgents(ctx, time.Now().Add(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(names) != 2 || claim(junk.Token) != 401 || claim(third.Token) != 401 {
+		t.Errorf("expired %v; want gpu-01 and junk, their tokens refused", names)
+	}
 }

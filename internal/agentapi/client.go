@@ -134,7 +134,7 @@ func (c *Client) Register(ctx context.Context) (RegisterResponse, error) {
 	}
 	var out RegisterResponse
 	err := c.do(ctx, "register", "/api/v1/agents/register", nil, jsonBody(RegisterRequest{
-		Name: c.cfg.Name, Labels: c.cfg.Labels, GPUUUIDs: c.cfg.GPUUUIDs, Cards: c.cfg.Cards,
+		Name: c.cfg.Name, Labels: c.cfg.Labels, GPUUUIDs: c.cfg.GPUUUIDs, Cards: c.cfg.Cards, PreviousToken: c.Token(),
 	}), &out, c.cfg.RegistrationToken, false)
 	if err != nil {
 		return RegisterResponse{}, fmt.Errorf("register agent %q: %w", c.cfg.Name, err)

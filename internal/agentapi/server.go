@@ -151,10 +151,20 @@ func (s *server) register(w http.ResponseWriter, r *http.Request) {
 		s.internal(w, r, "register agent", err)
 		return
 	}
-	a, err := s.q.RegisterAgent(r.Context(), store.AgentRegistration{
+	reg := store.AgentRegistration{
 		Name: req.Name, Labels: withCardLabels(req.Labels, req.Cards), GPUUUIDs: req.GPUUUIDs, Cards: req.Cards,
 		TokenHash: store.HashToken(token),
-	})
+	}
+	if req.PreviousToken != "" {
+		reg.PreviousTokenHash = store.HashToken(req.PreviousToken)
+	}
+	a, err := s.q.RegisterAgent(r.Context(), reg)
+	if errors.Is(err, store.ErrNameTaken) {
+		s.opts.Log.Warn().Str("agent", req.Name).Str("remote", r.RemoteAddr).Msg("registration under a runner name in use refused")
+		writeError(w, http.StatusConflict, fmt.Sprintf("register: the runner name %q is in use by a live registration: give this runner another --name, "+
+			"or, if it is the same machine and its token is lost, run `perfgate runners revoke %s` on the server first", req.Name, req.Name))
+		return
+	}
 	if err != nil {
 		s.internal(w, r, "register agent", err)
 		return
@@ -603,6 +613,34 @@ func RunReaper(ctx context.Context, st interface {
 			if j.Status != store.StatusQueued && onDone != nil {
 				onDone(ctx, j)
 			}
+		}
+	}
+}
+
+// AgentExpiry is how long a registration may go unseen (no claim, no
+// call) before it expires: its token stops working and its name is free.
+// A runner that is only switched off for a while re-registers under its
+// name when it comes back.
+const AgentExpiry = 14 * 24 * time.Hour
+
+// RunAgentExpiry expires stale registrations every interval until ctx ends.
+func RunAgentExpiry(ctx context.Context, st interface {
+	ExpireAgents(ctx context.Context, idleBefore time.Time) ([]string, error)
+}, interval time.Duration, now func() time.Time, log zerolog.Logger) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		names, err := st.ExpireAgents(ctx, now().Add(-AgentExpiry))
+		if err != nil && ctx.Err() == nil {
+			log.Error().Err(err).Msg("expire stale runner registrations")
+		}
+		if len(names) > 0 {
+			log.Info().Strs("runners", names).Dur("unseen_for", AgentExpiry).Msg("runner registrations expired")
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
 		}
 	}
 }

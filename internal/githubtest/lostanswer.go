@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // LoseAnswerNext makes the next n calls of method to path take effect —
@@ -101,4 +102,26 @@ func (s *Server) Reactions(repo string, commentID int64) []string {
 		}
 	}
 	return out
+}
+
+// StallAll makes every API call wait, recorded but unanswered, until
+// release is called (or the caller gives up): a GitHub that accepted the
+// connection and hangs, so a test can kill a server in the middle of a
+// call.
+func (s *Server) StallAll() (release func()) {
+	ch := make(chan struct{})
+	s.mu.Lock()
+	s.stall = ch
+	s.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			s.mu.Lock()
+			if s.stall == ch {
+				s.stall = nil
+			}
+			s.mu.Unlock()
+			close(ch)
+		})
+	}
 }

@@ -67,6 +67,7 @@ type Server struct {
 	failures      []*failure
 	lost          []*failure // lostanswer.go
 	answersLost   int
+	stall         chan struct{} // StallAll
 	outage        *outage
 	nextID        int64
 	manifest      *manifestState      // manifest.go
@@ -320,7 +321,15 @@ func (s *Server) record(next http.Handler) http.Handler {
 		if f == nil {
 			lost = s.takeLost(r.Method, r.URL.Path)
 		}
+		stall := s.stall
 		s.mu.Unlock()
+		if stall != nil {
+			select {
+			case <-stall:
+			case <-r.Context().Done():
+				return
+			}
+		}
 		if lost != nil {
 			applyThenLose(next, rec, r, lost)
 		} else if f != nil {

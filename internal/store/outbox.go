@@ -191,7 +191,7 @@ func (s *sqlStore) ClaimEffects(ctx context.Context, limit int, lease time.Durat
 	if limit <= 0 || lease <= 0 {
 		return nil, fmt.Errorf("claim effects: limit and lease must be positive")
 	}
-	leaseID, err := newLeaseID()
+	leaseID, err := s.serverLeaseID()
 	if err != nil {
 		return nil, err
 	}
