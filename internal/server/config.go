@@ -74,6 +74,14 @@ var Settings = []Setting{
 		c.HTTP.MaxConnections = n
 		return nil
 	}},
+	{Key: "http.max_connections_per_ip", Env: "PERFGATE_HTTP_MAX_CONNECTIONS_PER_IP", Help: "open connections one address may hold; more are closed (default 0: no cap; leave it off behind a reverse proxy, where every connection is the proxy's)", set: func(c *Config, v string) error {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return fmt.Errorf("%q: want a number", v)
+		}
+		c.HTTP.MaxConnectionsPerIP = n
+		return nil
+	}},
 	{Key: "http.webhook_inflight_bytes", Env: "PERFGATE_WEBHOOK_INFLIGHT_BYTES", Help: "webhook bodies held before their signatures are checked, across all connections, in bytes (default 67108864: 64 MiB)", set: func(c *Config, v string) error {
 		n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
 		if err != nil || n <= 0 {

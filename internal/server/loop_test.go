@@ -49,7 +49,7 @@ func fastLoop() LoopConfig {
 // loop is a running server over a store file, the fake GitHub, and a
 // runner that measures every job it can claim.
 type loop struct {
-	t      *testing.T
+	t      testing.TB
 	gh     *githubtest.Server
 	dsn    string
 	st     store.Store

@@ -102,8 +102,12 @@ type HTTPConfig struct {
 	// be accepted.
 	MaxConnections int `yaml:"max_connections"`
 	// WebhookInFlightBytes caps webhook bodies held before their signature
-	// is verified, across all connections (default 64 MiB).
+	// is verified, across all connections (default 64 MiB), charged as the
+	// bytes arrive.
 	WebhookInFlightBytes int64 `yaml:"webhook_inflight_bytes"`
+	// MaxConnectionsPerIP caps one address's open connections; 0 (the
+	// default) sets no cap, as a reverse proxy in front needs.
+	MaxConnectionsPerIP int `yaml:"max_connections_per_ip"`
 }
 
 // LoopConfig is the timing of the background workers. Zero values are the
@@ -255,7 +259,7 @@ func New(cfg Config, st store.Store, log zerolog.Logger, now func() time.Time) (
 		Poll: cfg.Loop.Poll, Now: now, Log: log})
 
 	mux := http.NewServeMux()
-	mux.Handle(app.WebhookPath, cfg.Metrics.Webhook(a.Handler()))
+	mux.Handle(app.WebhookPath, cfg.Metrics.Webhook(newWebhookIntake(a.Handler(), cfg.HTTP.WebhookInFlightBytes)))
 	agentAPI := agentapi.NewServer(st, agentapi.Options{
 		RegistrationToken: cfg.AgentRegistrationToken, Lease: cfg.Lease, LongPoll: cfg.LongPoll,
 		OnJobDone: s.dispatch.JobDone, Log: log, Now: now,
