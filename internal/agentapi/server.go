@@ -326,7 +326,9 @@ func (s *server) logs(w http.ResponseWriter, r *http.Request, a store.Agent) {
 // putResult stores one run's result. Before reading the body it finds the
 // job, bounds the body by what the job's plan can produce and takes room in
 // the server's decoding budget, so no upload (a bug, or a hostile runner)
-// can make the server hold more than a well-formed job needs.
+// can make the server hold more than a well-formed job needs. The lease and
+// the owner are checked once the body is read (the lease is in it), with
+// the answers the agent acts on (409 abandon, 403 not yours).
 func (s *server) putResult(w http.ResponseWriter, r *http.Request, a store.Agent) {
 	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
 	if err != nil || id <= 0 {
@@ -336,10 +338,6 @@ func (s *server) putResult(w http.ResponseWriter, r *http.Request, a store.Agent
 	pre, err := s.q.GetJob(r.Context(), id)
 	if err != nil {
 		s.storeError(w, r, fmt.Sprintf("load job %d", id), err)
-		return
-	}
-	if pre.AgentID != a.ID {
-		writeError(w, http.StatusForbidden, fmt.Sprintf("job %d belongs to another agent", id))
 		return
 	}
 	plan, err := ParsePlan(pre.Config)
