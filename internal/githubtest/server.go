@@ -50,29 +50,31 @@ type Server struct {
 	Key    *rsa.PrivateKey
 	KeyPEM []byte
 
-	mu            sync.Mutex
-	requests      []Request
-	installations map[int64]bool
-	tokens        map[string]int64
-	pulls         map[string]json.RawMessage
-	files         map[string][]File
-	contents      map[string][]byte
-	permissions   map[string]Permission
-	checkRuns     map[int64]*CheckRun
-	checkOrder    []int64
-	comments      []Comment
-	reactions     map[string]bool
-	issues        []*Issue
-	repos         map[string]*repoState
-	failures      []*failure
-	lost          []*failure // lostanswer.go
-	answersLost   int
-	stall         chan struct{} // StallAll
-	outage        *outage
-	nextID        int64
-	manifest      *manifestState      // manifest.go
-	gitDirs       map[string]string   // compare.go
-	downloads     map[string]download // codeload token → what it may fetch (tarball.go)
+	mu             sync.Mutex
+	requests       []Request
+	installations  map[int64]bool
+	tokens         map[string]int64
+	pulls          map[string]json.RawMessage
+	files          map[string][]File
+	contents       map[string][]byte
+	permissions    map[string]Permission
+	checkRuns      map[int64]*CheckRun
+	checkOrder     []int64
+	comments       []Comment
+	reactions      map[string]bool
+	issues         []*Issue
+	repos          map[string]*repoState
+	failures       []*failure
+	lost           []*failure // lostanswer.go
+	answersLost    int
+	stall          chan struct{}  // StallAll
+	hookDeliveries []HookDelivery // hookdeliveries.go
+	redelivered    []int64
+	outage         *outage
+	nextID         int64
+	manifest       *manifestState      // manifest.go
+	gitDirs        map[string]string   // compare.go
+	downloads      map[string]download // codeload token → what it may fetch (tarball.go)
 }
 
 // File is one entry of a pull request's file list.
@@ -293,6 +295,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /repos/{owner}/{repo}/contents/{path...}", s.auth(s.getContent))
 	mux.HandleFunc("GET /repos/{owner}/{repo}/collaborators/{user}/permission", s.auth(s.getPermission))
 	s.issueRoutes(mux) // issues.go
+	s.hookDeliveryRoutes(mux)
 	s.manifestRoutes(mux)
 	s.compareRoutes(mux) // compare.go
 	mux.HandleFunc("GET /repos/{owner}/{repo}/tarball/{ref...}", s.auth(s.getTarball))
