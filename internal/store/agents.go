@@ -134,11 +134,12 @@ func (s *sqlStore) SetAgentDrained(ctx context.Context, name string, drained boo
 
 // RevokeAgent makes a runner's token stop working at once and frees its
 // name (perfgate runners revoke NAME): a lost or leaked runner token is cut
-// off, and the runner registers again. Its queued and running jobs are
-// left to the lease reaper. ErrNotFound for an unknown name.
+// off, and the runner registers again, keeping its row (and a drain an
+// operator set). A job it holds is left to the lease reaper. ErrNotFound
+// for an unknown name.
 func (s *sqlStore) RevokeAgent(ctx context.Context, name string) (Agent, error) {
-	a, err := scanAgent(s.w.QueryRowContext(ctx, s.q(`UPDATE agents SET token_hash = CAST(? AS TEXT) || CAST(id AS TEXT), drained = TRUE, drained_at = ?
-		WHERE name = ? RETURNING `+agentCols), revokedPrefix, s.nowMicros(), name))
+	a, err := scanAgent(s.w.QueryRowContext(ctx, s.q(`UPDATE agents SET token_hash = CAST(? AS TEXT) || CAST(id AS TEXT)
+		WHERE name = ? RETURNING `+agentCols), revokedPrefix, name))
 	if err != nil {
 		return Agent{}, fmt.Errorf("revoke runner %q: %w", name, notFound(err))
 	}
@@ -149,10 +150,10 @@ func (s *sqlStore) RevokeAgent(ctx context.Context, name string) (Agent, error) 
 // hold no job (junk registrations, runners long gone) and returns their
 // names.
 func (s *sqlStore) ExpireAgents(ctx context.Context, idleBefore time.Time) ([]string, error) {
-	rows, err := s.w.QueryContext(ctx, s.q(`UPDATE agents SET token_hash = CAST(? AS TEXT) || CAST(id AS TEXT), drained = TRUE, drained_at = ?
+	rows, err := s.w.QueryContext(ctx, s.q(`UPDATE agents SET token_hash = CAST(? AS TEXT) || CAST(id AS TEXT)
 		WHERE last_seen_at < ? AND token_hash NOT LIKE 'revoked:%'
 			AND NOT EXISTS (SELECT 1 FROM jobs WHERE jobs.agent_id = agents.id AND jobs.status = 'running')
-		RETURNING name`), revokedPrefix, s.nowMicros(), idleBefore.UnixMicro())
+		RETURNING name`), revokedPrefix, idleBefore.UnixMicro())
 	if err != nil {
 		return nil, fmt.Errorf("expire runners: %w", err)
 	}

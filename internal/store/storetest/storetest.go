@@ -244,14 +244,14 @@ func testAgents(t *testing.T, newDSN func(t testing.TB) string) {
 	}
 
 	// Revoking cuts the token off and frees the name.
-	if r, err := e.st.RevokeAgent(e.ctx, "gpu-host-1"); err != nil || !r.Drained {
+	if r, err := e.st.RevokeAgent(e.ctx, "gpu-host-1"); err != nil || r.ID != a.ID {
 		t.Fatalf("revoke = %+v, %v", r, err)
 	}
 	if _, err := e.st.AgentByTokenHash(e.ctx, newHash); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("revoked token: %v, want ErrNotFound", err)
 	}
-	if _, err := e.st.RegisterAgent(e.ctx, store.AgentRegistration{Name: "gpu-host-1", TokenHash: store.HashToken("token-3")}); err != nil {
-		t.Errorf("registering a revoked name: %v", err)
+	if back, err := e.st.RegisterAgent(e.ctx, store.AgentRegistration{Name: "gpu-host-1", TokenHash: store.HashToken("token-3")}); err != nil || back.ID != a.ID || back.Drained {
+		t.Errorf("registering a revoked name: %+v %v, want its row back, taking jobs", back, err)
 	}
 	if _, err := e.st.RevokeAgent(e.ctx, "nobody"); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("revoke unknown: %v, want ErrNotFound", err)
