@@ -111,18 +111,13 @@ func checkPlanned(p Plan, kind string, r *result.Result) error {
 	if planned > 0 && r.NumPrompts > planned {
 		errs = append(errs, fmt.Errorf("num_prompts %d: the plan sends %d", r.NumPrompts, planned))
 	}
-	arrays := []struct {
+	type array struct {
 		name string
 		n    int
-	}{{"ttfts", len(r.TTFTs)}, {"input_lens", len(r.InputLens)}, {"output_lens", len(r.OutputLens)}, {"itls", len(r.ITLs)}, {"errors", len(r.Errors)}}
+	}
+	arrays := []array{{"ttfts", len(r.TTFTs)}, {"input_lens", len(r.InputLens)}, {"output_lens", len(r.OutputLens)}, {"itls", len(r.ITLs)}, {"errors", len(r.Errors)}}
 	if s := r.Perfgate; s != nil {
-		arrays = append(arrays, struct {
-			name string
-			n    int
-		}{"perfgate.e2els_ms", len(s.E2ELs)}, struct {
-			name string
-			n    int
-		}{"perfgate.tpots_ms", len(s.TPOTs)})
+		arrays = append(arrays, array{"perfgate.e2els_ms", len(s.E2ELs)}, array{"perfgate.tpots_ms", len(s.TPOTs)})
 	}
 	for _, a := range arrays {
 		// One entry per completed request, or per request sent.
