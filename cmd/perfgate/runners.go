@@ -27,6 +27,11 @@ const runnersEpilog = `Subcommands:
   perfgate runners [--db DSN] [--json]        list the runners
   perfgate runners drain NAME [--db DSN]      let NAME finish its job and take no more
   perfgate runners undrain NAME [--db DSN]    put NAME back to work
+  perfgate runners revoke NAME [--db DSN]     NAME's token stops working and its name is free
+                                              (a lost or leaked token; the runner registers again)
+
+A registration under a name in use is refused unless it presents the name's
+current token; a registration unseen for 14 days expires (its name is free).
 
 The commands work on the server's database (the URL perfgate serve uses; every
 replica sees a drain at the runner's next claim). Exit status: 0 ok, 1 no such
@@ -34,10 +39,10 @@ runner, 3 usage or any other error.
 `
 
 func runRunners(ctx context.Context, env *cliEnv, args []string) int {
-	if len(args) > 0 && (args[0] == "drain" || args[0] == "undrain") {
+	if len(args) > 0 && (args[0] == "drain" || args[0] == "undrain" || args[0] == "revoke") {
 		return runDrain(ctx, env, args[0], args[1:])
 	}
-	fs := env.flags("runners", "[drain|undrain NAME] [--db DSN] [--json]")
+	fs := env.flags("runners", "[drain|undrain|revoke NAME] [--db DSN] [--json]")
 	db := dbFlag(fs)
 	asJSON := fs.Bool("json", false, "print JSON instead of a table")
 	fs.epilog = runnersEpilog
@@ -46,7 +51,7 @@ func runRunners(ctx context.Context, env *cliEnv, args []string) int {
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(env.stderr, "perfgate runners: unknown subcommand %q", fs.Arg(0))
-		if s := suggest.Closest(fs.Arg(0), []string{"drain", "undrain"}); s != "" {
+		if s := suggest.Closest(fs.Arg(0), []string{"drain", "undrain", "revoke"}); s != "" {
 			fmt.Fprintf(env.stderr, "; did you mean %q?", s)
 		}
 		fmt.Fprintln(env.stderr, "\nRun 'perfgate runners -h' for the subcommands.")
@@ -232,7 +237,12 @@ func runDrain(ctx context.Context, env *cliEnv, sub string, args []string) int {
 		return 3
 	}
 	defer st.Close()
-	a, err := st.SetAgentDrained(ctx, name, sub == "drain")
+	var a store.Agent
+	if sub == "revoke" {
+		a, err = st.RevokeAgent(ctx, name)
+	} else {
+		a, err = st.SetAgentDrained(ctx, name, sub == "drain")
+	}
 	if errors.Is(err, store.ErrNotFound) {
 		fmt.Fprintf(env.stderr, "perfgate runners %s: no runner named %q", sub, name)
 		if agents, lerr := st.ListAgents(ctx); lerr == nil {
@@ -250,6 +260,10 @@ func runDrain(ctx context.Context, env *cliEnv, sub string, args []string) int {
 	if err != nil {
 		fmt.Fprintf(env.stderr, "perfgate runners %s: %v\n", sub, err)
 		return 3
+	}
+	if sub == "revoke" {
+		fmt.Fprintf(env.stdout, "%s is revoked: its token no longer works and the name is free; a job it holds is re-queued when its lease lapses. Register the runner again with the registration token.\n", a.Name)
+		return 0
 	}
 	list, err := listRunners(ctx, st, time.Now())
 	if err != nil {

@@ -103,3 +103,31 @@ func TestRunnersDrainUsage(t *testing.T) {
 		t.Errorf("usage of a repository without jobs: %d %q", code, out)
 	}
 }
+
+// perfgate runners revoke NAME cuts the runner's token off and frees its
+// name; an unknown name exits 1 suggesting the closest.
+func TestRunnersRevoke(t *testing.T) {
+	ctx := context.Background()
+	db := filepath.Join(t.TempDir(), "perfgate.db")
+	st, err := store.Open(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if _, err := st.RegisterAgent(ctx, store.AgentRegistration{Name: "gpu-a", Labels: []string{"gpu"}, TokenHash: store.HashToken("a")}); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := run(t, "runners", "revoke", "gpu-a", "--db", db)
+	if code != 0 || !strings.Contains(out, "gpu-a is revoked: its token no longer works") {
+		t.Fatalf("revoke: %d %q %q", code, out, errOut)
+	}
+	if _, err := st.AgentByTokenHash(ctx, store.HashToken("a")); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("the revoked token still authenticates: %v", err)
+	}
+	if _, err := st.RegisterAgent(ctx, store.AgentRegistration{Name: "gpu-a", TokenHash: store.HashToken("a2")}); err != nil {
+		t.Errorf("the name is not free after revoke: %v", err)
+	}
+	if code, _, errOut := run(t, "runners", "revoke", "gpu-b", "--db", db); code != 1 || !strings.Contains(errOut, `did you mean "gpu-a"`) {
+		t.Errorf("revoke of an unknown name: %d %q", code, errOut)
+	}
+}

@@ -74,7 +74,7 @@ func runServe(ctx context.Context, env *cliEnv, args []string) int {
 		fmt.Fprintf(env.stderr, "perfgate serve: listen on %s: %v (PERFGATE_ADDR)\n", cfg.Addr, err)
 		return 1
 	}
-	st, err := store.Open(ctx, cfg.DatabaseURL, store.WithFairShare(cfg.Fleet.Shares()))
+	st, err := store.Open(ctx, cfg.DatabaseURL, store.WithFairShare(cfg.Fleet.Shares()), store.WithInstance(cfg.InstanceName()))
 	if err != nil {
 		ln.Close()
 		fmt.Fprintf(env.stderr, "perfgate serve: %v\n", err)

@@ -257,8 +257,12 @@ func New(cfg Config) (_ *Agent, err error) {
 			cfg.Log.Info().Strs("labels", cfg.Labels).Int("cards", len(a.cards)).Msg("the runner's labels or cards changed since it registered: registering again")
 		}
 	}
+	var previous string // the name's token, which a registration again must present
+	if saved != nil {
+		previous = saved.Token
+	}
 	c, err := agentapi.NewClient(agentapi.ClientConfig{
-		Server: cfg.Server, Token: a.cfg.Token, RegistrationToken: cfg.RegistrationToken,
+		Server: cfg.Server, Token: a.cfg.Token, RegistrationToken: cfg.RegistrationToken, PreviousToken: previous,
 		Name: a.cfg.Name, Labels: cfg.Labels, GPUUUIDs: a.gpus, Cards: a.cards, Backoff: cfg.Backoff, Timeout: cfg.CallTimeout, Log: cfg.Log,
 		OnRegister: a.saveIdentity,
 	})

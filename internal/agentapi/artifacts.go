@@ -64,6 +64,7 @@ type ArtifactFiles interface {
 // ArtifactRows records whose a file is (store.Artifacts).
 type ArtifactRows interface {
 	PutArtifact(ctx context.Context, a store.ArtifactUpload) (store.Artifact, error)
+	ListArtifacts(ctx context.Context, jobID int64) ([]store.Artifact, error)
 }
 
 // artifactName is a file's base name as uploaded: no path, no surprises
@@ -96,9 +97,36 @@ func (s *server) artifacts(w http.ResponseWriter, r *http.Request, a store.Agent
 		tooLarge(w, j.ID, name, r.ContentLength, files.MaxBytes())
 		return
 	}
+	// One job's files together stay within the job's budget: the body may
+	// bring at most what is left of it.
+	stored, err := rows.ListArtifacts(r.Context(), j.ID)
+	if err != nil {
+		s.internal(w, r, fmt.Sprintf("list artifacts of job %d", j.ID), err)
+		return
+	}
+	budget := s.opts.ArtifactJobBytes
+	if budget <= 0 {
+		budget = 2 * files.MaxBytes()
+	}
+	left := budget
+	for _, a := range stored {
+		left -= a.Size
+	}
+	overBudget := func() {
+		writeJSONStatus(w, http.StatusRequestEntityTooLarge, ErrorBody{Code: CodeArtifactTooLarge,
+			Error: fmt.Sprintf("job %d: its artifacts would pass the job's budget of %d bytes (%d stored in %d files): profile fewer requests or raise the server's artifact budget", j.ID, budget, budget-left, len(stored))})
+	}
+	if left <= 0 || r.ContentLength > left {
+		overBudget()
+		return
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, left)
 	sum, size, err := files.Save(r.Body)
 	var mbe *http.MaxBytesError
 	switch {
+	case errors.As(err, &mbe) && mbe.Limit == left && left < files.MaxBytes():
+		overBudget()
+		return
 	case errors.As(err, &mbe):
 		tooLarge(w, j.ID, name, -1, mbe.Limit)
 		return

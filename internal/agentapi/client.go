@@ -2,6 +2,7 @@ package agentapi
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -64,9 +65,13 @@ type ClientConfig struct {
 	// longer knows it (401), the client registers with RegistrationToken.
 	Token             string
 	RegistrationToken string
-	Name              string
-	Labels            []string
-	GPUUUIDs          []string
+	// PreviousToken is the token this runner's name held before (its saved
+	// identity) when it registers again without using it: the server
+	// refuses a name in use to a registration that cannot present it.
+	PreviousToken string
+	Name          string
+	Labels        []string
+	GPUUUIDs      []string
 	// Cards describe the GPUs at registration (the server labels the agent
 	// with their model, memory and driver).
 	Cards   []fleet.Card
@@ -134,7 +139,7 @@ func (c *Client) Register(ctx context.Context) (RegisterResponse, error) {
 	}
 	var out RegisterResponse
 	err := c.do(ctx, "register", "/api/v1/agents/register", nil, jsonBody(RegisterRequest{
-		Name: c.cfg.Name, Labels: c.cfg.Labels, GPUUUIDs: c.cfg.GPUUUIDs, Cards: c.cfg.Cards,
+		Name: c.cfg.Name, Labels: c.cfg.Labels, GPUUUIDs: c.cfg.GPUUUIDs, Cards: c.cfg.Cards, PreviousToken: cmp.Or(c.Token(), c.cfg.PreviousToken),
 	}), &out, c.cfg.RegistrationToken, false)
 	if err != nil {
 		return RegisterResponse{}, fmt.Errorf("register agent %q: %w", c.cfg.Name, err)

@@ -49,6 +49,7 @@ type Queue interface {
 	Notify() <-chan struct{}
 	PutResult(ctx context.Context, up store.ResultUpload) (store.Result, bool, error)
 	AppendLog(ctx context.Context, jobID int64, leaseID string, offset int64, chunk []byte) (int64, error)
+	CountMeasuredRuns(ctx context.Context, jobID int64) (int, error)
 }
 
 // SourceFetcher streams a commit's tree as GitHub serves it: a gzip tar
@@ -79,12 +80,21 @@ type Options struct {
 	Log           zerolog.Logger
 	// Now is the clock for lease expiry answers; time.Now when nil.
 	Now func() time.Time
+	// ResultBudget bounds the result bytes decoded at once
+	// (DefaultResultBudget when 0); ArtifactJobBytes bounds one job's
+	// artifacts together (twice the per-file cap when 0).
+	ResultBudget     int64
+	ArtifactJobBytes int64
+	// ResultWait is how long an upload waits for room in the budget
+	// before it is answered 503 (10 s when 0).
+	ResultWait time.Duration
 }
 
 type server struct {
-	q    Queue
-	opts Options
-	mux  *http.ServeMux
+	q       Queue
+	opts    Options
+	mux     *http.ServeMux
+	results *resultBudget
 }
 
 // NewServer returns the agent API handler. Mount it at the root (its
@@ -99,12 +109,12 @@ func NewServer(q Queue, opts Options) http.Handler {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	s := &server{q: q, opts: opts, mux: http.NewServeMux()}
+	s := &server{q: q, opts: opts, mux: http.NewServeMux(), results: newResultBudget(opts.ResultBudget, opts.ResultWait)}
 	s.mux.HandleFunc("POST /api/v1/agents/register", s.register)
 	s.mux.HandleFunc("POST /api/v1/jobs/claim", s.agent(s.claim))
 	s.mux.HandleFunc("POST /api/v1/jobs/{id}/heartbeat", s.agent(s.heartbeat))
 	s.mux.HandleFunc("POST /api/v1/jobs/{id}/logs", s.agent(s.logs))
-	s.mux.HandleFunc("POST /api/v1/jobs/{id}/results", s.agent(s.results))
+	s.mux.HandleFunc("POST /api/v1/jobs/{id}/results", s.agent(s.putResult))
 	s.mux.HandleFunc("POST /api/v1/jobs/{id}/finish", s.agent(s.finish))
 	s.mux.HandleFunc("GET /api/v1/jobs/{id}/source", s.agent(s.source))
 	s.mux.HandleFunc("POST /api/v1/jobs/{id}/artifacts", s.agent(s.artifacts))
@@ -141,10 +151,20 @@ func (s *server) register(w http.ResponseWriter, r *http.Request) {
 		s.internal(w, r, "register agent", err)
 		return
 	}
-	a, err := s.q.RegisterAgent(r.Context(), store.AgentRegistration{
+	reg := store.AgentRegistration{
 		Name: req.Name, Labels: withCardLabels(req.Labels, req.Cards), GPUUUIDs: req.GPUUUIDs, Cards: req.Cards,
 		TokenHash: store.HashToken(token),
-	})
+	}
+	if req.PreviousToken != "" {
+		reg.PreviousTokenHash = store.HashToken(req.PreviousToken)
+	}
+	a, err := s.q.RegisterAgent(r.Context(), reg)
+	if errors.Is(err, store.ErrNameTaken) {
+		s.opts.Log.Warn().Str("agent", req.Name).Str("remote", r.RemoteAddr).Msg("registration under a runner name in use refused")
+		writeError(w, http.StatusConflict, fmt.Sprintf("register: the runner name %q is in use by a live registration: give this runner another --name, "+
+			"or, if it is the same machine and its token is lost, run `perfgate runners revoke %s` on the server first", req.Name, req.Name))
+		return
+	}
 	if err != nil {
 		s.internal(w, r, "register agent", err)
 		return
@@ -303,16 +323,51 @@ func (s *server) logs(w http.ResponseWriter, r *http.Request, a store.Agent) {
 	writeJSON(w, http.StatusOK, LogResponse{Length: n})
 }
 
-func (s *server) results(w http.ResponseWriter, r *http.Request, a store.Agent) {
+// putResult stores one run's result. Before reading the body it finds the
+// job, bounds the body by what the job's plan can produce and takes room in
+// the server's decoding budget, so no upload (a bug, or a hostile runner)
+// can make the server hold more than a well-formed job needs. The lease and
+// the owner are checked once the body is read (the lease is in it), with
+// the answers the agent acts on (409 abandon, 403 not yours).
+func (s *server) putResult(w http.ResponseWriter, r *http.Request, a store.Agent) {
+	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	if err != nil || id <= 0 {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("job id %q is not a number", r.PathValue("id")))
+		return
+	}
+	pre, err := s.q.GetJob(r.Context(), id)
+	if err != nil {
+		s.storeError(w, r, fmt.Sprintf("load job %d", id), err)
+		return
+	}
+	plan, err := ParsePlan(pre.Config)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("results of job %d: the job's plan cannot be read (%v), so no run of it can be stored", id, err))
+		return
+	}
+	limit := resultLimit(plan)
+	if r.ContentLength > limit {
+		writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("results of job %d: %d bytes; the plan's %d requests produce at most %d", id, r.ContentLength, max(plan.Workload.NumPrompts, plan.Warmup), limit))
+		return
+	}
+	weight := limit
+	if r.ContentLength > 0 {
+		weight = r.ContentLength
+	}
+	release, err := s.results.take(r.Context(), weight)
+	if err != nil {
+		busy(w, id)
+		return
+	}
+	defer release()
 	var req ResultRequest
-	if !decode(w, r, maxResultBody, &req) {
+	if !decode(w, r, limit, &req) {
 		return
 	}
 	j, ok := s.ownJob(w, r, a, req.LeaseID)
 	if !ok {
 		return
 	}
-	id := j.ID
 	switch {
 	case req.IdempotencyKey == "":
 		writeError(w, http.StatusBadRequest, "results: idempotency_key is required so a retried upload stores once")
@@ -333,7 +388,7 @@ func (s *server) results(w http.ResponseWriter, r *http.Request, a store.Agent) 
 		writeError(w, http.StatusBadRequest, fmt.Sprintf("results of job %d: %s", id, msg))
 		return
 	}
-	up, err := splitResult(req.Result)
+	up, err := splitResult(req.Result, plan, string(kind))
 	if err != nil {
 		writeError(w, http.StatusBadRequest, "results: "+err.Error())
 		return
@@ -387,7 +442,7 @@ func checkRun(j store.Job, req ResultRequest) string {
 // splitResult turns an uploaded result into what the store keeps: a
 // summary without the per-request arrays (small, read by the gate), the
 // environment, and the whole upload as the samples blob.
-func splitResult(raw json.RawMessage) (store.ResultUpload, error) {
+func splitResult(raw json.RawMessage, plan Plan, kind string) (store.ResultUpload, error) {
 	if len(raw) == 0 {
 		return store.ResultUpload{}, errors.New("result is missing")
 	}
@@ -396,6 +451,9 @@ func splitResult(raw json.RawMessage) (store.ResultUpload, error) {
 		return store.ResultUpload{}, fmt.Errorf("result is not a benchmark result: %w", err)
 	}
 	if err := checkResult(parsed); err != nil {
+		return store.ResultUpload{}, fmt.Errorf("result refused: %w", err)
+	}
+	if err := checkPlanned(plan, kind, parsed); err != nil {
 		return store.ResultUpload{}, fmt.Errorf("result refused: %w", err)
 	}
 	res := *parsed
@@ -437,6 +495,15 @@ func (s *server) finish(w http.ResponseWriter, r *http.Request, a store.Agent) {
 	}
 	id := before.ID
 	repeated := before.Status == status && before.LeaseID == req.LeaseID
+	if status == store.StatusSucceeded && !repeated {
+		if msg, err := s.allRuns(r.Context(), before); err != nil {
+			s.internal(w, r, fmt.Sprintf("count the runs of job %d", id), err)
+			return
+		} else if msg != "" {
+			writeError(w, http.StatusConflict, fmt.Sprintf("finish job %d succeeded: %s; upload the missing runs, or finish it failed with the reason", id, msg))
+			return
+		}
+	}
 	j, err := s.q.Finish(r.Context(), id, req.LeaseID, status, req.Reason)
 	if err != nil {
 		s.storeError(w, r, fmt.Sprintf("finish job %d", id), err)
@@ -450,6 +517,19 @@ func (s *server) finish(w http.ResponseWriter, r *http.Request, a store.Agent) {
 		}
 	}
 	writeJSON(w, http.StatusOK, FinishResponse{JobID: j.ID, Status: string(j.Status), Repeated: repeated})
+}
+
+// allRuns says what a job finishing succeeded lacks of its plan, or "".
+func (s *server) allRuns(ctx context.Context, j store.Job) (string, error) {
+	plan, err := ParsePlan(j.Config)
+	if err != nil {
+		return "", nil // a job without a readable plan was refused its results already
+	}
+	n, err := s.q.CountMeasuredRuns(ctx, j.ID)
+	if err != nil {
+		return "", err
+	}
+	return missingRuns(plan, n), nil
 }
 
 // ownJob parses the job id and refuses a job whose current lease is
@@ -531,6 +611,34 @@ func RunReaper(ctx context.Context, st interface {
 			if j.Status != store.StatusQueued && onDone != nil {
 				onDone(ctx, j)
 			}
+		}
+	}
+}
+
+// AgentExpiry is how long a registration may go unseen (no claim, no
+// call) before it expires: its token stops working and its name is free.
+// A runner that is only switched off for a while re-registers under its
+// name when it comes back.
+const AgentExpiry = 14 * 24 * time.Hour
+
+// RunAgentExpiry expires stale registrations every interval until ctx ends.
+func RunAgentExpiry(ctx context.Context, st interface {
+	ExpireAgents(ctx context.Context, idleBefore time.Time) ([]string, error)
+}, interval time.Duration, now func() time.Time, log zerolog.Logger) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		names, err := st.ExpireAgents(ctx, now().Add(-AgentExpiry))
+		if err != nil && ctx.Err() == nil {
+			log.Error().Err(err).Msg("expire stale runner registrations")
+		}
+		if len(names) > 0 {
+			log.Info().Strs("runners", names).Dur("unseen_for", AgentExpiry).Msg("runner registrations expired")
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
 		}
 	}
 }

@@ -199,7 +199,19 @@ func TestProtocol(t *testing.T) {
 		t.Errorf("stored result: gpu %q env %s samples %d bytes", res[0].GPUUUID, res[0].Environment, len(res[0].Samples))
 	}
 
+	// A job succeeds only with every planned run: 1 of 3 is refused.
 	fin := agentapi.FinishRequest{LeaseID: c.LeaseID, Status: "succeeded"}
+	plan, _ := agentapi.ParsePlan(c.Plan)
+	var short agentapi.ErrorBody
+	if code := call(t, ts, a.Token, jp+"finish", fin, &short); code != 409 || !strings.Contains(short.Error, fmt.Sprintf("1 of the plan's %d measured runs", plan.Repeats)) {
+		t.Errorf("finish succeeded with 1 of %d runs: %d %q, want 409", plan.Repeats, code, short.Error)
+	}
+	for i := 1; i < plan.Repeats; i++ {
+		more := agentapi.ResultRequest{LeaseID: c.LeaseID, IdempotencyKey: fmt.Sprintf("run-%d", i), RunIndex: i, Kind: "measured", Result: sampleResult()}
+		if code := call(t, ts, a.Token, jp+"results", more, &rr); code != 201 {
+			t.Fatalf("upload run %d: %d", i, code)
+		}
+	}
 	var fr agentapi.FinishResponse
 	if code := call(t, ts, a.Token, jp+"finish", fin, &fr); code != 200 || fr.Status != "succeeded" || fr.Repeated {
 		t.Errorf("finish: %d %+v", code, fr)

@@ -459,6 +459,11 @@ type RegisterRequest struct {
 	// Cards describe the GPUs (model, memory, driver); the server adds
 	// the labels they give (fleet.CardLabels) to Labels.
 	Cards []fleet.Card `json:"cards,omitempty"`
+	// PreviousToken is the agent token the name holds now: a runner that
+	// registers again under its name presents it. Without it a name in use
+	// is refused (409): the registration token alone cannot take over a
+	// live runner.
+	PreviousToken string `json:"previous_token,omitempty"`
 }
 
 // MaxCards is the most GPUs one agent may report.

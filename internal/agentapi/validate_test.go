@@ -251,12 +251,16 @@ func TestSourceRoute(t *testing.T) {
 	}
 }
 
-// TestOneAgentRow: registering again under the same name keeps the agent's
-// row (and id) and retires its old token.
+// TestOneAgentRow: registering again under the same name, with the name's
+// token, keeps the agent's row (and id) and retires its old token.
 func TestOneAgentRow(t *testing.T) {
 	st, ts := newServer(t, agentapi.Options{})
 	first := register(t, ts, "gpu-host")
-	second := register(t, ts, "gpu-host")
+	var second agentapi.RegisterResponse
+	if code := call(t, ts, regToken, "/api/v1/agents/register", agentapi.RegisterRequest{
+		Name: "gpu-host", Labels: []string{"gpu"}, PreviousToken: first.Token}, &second); code != 200 {
+		t.Fatalf("re-register with the name's token: %d", code)
+	}
 	agents, err := st.ListAgents(context.Background())
 	if err != nil || len(agents) != 1 || first.AgentID != second.AgentID {
 		t.Fatalf("agents %+v (%v); ids %d and %d, want one row", agents, err, first.AgentID, second.AgentID)

@@ -2,11 +2,14 @@ package app
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/palantir/go-githubapp/githubapp"
@@ -56,9 +59,15 @@ func (e *RateLimitedError) RetryAfter() time.Duration { return e.Wait }
 // RetryMiddleware retries GitHub API calls on 5xx answers and connection
 // errors with exponential backoff and jitter, and honours Retry-After and a
 // spent primary rate limit (X-RateLimit-Remaining: 0 with X-RateLimit-Reset).
-// Plug it in with githubapp.WithClientMiddleware. POSTs are retried too:
-// GitHub's 502/503 usually mean the request was not applied, and a duplicate
-// comment is a smaller harm than a missing check run.
+// Plug it in with githubapp.WithClientMiddleware.
+//
+// A POST that creates something (a check run, a comment, an issue) is not
+// sent again after a 5xx or a lost connection: GitHub may have applied it
+// and lost only its answer, and a blind second POST leaves a check run
+// queued forever beside its twin, or doubles a comment. Such a failure goes
+// back to the caller — the outbox, which looks the effect up before it
+// sends again. A POST is retried only when GitHub said it did not apply it
+// (a rate limit), and token requests always (a spare token harms nothing).
 func RetryMiddleware(p RetryPolicy) githubapp.ClientMiddleware {
 	if p.MaxAttempts < 1 {
 		p.MaxAttempts = 1
@@ -114,7 +123,7 @@ func (t *retryTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 // decide says whether to retry and after how long, or fails the call.
 func (t *retryTransport) decide(req *http.Request, resp *http.Response, err error, attempt int) (time.Duration, bool, error) {
 	if err != nil {
-		if req.Context().Err() != nil || attempt >= t.p.MaxAttempts {
+		if req.Context().Err() != nil || attempt >= t.p.MaxAttempts || (!replayable(req) && !notSent(err)) {
 			return 0, false, nil
 		}
 		return t.backoff(attempt), true, nil
@@ -131,8 +140,13 @@ func (t *retryTransport) decide(req *http.Request, resp *http.Response, err erro
 			return wait, true, nil
 		}
 	}
-	// Secondary rate limits and 503s may say how long to back off.
-	if ra := resp.Header.Get("Retry-After"); ra != "" && (resp.StatusCode == http.StatusForbidden || resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500) {
+	// Secondary rate limits and 503s may say how long to back off. A 5xx
+	// says nothing of whether a POST was applied: it goes back to the caller.
+	limited := resp.StatusCode == http.StatusForbidden || resp.StatusCode == http.StatusTooManyRequests
+	if !limited && !replayable(req) {
+		return 0, false, nil
+	}
+	if ra := resp.Header.Get("Retry-After"); ra != "" && (limited || resp.StatusCode >= 500) {
 		if secs, perr := strconv.Atoi(ra); perr == nil {
 			wait := time.Duration(secs) * time.Second
 			if wait > t.p.MaxRateLimitWait {
@@ -148,6 +162,23 @@ func (t *retryTransport) decide(req *http.Request, resp *http.Response, err erro
 		return t.backoff(attempt), true, nil
 	}
 	return 0, false, nil
+}
+
+// replayable reports whether sending req again cannot duplicate an effect
+// on GitHub: reads, PATCHes and PUTs that set a state, DELETEs, and
+// installation token requests. Other POSTs create something.
+func replayable(req *http.Request) bool {
+	if req.Method != http.MethodPost {
+		return true
+	}
+	return strings.HasSuffix(req.URL.Path, "/access_tokens")
+}
+
+// notSent reports whether err means the request never reached GitHub (the
+// connection could not be made), so even a POST may be sent again.
+func notSent(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
 }
 
 // backoff is full jitter: uniform in [0, min(MaxDelay, BaseDelay·2^(attempt-1))].

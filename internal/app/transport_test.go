@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strconv"
 	"testing"
 	"time"
 
@@ -83,16 +84,85 @@ func TestRetryTransport(t *testing.T) {
 	}
 }
 
-func TestRetryReplaysBody(t *testing.T) {
+// A POST that creates something is never sent twice on a failure that
+// leaves GitHub's side uncertain (a 5xx, an answer lost after GitHub applied
+// it): the caller — the outbox — looks the effect up first. A POST GitHub
+// refused with a rate limit, and PATCHes, are replayed with their body.
+func TestRetryNeverRepeatsACreate(t *testing.T) {
+	const (
+		comments = "/repos/acme/inference/issues/17/comments"
+		checks   = "/repos/acme/inference/check-runs"
+	)
+	tests := []struct {
+		name      string
+		script    func(gh *githubtest.Server)
+		call      func(c *github.Client) error
+		method    string
+		path      string
+		wantCalls int
+		wantErr   bool
+		held      func(gh *githubtest.Server) int
+		wantHeld  int
+	}{
+		{"comment: 502 goes back to the caller", func(gh *githubtest.Server) { gh.FailNext("POST", comments, 1, http.StatusBadGateway, nil) },
+			createComment, "POST", comments, 1, true, func(gh *githubtest.Server) int { return len(gh.Comments()) }, 0},
+		{"comment: applied, answer lost: one comment", func(gh *githubtest.Server) { gh.LoseAnswerNext("POST", comments, 1) },
+			createComment, "POST", comments, 1, true, func(gh *githubtest.Server) int { return len(gh.Comments()) }, 1},
+		{"check run: applied, answer lost: one run", func(gh *githubtest.Server) { gh.LoseAnswerNext("POST", checks, 1) },
+			func(c *github.Client) error {
+				_, _, err := c.Checks.CreateCheckRun(context.Background(), "acme", "inference", github.CreateCheckRunOptions{Name: "perfgate / quick", HeadSHA: "9f4c3e1a2b7d8e6f5a4b3c2d1e0f9a8b7c6d5e4f"})
+				return err
+			}, "POST", checks, 1, true, func(gh *githubtest.Server) int { return len(gh.CheckRuns()) }, 1},
+		{"comment: secondary rate limit is replayed", func(gh *githubtest.Server) {
+			gh.FailNext("POST", comments, 1, http.StatusForbidden, http.Header{"Retry-After": {"1"}})
+		}, createComment, "POST", comments, 2, false, func(gh *githubtest.Server) int { return len(gh.Comments()) }, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			gh := githubtest.New(t)
+			tt.script(gh)
+			var waits []time.Duration
+			err := tt.call(retryClient(t, gh, time.Now(), &waits))
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("err = %v, want an error: %v", err, tt.wantErr)
+			}
+			got := gh.RequestsTo(tt.method, tt.path)
+			if len(got) != tt.wantCalls {
+				t.Fatalf("%d calls, want %d", len(got), tt.wantCalls)
+			}
+			if tt.wantCalls > 1 && got[1].Body["body"] != "hello" {
+				t.Errorf("replayed body = %v", got[1].Body)
+			}
+			if n := tt.held(gh); n != tt.wantHeld {
+				t.Errorf("GitHub holds %d, want %d", n, tt.wantHeld)
+			}
+		})
+	}
+}
+
+func createComment(c *github.Client) error {
+	_, _, err := c.Issues.CreateComment(context.Background(), "acme", "inference", 17, &github.IssueComment{Body: github.String("hello")})
+	return err
+}
+
+// A PATCH sets a state: sending it again after a 502 is safe, body and all.
+func TestRetryReplaysPatch(t *testing.T) {
+	t.Parallel()
 	gh := githubtest.New(t)
-	gh.FailNext("POST", "/repos/acme/inference/issues/17/comments", 1, http.StatusBadGateway, nil)
 	var waits []time.Duration
 	c := retryClient(t, gh, time.Now(), &waits)
-	if _, _, err := c.Issues.CreateComment(context.Background(), "acme", "inference", 17, &github.IssueComment{Body: github.String("hello")}); err != nil {
+	run, _, err := c.Checks.CreateCheckRun(context.Background(), "acme", "inference", github.CreateCheckRunOptions{Name: "perfgate / quick", HeadSHA: "9f4c3e1a2b7d8e6f5a4b3c2d1e0f9a8b7c6d5e4f"})
+	if err != nil {
 		t.Fatal(err)
 	}
-	got := gh.RequestsTo("POST", "/repos/acme/inference/issues/17/comments")
-	if len(got) != 2 || got[1].Body["body"] != "hello" {
+	path := "/repos/acme/inference/check-runs/" + strconv.FormatInt(run.GetID(), 10)
+	gh.FailNext("PATCH", path, 1, http.StatusBadGateway, nil)
+	if _, _, err := c.Checks.UpdateCheckRun(context.Background(), "acme", "inference", run.GetID(), github.UpdateCheckRunOptions{Name: "perfgate / quick", Status: github.String("in_progress")}); err != nil {
+		t.Fatal(err)
+	}
+	got := gh.RequestsTo("PATCH", path)
+	if len(got) != 2 || got[1].Body["status"] != "in_progress" {
 		t.Errorf("requests = %+v, want the body sent twice", got)
 	}
 }

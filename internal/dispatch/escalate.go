@@ -2,8 +2,10 @@ package dispatch
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/perfgate/perfgate/internal/checkstate"
@@ -101,9 +103,11 @@ func (s *Service) Reconcile(ctx context.Context) error {
 		s.log.Warn().Int64("check_run", cr.ID).Str("repo", cr.Repo).Str("sha", cr.HeadSHA).Str("tier", cr.Tier).
 			Msg("open check run whose jobs all ended: judging it again")
 		if err := s.jobDone(ctx, job); err != nil {
-			err = s.cannotJudge(ctx, job, err)
+			s.log.Error().Err(err).Int64("job_id", job.ID).Msg("reconcile: cannot judge a finished job; concluding its check with the reason")
+			if cerr := s.cannotJudge(ctx, job, err); cerr != nil {
+				errs = append(errs, fmt.Errorf("reconcile check run %d: judge job %d: %w; conclude it: %w", cr.ID, job.ID, err, cerr))
+			}
 		}
-		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }
@@ -111,4 +115,65 @@ func (s *Service) Reconcile(ctx context.Context) error {
 // RunReconcile calls Reconcile every interval until ctx ends.
 func (s *Service) RunReconcile(ctx context.Context, every time.Duration) {
 	s.every(ctx, every, "reconcile open check runs", s.Reconcile)
+}
+
+// pings reports whether a transition's effects mention the PR's author.
+func pings(effects []checkstate.Effect) bool {
+	for _, e := range effects {
+		if e.Kind == checkstate.WarnAuthor || e.Kind == checkstate.AnnounceEscalation {
+			return true
+		}
+	}
+	return false
+}
+
+// prClosed asks GitHub, at the moment a warning or an escalation is about
+// to be written, whether the row's PR is closed. Deliveries can arrive and
+// be retried out of order (an "opened" whose processing failed is retried
+// after "closed" succeeded), so the PR's state on GitHub decides, not the
+// order perfgate saw events in. Not knowing (GitHub down, no PR) counts as
+// open: the outbox asks again before it posts the comment.
+func (s *Service) prClosed(ctx context.Context, cr store.CheckRun) bool {
+	if cr.PRNumber <= 0 || s.clients == nil {
+		return false
+	}
+	client, err := s.clients.NewInstallationClient(cr.InstallationID)
+	if err != nil {
+		return false
+	}
+	owner, repo, _ := strings.Cut(cr.Repo, "/")
+	pr, _, err := client.PullRequests.Get(ctx, owner, repo, cr.PRNumber)
+	if err != nil {
+		s.log.Warn().Err(err).Str("repo", cr.Repo).Int("pr", cr.PRNumber).Msg("look up whether the PR is closed before warning")
+		return false
+	}
+	return pr.GetState() == "closed"
+}
+
+// closeStale closes the PR's work as its "closed" delivery does, for a row
+// that was about to warn or escalate on a closed PR; the step that asked is
+// ignored.
+func (s *Service) closeStale(ctx context.Context, cr store.CheckRun) error {
+	s.log.Warn().Int64("check_run", cr.ID).Str("repo", cr.Repo).Int("pr", cr.PRNumber).
+		Msg("the PR is closed on GitHub: concluding its checks instead of warning or escalating")
+	if err := s.Close(ctx, cr.Repo, cr.PRNumber, "perfgate"); err != nil {
+		return err
+	}
+	return errIgnored
+}
+
+// ifOpen marks a comment effect to be dropped if the PR is closed when the
+// outbox sends it.
+func ifOpen(e store.Effect) (store.Effect, error) {
+	var b store.CommentBody
+	if err := json.Unmarshal(e.Body, &b); err != nil {
+		return e, fmt.Errorf("mark comment %s: %w", e.Key, err)
+	}
+	b.IfOpen = true
+	raw, err := json.Marshal(b)
+	if err != nil {
+		return e, fmt.Errorf("mark comment %s: %w", e.Key, err)
+	}
+	e.Body = raw
+	return e, nil
 }

@@ -525,3 +525,41 @@ func TestAcceptWhileAppealRetestRuns(t *testing.T) {
 		t.Errorf("row: state %s deadline %v, want accepted with no clock", cr.State, cr.Deadline)
 	}
 }
+
+// A nightly that cannot be queued at cron time (GitHub answers 502) is
+// queued at the next retry tick; a broken config is not retried.
+func TestNightlyRetriedAtTheNextTick(t *testing.T) {
+	l := newLifecycle(t)
+	l.gh.SetBranch(testRepo, "main", headSHA, false)
+	clients, err := githubapp.NewDefaultCachingClientCreator(l.gh.AppConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.gh.FailNext("GET", "/repos/acme/inference/installation", 1, http.StatusBadGateway, nil)
+	n := &nightlyRuns{s: l.svc, clients: clients}
+	n.run(l.ctx, []string{testRepo})
+	if jobs, _ := l.st.ListJobs(l.ctx, store.JobFilter{}); len(jobs) != 0 {
+		t.Fatalf("%d jobs while GitHub was down", len(jobs))
+	}
+	n.retry(l.ctx)
+	jobs, err := l.st.ListJobs(l.ctx, store.JobFilter{})
+	if err != nil || len(jobs) == 0 || jobs[0].Tier != "nightly" {
+		t.Fatalf("after the retry tick: %+v %v, want the nightly queued", jobs, err)
+	}
+	n.retry(l.ctx) // nothing left to retry: no second nightly
+	if again, _ := l.st.ListJobs(l.ctx, store.JobFilter{}); len(again) != len(jobs) {
+		t.Errorf("the retry tick queued the nightly again: %d jobs, then %d", len(jobs), len(again))
+	}
+
+	// A broken config is the repository's to fix: its check says so and
+	// the retry tick leaves it alone.
+	b := newLifecycle(t)
+	b.gh.SetBranch(testRepo, "main", headSHA, false)
+	b.gh.SetContent(testRepo, "main", config.DefaultPath, []byte("tiers: [not a map\n"))
+	bc, _ := githubapp.NewDefaultCachingClientCreator(b.gh.AppConfig())
+	bn := &nightlyRuns{s: b.svc, clients: bc}
+	bn.run(b.ctx, []string{testRepo})
+	if len(bn.failed) != 0 {
+		t.Errorf("a broken config is retried: %v", bn.failed)
+	}
+}

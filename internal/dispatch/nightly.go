@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/palantir/go-githubapp/githubapp"
@@ -20,22 +21,70 @@ import (
 
 // ScheduleNightly runs the nightly tier on each repository's default
 // branch on the cron schedule. robfig/cron parses standard five-field
-// expressions; writing a parser by hand would be the riskier choice.
+// expressions; writing a parser by hand would be the riskier choice. A
+// repository whose nightly could not be queued (GitHub down at 3 am) is
+// tried again every NightlyRetryEvery until it is, or the next night's run
+// takes over: the nightly is queued once per night whatever the weather
+// (its delivery key is the date).
 func (s *Service) ScheduleNightly(ctx context.Context, spec string, repos []string, clients githubapp.ClientCreator) (stop func(), err error) {
+	n := &nightlyRuns{s: s, clients: clients}
 	c := cron.New()
-	if _, err := c.AddFunc(spec, func() {
-		for _, r := range repos {
-			rctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-			if err := s.Nightly(rctx, clients, r); err != nil {
-				s.log.Error().Err(err).Str("repo", r).Msg("nightly run")
-			}
-			cancel()
-		}
-	}); err != nil {
+	if _, err := c.AddFunc(spec, func() { n.run(ctx, repos) }); err != nil {
 		return nil, fmt.Errorf("nightly schedule %q: %w", spec, err)
+	}
+	if _, err := c.AddFunc(fmt.Sprintf("@every %s", NightlyRetryEvery), func() { n.retry(ctx) }); err != nil {
+		return nil, fmt.Errorf("nightly retry: %w", err)
 	}
 	c.Start()
 	return func() { <-c.Stop().Done() }, nil
+}
+
+// NightlyRetryEvery is how often a nightly that failed to queue is tried
+// again.
+const NightlyRetryEvery = 5 * time.Minute
+
+// nightlyRuns queues the nightlies and remembers which failed, for the
+// retry tick.
+type nightlyRuns struct {
+	s       *Service
+	clients githubapp.ClientCreator
+	mu      sync.Mutex
+	failed  []string
+}
+
+// run queues the nightly of every repository; the ones that fail are
+// retried at the next retry tick.
+func (n *nightlyRuns) run(ctx context.Context, repos []string) {
+	var failed []string
+	for _, r := range repos {
+		rctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+		err := n.s.Nightly(rctx, n.clients, r)
+		var cerr *app.ConfigError
+		switch {
+		case err == nil:
+		case errors.As(err, &cerr) || errors.Is(err, app.ErrNotConfigured):
+			// The repository's config, not GitHub's weather: its check
+			// says so, and retrying cannot help tonight.
+			n.s.log.Error().Err(err).Str("repo", r).Msg("nightly run")
+		default:
+			n.s.log.Error().Err(err).Str("repo", r).Dur("retry_in", NightlyRetryEvery).Msg("nightly run could not be queued; retrying")
+			failed = append(failed, r)
+		}
+		cancel()
+	}
+	n.mu.Lock()
+	n.failed = failed
+	n.mu.Unlock()
+}
+
+// retry runs the failed repositories again.
+func (n *nightlyRuns) retry(ctx context.Context) {
+	n.mu.Lock()
+	repos := n.failed
+	n.mu.Unlock()
+	if len(repos) > 0 {
+		n.run(ctx, repos)
+	}
 }
 
 // Nightly queues the nightly tier on the head of repo's default branch. Its

@@ -66,6 +66,12 @@ func (s *Service) apply(ctx context.Context, cr store.CheckRun, st step) (store.
 	if err != nil {
 		return cr, false, err
 	}
+	if pings(effects) && s.prClosed(ctx, cr) {
+		// The PR closed while this row still thought it open (a stale
+		// delivery reopened work after the close, or the close is not
+		// processed yet): close instead of warning or escalating.
+		return cr, false, s.closeStale(ctx, cr)
+	}
 	doc := prior
 	if st.doc != nil {
 		doc = *st.doc
@@ -132,6 +138,9 @@ func (s *Service) apply(ctx context.Context, cr store.CheckRun, st step) (store.
 			}
 			eff, err := commentEffect(key, cr.InstallationID, cr.Repo, cr.PRNumber, body)
 			if err != nil {
+				return cr, false, err
+			}
+			if eff, err = ifOpen(eff); err != nil {
 				return cr, false, err
 			}
 			ch.Effects = append(ch.Effects, eff)

@@ -50,26 +50,31 @@ type Server struct {
 	Key    *rsa.PrivateKey
 	KeyPEM []byte
 
-	mu            sync.Mutex
-	requests      []Request
-	installations map[int64]bool
-	tokens        map[string]int64
-	pulls         map[string]json.RawMessage
-	files         map[string][]File
-	contents      map[string][]byte
-	permissions   map[string]Permission
-	checkRuns     map[int64]*CheckRun
-	checkOrder    []int64
-	comments      []Comment
-	reactions     map[string]bool
-	issues        []*Issue
-	repos         map[string]*repoState
-	failures      []*failure
-	outage        *outage
-	nextID        int64
-	manifest      *manifestState      // manifest.go
-	gitDirs       map[string]string   // compare.go
-	downloads     map[string]download // codeload token → what it may fetch (tarball.go)
+	mu             sync.Mutex
+	requests       []Request
+	installations  map[int64]bool
+	tokens         map[string]int64
+	pulls          map[string]json.RawMessage
+	files          map[string][]File
+	contents       map[string][]byte
+	permissions    map[string]Permission
+	checkRuns      map[int64]*CheckRun
+	checkOrder     []int64
+	comments       []Comment
+	reactions      map[string]bool
+	issues         []*Issue
+	repos          map[string]*repoState
+	failures       []*failure
+	lost           []*failure // lostanswer.go
+	answersLost    int
+	stall          chan struct{}  // StallAll
+	hookDeliveries []HookDelivery // hookdeliveries.go
+	redelivered    []int64
+	outage         *outage
+	nextID         int64
+	manifest       *manifestState      // manifest.go
+	gitDirs        map[string]string   // compare.go
+	downloads      map[string]download // codeload token → what it may fetch (tarball.go)
 }
 
 // File is one entry of a pull request's file list.
@@ -283,12 +288,14 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("PATCH /repos/{owner}/{repo}/check-runs/{id}", s.auth(s.updateCheckRun))
 	mux.HandleFunc("GET /repos/{owner}/{repo}/commits/{ref}/check-runs", s.auth(s.listCheckRunsForRef))
 	mux.HandleFunc("POST /repos/{owner}/{repo}/issues/{number}/comments", s.auth(s.createComment))
+	mux.HandleFunc("GET /repos/{owner}/{repo}/issues/{number}/comments", s.auth(s.listComments))
 	mux.HandleFunc("POST /repos/{owner}/{repo}/issues/comments/{id}/reactions", s.auth(s.createReaction))
 	mux.HandleFunc("GET /repos/{owner}/{repo}/pulls/{number}", s.auth(s.getPull))
 	mux.HandleFunc("GET /repos/{owner}/{repo}/pulls/{number}/files", s.auth(s.listFiles))
 	mux.HandleFunc("GET /repos/{owner}/{repo}/contents/{path...}", s.auth(s.getContent))
 	mux.HandleFunc("GET /repos/{owner}/{repo}/collaborators/{user}/permission", s.auth(s.getPermission))
 	s.issueRoutes(mux) // issues.go
+	s.hookDeliveryRoutes(mux)
 	s.manifestRoutes(mux)
 	s.compareRoutes(mux) // compare.go
 	mux.HandleFunc("GET /repos/{owner}/{repo}/tarball/{ref...}", s.auth(s.getTarball))
@@ -313,8 +320,22 @@ func (s *Server) record(next http.Handler) http.Handler {
 		if f == nil {
 			f = s.takeFailure(r.Method, r.URL.Path)
 		}
+		var lost *failure
+		if f == nil {
+			lost = s.takeLost(r.Method, r.URL.Path)
+		}
+		stall := s.stall
 		s.mu.Unlock()
-		if f != nil {
+		if stall != nil {
+			select {
+			case <-stall:
+			case <-r.Context().Done():
+				return
+			}
+		}
+		if lost != nil {
+			applyThenLose(next, rec, r, lost)
+		} else if f != nil {
 			for k, v := range f.header {
 				w.Header()[k] = v
 			}

@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 	"sync"
 	"time"
@@ -205,15 +206,15 @@ func (s *Sender) send(ctx context.Context, e store.Effect) error {
 		if err := decode(e, &b); err != nil {
 			return err
 		}
-		if _, _, err := client.Issues.CreateComment(call, owner, repo, b.Number, &github.IssueComment{Body: github.String(truncate(b.Body, maxComment))}); err != nil {
-			return fmt.Errorf("comment on %s#%d: %w", e.Repo, b.Number, err)
-		}
-		return nil
+		return postComment(call, client, owner, repo, e, b)
 	case store.EffectReaction:
 		var b store.ReactionBody
 		if err := decode(e, &b); err != nil {
 			return err
 		}
+		// GitHub keeps one reaction per user and content and answers 200
+		// when it exists, so a reaction whose first answer was lost is
+		// adopted by sending it again.
 		if _, _, err := client.Reactions.CreateIssueCommentReaction(call, owner, repo, b.CommentID, b.Content); err != nil {
 			return fmt.Errorf("react %s to comment %d: %w", b.Content, b.CommentID, err)
 		}
@@ -329,6 +330,75 @@ func cancelCheck(ctx context.Context, client *github.Client, owner, repo string,
 		return fmt.Errorf("cancel replaced check run %d: %w", id, err)
 	}
 	return nil
+}
+
+// postComment posts an outbox comment carrying a hidden marker with the
+// outbox row's ID. A row claimed before (Attempts > 1) may have been posted
+// by an attempt whose answer was lost — GitHub applied it, then a 502, a
+// timeout or a SIGKILL — so the PR's comments are searched for the marker
+// first and a comment found is adopted instead of posted twice.
+func postComment(ctx context.Context, client *github.Client, owner, repo string, e store.Effect, b store.CommentBody) error {
+	mark := Marker(e.ID)
+	if b.IfOpen {
+		// A warning or an escalation pings the author: not on a PR that
+		// closed since it was queued.
+		pr, resp, err := client.PullRequests.Get(ctx, owner, repo, b.Number)
+		if err != nil && (resp == nil || resp.StatusCode != http.StatusNotFound) {
+			return fmt.Errorf("check that %s/%s#%d is open before commenting: %w", owner, repo, b.Number, err)
+		}
+		// Not found: an issue rather than a PR, or no access to pulls —
+		// the comment itself says whether GitHub takes it.
+		if err == nil && pr.GetState() == "closed" {
+			zerolog.Ctx(ctx).Info().Int("pr", b.Number).Msg("the PR closed before its comment was sent: not posting it")
+			return nil
+		}
+	}
+	if e.Attempts > 1 {
+		id, err := findComment(ctx, client, owner, repo, b.Number, e.CreatedAt, mark)
+		if err != nil {
+			return err
+		}
+		if id != 0 {
+			zerolog.Ctx(ctx).Info().Int64("comment_id", id).Msg("comment already posted by an attempt whose answer was lost: adopted")
+			return nil
+		}
+	}
+	body := truncate(b.Body, maxComment-len([]rune(mark))-1) + "\n" + mark
+	if _, _, err := client.Issues.CreateComment(ctx, owner, repo, b.Number, &github.IssueComment{Body: github.String(body)}); err != nil {
+		return fmt.Errorf("comment on %s/%s#%d: %w", owner, repo, b.Number, err)
+	}
+	return nil
+}
+
+// Marker is the hidden HTML comment that ties a posted comment to its
+// outbox row.
+func Marker(effectID int64) string {
+	return fmt.Sprintf("<!-- perfgate-outbox:%d -->", effectID)
+}
+
+// findComment looks for a bot comment on the PR carrying mark, among those
+// updated since the row was written (a minute's slack for clock skew).
+func findComment(ctx context.Context, client *github.Client, owner, repo string, number int, since time.Time, mark string) (int64, error) {
+	opts := &github.IssueListCommentsOptions{ListOptions: github.ListOptions{PerPage: 100}}
+	if !since.IsZero() {
+		s := since.Add(-time.Minute)
+		opts.Since = &s
+	}
+	for {
+		cs, resp, err := client.Issues.ListComments(ctx, owner, repo, number, opts)
+		if err != nil {
+			return 0, fmt.Errorf("look for an earlier attempt's comment on %s/%s#%d: %w", owner, repo, number, err)
+		}
+		for _, c := range cs {
+			if c.GetUser().GetType() == "Bot" && strings.HasSuffix(strings.TrimSpace(c.GetBody()), mark) {
+				return c.GetID(), nil
+			}
+		}
+		if resp.NextPage == 0 {
+			return 0, nil
+		}
+		opts.Page = resp.NextPage
+	}
 }
 
 // GitHub's limits on a check run's output fields and a comment, in

@@ -40,6 +40,12 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
+	return newEnvPolicy(t, app.RetryPolicy{MaxAttempts: 1, MaxRateLimitWait: time.Second})
+}
+
+// newEnvPolicy is newEnv with the transport's retry policy.
+func newEnvPolicy(t *testing.T, p app.RetryPolicy) *env {
+	t.Helper()
 	e := &env{t: t, ctx: context.Background(), gh: githubtest.New(t), clock: &clock{t: time.Date(2026, 12, 2, 9, 0, 0, 0, time.UTC)}}
 	st, err := store.Open(e.ctx, filepath.Join(t.TempDir(), "db"), store.WithClock(e.clock.now))
 	if err != nil {
@@ -47,7 +53,7 @@ func newEnv(t *testing.T) *env {
 	}
 	t.Cleanup(func() { st.Close() })
 	e.st = st
-	clients, err := app.NewClientCreator(e.gh.AppConfig(), 5*time.Second, app.RetryPolicy{MaxAttempts: 1, MaxRateLimitWait: time.Second})
+	clients, err := app.NewClientCreator(e.gh.AppConfig(), 5*time.Second, p)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,7 +164,7 @@ func TestRetriesAndRefusals(t *testing.T) {
 	}
 	e.clock.add(91 * time.Second)
 	e.pass()
-	if cs := e.gh.Comments(); len(cs) != 1 || cs[0].Body != "hello" {
+	if cs := e.gh.Comments(); len(cs) != 1 || !strings.HasPrefix(cs[0].Body, "hello\n<!-- perfgate-outbox:") {
 		t.Fatalf("comments = %+v", cs)
 	}
 
@@ -217,4 +223,119 @@ func TestStaleCreationCancelled(t *testing.T) {
 	if row.GitHubID == 0 || row.GitHubID == old.GetID() || byID[row.GitHubID].Title != "again" {
 		t.Errorf("the row reports to %d, want a new run titled \"again\" (%v)", row.GitHubID, byID)
 	}
+}
+
+// GitHub applies a write and its answer is lost (the proxy in githubtest
+// answers 502 after applying it). With the production retry policy in the
+// transport, the outbox looks the effect up before sending again and adopts
+// it: one check run that reaches its final state, one comment, one
+// reaction — and every row done.
+func TestLostAnswersAdopted(t *testing.T) {
+	tests := []struct {
+		name string
+		path string
+		put  func(e *env) // writes the row
+		want func(t *testing.T, e *env)
+	}{
+		{"check run", "/repos/acme/inference/check-runs", func(e *env) { e.newCheck(store.CheckQueued, "queued", "") },
+			func(t *testing.T, e *env) {
+				runs := e.gh.CheckRuns()
+				if len(runs) != 1 {
+					t.Fatalf("%d check runs, want 1: %+v", len(runs), runs)
+				}
+				row, _ := e.st.GetCheckRunByID(e.ctx, 1)
+				if row.GitHubID != runs[0].ID {
+					t.Errorf("row reports to %d, want the run GitHub made (%d)", row.GitHubID, runs[0].ID)
+				}
+			}},
+		{"comment", "/repos/acme/inference/issues/17/comments", func(e *env) { e.putComment("warn:1", 17, "perfgate warns @octocat") },
+			func(t *testing.T, e *env) {
+				cs := e.gh.Comments()
+				if len(cs) != 1 || !strings.HasPrefix(cs[0].Body, "perfgate warns @octocat") {
+					t.Fatalf("comments = %+v, want one", cs)
+				}
+			}},
+		{"reaction", "/repos/acme/inference/issues/comments/5/reactions", func(e *env) {
+			react, _ := json.Marshal(store.ReactionBody{CommentID: 5, Content: "eyes"})
+			if _, err := e.st.PutEffect(e.ctx, store.Effect{Key: "r1", Kind: store.EffectReaction, InstallationID: githubtest.InstallationID, Repo: "acme/inference", Body: react}); err != nil {
+				e.t.Fatal(err)
+			}
+		}, func(t *testing.T, e *env) {
+			if got := e.gh.Reactions("acme/inference", 5); len(got) != 1 || got[0] != "eyes" {
+				t.Fatalf("reactions = %v, want [eyes]", got)
+			}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnvPolicy(t, productionRetries())
+			e.gh.LoseAnswerNext("POST", tt.path, 1)
+			tt.put(e)
+			for i := 0; i < 5 && e.pass() > 0; i++ {
+				e.clock.add(time.Minute)
+			}
+			if e.gh.AnswersLost() != 1 {
+				t.Fatalf("the proxy lost %d answers, want 1", e.gh.AnswersLost())
+			}
+			tt.want(t, e)
+			for _, eff := range e.effects() {
+				if eff.Status != store.EffectDone {
+					t.Errorf("effect %s is %s (%s), want done", eff.Key, eff.Status, eff.LastError)
+				}
+			}
+		})
+	}
+}
+
+// A sender killed after GitHub applied its comment but before the row was
+// marked done (the lease lapses; the next claim is a second attempt) adopts
+// the comment instead of posting it again.
+func TestCommentPostedBeforeACrashIsAdopted(t *testing.T) {
+	e := newEnv(t)
+	e.putComment("warn:2", 17, "the deadline passed")
+	claimed, err := e.st.ClaimEffects(e.ctx, 1, time.Minute)
+	if err != nil || len(claimed) != 1 {
+		t.Fatalf("claim: %v %v", claimed, err)
+	}
+	// The killed sender's request reached GitHub.
+	clients, _ := app.NewClientCreator(e.gh.AppConfig(), 5*time.Second, app.RetryPolicy{MaxAttempts: 1})
+	client, _ := clients.NewInstallationClient(githubtest.InstallationID)
+	if _, _, err := client.Issues.CreateComment(e.ctx, "acme", "inference", 17, &github.IssueComment{
+		Body: github.String("the deadline passed\n" + Marker(claimed[0].ID))}); err != nil {
+		t.Fatal(err)
+	}
+	e.clock.add(2 * time.Minute) // the lease lapses
+	if e.pass() != 1 {
+		t.Fatal("the lapsed row was not claimed again")
+	}
+	if cs := e.gh.Comments(); len(cs) != 1 {
+		t.Fatalf("%d comments, want the one posted before the crash", len(cs))
+	}
+	if eff, _ := e.st.GetEffect(e.ctx, "warn:2"); eff.Status != store.EffectDone {
+		t.Errorf("effect %s, want done", eff.Status)
+	}
+}
+
+// productionRetries is app.DefaultRetryPolicy without its sleeps.
+func productionRetries() app.RetryPolicy {
+	p := app.DefaultRetryPolicy()
+	p.Sleep = func(context.Context, time.Duration) error { return nil }
+	return p
+}
+
+func (e *env) putComment(key string, number int, text string) {
+	e.t.Helper()
+	body, _ := json.Marshal(store.CommentBody{Number: number, Body: text})
+	if _, err := e.st.PutEffect(e.ctx, store.Effect{Key: key, Kind: store.EffectComment, InstallationID: githubtest.InstallationID, Repo: "acme/inference", Body: body}); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+func (e *env) effects() []store.Effect {
+	e.t.Helper()
+	effs, err := e.st.ListEffects(e.ctx, store.EffectFilter{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return effs
 }

@@ -42,6 +42,7 @@ var Settings = []Setting{
 	{Key: "public_url", Env: "PERFGATE_PUBLIC_URL", Help: "where GitHub, browsers and agents reach this server, e.g. https://perfgate.example.com (needed for setup; check runs link to it)", set: str(func(c *Config) *string { return &c.PublicURL })},
 	{Key: "data_dir", Env: "PERFGATE_DATA_DIR", Help: "directory for the SQLite database and the credentials the setup stores (default: the working directory)", set: str(func(c *Config) *string { return &c.DataDir })},
 	{Key: "database_url", Env: "PERFGATE_DATABASE_URL", Help: "SQLite file or postgres:// URL (default DATA_DIR/perfgate.db; PostgreSQL for several replicas)", set: str(func(c *Config) *string { return &c.DatabaseURL })},
+	{Key: "instance", Env: "PERFGATE_INSTANCE", Help: "this server process's name in its leases; a restarted process reclaims its own at once (default: the host name; give replicas on one host distinct names)", set: str(func(c *Config) *string { return &c.Instance })},
 	{Key: "app_slug", Env: "PERFGATE_APP_SLUG", Help: "the app's URL name; its [bot] comments are ignored (default: the stored app's, else perfgate)", set: str(func(c *Config) *string { return &c.AppSlug })},
 	{Key: "agent_registration_token", Env: "PERFGATE_AGENT_REGISTRATION_TOKEN", Secret: true, Help: "shared secret runner agents exchange for their own tokens (default: DATA_DIR/agent-registration-token, made by the setup)", set: str(func(c *Config) *string { return &c.AgentRegistrationToken })},
 	{Key: "lease", Env: "PERFGATE_LEASE", Help: "job lease; a silent agent's job is re-queued after it (default 2m)", set: dur(func(c *Config) *time.Duration { return &c.Lease })},
@@ -73,6 +74,14 @@ var Settings = []Setting{
 			return fmt.Errorf("%q: want a positive whole number", v)
 		}
 		c.HTTP.MaxConnections = n
+		return nil
+	}},
+	{Key: "http.max_connections_per_ip", Env: "PERFGATE_HTTP_MAX_CONNECTIONS_PER_IP", Help: "open connections one address may hold; more are closed (default 0: no cap; leave it off behind a reverse proxy, where every connection is the proxy's)", set: func(c *Config, v string) error {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return fmt.Errorf("%q: want a number", v)
+		}
+		c.HTTP.MaxConnectionsPerIP = n
 		return nil
 	}},
 	{Key: "http.webhook_inflight_bytes", Env: "PERFGATE_WEBHOOK_INFLIGHT_BYTES", Help: "webhook bodies held before their signatures are checked, across all connections, in bytes (default 67108864: 64 MiB)", set: func(c *Config, v string) error {

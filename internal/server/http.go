@@ -64,7 +64,7 @@ func (s *Server) Listener(ln net.Listener) net.Listener { return limitListener(s
 
 func limitListener(cfg Config, ln net.Listener) net.Listener {
 	cfg.HTTP.setDefaults(longPoll(cfg))
-	return netutil.LimitListener(ln, cfg.HTTP.MaxConnections)
+	return netutil.LimitListener(limitPerIP(ln, cfg.HTTP.MaxConnectionsPerIP), cfg.HTTP.MaxConnections)
 }
 
 // agentRouteLimits are the agent API's body limits per route, enforced

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
 	"strings"
 	"time"
 
@@ -44,6 +45,10 @@ type Config struct {
 	// the setup flow stores.
 	DataDir     string `yaml:"data_dir"`
 	DatabaseURL string `yaml:"database_url"`
+	// Instance names this server process in the leases it takes, so a
+	// restarted process reclaims its own at once (InstanceName: the host
+	// name when empty). Replicas sharing a host need distinct names.
+	Instance string `yaml:"instance"`
 	// PublicURL is where GitHub and agents reach this server; check runs
 	// link to it.
 	PublicURL string `yaml:"public_url"`
@@ -97,8 +102,12 @@ type HTTPConfig struct {
 	// be accepted.
 	MaxConnections int `yaml:"max_connections"`
 	// WebhookInFlightBytes caps webhook bodies held before their signature
-	// is verified, across all connections (default 64 MiB).
+	// is verified, across all connections (default 64 MiB), charged as the
+	// bytes arrive.
 	WebhookInFlightBytes int64 `yaml:"webhook_inflight_bytes"`
+	// MaxConnectionsPerIP caps one address's open connections; 0 (the
+	// default) sets no cap, as a reverse proxy in front needs.
+	MaxConnectionsPerIP int `yaml:"max_connections_per_ip"`
 }
 
 // LoopConfig is the timing of the background workers. Zero values are the
@@ -250,7 +259,7 @@ func New(cfg Config, st store.Store, log zerolog.Logger, now func() time.Time) (
 		Poll: cfg.Loop.Poll, Now: now, Log: log})
 
 	mux := http.NewServeMux()
-	mux.Handle(app.WebhookPath, cfg.Metrics.Webhook(a.Handler()))
+	mux.Handle(app.WebhookPath, cfg.Metrics.Webhook(newWebhookIntake(a.Handler(), cfg.HTTP.WebhookInFlightBytes)))
 	agentAPI := agentapi.NewServer(st, agentapi.Options{
 		RegistrationToken: cfg.AgentRegistrationToken, Lease: cfg.Lease, LongPoll: cfg.LongPoll,
 		OnJobDone: s.dispatch.JobDone, Log: log, Now: now,
@@ -290,10 +299,30 @@ func (s *Server) Inbox() *inbox.Worker { return s.inbox }
 // Outbox is the sender of GitHub writes (tests run its passes).
 func (s *Server) Outbox() *outbox.Sender { return s.outbox }
 
+// InstanceName is Instance, or the host name.
+func (c Config) InstanceName() string {
+	if c.Instance != "" {
+		return c.Instance
+	}
+	h, err := os.Hostname()
+	if err != nil {
+		return ""
+	}
+	return h
+}
+
 // RunBackground runs the workers and timers until ctx ends: the inbox, the
 // outbox, the judge, the reaper, the escalation and start-sync timers, the
 // reconciler and the nightly schedule.
 func (s *Server) RunBackground(ctx context.Context) error {
+	// Work this instance held when it died is taken up now, not when its
+	// leases lapse minutes later.
+	if got, err := s.st.ReclaimLeases(ctx); err != nil {
+		s.log.Warn().Err(err).Msg("reclaim the leases held before a restart")
+	} else if got != (store.Reclaimed{}) {
+		s.log.Info().Int64("deliveries", got.Deliveries).Int64("outbox_writes", got.Effects).Int64("judgements", got.Judgements).
+			Msg("reclaimed the work held before a restart")
+	}
 	// The queue gauges start from one read of the database and are re-read
 	// every few minutes (other replicas move jobs too).
 	if err := s.metrics.Resync(ctx, s.st); err != nil {
@@ -304,6 +333,7 @@ func (s *Server) RunBackground(ctx context.Context) error {
 	go s.outbox.Run(ctx)
 	go s.dispatch.RunJudge(ctx)
 	go agentapi.RunReaper(ctx, s.st, s.cfg.Lease/4, s.dispatch.JobDone, s.log)
+	go agentapi.RunAgentExpiry(ctx, s.st, time.Hour, time.Now, s.log)
 	go s.dispatch.RunEscalations(ctx, s.cfg.EscalateEvery)
 	go s.dispatch.RunStartSync(ctx, s.cfg.Loop.StartSyncEvery)
 	go s.dispatch.RunQueueNotes(ctx, s.cfg.Loop.QueueNoteEvery)

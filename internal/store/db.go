@@ -72,8 +72,10 @@ type sqlStore struct {
 
 	now    func() time.Time
 	shares fleet.Shares
-	wake   notifier
-	closed sync.Once
+	// instance prefixes the server's own leases (WithInstance).
+	instance string
+	wake     notifier
+	closed   sync.Once
 }
 
 func (s *sqlStore) Close() error {
@@ -240,6 +242,16 @@ func blob(b []byte) []byte {
 		return []byte{}
 	}
 	return b
+}
+
+// serverLeaseID is a lease this server process takes (inbox, outbox,
+// judge): its instance name, '/', a random ID.
+func (s *sqlStore) serverLeaseID() (string, error) {
+	id, err := newLeaseID()
+	if err != nil || s.instance == "" {
+		return id, err
+	}
+	return s.instance + "/" + id, nil
 }
 
 func newLeaseID() (string, error) {

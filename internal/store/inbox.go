@@ -114,7 +114,7 @@ func (s *sqlStore) ClaimDeliveries(ctx context.Context, limit int, lease time.Du
 	if limit <= 0 || lease <= 0 {
 		return nil, fmt.Errorf("claim deliveries: limit and lease must be positive")
 	}
-	leaseID, err := newLeaseID()
+	leaseID, err := s.serverLeaseID()
 	if err != nil {
 		return nil, err
 	}

@@ -455,7 +455,7 @@ func (s *sqlStore) ClaimFinishedJobs(ctx context.Context, limit int, lease time.
 	if limit <= 0 || lease <= 0 {
 		return nil, fmt.Errorf("claim finished jobs: limit and lease must be positive")
 	}
-	leaseID, err := newLeaseID()
+	leaseID, err := s.serverLeaseID()
 	if err != nil {
 		return nil, err
 	}

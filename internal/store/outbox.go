@@ -82,6 +82,10 @@ type CheckCancelBody struct {
 type CommentBody struct {
 	Number int    `json:"number"`
 	Body   string `json:"body"`
+	// IfOpen: the comment pings the PR's author (a warning, an
+	// escalation); the outbox drops it when GitHub says the PR is closed
+	// by the time it is sent.
+	IfOpen bool `json:"if_open,omitempty"`
 }
 
 // ReactionBody is a reaction to an issue comment.
@@ -187,7 +191,7 @@ func (s *sqlStore) ClaimEffects(ctx context.Context, limit int, lease time.Durat
 	if limit <= 0 || lease <= 0 {
 		return nil, fmt.Errorf("claim effects: limit and lease must be positive")
 	}
-	leaseID, err := newLeaseID()
+	leaseID, err := s.serverLeaseID()
 	if err != nil {
 		return nil, err
 	}

@@ -28,7 +28,7 @@ func openPostgres(ctx context.Context, dsn string, o options) (Store, error) {
 		_ = db.Close()
 		return nil, fmt.Errorf("open postgres %s:%d/%s: %w", cfg.Host, cfg.Port, cfg.Database, err)
 	}
-	s := &sqlStore{d: postgresDialect, w: db, r: db, now: o.now, shares: o.shares}
+	s := &sqlStore{d: postgresDialect, w: db, r: db, now: o.now, shares: o.shares, instance: o.instance}
 	if err := migrate(ctx, s); err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("open postgres %s:%d/%s: %w", cfg.Host, cfg.Port, cfg.Database, err)

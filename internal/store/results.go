@@ -151,6 +151,18 @@ func (s *sqlStore) ListResults(ctx context.Context, jobID int64) ([]Result, erro
 	return out, nil
 }
 
+// CountMeasuredRuns counts the measured runs stored for the job's current
+// attempt (a job finishing succeeded must have all its plan's runs).
+func (s *sqlStore) CountMeasuredRuns(ctx context.Context, jobID int64) (int, error) {
+	var n int
+	err := s.r.QueryRowContext(ctx, s.q(`SELECT COUNT(DISTINCT run_index) FROM results
+		WHERE job_id = ? AND kind = 'measured' AND attempt = (SELECT attempts FROM jobs WHERE id = ?)`), jobID, jobID).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("count runs of job %d: %w", jobID, err)
+	}
+	return n, nil
+}
+
 // AppendLog appends chunk at offset to the current attempt's log and
 // returns the new length. offset must equal the stored length; otherwise
 // ErrOffsetMismatch carries the length so the agent can rewind (a retried

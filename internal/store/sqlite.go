@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"net/url"
+	"os"
 	"strings"
 
 	_ "modernc.org/sqlite" // registers driver "sqlite"
@@ -19,6 +20,16 @@ func openSQLite(ctx context.Context, dsn string, o options) (Store, error) {
 		return nil, fmt.Errorf("open sqlite %q: no file path", dsn)
 	}
 	memory := path == ":memory:" || strings.Contains(query, "mode=memory")
+	if !memory {
+		// The database holds webhook payloads, tokens' hashes and the
+		// audit log: readable by its owner only. SQLite gives the -wal and
+		// -shm files the database file's mode.
+		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+		if err != nil {
+			return nil, fmt.Errorf("open sqlite %s: %w", path, err)
+		}
+		_ = f.Close()
+	}
 	base := "file:" + path + "?"
 	if query != "" {
 		base += query + "&"
@@ -35,7 +46,7 @@ func openSQLite(ctx context.Context, dsn string, o options) (Store, error) {
 	// reads then writes (a claim) cannot be overtaken by another process.
 	w.SetMaxOpenConns(1)
 	w.SetConnMaxIdleTime(0)
-	s := &sqlStore{d: sqliteDialect, w: w, r: w, now: o.now, shares: o.shares}
+	s := &sqlStore{d: sqliteDialect, w: w, r: w, now: o.now, shares: o.shares, instance: o.instance}
 	if err := migrate(ctx, s); err != nil {
 		_ = w.Close()
 		return nil, fmt.Errorf("open sqlite %s: %w", path, err)

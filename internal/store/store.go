@@ -37,6 +37,8 @@ import (
 type Store interface {
 	// Agents.
 	RegisterAgent(ctx context.Context, reg AgentRegistration) (Agent, error)
+	RevokeAgent(ctx context.Context, name string) (Agent, error)
+	ExpireAgents(ctx context.Context, idleBefore time.Time) ([]string, error)
 	AgentByTokenHash(ctx context.Context, tokenHash string) (Agent, error)
 	ListAgents(ctx context.Context) ([]Agent, error)
 	// SetAgentDrained drains a runner (it finishes its job and claims no
@@ -70,6 +72,7 @@ type Store interface {
 	// Results and logs.
 	PutResult(ctx context.Context, up ResultUpload) (res Result, created bool, err error)
 	ListResults(ctx context.Context, jobID int64) ([]Result, error)
+	CountMeasuredRuns(ctx context.Context, jobID int64) (int, error)
 	AppendLog(ctx context.Context, jobID int64, leaseID string, offset int64, chunk []byte) (length int64, err error)
 	ReadLog(ctx context.Context, jobID int64, attempt int) ([]byte, error)
 
@@ -116,6 +119,9 @@ type Store interface {
 	// Webhook inbox.
 	AcceptDelivery(ctx context.Context, id, event string, payload []byte) (Accepted, error)
 	ClaimDeliveries(ctx context.Context, limit int, lease time.Duration) ([]Delivery, error)
+	// ReclaimLeases frees the inbox, outbox and judge leases this
+	// instance (WithInstance) held before it restarted.
+	ReclaimLeases(ctx context.Context) (Reclaimed, error)
 	CompleteDelivery(ctx context.Context, id, leaseID string) error
 	RetryDelivery(ctx context.Context, id, leaseID string, at time.Time, reason string) error
 	FailDelivery(ctx context.Context, id, leaseID, reason string) error
@@ -143,6 +149,9 @@ type Store interface {
 var (
 	// ErrNotFound: no row with that key.
 	ErrNotFound = errors.New("store: not found")
+	// ErrNameTaken: RegisterAgent under a name another live registration
+	// holds, without its token.
+	ErrNameTaken = errors.New("store: runner name in use")
 	// ErrNoJob: Claim found no queued job this agent can run.
 	ErrNoJob = errors.New("store: no job available")
 	// ErrLeaseLost: the lease ID is not the job's current lease (reaped,
@@ -174,9 +183,19 @@ func (e ErrOffsetMismatch) Error() string {
 type Option func(*options)
 
 type options struct {
+	instance string
 	now      func() time.Time
 	maxConns int
 	shares   fleet.Shares
+}
+
+// WithInstance names this server process (a stable name: the host, or
+// PERFGATE_INSTANCE). The leases it takes on deliveries, outbox writes
+// and judgements carry the name, so after a crash the restarted process
+// frees its own leases at once (ReclaimLeases) instead of waiting minutes
+// for them to lapse. Two live processes must not share a name.
+func WithInstance(id string) Option {
+	return func(o *options) { o.instance = id }
 }
 
 // WithClock makes the store read time from now instead of time.Now. Every
@@ -216,6 +235,11 @@ func Open(ctx context.Context, dsn string, opts ...Option) (Store, error) {
 	}
 }
 
+// Reclaimed counts the leases ReclaimLeases freed.
+type Reclaimed struct {
+	Deliveries, Effects, Judgements int64
+}
+
 // HashToken is the one way an agent token is turned into what the store
 // keeps: hex SHA-256. The token itself is never stored.
 func HashToken(token string) string {
@@ -231,6 +255,11 @@ type AgentRegistration struct {
 	// Cards are the GPUs the agent reported (model, memory, driver).
 	Cards     []fleet.Card
 	TokenHash string // HashToken of the agent's new token
+	// PreviousTokenHash is HashToken of the token the name holds now: a
+	// second registration under a name in use must present it (the same
+	// runner re-registering), else ErrNameTaken. A revoked or expired
+	// registration frees its name.
+	PreviousTokenHash string
 }
 
 // Agent is a registered runner.

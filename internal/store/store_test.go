@@ -150,3 +150,27 @@ func TestMigrationFromV1(t *testing.T) {
 		t.Errorf("job's check run = %d, want the row %d", j.CheckRunID, cr.ID)
 	}
 }
+
+// The SQLite database and its WAL files are the owner's alone (0600), even
+// under a permissive umask.
+func TestSQLiteFileMode(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "perfgate.db")
+	st, err := store.Open(context.Background(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if _, err := st.AcceptDelivery(context.Background(), "d-1", "ping", []byte(`{}`)); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{path, path + "-wal"} {
+		fi, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m := fi.Mode().Perm(); m != 0o600 {
+			t.Errorf("%s mode %o, want 600", filepath.Base(p), m)
+		}
+	}
+}

@@ -251,11 +251,14 @@ func testFleetHandoff(t *testing.T, newDSN func(t testing.TB) string) {
 // works again. The drain survives a re-registration.
 func testFleetDrain(t *testing.T, newDSN func(t testing.TB) string) {
 	e := newEnv(t, newDSN)
+	held := map[string]string{} // name → its current token hash
 	reg := func(name string) store.Agent {
-		a, err := e.st.RegisterAgent(e.ctx, store.AgentRegistration{Name: name, Labels: []string{"gpu"}, TokenHash: store.HashToken(name + fmt.Sprint(e.clock.Now().UnixNano()))})
+		hash := store.HashToken(name + fmt.Sprint(e.clock.Now().UnixNano()))
+		a, err := e.st.RegisterAgent(e.ctx, store.AgentRegistration{Name: name, Labels: []string{"gpu"}, TokenHash: hash, PreviousTokenHash: held[name]})
 		if err != nil {
 			t.Fatal(err)
 		}
+		held[name] = hash
 		return a
 	}
 	a, b := reg("gpu-a"), reg("gpu-b")

@@ -481,3 +481,55 @@ func testCancelPRJobs(t *testing.T, newDSN func(t testing.TB) string) {
 		t.Errorf("reason %q", j.FailureReason)
 	}
 }
+
+// A restarted server frees the leases it held when it died (they carry its
+// instance name) and claims that work again at once; another instance's
+// leases stay until they lapse.
+func testReclaimLeases(t *testing.T, newDSN func(t testing.TB) string) {
+	e := newEnv(t, newDSN)
+	open := func(instance string) store.Store {
+		st, err := store.Open(e.ctx, e.dsn, store.WithClock(e.clock.Now), store.WithInstance(instance))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = st.Close() })
+		return st
+	}
+	a, b := open("host-a"), open("host-b")
+	body, _ := json.Marshal(store.CommentBody{Number: 1, Body: "x"})
+	for i, st := range []store.Store{a, b} {
+		if _, err := st.AcceptDelivery(e.ctx, fmt.Sprintf("d-%d", i), "pull_request", []byte(`{}`)); err != nil {
+			t.Fatal(err)
+		}
+		if ds, err := st.ClaimDeliveries(e.ctx, 1, 3*time.Minute); err != nil || len(ds) != 1 {
+			t.Fatalf("claim delivery: %v %v", ds, err)
+		}
+		if _, err := st.PutEffect(e.ctx, store.Effect{Key: fmt.Sprintf("c-%d", i), Kind: store.EffectComment, InstallationID: 1, Repo: "acme/llm", Body: body}); err != nil {
+			t.Fatal(err)
+		}
+		if es, err := st.ClaimEffects(e.ctx, 1, 2*time.Minute); err != nil || len(es) != 1 {
+			t.Fatalf("claim effect: %v %v", es, err)
+		}
+	}
+	// host-a dies and restarts a second later.
+	e.clock.Advance(time.Second)
+	restarted := open("host-a")
+	got, err := restarted.ReclaimLeases(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Deliveries != 1 || got.Effects != 1 {
+		t.Fatalf("reclaimed %+v, want host-a's delivery and write", got)
+	}
+	ds, err := restarted.ClaimDeliveries(e.ctx, 10, 3*time.Minute)
+	if err != nil || len(ds) != 1 || ds[0].ID != "d-0" {
+		t.Errorf("claimable after the restart: %+v %v, want d-0 only (d-1 is host-b's, alive)", ds, err)
+	}
+	es, err := restarted.ClaimEffects(e.ctx, 10, 2*time.Minute)
+	if err != nil || len(es) != 1 || es[0].Key != "c-0" {
+		t.Errorf("writes claimable after the restart: %+v %v, want c-0 only", es, err)
+	}
+	if none, err := open("").ReclaimLeases(e.ctx); err != nil || none != (store.Reclaimed{}) {
+		t.Errorf("a store without an instance name reclaimed %+v, %v", none, err)
+	}
+}

@@ -57,6 +57,7 @@ func Run(t *testing.T, newDSN func(t testing.TB) string) {
 		{"StaleLeaseRefused", testStaleLease},
 		{"FinishRetry", testFinishRetry},
 		{"ResultIdempotency", testResults},
+		{"CountMeasuredRuns", testCountRuns},
 		{"LogOffsets", testLogs},
 		{"CancelSuperseded", testSupersede},
 		{"CancelJob", testCancelJob},
@@ -64,6 +65,7 @@ func Run(t *testing.T, newDSN func(t testing.TB) string) {
 		{"InboxAcceptDedupe", testInboxAccept},
 		{"InboxClaimRetryFail", testInboxClaim},
 		{"InboxTwoReplicas", testInboxReplicas},
+		{"ReclaimLeasesAfterRestart", testReclaimLeases},
 		{"OutboxEffects", testOutbox},
 		{"OutboxCheckSyncRearm", testOutboxRearm},
 		{"ApplyCheck", testApplyCheck},
@@ -208,10 +210,14 @@ func testAgents(t *testing.T, newDSN func(t testing.TB) string) {
 	if _, err := e.st.AgentByTokenHash(e.ctx, store.HashToken("wrong")); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("unknown token: err = %v, want ErrNotFound", err)
 	}
-	// Re-registering keeps the ID and retires the old token.
+	// Another registration cannot take a live name (its token, its cards).
+	if _, err := e.st.RegisterAgent(e.ctx, store.AgentRegistration{Name: "gpu-host-1", TokenHash: store.HashToken("thief")}); !errors.Is(err, store.ErrNameTaken) {
+		t.Errorf("registering a name in use: %v, want ErrNameTaken", err)
+	}
+	// Re-registering with the name's token keeps the ID and retires the old token.
 	e.clock.Advance(time.Minute)
 	newHash := store.HashToken("token-2")
-	b, err := e.st.RegisterAgent(e.ctx, store.AgentRegistration{Name: "gpu-host-1", Labels: []string{"gpu"}, TokenHash: newHash})
+	b, err := e.st.RegisterAgent(e.ctx, store.AgentRegistration{Name: "gpu-host-1", Labels: []string{"gpu"}, TokenHash: newHash, PreviousTokenHash: oldHash})
 	if err != nil {
 		t.Fatalf("re-register: %v", err)
 	}
@@ -235,6 +241,32 @@ func testAgents(t *testing.T, newDSN func(t testing.TB) string) {
 	}
 	if h := store.HashToken("x"); len(h) != 64 || h == "x" {
 		t.Errorf("HashToken = %q, want 64 hex chars", h)
+	}
+
+	// Revoking cuts the token off and frees the name.
+	if r, err := e.st.RevokeAgent(e.ctx, "gpu-host-1"); err != nil || r.ID != a.ID {
+		t.Fatalf("revoke = %+v, %v", r, err)
+	}
+	if _, err := e.st.AgentByTokenHash(e.ctx, newHash); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("revoked token: %v, want ErrNotFound", err)
+	}
+	if back, err := e.st.RegisterAgent(e.ctx, store.AgentRegistration{Name: "gpu-host-1", TokenHash: store.HashToken("token-3")}); err != nil || back.ID != a.ID || back.Drained {
+		t.Errorf("registering a revoked name: %+v %v, want its row back, taking jobs", back, err)
+	}
+	if _, err := e.st.RevokeAgent(e.ctx, "nobody"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("revoke unknown: %v, want ErrNotFound", err)
+	}
+	// Expiry: only registrations unseen since the cut-off.
+	e.clock.Advance(time.Hour)
+	if _, err := e.st.RegisterAgent(e.ctx, store.AgentRegistration{Name: "fresh", TokenHash: store.HashToken("f")}); err != nil {
+		t.Fatal(err)
+	}
+	names, err := e.st.ExpireAgents(e.ctx, e.clock.Now().Add(-time.Minute))
+	if err != nil || len(names) != 1 || names[0] != "gpu-host-1" {
+		t.Errorf("expired %v, %v; want [gpu-host-1]", names, err)
+	}
+	if _, err := e.st.AgentByTokenHash(e.ctx, store.HashToken("f")); err != nil {
+		t.Errorf("a fresh registration expired: %v", err)
 	}
 }
 
@@ -586,6 +618,36 @@ func testFinishRetry(t *testing.T, newDSN func(t testing.TB) string) {
 	e.clock.Advance(time.Hour)
 	if reaped, err := e.st.ReapExpired(e.ctx); err != nil || len(reaped) != 0 {
 		t.Errorf("reap finished = %v, %v", reaped, err)
+	}
+}
+
+// A job finishes succeeded only with its plan's measured runs: warm-ups
+// and runs of an earlier attempt do not count.
+func testCountRuns(t *testing.T, newDSN func(t testing.TB) string) {
+	e := newEnv(t, newDSN)
+	e.enqueue(t, store.JobSpec{})
+	j := e.claim(t, nil, nil, time.Minute)
+	put := func(j store.Job, key string, run int, kind store.ResultKind) {
+		t.Helper()
+		if _, _, err := e.st.PutResult(e.ctx, store.ResultUpload{JobID: j.ID, LeaseID: j.LeaseID, IdempotencyKey: key, RunIndex: run, Kind: kind,
+			Summary: json.RawMessage(`{}`), Environment: json.RawMessage(`{}`)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put(j, "w0", 0, store.KindWarmup)
+	put(j, "m0", 0, store.KindMeasured)
+	put(j, "m1", 1, store.KindMeasured)
+	if n, err := e.st.CountMeasuredRuns(e.ctx, j.ID); err != nil || n != 2 {
+		t.Errorf("measured runs = %d, %v; want 2", n, err)
+	}
+	// The lease lapses; the next attempt starts from none.
+	e.clock.Advance(2 * time.Minute)
+	if _, err := e.st.ReapExpired(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	j2 := e.claim(t, nil, nil, time.Minute)
+	if n, err := e.st.CountMeasuredRuns(e.ctx, j2.ID); err != nil || n != 0 {
+		t.Errorf("measured runs of the new attempt = %d, %v; want 0", n, err)
 	}
 }
 
