@@ -88,11 +88,11 @@ func ollamaModelSpec() gguf.Llama {
 }
 
 // deeperModelSpec is the slow pull request's model: six blocks instead of
-// four and width 384 instead of 256, about three times the compute per
-// token: a model swap, the commonest way a serving team loses throughput.
+// four and width 320 instead of 256, about twice the compute per token: a
+// model swap, the commonest way a serving team loses throughput.
 func deeperModelSpec() gguf.Llama {
 	m := gguf.TinyLlama()
-	m.Layers, m.Width, m.Heads, m.KVHeads, m.FF = 6, 384, 6, 6, 1152
+	m.Layers, m.Width, m.Heads, m.KVHeads, m.FF = 6, 320, 5, 5, 960
 	return m
 }
 
@@ -213,7 +213,7 @@ func ollamaLayout() (repoLayout, error) {
 			"inference_engine/scheduler.txt": "continuous batching (OLLAMA_NUM_PARALLEL slots)\n",
 		},
 		slowBranch: "bigger-model",
-		slowMsg:    "model: a bigger model (6 blocks of width 384 instead of 4 of 256)",
+		slowMsg:    "model: a bigger model (6 blocks of width 320 instead of 4 of 256)",
 		slow: map[string]string{
 			"model/perfgate-tiny.gguf": string(deep),
 		},
@@ -222,7 +222,7 @@ func ollamaLayout() (repoLayout, error) {
 		docs: map[string]string{
 			"model/README.md": readme + "\nnum_thread is 1: one thread per batch keeps a shared CPU runner steady.\n",
 		},
-		story: "PR #%d %s swaps model/perfgate-tiny.gguf for a bigger model (6 blocks of width 384 instead of 4 of 256); PR #%d %s edits model/README.md",
+		story: "PR #%d %s swaps model/perfgate-tiny.gguf for a bigger model (6 blocks of width 320 instead of 4 of 256); PR #%d %s edits model/README.md",
 	}, nil
 }
 

@@ -1,0 +1,69 @@
+// Package ollama_test runs the demo's loop on a real engine, in a test
+// binary of its own (its own timeout, beside the other packages' tests).
+package ollama_test
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/perfgate/perfgate/internal/demo"
+)
+
+// TestOllamaRealEngine runs the demo's loop on a real engine nobody here
+// wrote: Ollama (llama.cpp inside) started by each commit's
+// inference_engine/serve.sh, serving a small llama model made with
+// perfgate gguf. Main is measured and promoted; PR #17 swaps in a deeper
+// model and must warn with the table; PR #18 only edits a README and must
+// pass — measured, not simulated.
+//
+// It needs the ollama binary (demo.OllamaInstall; .ci/run installs it)
+// and skips without it, except under CI where it must run.
+func TestOllamaRealEngine(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end on a real engine: about two minutes of CPU")
+	}
+	ollama, err := demo.FindOllama()
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("CI must run the real-engine test: %v", err)
+		}
+		t.Skipf("no real engine here: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	var story strings.Builder
+	out, err := demo.Run(ctx, demo.Options{Dir: t.TempDir(), Engine: demo.EngineOllama, Ollama: ollama,
+		Log: zerolog.Nop(), Out: &story})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, story.String())
+	}
+	t.Logf("%s", story.String())
+	if out.Warning.Conclusion != "neutral" || !strings.Contains(out.Warning.Summary, "❌ regression") {
+		t.Errorf("the deeper model: conclusion %q, want a neutral warning with a regression row\n%s", out.Warning.Conclusion, out.Warning.Summary)
+	}
+	// The docs-only PR runs main's engine and model: never a regression.
+	// It passes on a quiet runner; on a contended one the check may stay
+	// neutral-inconclusive, which the log shows.
+	if out.Docs.Conclusion == "failure" || strings.Contains(out.Docs.Summary, "❌ regression") {
+		t.Errorf("the docs-only PR: conclusion %q with a regression row\n%s", out.Docs.Conclusion, out.Docs.Summary)
+	}
+	t.Logf("docs-only PR: %s — %s", out.Docs.Conclusion, out.Docs.Title)
+	if out.Escalated.Conclusion != "failure" {
+		t.Errorf("48 hours later: conclusion %q, want failure", out.Escalated.Conclusion)
+	}
+	if out.Head.Commit != out.Repo.Slow || out.Baseline.Commit != out.Repo.Main || out.Head.Tree == out.Baseline.Tree {
+		t.Errorf("measured head %s (tree %s) and base %s (tree %s), want the PR's and main's own trees",
+			out.Head.Commit, out.Head.Tree, out.Baseline.Commit, out.Baseline.Tree)
+	}
+	if !strings.HasPrefix(out.Head.Identity, "ollama v") || !strings.Contains(out.Head.Engine, "serve.sh") {
+		t.Errorf("engine identity %q, command %q: want ollama's version and the checkout's serve.sh", out.Head.Identity, out.Head.Engine)
+	}
+	if out.Head.TPOTMedian <= out.Baseline.TPOTMedian {
+		t.Errorf("the deeper model's median TPOT %.2f ms is not above main's %.2f ms", out.Head.TPOTMedian, out.Baseline.TPOTMedian)
+	}
+}
