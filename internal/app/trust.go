@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
@@ -13,8 +14,8 @@ import (
 
 // configRef is the branch whose .github/perfgate.yml governs t: the
 // repository's default branch, or the PR's base branch when that branch
-// is protected (its config then went through review, as the default
-// branch's does). Anyone with write access can open a PR against a branch
+// is protected in a way that puts its config through review (reviewed;
+// see reviewed). Anyone with write access can open a PR against a branch
 // they pushed themselves; a config written there must not relax the gate
 // or let a fork's code run.
 func (b *base) configRef(ctx context.Context, client *github.Client, t prTarget) (string, error) {
@@ -41,11 +42,64 @@ func (b *base) configRef(ctx context.Context, client *github.Client, t prTarget)
 	if err != nil {
 		return "", fmt.Errorf("is %s of %s protected: %w", baseBranch, t.fullName(), err)
 	}
-	if br.GetProtected() {
+	why, err := reviewed(ctx, client, t, baseBranch, br.GetProtected())
+	if err != nil {
+		return "", err
+	}
+	if why != "" {
+		zerolog.Ctx(ctx).Info().Str("base", baseBranch).Str("rule", why).Msg("base branch is protected by review: perfgate config read from it")
 		return baseBranch, nil
 	}
-	zerolog.Ctx(ctx).Info().Str("base", baseBranch).Str("default", def).Msg("base branch is not protected: perfgate config read from the default branch")
+	zerolog.Ctx(ctx).Info().Str("base", baseBranch).Str("default", def).Msg("base branch has no rule that reviews what lands on it: perfgate config read from the default branch")
 	return def, nil
+}
+
+// reviewed says which rule of branch makes what lands on it reviewed, or
+// "" for none. Only two kinds count, because only they stop a writer from
+// pushing a config of their own: a pull request with at least one
+// approving review required (classic protection or a ruleset's
+// pull_request rule), or pushes restricted to named people (classic
+// restrictions, a ruleset's update rule). A rule that only blocks force
+// pushes or deletions, or requires status checks, does not. Classic
+// protection is read only with the app's "Administration: read"
+// permission; without it (403) only rulesets count.
+func reviewed(ctx context.Context, client *github.Client, t prTarget, branch string, protected bool) (string, error) {
+	rules, resp, err := client.Repositories.GetRulesForBranch(ctx, t.owner, t.repo, branch)
+	if err != nil && (resp == nil || resp.StatusCode != http.StatusNotFound) {
+		return "", fmt.Errorf("rules of %s on %s: %w", branch, t.fullName(), err)
+	}
+	for _, r := range rules {
+		switch r.Type {
+		case "update":
+			return "ruleset: restrict updates", nil
+		case "pull_request":
+			var p struct {
+				Reviews int `json:"required_approving_review_count"`
+			}
+			if r.Parameters != nil && json.Unmarshal(*r.Parameters, &p) == nil && p.Reviews >= 1 {
+				return fmt.Sprintf("ruleset: pull request with %d approving review(s)", p.Reviews), nil
+			}
+		}
+	}
+	if !protected {
+		return "", nil
+	}
+	prot, resp, err := client.Repositories.GetBranchProtection(ctx, t.owner, t.repo, branch)
+	if resp != nil && (resp.StatusCode == http.StatusForbidden || resp.StatusCode == http.StatusNotFound) {
+		zerolog.Ctx(ctx).Info().Str("base", branch).Int("status", resp.StatusCode).
+			Msg("branch protection not readable (the app needs Administration: read): only rulesets count")
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("protection of %s on %s: %w", branch, t.fullName(), err)
+	}
+	if r := prot.GetRequiredPullRequestReviews(); r != nil && r.RequiredApprovingReviewCount >= 1 {
+		return fmt.Sprintf("branch protection: %d approving review(s)", r.RequiredApprovingReviewCount), nil
+	}
+	if prot.GetRestrictions() != nil {
+		return "branch protection: pushes restricted", nil
+	}
+	return "", nil
 }
 
 // forkState is whether a PR's commit may run on the runners.

@@ -342,13 +342,42 @@ func TestForkMergeTier(t *testing.T) {
 }
 
 // The config is read from the default branch; a PR's base branch counts
-// only when it is protected. A writer who pushes a branch with a relaxed
-// .github/perfgate.yml and opens a PR against it gains nothing.
+// only when a rule puts what lands on it through review: required
+// approving reviews or restricted pushes, by classic protection or a
+// ruleset. A writer who pushes a branch with a relaxed .github/perfgate.yml
+// and opens a PR against it gains nothing — nor when the branch is
+// "protected" only against force pushes.
 func TestConfigFromNonProtectedBaseIgnored(t *testing.T) {
-	for _, protected := range []bool{false, true} {
-		t.Run(fmt.Sprintf("protected=%v", protected), func(t *testing.T) {
+	reviews := func(n int) map[string]any {
+		return map[string]any{"required_pull_request_reviews": map[string]any{"required_approving_review_count": n}}
+	}
+	for _, tc := range []struct {
+		name       string
+		protected  bool
+		protection map[string]any   // classic; nil answers 403
+		rules      []map[string]any // rulesets
+		trusted    bool
+	}{
+		{"unprotected", false, nil, nil, false},
+		{"protected, protection not readable", true, nil, nil, false},
+		{"protected against force pushes only", true, map[string]any{"allow_force_pushes": map[string]any{"enabled": false}}, nil, false},
+		{"protected with reviews not required", true, reviews(0), nil, false},
+		{"protected with a required review", true, reviews(1), nil, true},
+		{"protected with restricted pushes", true, map[string]any{"restrictions": map[string]any{"users": []any{}, "teams": []any{}}}, nil, true},
+		{"ruleset: no force pushes", false, nil, []map[string]any{{"type": "non_fast_forward"}}, false},
+		{"ruleset: pull request without reviews", false, nil, []map[string]any{{"type": "pull_request", "parameters": map[string]any{"required_approving_review_count": 0}}}, false},
+		{"ruleset: pull request with a review", false, nil, []map[string]any{{"type": "pull_request", "parameters": map[string]any{"required_approving_review_count": 1}}}, true},
+		{"ruleset: restrict updates", false, nil, []map[string]any{{"type": "update"}}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
 			h, _, _ := trustHarness(t, "maintainer")
-			h.gh.SetBranch(repoName, "release-2", headSHA, protected)
+			h.gh.SetBranch(repoName, "release-2", headSHA, tc.protected)
+			if tc.protection != nil {
+				h.gh.SetBranchProtection(repoName, "release-2", tc.protection)
+			}
+			if tc.rules != nil {
+				h.gh.SetBranchRules(repoName, "release-2", tc.rules)
+			}
 			// The base branch's config lets any writer approve a fork.
 			h.gh.SetContent(repoName, "release-2", ConfigPath, []byte("triggers:\n  forks: write\n"))
 			toRelease := func(pr map[string]any) { pr["base"].(map[string]any)["ref"] = "release-2" }
@@ -361,9 +390,9 @@ func TestConfigFromNonProtectedBaseIgnored(t *testing.T) {
 			for _, r := range h.gh.RequestsTo("GET", "/repos/acme/inference/contents/"+ConfigPath) {
 				refs[r.Query.Get("ref")] = true
 			}
-			if protected {
+			if tc.trusted {
 				if !refs["release-2"] || refs["main"] || len(h.disp.Runs()) != 1 || h.disp.Runs()[0].ConfigRef != "release-2" {
-					t.Errorf("protected base: config read at %v, runs %+v; want release-2's config (forks: write) to let the writer approve", refs, h.disp.Runs())
+					t.Errorf("reviewed base: config read at %v, runs %+v; want release-2's config (forks: write) to let the writer approve", refs, h.disp.Runs())
 				}
 				return
 			}
