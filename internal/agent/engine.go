@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
 	"strings"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/perfgate/perfgate/internal/agentapi"
 	"github.com/perfgate/perfgate/internal/engine"
 	"github.com/perfgate/perfgate/internal/gpu"
+	"github.com/perfgate/perfgate/internal/sandbox"
 	"github.com/perfgate/perfgate/internal/sim"
 )
 
@@ -83,6 +85,13 @@ func (a *Agent) startEngine(ctx context.Context, c *agentapi.ClaimResponse, p ag
 	}
 	if s.built != "" {
 		spec.Image = s.built // the build of this commit, on the pinned base
+	}
+	if spec.Image != "" && sandbox.InContainer() {
+		// The daemon mounts the checkout from the host's file system.
+		self, _ := os.Hostname()
+		if err := sandbox.CheckHostPaths(ctx, a.cfg.Docker, self, spec.Workdir, spec.ModelsDir); err != nil {
+			return nil, err
+		}
 	}
 	if spec.Image != "" {
 		relay, err := a.relayImage(ctx)

@@ -75,7 +75,10 @@ const (
 	DefaultPidsLimit = 16384         // vLLM's workers and their threads count too
 	DefaultShmSize   = "16g"
 	DefaultScratch   = "16g"
-	DefaultNoFile    = 65536
+	// DefaultNoFile is the engine's open-file limit, lowered to the
+	// agent's own hard limit where that is smaller (a container cannot be
+	// given more than the host allows: runc refuses to start it).
+	DefaultNoFile = 65536
 	// DefaultNProc counts every process of the engine's uid on the host
 	// (all engine containers share it), so it sits above two pids limits;
 	// --pids-limit is the per-container bound.
@@ -112,6 +115,9 @@ func (p Policy) WithDefaults() Policy {
 	}
 	if p.NoFile <= 0 {
 		p.NoFile = DefaultNoFile
+		if h := hardNoFile(); h > 0 && h < uint64(p.NoFile) {
+			p.NoFile = int(h)
+		}
 	}
 	if p.NProc <= 0 {
 		p.NProc = DefaultNProc
