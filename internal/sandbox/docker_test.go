@@ -382,8 +382,8 @@ func TestEngineLimits(t *testing.T) {
 		NoFile: 4096, NProc: 50000, LogMaxSize: "1m", LogMaxFiles: 2}
 	name := "perfgate-limits-test-" + randomToken(t)[4:12]
 	argv := p.RunArgv(sandbox.Container{Name: name, Job: name, Agent: "limits-test", Network: "none", Image: engineImage, Card: "GPU-limits-test",
-		Args: []string{"--spew", "20000000"}})
-	// Detached, with the probe as the entrypoint: it writes 20 MB and
+		Args: []string{"--spew", "8000000"}})
+	// Detached, with the probe as the entrypoint: it writes 8 MB and
 	// lingers so its limits and its log can be read.
 	img := -1
 	for i, a := range argv {
@@ -427,7 +427,7 @@ func TestEngineLimits(t *testing.T) {
 			total += fi.Size()
 		}
 	}
-	t.Logf("the engine wrote 20 MB; Docker keeps %d bytes in %d files", total, len(files))
+	t.Logf("the engine wrote 8 MB; Docker keeps %d bytes in %d files", total, len(files))
 	if total > 3<<20 || total < 512<<10 {
 		t.Errorf("Docker's log of the engine holds %d bytes in %v; want between 0.5 MiB and the 2×1 MiB cap (plus slack)", total, files)
 	}
