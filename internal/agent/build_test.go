@@ -55,6 +55,8 @@ func TestBuildReachesNoNetwork(t *testing.T) {
 		name, dockerfile, says string
 	}{
 		{"ADD url", "FROM scratch\nADD http://" + host + "/secret /secret\n", "fetches a URL"},
+		{"ADD escaped url", "FROM scratch\nADD http:\\/\\/" + host + "/secret /secret\n", "quotes or escapes"},
+		{"ADD quoted url", "FROM scratch\nADD 'http:'//" + host + "/secret /secret\n", "quotes or escapes"},
 		{"FROM a registry on the host", "FROM " + host + "/evil:latest\n", "not on this runner"},
 		{"COPY --from a registry on the host", "FROM scratch\nCOPY --from=" + host + "/evil:latest /x /x\n", "names an image"},
 		{"allowed", "FROM scratch\nCOPY Dockerfile /Dockerfile\n", ""},

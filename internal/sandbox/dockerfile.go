@@ -71,6 +71,8 @@ func CheckBuild(args []string, dir string, inspect ImageInspector) error {
 			if k, v, ok := strings.Cut(v, "="); ok {
 				buildArgs[k] = v
 			}
+		} else if a == "--allow" || strings.HasPrefix(a, "--allow=") {
+			return fmt.Errorf("server.build grants the build an entitlement (%q): a pull request's Dockerfile would get it", a)
 		} else if a == "--pull" || (strings.HasPrefix(a, "--pull=") && a != "--pull=false") {
 			return fmt.Errorf("server.build asks the daemon to pull images (%q): perfgate builds from local images only, with no network", a)
 		}
@@ -190,6 +192,17 @@ func checkFrom(name string, line int, image string, args map[string]string, stag
 
 // fetches says what in would make the daemon fetch, or "".
 func fetches(in instruction, stages map[string]bool) string {
+	if in.cmd == "RUN" {
+		for _, f := range in.fields {
+			if !strings.HasPrefix(f, "--") {
+				break
+			}
+			if v, ok := strings.CutPrefix(f, "--network="); ok && v != "none" {
+				return fmt.Sprintf("RUN %s asks for a network, and a build on perfgate's runners has none", f)
+			}
+		}
+		return ""
+	}
 	if in.cmd != "ADD" && in.cmd != "COPY" {
 		return ""
 	}
@@ -220,6 +233,10 @@ func fetches(in instruction, stages map[string]bool) string {
 			return fmt.Sprintf("ADD %s fetches a URL, and a build on perfgate's runners reaches no network: put the file in the repository and COPY it", s)
 		case strings.Contains(s, "$"):
 			return fmt.Sprintf("ADD %s: a source built from a variable may name a URL; name a file of the repository", s)
+		case strings.ContainsAny(s, "\\`'\""):
+			// The builder unquotes and unescapes a source (http:\/\/… is a
+			// URL to it): only plain names are checked, so only they pass.
+			return fmt.Sprintf("ADD %s: a source with quotes or escapes may name a URL; name a file of the repository plainly", s)
 		}
 	}
 	return ""
@@ -269,7 +286,11 @@ type instruction struct {
 	json   []string // rest as a JSON array, when it is one
 }
 
-var escapeDirective = regexp.MustCompile(`(?i)^#\s*escape\s*=\s*(.)\s*$`)
+var (
+	escapeDirective = regexp.MustCompile(`(?i)^#\s*escape\s*=\s*(.)\s*$`)
+	syntaxDirective = regexp.MustCompile(`(?i)^#\s*syntax\s*=`)
+	whitespace      = regexp.MustCompile(`[\t\v\f\r ]+`)
+)
 
 // parseDockerfile splits a Dockerfile into instructions as Docker reads
 // them: parser directives, comments, line continuations.
@@ -293,11 +314,16 @@ func parseDockerfile(r io.Reader) ([]instruction, error) {
 				escape = m[1][0]
 				continue
 			}
+			if syntaxDirective.MatchString(trimmed) {
+				return nil, fmt.Errorf("line %d: %s: a syntax directive makes BuildKit pull its frontend image, and a build on perfgate's runners has no network; remove it", n, trimmed)
+			}
 			if !strings.HasPrefix(trimmed, "#") || trimmed == "" {
 				directives = false
 			}
 		}
-		if strings.HasPrefix(trimmed, "#") || (trimmed == "" && cur.Len() == 0) {
+		// Comments and empty lines are skipped, inside a continuation too
+		// (Docker joins the lines around them).
+		if strings.HasPrefix(trimmed, "#") || trimmed == "" {
 			continue
 		}
 		if cur.Len() == 0 {
@@ -322,17 +348,21 @@ func parseDockerfile(r io.Reader) ([]instruction, error) {
 }
 
 func newInstruction(line int, s string) instruction {
-	kw, rest, _ := strings.Cut(strings.TrimSpace(s), " ")
-	rest = strings.TrimSpace(rest)
+	// Docker splits the keyword off at any white space, tabs included.
+	parts := whitespace.Split(strings.TrimSpace(s), 2)
+	kw, rest := parts[0], ""
+	if len(parts) == 2 {
+		rest = strings.TrimSpace(parts[1])
+	}
 	in := instruction{line: line, cmd: strings.ToUpper(kw), rest: rest, fields: strings.Fields(rest)}
 	// Flags come before a JSON array: ADD --chown=x ["a", "b"].
 	j := rest
 	for strings.HasPrefix(j, "--") {
-		_, after, ok := strings.Cut(j, " ")
-		if !ok {
+		p := whitespace.Split(j, 2)
+		if len(p) < 2 {
 			break
 		}
-		j = strings.TrimSpace(after)
+		j = strings.TrimSpace(p[1])
 	}
 	var arr []string
 	if strings.HasPrefix(j, "[") && json.Unmarshal([]byte(j), &arr) == nil {

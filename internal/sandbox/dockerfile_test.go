@@ -35,6 +35,12 @@ func TestCheckDockerfile(t *testing.T) {
 		{"add-url-json.Dockerfile", 2, "fetches a URL"},
 		{"add-variable.Dockerfile", 3, "built from a variable"},
 		{"add-git.Dockerfile", 2, "fetches a URL"},
+		{"add-url-empty-continuation.Dockerfile", 2, "fetches a URL"},
+		{"add-url-tab.Dockerfile", 2, "fetches a URL"},
+		{"add-url-escaped.Dockerfile", 2, "quotes or escapes"},
+		{"add-url-quoted.Dockerfile", 2, "quotes or escapes"},
+		{"run-network.Dockerfile", 2, "asks for a network"},
+		{"syntax-directive.Dockerfile", -1, "syntax directive"},
 		{"from-remote.Dockerfile", 1, "not on this runner"},
 		{"copy-from-image.Dockerfile", 2, "names an image"},
 		{"onbuild-add-url.Dockerfile", 2, "ONBUILD: ADD"},
@@ -52,6 +58,12 @@ func TestCheckDockerfile(t *testing.T) {
 			if tc.line == 0 {
 				if err != nil {
 					t.Fatalf("refused: %v", err)
+				}
+				return
+			}
+			if tc.line < 0 { // refused while reading
+				if err == nil || !strings.Contains(err.Error(), tc.says) {
+					t.Fatalf("err = %v, want %q", err, tc.says)
 				}
 				return
 			}
@@ -90,6 +102,7 @@ func TestCheckBuildCommand(t *testing.T) {
 		{[]string{"-f", "docker/escape", "."}, "inside the checkout"},
 		{[]string{"-f", "../../etc/passwd", "."}, "inside the checkout"},
 		{[]string{"--pull", "."}, "pull"},
+		{[]string{"--allow", "network.host", "."}, "entitlement"},
 		{[]string{"https://example.com/repo.git"}, "not a directory"},
 		{[]string{"-f", "-", "."}, "stdin"},
 		{[]string{".", "--quiet"}, "build context"},
