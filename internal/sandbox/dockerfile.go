@@ -71,6 +71,10 @@ func CheckBuild(args []string, dir string, inspect ImageInspector) error {
 			if k, v, ok := strings.Cut(v, "="); ok {
 				buildArgs[k] = v
 			}
+		} else if flagIs(a, "--ssh") || flagIs(a, "--secret") {
+			return fmt.Errorf("server.build hands the build a credential of the runner (%q): a pull request's Dockerfile would read it", a)
+		} else if flagIs(a, "--platform") {
+			return fmt.Errorf("server.build asks for a platform (%q): the daemon may pull another variant of a base image; build for the runner's own", a)
 		} else if a == "--allow" || strings.HasPrefix(a, "--allow=") {
 			return fmt.Errorf("server.build grants the build an entitlement (%q): a pull request's Dockerfile would get it", a)
 		} else if a == "--pull" || (strings.HasPrefix(a, "--pull=") && a != "--pull=false") {
@@ -131,6 +135,9 @@ func CheckDockerfile(name string, r io.Reader, buildArgs map[string]string, insp
 			}
 		case "FROM":
 			seenFrom = true
+			if len(in.fields) > 0 && strings.HasPrefix(in.fields[0], "--platform") {
+				return bad("FROM %s: the daemon may pull another platform's variant of the image; build for the runner's own", in.fields[0])
+			}
 			fields := withoutFlags(in.fields)
 			if len(fields) == 0 {
 				return bad("FROM names no image")
@@ -241,6 +248,8 @@ func fetches(in instruction, stages map[string]bool) string {
 	}
 	return ""
 }
+
+func flagIs(a, name string) bool { return a == name || strings.HasPrefix(a, name+"=") }
 
 var stageIndex = regexp.MustCompile(`^[0-9]+$`)
 
