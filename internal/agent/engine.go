@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"os"
 	"strings"
 	"time"
 
@@ -88,8 +87,7 @@ func (a *Agent) startEngine(ctx context.Context, c *agentapi.ClaimResponse, p ag
 	}
 	if spec.Image != "" && sandbox.InContainer() {
 		// The daemon mounts the checkout from the host's file system.
-		self, _ := os.Hostname()
-		if err := sandbox.CheckHostPaths(ctx, a.cfg.Docker, self, spec.Workdir, spec.ModelsDir); err != nil {
+		if err := sandbox.CheckHostPaths(ctx, a.cfg.Docker, sandbox.SelfContainer(), spec.Workdir, spec.ModelsDir); err != nil {
 			return nil, err
 		}
 	}

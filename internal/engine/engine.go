@@ -166,7 +166,12 @@ func (s *Server) publish(ctx context.Context) error {
 	defer cancel()
 	ip, err := s.net.EngineAddr(actx, ContainerName(s.spec.JobID), s.exited)
 	if err != nil {
-		return fmt.Errorf("engine container: %w; last output:\n%s", err, s.logs.Tail(tailLines))
+		tail := s.logs.Tail(tailLines)
+		if strings.Contains(tail, "error setting rlimit") {
+			// runc's words for a ulimit above what the daemon may grant.
+			err = fmt.Errorf("%w (the engine's ulimits exceed what the Docker daemon may grant: lower the agent's --engine-nofile or --engine-nproc)", err)
+		}
+		return fmt.Errorf("engine container: %w; last output:\n%s", err, tail)
 	}
 	for try := 0; ; try++ {
 		err = s.net.StartRelay(ctx, ip, s.spec.ContainerPort, s.port)

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"time"
 )
@@ -29,6 +30,26 @@ func InContainer() bool {
 	_, err := os.Stat("/.dockerenv")
 	return err == nil
 }
+
+// SelfContainer is this process's container ID as its daemon knows it: read
+// from the container's own files Docker bind-mounts
+// (/var/lib/docker/containers/<id>/hostname and the like, in
+// /proc/self/mountinfo), else the hostname (which --network host or
+// --hostname change).
+func SelfContainer() string {
+	b, _ := os.ReadFile("/proc/self/mountinfo")
+	h, _ := os.Hostname()
+	return selfContainer(b, h)
+}
+
+func selfContainer(mountinfo []byte, hostname string) string {
+	if m := containerDir.FindSubmatch(mountinfo); m != nil {
+		return string(m[1])
+	}
+	return hostname
+}
+
+var containerDir = regexp.MustCompile(`/containers/([0-9a-f]{64})/(?:hostname|hosts|resolv\.conf)`)
 
 // CheckHostPaths checks that each path, as the agent (in container self)
 // sees it, is the same path on the host: a bind mount whose source and

@@ -37,6 +37,21 @@ func TestSamePathMounted(t *testing.T) {
 	}
 }
 
+// The agent's own container is found from the files Docker mounts into it,
+// which --network host (the host's hostname) does not change.
+func TestSelfContainer(t *testing.T) {
+	t.Parallel()
+	id := strings.Repeat("ab", 32)
+	info := "1130 1120 254:1 /var/lib/docker/containers/" + id + "/resolv.conf /etc/resolv.conf rw,relatime - ext4 /dev/vda1 rw\n" +
+		"1131 1120 254:1 /var/lib/docker/containers/" + id + "/hostname /etc/hostname rw,relatime - ext4 /dev/vda1 rw\n"
+	if got := selfContainer([]byte(info), "gpu-host-7"); got != id {
+		t.Errorf("selfContainer = %q, want the container ID", got)
+	}
+	if got := selfContainer([]byte("22 1 0:21 / /proc rw - proc proc rw\n"), "gpu-host-7"); got != "gpu-host-7" {
+		t.Errorf("without Docker's mounts: %q, want the hostname", got)
+	}
+}
+
 // CheckHostPaths reads the agent container's mounts from a real daemon
 // (a created container stands in for the agent's; nothing runs).
 func TestCheckHostPathsDocker(t *testing.T) {
