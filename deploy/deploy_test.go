@@ -326,3 +326,63 @@ func dig(m any, keys ...string) any {
 	}
 	return m
 }
+
+// The containerised agent's state and models directories are mounted at
+// the same path on the host and in the container: the host's Docker daemon
+// mounts an engine's checkout from the host's path.
+func TestAgentStateAtSamePath(t *testing.T) {
+	b, err := os.ReadFile("docker-compose.agent.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var compose struct {
+		Services map[string]struct {
+			Volumes []string `yaml:"volumes"`
+		} `yaml:"services"`
+	}
+	if err := yaml.Unmarshal(b, &compose); err != nil {
+		t.Fatal(err)
+	}
+	same := map[string]bool{}
+	for _, v := range compose.Services["agent"].Volumes {
+		parts := strings.Split(v, ":")
+		same[parts[1]] = parts[0] == parts[1]
+	}
+	for _, p := range []string{"/var/lib/perfgate-agent", "/srv/models"} {
+		if !same[p] {
+			t.Errorf("compose: %s is not mounted from the same host path (%v)", p, compose.Services["agent"].Volumes)
+		}
+	}
+
+	b, err = os.ReadFile("kubernetes/agent.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ds map[string]any
+	if err := yaml.Unmarshal(b, &ds); err != nil {
+		t.Fatal(err)
+	}
+	pod := dig(ds, "spec", "template", "spec").(map[string]any)
+	host := map[string]string{}
+	for _, v := range pod["volumes"].([]any) {
+		v := v.(map[string]any)
+		if hp, ok := v["hostPath"].(map[string]any); ok {
+			host[v["name"].(string)] = hp["path"].(string)
+		}
+	}
+	checked := 0
+	for _, m := range pod["containers"].([]any)[0].(map[string]any)["volumeMounts"].([]any) {
+		m := m.(map[string]any)
+		path := m["mountPath"].(string)
+		if path != "/var/lib/perfgate-agent" && path != "/srv/models" {
+			continue
+		}
+		checked++
+		if host[m["name"].(string)] != path {
+			t.Errorf("kubernetes: %s comes from host path %q", path, host[m["name"].(string)])
+		}
+	}
+	if checked != 2 {
+		t.Errorf("kubernetes: %d of the state and models mounts found", checked)
+	}
+}

@@ -41,6 +41,11 @@ func runAgent(ctx context.Context, env *cliEnv, args []string) int {
 	memory := fs.String("engine-memory", "", "memory limit of an engine container (default: 3/4 of the host's memory)")
 	pids := fs.Int("engine-pids-limit", sandbox.DefaultPidsLimit, "processes and threads an engine container may have")
 	shm := fs.String("engine-shm-size", sandbox.DefaultShmSize, "/dev/shm of an engine container")
+	cpus := fs.String("engine-cpus", "", "CPU time an engine container may use, in CPUs (docker --cpus; default: the host's CPUs less two, left to the agent and the bench client)")
+	cpuset := fs.String("engine-cpuset", "", "pin each card's engine to host CPUs: GPU-UUID=0-15,GPU-UUID=16-31 (':' joins ranges inside one card's list: 0-7:32-39); cards not named are not pinned")
+	nofile := fs.Int("engine-nofile", sandbox.DefaultNoFile, "open-file ulimit of an engine container")
+	nproc := fs.Int("engine-nproc", sandbox.DefaultNProc, "process ulimit of an engine container (counted per user over the host; --engine-pids-limit bounds one container)")
+	logMax := fs.String("engine-log-max-size", sandbox.DefaultLogMaxSize, "what Docker keeps of an engine's output, per file (json-file, 2 files)")
 	fakeGPU := fs.String("fake-gpu", "", "FOR TESTING: use a simulated GPU with this UUID instead of NVML")
 	noGPUDevices := fs.Bool("no-gpu-devices", false, "FOR TESTING: start engine containers without --gpus (hosts without the NVIDIA runtime)")
 	useSim := fs.Bool("sim", false, "DEVELOPMENT ONLY: run every job on the built-in simulated engine instead of its configured engine")
@@ -84,6 +89,11 @@ func runAgent(ctx context.Context, env *cliEnv, args []string) int {
 		fs.Usage()
 		return 3
 	}
+	cpuSets, err := sandbox.ParseCPUSets(*cpuset)
+	if err != nil {
+		fmt.Fprintf(env.stderr, "perfgate agent: --engine-cpuset: %v\n", err)
+		return 3
+	}
 	size, err := parseBytes(*cacheSize)
 	if err != nil {
 		fmt.Fprintf(env.stderr, "perfgate agent: --cache-size: %v\n", err)
@@ -103,8 +113,9 @@ func runAgent(ctx context.Context, env *cliEnv, args []string) int {
 		Labels: splitList(*labels), GPUs: splitList(*gpus), WorkDir: *workDir, CacheDir: *cacheDir, CacheBytes: size,
 		ModelsDir: *models, AllowUncontained: *allowUncontained, EngineEnv: splitList(*engineEnv),
 		Docker: *docker, RelayBin: *relayBin, NoGPUDevices: *noGPUDevices,
-		Sandbox: sandbox.Policy{Memory: *memory, PidsLimit: *pids, ShmSize: *shm},
-		Log:     env.log, LogOutput: env.stderr,
+		Sandbox: sandbox.Policy{Memory: *memory, PidsLimit: *pids, ShmSize: *shm, CPUs: *cpus, CPUSets: cpuSets,
+			NoFile: *nofile, NProc: *nproc, LogMaxSize: *logMax},
+		Log: env.log, LogOutput: env.stderr,
 	}
 	if *allowUncontained {
 		env.log.Warn().Msg("--allow-uncontained: command engines run pull requests' code on this host outside any container")

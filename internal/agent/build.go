@@ -65,6 +65,13 @@ func (a *Agent) build(ctx context.Context, c *agentapi.ClaimResponse, p agentapi
 	if !contained && !a.cfg.AllowUncontained {
 		return "", fmt.Errorf("server.build %q runs the commit's code on the host: only `docker build` runs contained (with no network); start the agent with --allow-uncontained on a runner whose repositories you trust", strings.Join(argv, " "))
 	}
+	if contained {
+		// --network=none holds for RUN only: the daemon itself fetches
+		// ADD <url> and pulls missing images. Refuse those before building.
+		if err := sandbox.CheckBuild(argv[buildArgsAt(argv):], s.checkout.Dir, a.inspectImage(ctx)); err != nil {
+			return "", err
+		}
+	}
 	key := buildKey(argv, image)
 	recPath := filepath.Join(s.checkout.Home, "build-"+key+".json")
 	if rec, ok := a.cachedBuild(ctx, recPath); ok {
@@ -81,7 +88,7 @@ func (a *Agent) build(ctx context.Context, c *agentapi.ClaimResponse, p agentapi
 		return "", fmt.Errorf("build log: %w", err)
 	}
 	defer lf.Close()
-	tail := &tailWriter{max: 4 << 10}
+	tail := &tailWriter{max: buildTail}
 	bctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	cmd := exec.CommandContext(bctx, argv[0], argv[1:]...)
@@ -89,7 +96,10 @@ func (a *Agent) build(ctx context.Context, c *agentapi.ClaimResponse, p agentapi
 	allow := append(append([]string(nil), sandbox.CommandAllow...), a.cfg.EngineEnv...)
 	allow = append(allow, "DOCKER_HOST", "DOCKER_CONFIG", "DOCKER_CONTEXT", "DOCKER_CERT_PATH", "DOCKER_TLS_VERIFY", "DOCKER_BUILDKIT")
 	cmd.Env = sandbox.CommandEnv(os.Environ(), allow, p.Engine.Env)
-	out := io.MultiWriter(lf, tail, engineLogWriter{log.With().Str("source", "build").Logger()})
+	// What a build prints is the pull request's to choose: the log file and
+	// the job log keep at most buildLogLimit of it, the error the last
+	// buildTail bytes.
+	out := &cappedWriter{w: io.MultiWriter(lf, engineLogWriter{log.With().Str("source", "build").Logger()}), left: buildLogLimit, tail: tail}
 	cmd.Stdout, cmd.Stderr = out, out
 	// The whole group goes on timeout or cancel: a build spawns compilers.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -154,6 +164,67 @@ func containBuild(argv []string) ([]string, bool, error) {
 	}
 	out := append(append(append([]string(nil), argv[:at]...), "--network=none"), argv[at:]...)
 	return out, true, nil
+}
+
+// Build output limits: the log (file and job log), and the tail quoted in
+// a failure, which reaches the check run.
+const (
+	buildLogLimit = 1 << 20
+	buildTail     = 2 << 10
+)
+
+// buildArgsAt is where the arguments of a contained `docker … build` start
+// (after the inserted --network=none's subcommand).
+func buildArgsAt(argv []string) int {
+	if len(argv) > 2 && (argv[1] == "buildx" || argv[1] == "image") {
+		return 3
+	}
+	return 2
+}
+
+// inspectImage answers sandbox.CheckBuild: whether the daemon has ref, and
+// its ONBUILD triggers.
+func (a *Agent) inspectImage(ctx context.Context) sandbox.ImageInspector {
+	return func(ref string) (bool, []string, error) {
+		ictx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		out, err := exec.CommandContext(ictx, a.cfg.Docker, "image", "inspect", "--format", "{{json .Config.OnBuild}}", ref).CombinedOutput()
+		if err != nil {
+			if strings.Contains(strings.ToLower(string(out)), "no such image") {
+				return false, nil, nil
+			}
+			return false, nil, fmt.Errorf("docker image inspect: %w: %s", err, strings.TrimSpace(string(out)))
+		}
+		var on []string
+		if err := json.Unmarshal(out, &on); err != nil {
+			return false, nil, fmt.Errorf("docker image inspect %s: %w", ref, err)
+		}
+		return true, on, nil
+	}
+}
+
+// cappedWriter passes on the first left bytes, then a note that the rest
+// was dropped; tail sees everything.
+type cappedWriter struct {
+	w    io.Writer
+	left int
+	tail *tailWriter
+	cut  bool
+}
+
+func (c *cappedWriter) Write(p []byte) (int, error) {
+	c.tail.Write(p)
+	if c.left > 0 {
+		n := min(len(p), c.left)
+		c.left -= n
+		if _, err := c.w.Write(p[:n]); err != nil {
+			return 0, err
+		}
+	} else if !c.cut {
+		c.cut = true
+		fmt.Fprintf(c.w, "\n[perfgate: build output over %d bytes; the rest is not kept]\n", buildLogLimit)
+	}
+	return len(p), nil
 }
 
 func buildKey(argv []string, image string) string {

@@ -13,6 +13,7 @@ import (
 	"github.com/perfgate/perfgate/internal/agentapi"
 	"github.com/perfgate/perfgate/internal/engine"
 	"github.com/perfgate/perfgate/internal/gpu"
+	"github.com/perfgate/perfgate/internal/sandbox"
 	"github.com/perfgate/perfgate/internal/sim"
 )
 
@@ -83,6 +84,12 @@ func (a *Agent) startEngine(ctx context.Context, c *agentapi.ClaimResponse, p ag
 	}
 	if s.built != "" {
 		spec.Image = s.built // the build of this commit, on the pinned base
+	}
+	if spec.Image != "" && sandbox.InContainer() {
+		// The daemon mounts the checkout from the host's file system.
+		if err := sandbox.CheckHostPaths(ctx, a.cfg.Docker, sandbox.SelfContainer(), spec.Workdir, spec.ModelsDir); err != nil {
+			return nil, err
+		}
 	}
 	if spec.Image != "" {
 		relay, err := a.relayImage(ctx)

@@ -256,7 +256,7 @@ func (a *Agent) execute(ctx context.Context, c *agentapi.ClaimResponse, log zero
 				}
 			}(cur, rctx, rcancel)
 			if plan.Warmup > 0 {
-				w := a.benchOptions(plan, cur.BaseURL(), c, s)
+				w := a.benchOptions(plan, cur.BaseURL(), c, datasetSide(sides, s))
 				w.NumPrompts, w.Seed = plan.Warmup, w.Seed+1 // prompts of its own
 				log.Info().Int("requests", plan.Warmup).Msg("warm-up")
 				if _, err := bench.Run(rctx, w); err != nil {
@@ -268,7 +268,7 @@ func (a *Agent) execute(ctx context.Context, c *agentapi.ClaimResponse, log zero
 			}
 		}
 
-		opts := a.benchOptions(plan, cur.BaseURL(), c, s)
+		opts := a.benchOptions(plan, cur.BaseURL(), c, datasetSide(sides, s))
 		log.Info().Int("run", slot.RunIndex).Int("of", len(sched)).Str("side", slot.Side).Int("pair", slot.Pair).
 			Int("prompts", opts.NumPrompts).Msg("measured run")
 		sampler := gpu.NewSampler(dev, gpu.SamplerConfig{
@@ -340,10 +340,20 @@ func (a *Agent) openGPU(ctx context.Context, uuid string, log zerolog.Logger) (g
 	return dev, gpuInfo{info: info}
 }
 
+// datasetSide is the side whose checkout holds the workload's dataset when
+// s runs: the base side of an interleaved job, for both sides, so the head
+// of a pull request cannot make its own prompts shorter; s otherwise.
+func datasetSide(sides map[string]*side, s *side) *side {
+	if b := sides[agentapi.SideBase]; b != nil && b.checkout != nil {
+		return b
+	}
+	return s
+}
+
 // benchOptions are a run's bench options against target. A relative
-// dataset path is read from the commit's checkout (through an os.Root, so
-// a symlink in the pull request cannot point the agent at its own files),
-// or from the work directory when the job has no checkout.
+// dataset path is read from s's checkout (datasetSide; through an os.Root,
+// so a symlink in the pull request cannot point the agent at its own
+// files), or from the work directory when the job has no checkout.
 func (a *Agent) benchOptions(p agentapi.Plan, target string, c *agentapi.ClaimResponse, s *side) bench.Options {
 	w := p.Workload
 	path := w.DatasetPath

@@ -122,7 +122,7 @@ func (h *checkRunHandler) approveButton(ctx context.Context, client *github.Clie
 	}
 	if prHead != t.headSHA {
 		return answer(fmt.Sprintf("this check is about `%s`, but the pull request has moved on to `%s`; nothing was approved or run. Approve the new commit on its own check, or comment `/perf approve %s`.",
-			short(t.headSHA), short(prHead), short(prHead)))
+			short(t.headSHA), short(prHead), prHead))
 	}
 	cfg, ok, err := h.buttonConfig(ctx, client, t, tier, deliveryID, answer)
 	if !ok {

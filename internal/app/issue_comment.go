@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/google/go-github/v62/github"
 	"github.com/palantir/go-githubapp/githubapp"
@@ -82,7 +83,7 @@ func (h *issueCommentHandler) Handle(ctx context.Context, eventType, deliveryID 
 		log.Info().Msg("command refused: insufficient permission")
 		return reply(fmt.Sprintf("`%s` needs %s; you have %s access, so nothing was run.", usage(cmd), permissionWords(cmd.Permission), accessWord(a)))
 	}
-	msg, err := h.run(ctx, client, t, cmd, commenter, a, ev.GetComment().GetHTMLURL(), deliveryID)
+	msg, err := h.run(ctx, client, t, cmd, commenter, a, ev.GetComment().GetHTMLURL(), ev.GetComment().GetCreatedAt().Time, deliveryID)
 	if err != nil {
 		// The delivery is retried (a GitHub or store hiccup); the reply
 		// comes with the attempt that succeeds. One that cannot succeed
@@ -99,7 +100,7 @@ func (h *issueCommentHandler) Handle(ctx context.Context, eventType, deliveryID 
 }
 
 // run acts on a permitted command and returns the reply.
-func (h *issueCommentHandler) run(ctx context.Context, client *github.Client, t prTarget, cmd command.Command, by string, a access, commentURL, deliveryID string) (string, error) {
+func (h *issueCommentHandler) run(ctx context.Context, client *github.Client, t prTarget, cmd command.Command, by string, a access, commentURL string, commentedAt time.Time, deliveryID string) (string, error) {
 	switch cmd.Kind {
 	case command.Retest:
 		tier := Tier(cmd.Tier)
@@ -121,9 +122,15 @@ func (h *issueCommentHandler) run(ctx context.Context, client *github.Client, t 
 		}
 		// Bound to the commit the approver names: if the PR moved on, what
 		// they reviewed is not what would run.
-		if !strings.HasPrefix(t.headSHA, cmd.SHA) {
-			return fmt.Sprintf("`%s` is not this pull request's head commit (it is `%s` now), so nothing was approved or run. Review the new commit and approve it: `/perf approve %s`.",
-				cmd.SHA, short(t.headSHA), short(t.headSHA)), nil
+		var seen []SeenHead
+		hist, known := h.deps.Approvals.(HeadHistory)
+		if known && len(cmd.SHA) < len(t.headSHA) && strings.HasPrefix(t.headSHA, cmd.SHA) {
+			if seen, err = hist.Heads(ctx, t.fullName(), t.number); err != nil {
+				return "", fmt.Errorf("heads of %s#%d: %w", t.fullName(), t.number, err)
+			}
+		}
+		if refusal, ok := approvedHead(cmd.SHA, t.headSHA, seen, known, commentedAt); !ok {
+			return refusal, nil
 		}
 		refusal, ok, err := h.approve(ctx, t, cfg, by, a, "/perf approve")
 		if !ok {

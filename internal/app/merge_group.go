@@ -45,11 +45,57 @@ func (h *mergeGroupHandler) Handle(ctx context.Context, eventType, deliveryID st
 		installationID: installationID, owner: repo.GetOwner().GetLogin(), repo: repo.GetName(), number: pr,
 		headSHA: mg.GetHeadSHA(), baseSHA: mg.GetBaseSHA(), baseRef: mg.GetBaseRef(), defaultBranch: repo.GetDefaultBranch(),
 	}
-	// The merge group's head is a commit of this repository (GitHub made
-	// it from the queue), never a fork's: it runs without an approval.
 	cfg, state, err := h.loadConfig(ctx, client, t, TierMerge, deliveryID)
 	if state != configOK {
 		return err
 	}
+	// The merge group's head is a commit GitHub made in this repository,
+	// but it holds the queued pull request's code: a fork's code runs only
+	// as the fork policy lets it run anywhere — never under `forks:
+	// never`, and otherwise only when the pull request's head was approved.
+	if msg, ok, err := h.groupRuns(ctx, client, t, cfg); err != nil {
+		return err
+	} else if !ok {
+		return h.conclude(ctx, t, TierMerge, msg.verdict, msg.out, deliveryID)
+	}
 	return h.queueRun(ctx, h.runRequest(t, cfg, TierMerge, "merge_group", ev.GetSender().GetLogin(), deliveryID))
+}
+
+type groupRefusal struct {
+	verdict Verdict
+	out     Output
+}
+
+// groupRuns decides whether a merge group may run under the fork policy,
+// by the pull request its ref names (GitHub's
+// gh-readonly-queue/<base>/pr-<n>-<sha>). A group whose pull request
+// cannot be told runs nothing: it may hold a fork's code.
+func (h *mergeGroupHandler) groupRuns(ctx context.Context, client *github.Client, t prTarget, cfg RepoConfig) (groupRefusal, bool, error) {
+	if t.number == 0 {
+		return groupRefusal{VerdictWaiting, Output{Title: "Pull request not known",
+			Summary: "perfgate could not tell which pull request this merge group holds (its ref names none), so it did not run the group's code: it may be a fork's. Re-queue the pull request."}}, false, nil
+	}
+	repo := &github.Repository{Owner: &github.User{Login: &t.owner}, Name: &t.repo, FullName: github.String(t.fullName())}
+	pr, _, err := h.fetchPR(ctx, client, t.installationID, repo, t.number)
+	if err != nil {
+		return groupRefusal{}, false, err
+	}
+	if !pr.fork {
+		return groupRefusal{}, true, nil
+	}
+	st, err := h.forkStateOf(ctx, pr, cfg)
+	if err != nil {
+		return groupRefusal{}, false, err
+	}
+	switch st {
+	case forkNever:
+		return groupRefusal{VerdictSkipped, Output{Title: "Fork pull requests do not run here",
+			Summary: fmt.Sprintf("This merge group holds #%d, which comes from a fork, and this repository's `%s` (on `%s`) says `triggers.forks: never`: "+
+				"perfgate never runs a fork's code on its GPU runners, in a merge group either, so the group was not measured.", t.number, ConfigPath, cfg.Ref)}}, false, nil
+	case forkWaits:
+		return groupRefusal{VerdictWaiting, Output{Title: "Waiting for approval",
+			Summary: fmt.Sprintf("This merge group holds #%d, which comes from a fork, and nobody has approved running its head commit `%s`, so perfgate did not run the group. "+
+				"After reviewing it, %s can comment `/perf approve %s` on the pull request, then re-queue it.", t.number, pr.headSHA, approverWords(cfg.Forks), pr.headSHA)}}, false, nil
+	}
+	return groupRefusal{}, true, nil
 }

@@ -2,9 +2,11 @@ package app
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/google/go-github/v62/github"
 	"github.com/rs/zerolog"
@@ -12,8 +14,8 @@ import (
 
 // configRef is the branch whose .github/perfgate.yml governs t: the
 // repository's default branch, or the PR's base branch when that branch
-// is protected (its config then went through review, as the default
-// branch's does). Anyone with write access can open a PR against a branch
+// is protected in a way that puts its config through review (reviewed;
+// see reviewed). Anyone with write access can open a PR against a branch
 // they pushed themselves; a config written there must not relax the gate
 // or let a fork's code run.
 func (b *base) configRef(ctx context.Context, client *github.Client, t prTarget) (string, error) {
@@ -40,11 +42,64 @@ func (b *base) configRef(ctx context.Context, client *github.Client, t prTarget)
 	if err != nil {
 		return "", fmt.Errorf("is %s of %s protected: %w", baseBranch, t.fullName(), err)
 	}
-	if br.GetProtected() {
+	why, err := reviewed(ctx, client, t, baseBranch, br.GetProtected())
+	if err != nil {
+		return "", err
+	}
+	if why != "" {
+		zerolog.Ctx(ctx).Info().Str("base", baseBranch).Str("rule", why).Msg("base branch is protected by review: perfgate config read from it")
 		return baseBranch, nil
 	}
-	zerolog.Ctx(ctx).Info().Str("base", baseBranch).Str("default", def).Msg("base branch is not protected: perfgate config read from the default branch")
+	zerolog.Ctx(ctx).Info().Str("base", baseBranch).Str("default", def).Msg("base branch has no rule that reviews what lands on it: perfgate config read from the default branch")
 	return def, nil
+}
+
+// reviewed says which rule of branch makes what lands on it reviewed, or
+// "" for none. Only two kinds count, because only they stop a writer from
+// pushing a config of their own: a pull request with at least one
+// approving review required (classic protection or a ruleset's
+// pull_request rule), or pushes restricted to named people (classic
+// restrictions, a ruleset's update rule). A rule that only blocks force
+// pushes or deletions, or requires status checks, does not. Classic
+// protection is read only with the app's "Administration: read"
+// permission; without it (403) only rulesets count.
+func reviewed(ctx context.Context, client *github.Client, t prTarget, branch string, protected bool) (string, error) {
+	rules, resp, err := client.Repositories.GetRulesForBranch(ctx, t.owner, t.repo, branch)
+	if err != nil && (resp == nil || resp.StatusCode != http.StatusNotFound) {
+		return "", fmt.Errorf("rules of %s on %s: %w", branch, t.fullName(), err)
+	}
+	for _, r := range rules {
+		switch r.Type {
+		case "update":
+			return "ruleset: restrict updates", nil
+		case "pull_request":
+			var p struct {
+				Reviews int `json:"required_approving_review_count"`
+			}
+			if r.Parameters != nil && json.Unmarshal(*r.Parameters, &p) == nil && p.Reviews >= 1 {
+				return fmt.Sprintf("ruleset: pull request with %d approving review(s)", p.Reviews), nil
+			}
+		}
+	}
+	if !protected {
+		return "", nil
+	}
+	prot, resp, err := client.Repositories.GetBranchProtection(ctx, t.owner, t.repo, branch)
+	if resp != nil && (resp.StatusCode == http.StatusForbidden || resp.StatusCode == http.StatusNotFound) {
+		zerolog.Ctx(ctx).Info().Str("base", branch).Int("status", resp.StatusCode).
+			Msg("branch protection not readable (the app needs Administration: read): only rulesets count")
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("protection of %s on %s: %w", branch, t.fullName(), err)
+	}
+	if r := prot.GetRequiredPullRequestReviews(); r != nil && r.RequiredApprovingReviewCount >= 1 {
+		return fmt.Sprintf("branch protection: %d approving review(s)", r.RequiredApprovingReviewCount), nil
+	}
+	if prot.GetRestrictions() != nil {
+		return "branch protection: pushes restricted", nil
+	}
+	return "", nil
 }
 
 // forkState is whether a PR's commit may run on the runners.
@@ -112,7 +167,7 @@ func (b *base) concludeFork(ctx context.Context, t prTarget, tier Tier, st forkS
 		Title: "Waiting for approval",
 		Summary: fmt.Sprintf("This pull request comes from a fork. perfgate runs a fork's code on its GPU runners only after %s has reviewed the commit and approved it: "+
 			"press **Approve** on this check, or comment `/perf approve %s`. An approval is for commit `%s` only: a new push needs a new approval.",
-			approverWords(cfg.Forks), short(t.headSHA), short(t.headSHA)),
+			approverWords(cfg.Forks), t.headSHA, t.headSHA),
 	}, deliveryID)
 }
 
@@ -123,7 +178,7 @@ func notApprovedReply(t prTarget, st forkState, cfg RepoConfig) string {
 		return fmt.Sprintf("this pull request comes from a fork and this repository never runs a fork's code (`triggers.forks: never` in `%s` on `%s`), so nothing was run.", ConfigPath, cfg.Ref)
 	}
 	return fmt.Sprintf("commit `%s` comes from a fork and nobody has approved running it, so nothing was run. After reviewing it, %s can comment `/perf approve %s` or press **Approve** on the check; a new push needs a new approval.",
-		short(t.headSHA), approverWords(cfg.Forks), short(t.headSHA))
+		short(t.headSHA), approverWords(cfg.Forks), t.headSHA)
 }
 
 // approve records an approval of t's head commit by someone with role a,
@@ -206,4 +261,56 @@ func (b *base) mergeRun(ctx context.Context, t prTarget, cfg RepoConfig, trigger
 		return b.concludeFork(ctx, t, TierMerge, st, cfg, deliveryID)
 	}
 	return b.queueRun(ctx, b.runRequest(t, cfg, TierMerge, trigger, by, deliveryID))
+}
+
+// SeenHead is a commit perfgate recorded as a pull request's head, and
+// when it first did.
+type SeenHead struct {
+	SHA   string
+	First time.Time
+}
+
+// HeadHistory is what an Approvals may also know: the heads perfgate has
+// recorded for a pull request. Without it only a full SHA approves.
+type HeadHistory interface {
+	Heads(ctx context.Context, repo string, pr int) ([]SeenHead, error)
+}
+
+// approvedHead decides whether `/perf approve named`, commented at
+// commentedAt, approves head. A full SHA must be head. A shorter prefix
+// is taken only when it can name nothing but the head the approver saw:
+// perfgate recorded head as the PR's head before the comment was written,
+// and no other head of the PR it recorded shares the prefix — a prefix
+// is 28 bits, and a fork can grind a second commit to match it and push
+// that in place of the one reviewed. It returns the refusal otherwise.
+func approvedHead(named, head string, seen []SeenHead, known bool, commentedAt time.Time) (refusal string, ok bool) {
+	named = strings.ToLower(named)
+	if !strings.HasPrefix(head, named) {
+		return fmt.Sprintf("`%s` is not this pull request's head commit (it is `%s` now), so nothing was approved or run. Review the new commit and approve it: `/perf approve %s`.",
+			named, head, head), false
+	}
+	if len(named) == len(head) {
+		return "", true
+	}
+	again := fmt.Sprintf("Check that `%s` is the commit you reviewed and approve it by its full SHA: `/perf approve %s`.", head, head)
+	if !known {
+		return fmt.Sprintf("`%s` is a prefix, and this perfgate server approves only a full SHA, so nothing was approved or run. %s", named, again), false
+	}
+	var at time.Time
+	for _, h := range seen {
+		sha := strings.ToLower(h.SHA)
+		if sha == head {
+			if at.IsZero() || h.First.Before(at) {
+				at = h.First
+			}
+			continue
+		}
+		if strings.HasPrefix(sha, named) {
+			return fmt.Sprintf("`%s` names more than one commit this pull request has had as its head (`%s` and `%s`), so nothing was approved or run. %s", named, sha, head, again), false
+		}
+	}
+	if at.IsZero() || (!commentedAt.IsZero() && at.After(commentedAt)) {
+		return fmt.Sprintf("commit `%s` became this pull request's head after your comment was written (or perfgate has not recorded it yet), so `%s` may name another commit than the one you reviewed; nothing was approved or run. %s", head, named, again), false
+	}
+	return "", true
 }

@@ -8,14 +8,30 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/perfgate/perfgate/internal/githubtest"
 )
 
-// fakeApprovals remembers approved commits, as the store does.
+// fakeApprovals remembers approved commits, as the store does, and the
+// heads perfgate recorded for PR #17.
 type fakeApprovals struct {
 	mu       sync.Mutex
 	approved map[string]Approval
+	heads    []SeenHead
+}
+
+func (f *fakeApprovals) Heads(ctx context.Context, repo string, pr int) ([]SeenHead, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]SeenHead(nil), f.heads...), nil
+}
+
+// seen records sha as a head perfgate saw at at.
+func (f *fakeApprovals) seen(sha string, at time.Time) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.heads = append(f.heads, SeenHead{SHA: sha, First: at})
 }
 
 func (f *fakeApprovals) Approve(ctx context.Context, a Approval) error {
@@ -66,7 +82,8 @@ func (f *fakeAcks) Ack(ctx context.Context, a Ack) ([]Tier, error) {
 // triggers.forks: forks.
 func trustHarness(t *testing.T, forks string) (*harness, *fakeApprovals, *fakeAcks) {
 	t.Helper()
-	appr := &fakeApprovals{approved: map[string]Approval{}}
+	// The fork's head was recorded long before any comment of the tests.
+	appr := &fakeApprovals{approved: map[string]Approval{}, heads: []SeenHead{{SHA: headSHA, First: time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)}}}
 	acks := &fakeAcks{}
 	h := newHarness(t)
 	a, err := New(h.app.cfg, Deps{Dispatcher: h.disp, Inbox: h.inbox, Outbox: h.out, Appeals: h.appeals, Approvals: appr, Acks: acks})
@@ -263,13 +280,13 @@ func TestApprovalBoundToSHA(t *testing.T) {
 	}))
 	h.setPR(t, "pull_request/opened.fork.json", func(pr map[string]any) { pr["head"].(map[string]any)["sha"] = newSHA })
 	c := h.disp.Concluded()
-	if len(h.disp.Runs()) != 1 || len(c) != 1 || c[0].HeadSHA != newSHA || c[0].Verdict != VerdictWaiting || !strings.Contains(c[0].Output.Summary, "/perf approve ab12cd3") {
+	if len(h.disp.Runs()) != 1 || len(c) != 1 || c[0].HeadSHA != newSHA || c[0].Verdict != VerdictWaiting || !strings.Contains(c[0].Output.Summary, "/perf approve "+newSHA+"`") {
 		t.Fatalf("after a push: runs %+v, concluded %+v; want the new commit waiting for its own approval", h.disp.Runs(), c)
 	}
 
 	// Approving the old commit again does not approve the new one.
 	h.command(t, "monalisa", "/perf approve 9f4c3e1")
-	if reply := h.lastComment(t); !strings.Contains(reply, "is not this pull request's head commit (it is `ab12cd3` now)") {
+	if reply := h.lastComment(t); !strings.Contains(reply, "is not this pull request's head commit (it is `"+newSHA+"` now)") {
 		t.Errorf("reply = %q", reply)
 	}
 	// Nor does the Approve button on the old commit's check.
@@ -325,13 +342,42 @@ func TestForkMergeTier(t *testing.T) {
 }
 
 // The config is read from the default branch; a PR's base branch counts
-// only when it is protected. A writer who pushes a branch with a relaxed
-// .github/perfgate.yml and opens a PR against it gains nothing.
+// only when a rule puts what lands on it through review: required
+// approving reviews or restricted pushes, by classic protection or a
+// ruleset. A writer who pushes a branch with a relaxed .github/perfgate.yml
+// and opens a PR against it gains nothing — nor when the branch is
+// "protected" only against force pushes.
 func TestConfigFromNonProtectedBaseIgnored(t *testing.T) {
-	for _, protected := range []bool{false, true} {
-		t.Run(fmt.Sprintf("protected=%v", protected), func(t *testing.T) {
+	reviews := func(n int) map[string]any {
+		return map[string]any{"required_pull_request_reviews": map[string]any{"required_approving_review_count": n}}
+	}
+	for _, tc := range []struct {
+		name       string
+		protected  bool
+		protection map[string]any   // classic; nil answers 403
+		rules      []map[string]any // rulesets
+		trusted    bool
+	}{
+		{"unprotected", false, nil, nil, false},
+		{"protected, protection not readable", true, nil, nil, false},
+		{"protected against force pushes only", true, map[string]any{"allow_force_pushes": map[string]any{"enabled": false}}, nil, false},
+		{"protected with reviews not required", true, reviews(0), nil, false},
+		{"protected with a required review", true, reviews(1), nil, true},
+		{"protected with restricted pushes", true, map[string]any{"restrictions": map[string]any{"users": []any{}, "teams": []any{}}}, nil, true},
+		{"ruleset: no force pushes", false, nil, []map[string]any{{"type": "non_fast_forward"}}, false},
+		{"ruleset: pull request without reviews", false, nil, []map[string]any{{"type": "pull_request", "parameters": map[string]any{"required_approving_review_count": 0}}}, false},
+		{"ruleset: pull request with a review", false, nil, []map[string]any{{"type": "pull_request", "parameters": map[string]any{"required_approving_review_count": 1}}}, true},
+		{"ruleset: restrict updates", false, nil, []map[string]any{{"type": "update"}}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
 			h, _, _ := trustHarness(t, "maintainer")
-			h.gh.SetBranch(repoName, "release-2", headSHA, protected)
+			h.gh.SetBranch(repoName, "release-2", headSHA, tc.protected)
+			if tc.protection != nil {
+				h.gh.SetBranchProtection(repoName, "release-2", tc.protection)
+			}
+			if tc.rules != nil {
+				h.gh.SetBranchRules(repoName, "release-2", tc.rules)
+			}
 			// The base branch's config lets any writer approve a fork.
 			h.gh.SetContent(repoName, "release-2", ConfigPath, []byte("triggers:\n  forks: write\n"))
 			toRelease := func(pr map[string]any) { pr["base"].(map[string]any)["ref"] = "release-2" }
@@ -344,9 +390,9 @@ func TestConfigFromNonProtectedBaseIgnored(t *testing.T) {
 			for _, r := range h.gh.RequestsTo("GET", "/repos/acme/inference/contents/"+ConfigPath) {
 				refs[r.Query.Get("ref")] = true
 			}
-			if protected {
+			if tc.trusted {
 				if !refs["release-2"] || refs["main"] || len(h.disp.Runs()) != 1 || h.disp.Runs()[0].ConfigRef != "release-2" {
-					t.Errorf("protected base: config read at %v, runs %+v; want release-2's config (forks: write) to let the writer approve", refs, h.disp.Runs())
+					t.Errorf("reviewed base: config read at %v, runs %+v; want release-2's config (forks: write) to let the writer approve", refs, h.disp.Runs())
 				}
 				return
 			}
@@ -391,5 +437,131 @@ func TestAckCommand(t *testing.T) {
 	}
 	if a := acks.acks[len(acks.acks)-1]; a.By != "monalisa" || a.HeadSHA != headSHA || a.Reason != "runner noise this week" {
 		t.Errorf("ack = %+v", a)
+	}
+}
+
+// A prefix names a commit only when it can name nothing else: a fork that
+// grinds a second commit sharing the prefix of the one a maintainer
+// reviewed, and pushes it, gets nothing from `/perf approve <prefix>`. The
+// full SHA always names exactly one commit, and the waiting check offers
+// it.
+func TestApprovePrefixBoundToSeenHead(t *testing.T) {
+	const (
+		reviewed = "9f4c3e1000000000000000000000000000000000" // what the maintainer saw
+		ground   = headSHA                                    // same 7-hex prefix, pushed by the fork
+	)
+	commented := time.Date(2024, 5, 14, 10, 0, 0, 0, time.UTC) // the fixture comment's created_at
+	for _, tc := range []struct {
+		name    string
+		heads   []SeenHead
+		comment string
+		wantRun bool
+		reply   string
+	}{
+		{"prefix of the only head seen before the comment", []SeenHead{{ground, commented.Add(-time.Hour)}}, "/perf approve 9f4c3e1", true, "Approved commit"},
+		{"prefix shared with an earlier head", []SeenHead{{reviewed, commented.Add(-time.Hour)}, {ground, commented.Add(-time.Minute)}}, "/perf approve 9f4c3e1", false,
+			"names more than one commit this pull request has had as its head"},
+		{"head pushed after the comment", []SeenHead{{ground, commented.Add(time.Second)}}, "/perf approve 9f4c3e1a", false, "became this pull request's head after your comment"},
+		{"head not recorded yet", nil, "/perf approve 9f4c3e1", false, "became this pull request's head after your comment"},
+		{"full SHA of the head", []SeenHead{{reviewed, commented.Add(-time.Hour)}, {ground, commented.Add(time.Second)}}, "/perf approve " + strings.ToUpper(ground), true, "Approved commit"},
+		{"full SHA of the reviewed commit", []SeenHead{{reviewed, commented.Add(-time.Hour)}, {ground, commented.Add(-time.Minute)}}, "/perf approve " + reviewed, false, "is not this pull request's head commit"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h, appr, _ := trustHarness(t, "write")
+			appr.heads = tc.heads
+			h.command(t, "monalisa", tc.comment)
+			runs := h.disp.Runs()
+			if got := len(runs) == 1 && runs[0].HeadSHA == ground; got != tc.wantRun {
+				t.Fatalf("runs %+v, reply %q; want run %v", runs, h.lastComment(t), tc.wantRun)
+			}
+			if _, ok := appr.approved[repoName+"@"+ground]; ok != tc.wantRun {
+				t.Fatalf("approvals %+v; want the head approved %v", appr.list(), tc.wantRun)
+			}
+			reply := h.lastComment(t)
+			if !strings.Contains(reply, tc.reply) {
+				t.Fatalf("reply %q, want it to say %q", reply, tc.reply)
+			}
+			if !tc.wantRun && !strings.Contains(reply, "`/perf approve "+ground+"`") && !strings.Contains(reply, "`/perf approve "+headSHA+"`") {
+				t.Errorf("reply %q does not offer the full SHA", reply)
+			}
+		})
+	}
+}
+
+// Without a record of the heads it saw, the server takes only a full SHA.
+func TestApprovePrefixWithoutHeadHistory(t *testing.T) {
+	t.Parallel()
+	if _, ok := approvedHead("9f4c3e1", headSHA, nil, false, time.Time{}); ok {
+		t.Fatal("a prefix approved without a head history")
+	}
+	if _, ok := approvedHead(headSHA, headSHA, nil, false, time.Time{}); !ok {
+		t.Fatal("the full SHA refused")
+	}
+}
+
+// A merge group holds the queued pull request's code: a fork's runs only
+// as the fork policy lets it run anywhere.
+func TestMergeGroupForkPolicy(t *testing.T) {
+	for _, tc := range []struct {
+		name, forks string
+		fork        bool
+		approved    bool
+		verdict     Verdict // when nothing runs
+		says        string
+	}{
+		{"own branch runs", "never", false, false, "", ""},
+		{"fork under forks: never", "never", true, true, VerdictSkipped, "`triggers.forks: never`"},
+		{"unapproved fork head waits", "maintainer", true, false, VerdictWaiting, "/perf approve " + headSHA + "`"},
+		{"approved fork head runs", "maintainer", true, true, "", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h, appr, _ := trustHarness(t, tc.forks)
+			if !tc.fork {
+				h.setPR(t, "pull_request/opened.json", nil)
+			}
+			if tc.approved {
+				appr.approved[repoName+"@"+headSHA] = Approval{HeadSHA: headSHA}
+			}
+			h.deliverRaw(t, "merge_group", payload(t, "merge_group/checks_requested.json", nil))
+			runs, c := h.disp.Runs(), h.disp.Concluded()
+			if tc.verdict == "" {
+				if len(runs) != 1 || runs[0].HeadSHA != mergeSHA || len(c) != 0 {
+					t.Fatalf("runs %+v, concluded %+v; want the group run", runs, c)
+				}
+				return
+			}
+			if len(runs) != 0 || len(c) != 1 || c[0].HeadSHA != mergeSHA || c[0].Verdict != tc.verdict || !strings.Contains(c[0].Output.Summary, tc.says) {
+				t.Fatalf("runs %+v, concluded %+v; want %s saying %q", runs, c, tc.verdict, tc.says)
+			}
+		})
+	}
+}
+
+// The merge label on a fork's PR approves the head the labeled event
+// carries — the commit on the PR when the maintainer labelled it — even
+// when the PR has moved on by the time the event is handled, and a later
+// push waits for a new approval.
+func TestForkLabelApprovesHeadAtLabel(t *testing.T) {
+	h, appr, _ := trustHarness(t, "maintainer")
+	h.gh.SetContent(repoName, "main", ConfigPath, []byte("triggers:\n  forks: maintainer\n  merge_label: perfgate/merge-gate\n"))
+	h.gh.SetPermission(repoName, "monalisa", "write", "maintain")
+	// GitHub already has the next push when perfgate handles the label.
+	h.setPR(t, "pull_request/opened.fork.json", func(pr map[string]any) { pr["head"].(map[string]any)["sha"] = newSHA })
+	h.deliverRaw(t, "pull_request", payload(t, "pull_request/labeled.json", func(m map[string]any) {
+		m["pull_request"].(map[string]any)["head"].(map[string]any)["repo"].(map[string]any)["full_name"] = "forker/inference"
+		m["sender"].(map[string]any)["login"] = "monalisa"
+	}))
+	if runs := h.disp.Runs(); len(runs) != 1 || runs[0].HeadSHA != headSHA || runs[0].Tier != TierMerge {
+		t.Fatalf("runs %+v; want the merge tier on the labelled head", runs)
+	}
+	if l := appr.list(); len(l) != 1 || l[0].HeadSHA != headSHA {
+		t.Fatalf("approvals %+v; want the labelled head only", l)
+	}
+	h.deliverRaw(t, "pull_request", payload(t, "pull_request/opened.fork.json", func(m map[string]any) {
+		m["action"] = "synchronize"
+		m["pull_request"].(map[string]any)["head"].(map[string]any)["sha"] = newSHA
+	}))
+	if c := h.disp.Concluded(); len(h.disp.Runs()) != 1 || len(c) != 1 || c[0].HeadSHA != newSHA || c[0].Verdict != VerdictWaiting {
+		t.Fatalf("after a push: runs %+v, concluded %+v; want the new head waiting", h.disp.Runs(), c)
 	}
 }

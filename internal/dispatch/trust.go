@@ -28,6 +28,30 @@ func (s *Service) Approved(ctx context.Context, repo, sha string) (bool, error) 
 	return err == nil, err
 }
 
+// Heads implements app.HeadHistory: the commits perfgate recorded a check
+// of for the pull request, each with when it first did. A `/perf approve`
+// prefix is taken only when it names exactly one of them.
+func (s *Service) Heads(ctx context.Context, repo string, pr int) ([]app.SeenHead, error) {
+	runs, err := s.st.ListCheckRuns(ctx, repo, pr)
+	if err != nil {
+		return nil, err
+	}
+	first := map[string]int{}
+	var out []app.SeenHead
+	for _, cr := range runs {
+		i, ok := first[cr.HeadSHA]
+		if !ok {
+			first[cr.HeadSHA] = len(out)
+			out = append(out, app.SeenHead{SHA: cr.HeadSHA, First: cr.CreatedAt})
+			continue
+		}
+		if cr.CreatedAt.Before(out[i].First) {
+			out[i].First = cr.CreatedAt
+		}
+	}
+	return out, nil
+}
+
 // Ack implements app.Acks: every check of the pull request that its tier
 // holds as inconclusive (needs_ack) passes as inconclusive, with an audit
 // entry naming the maintainer — the head commit's, and a merge queue's

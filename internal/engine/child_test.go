@@ -275,6 +275,9 @@ func fakeDocker(args []string) int {
 		}
 		_ = os.Remove(filepath.Join(dir, last+".pid"))
 		fmt.Println(last)
+	case "image":
+		// No local images: a pinned digest is docker run's to pull.
+		return noSuch("image", last)
 	case "ps":
 		matches, _ := filepath.Glob(filepath.Join(dir, "*.pid"))
 		for _, m := range matches {

@@ -44,6 +44,61 @@ func (s *Server) stopContainer(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+// ResolveImage verifies a pinned image on the daemon before a run and
+// returns the local image ID to run:
+//   - sha256:<id>, a local image's ID (a build's, a `docker load`ed one):
+//     it must exist;
+//   - name@sha256:<digest> that the daemon knows by that repository digest
+//     (pulled from a registry): its ID;
+//   - name[:tag]@sha256:<id> where <id> is the ID `docker image inspect
+//     name[:tag]` shows (an image built or loaded on an air-gapped runner
+//     has no repository digest): the tag must still point at that ID, else
+//     the run is refused (the tag moved).
+//
+// An image the daemon does not have is returned as named, for `docker run`
+// to pull by its digest.
+func ResolveImage(ctx context.Context, dockerBinary, image string) (string, error) {
+	if dockerBinary == "" {
+		dockerBinary = "docker"
+	}
+	inspect := func(ref string) (string, bool, error) {
+		out, err := runDocker(ctx, dockerBinary, 30*time.Second, "image", "inspect", "--format", "{{.Id}}", ref)
+		if err != nil {
+			if strings.Contains(strings.ToLower(string(out)), "no such image") {
+				return "", false, nil
+			}
+			return "", false, fmt.Errorf("docker image inspect %s: %w: %s", ref, err, trimOutput(out))
+		}
+		return strings.TrimSpace(string(out)), true, nil
+	}
+	if strings.HasPrefix(image, "sha256:") {
+		id, ok, err := inspect(image)
+		if err != nil {
+			return "", err
+		}
+		if !ok || id != image {
+			return "", fmt.Errorf("image %s is not on this runner: a local image ID names an image built or loaded here (docker load, docker build)", image)
+		}
+		return id, nil
+	}
+	id, ok, err := inspect(image)
+	if err != nil {
+		return "", err
+	}
+	if ok {
+		return id, nil
+	}
+	name, pin, _ := strings.Cut(image, "@")
+	id, ok, err = inspect(name)
+	if err != nil || !ok {
+		return image, err // not here: docker run pulls it by digest
+	}
+	if id != pin {
+		return "", fmt.Errorf("image %s: %s is now image %s, not the pinned %s (the tag moved); pin the image you mean: %s@%s", image, name, id, pin, name, id)
+	}
+	return id, nil
+}
+
 // containerPID is the host PID of the container's init process, so the GPU
 // sampler can tell the engine's processes from foreign ones.
 func (s *Server) containerPID(ctx context.Context) int {

@@ -80,6 +80,12 @@ func Start(ctx context.Context, spec Spec, log zerolog.Logger) (*Server, error) 
 	}
 	var err error
 	if spec.Image != "" {
+		// Verified before each run: a tag pinned to a local ID must still
+		// point at it, and the container runs the ID.
+		if spec.Image, err = ResolveImage(ctx, spec.DockerBinary, spec.Image); err != nil {
+			return nil, err
+		}
+		s.spec = spec
 		if s.argv, err = spec.dockerArgv(); err != nil {
 			return nil, fmt.Errorf("engine args: %w", err)
 		}
@@ -102,7 +108,9 @@ func Start(ctx context.Context, spec Spec, log zerolog.Logger) (*Server, error) 
 	}
 	var out io.Writer = s.logs
 	if spec.Output != nil {
-		out = io.MultiWriter(s.logs, forgiving{spec.Output})
+		// The engine's output is the pull request's to choose: Output (the
+		// job log, the agent's log) gets the first OutputLimit bytes.
+		out = io.MultiWriter(s.logs, forgiving{&capWriter{w: spec.Output, left: spec.OutputLimit}})
 	}
 	s.cmd.Stdout, s.cmd.Stderr = out, out
 	s.cmd.SysProcAttr = procAttr()
@@ -158,7 +166,12 @@ func (s *Server) publish(ctx context.Context) error {
 	defer cancel()
 	ip, err := s.net.EngineAddr(actx, ContainerName(s.spec.JobID), s.exited)
 	if err != nil {
-		return fmt.Errorf("engine container: %w; last output:\n%s", err, s.logs.Tail(tailLines))
+		tail := s.logs.Tail(tailLines)
+		if strings.Contains(tail, "error setting rlimit") {
+			// runc's words for a ulimit above what the daemon may grant.
+			err = fmt.Errorf("%w (the engine's ulimits exceed what the Docker daemon may grant: lower the agent's --engine-nofile or --engine-nproc)", err)
+		}
+		return fmt.Errorf("engine container: %w; last output:\n%s", err, tail)
 	}
 	for try := 0; ; try++ {
 		err = s.net.StartRelay(ctx, ip, s.spec.ContainerPort, s.port)

@@ -34,7 +34,7 @@ func TestDockerArgv(t *testing.T) {
 		GPUUUID: "GPU-5a1b2c3d-0000-1111-2222-333344445555", JobID: "42/merge", Agent: "host-a",
 		Env:     map[string]string{"VLLM_LOGGING_LEVEL": "INFO", "A": "1"},
 		Workdir: "/var/cache/perfgate/abc/tree", SHA: "abc", ModelsDir: "/srv/models", RelayImage: "sha256:relay",
-		Sandbox: sandbox.Policy{Memory: "64g"},
+		Sandbox: sandbox.Policy{Memory: "64g", CPUs: "12", NoFile: 65536, CPUSets: map[string]string{"GPU-5a1b2c3d-0000-1111-2222-333344445555": "0-11"}},
 	}.withDefaults()
 	if err := s.validate(); err != nil {
 		t.Fatal(err)
@@ -52,6 +52,10 @@ func TestDockerArgv(t *testing.T) {
 		"--pids-limit", "16384",
 		"--memory", "64g", "--memory-swap", "64g",
 		"--shm-size", "16g",
+		"--cpus", "12",
+		"--ulimit", "nofile=65536:65536", "--ulimit", "nproc=65536:65536", "--ulimit", "core=0:0",
+		"--log-driver", "json-file", "--log-opt", "max-size=10m", "--log-opt", "max-file=2",
+		"--cpuset-cpus", "0-11",
 		"--gpus", `"device=GPU-5a1b2c3d-0000-1111-2222-333344445555"`,
 		"--mount", "type=bind,source=/var/cache/perfgate/abc/tree,target=/workspace,readonly",
 		"--mount", "type=bind,source=/srv/models,target=/models,readonly",

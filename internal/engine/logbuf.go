@@ -2,8 +2,36 @@ package engine
 
 import (
 	"bytes"
+	"fmt"
+	"io"
 	"sync"
 )
+
+// capWriter passes on the first left bytes written to it, then one note
+// that the rest was dropped.
+type capWriter struct {
+	mu   sync.Mutex
+	w    io.Writer
+	left int64
+	cut  bool
+}
+
+func (c *capWriter) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case c.left > 0:
+		n := min(int64(len(p)), c.left)
+		c.left -= n
+		if _, err := c.w.Write(p[:n]); err != nil {
+			return 0, err
+		}
+	case !c.cut:
+		c.cut = true
+		fmt.Fprintln(c.w, "[perfgate: the engine's output reached its limit; the rest is not copied here (its last part stays in the engine's in-memory tail)]")
+	}
+	return len(p), nil
+}
 
 // ringBuffer keeps the last limit bytes written to it. An engine can log
 // for hours; the tail is what explains a failure.

@@ -22,6 +22,7 @@ const (
 	DefaultStopGrace     = 30 * time.Second
 	DefaultContainerPort = 8000 // vLLM's OpenAI server inside its image
 	DefaultLogLimit      = 1 << 20
+	DefaultOutputLimit   = 8 << 20
 )
 
 // Spec says how to run one inference server for one job. It comes from the
@@ -30,8 +31,10 @@ const (
 // caller's job; Start trusts its Spec.
 type Spec struct {
 	// Image runs the server in Docker, inside the sandbox: name@sha256:
-	// <digest>, or a local image's id sha256:<digest> (what a build step
-	// made). Tags are refused because they move.
+	// <repository digest>, a local image's ID sha256:<id> (what a build
+	// step made, a `docker load`ed image), or a local tag pinned to its ID,
+	// name:tag@sha256:<id> (ResolveImage verifies it before each run).
+	// Bare tags are refused because they move.
 	Image string
 	// Command runs the server as a process instead, outside any container:
 	// an argv template (see TemplateData) rendered element by element and
@@ -79,6 +82,9 @@ type Spec struct {
 	// LogLimit bounds the captured output kept in memory (the tail);
 	// DefaultLogLimit when 0.
 	LogLimit int
+	// OutputLimit bounds what Output receives (then a note says the rest
+	// was dropped); DefaultOutputLimit when 0.
+	OutputLimit int64
 }
 
 // digestRef is an image pinned by content: name@sha256:<64 hex>, or a
@@ -110,6 +116,9 @@ func (s Spec) withDefaults() Spec {
 	if s.LogLimit <= 0 {
 		s.LogLimit = DefaultLogLimit
 	}
+	if s.OutputLimit <= 0 {
+		s.OutputLimit = DefaultOutputLimit
+	}
 	return s
 }
 
@@ -124,7 +133,7 @@ func (s Spec) validate() error {
 	}
 	if s.Image != "" {
 		if !digestRef.MatchString(s.Image) {
-			errs = append(errs, fmt.Errorf("image %q is not pinned by digest: use name@sha256:<64 hex digits> (docker images --digests shows it); a tag can move between runs", s.Image))
+			errs = append(errs, fmt.Errorf("image %q is not pinned by digest or local ID: use name@sha256:<repository digest> (docker images --digests), a local image ID sha256:<id>, or a local tag pinned to its ID, name:tag@sha256:<id> (docker image inspect --format {{.Id}} name:tag); a bare tag can move between runs", s.Image))
 		}
 		if s.GPUUUID == "" && !s.NoGPU {
 			errs = append(errs, errors.New("image engine needs a GPU UUID: a container must not get every GPU"))
@@ -185,6 +194,7 @@ func (s Spec) dockerArgv() ([]string, error) {
 	if !s.NoGPU {
 		c.GPU = s.GPUUUID
 	}
+	c.Card = s.GPUUUID
 	if s.Workdir != "" {
 		c.Mounts = append(c.Mounts, sandbox.Mount{Source: s.Workdir, Target: sandbox.Workspace})
 		c.Workdir = sandbox.Workspace

@@ -26,9 +26,57 @@ func (s *Server) SetBranch(repo, branch, sha string, protected bool) {
 	st.branches[branch] = branchState{sha: sha, protected: protected}
 }
 
+// SetBranchProtection gives a protected branch its classic protection,
+// the body of GET /repos/{owner}/{repo}/branches/{branch}/protection
+// (required_pull_request_reviews, restrictions, …). A protected branch
+// without one answers that endpoint 403, as GitHub does to an app without
+// the administration permission.
+func (s *Server) SetBranchProtection(repo, branch string, protection map[string]any) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.repoState(repo)
+	if st.branches == nil {
+		st.branches = map[string]branchState{}
+	}
+	b := st.branches[branch]
+	b.protection = protection
+	st.branches[branch] = b
+}
+
+// SetBranchRules sets the active ruleset rules of a branch, the body of
+// GET /repos/{owner}/{repo}/rules/branches/{branch} ([] unless set).
+func (s *Server) SetBranchRules(repo, branch string, rules []map[string]any) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.repoState(repo)
+	if st.branches == nil {
+		st.branches = map[string]branchState{}
+	}
+	b := st.branches[branch]
+	b.rules = rules
+	st.branches[branch] = b
+}
+
 type branchState struct {
-	sha       string
-	protected bool
+	sha        string
+	protected  bool
+	protection map[string]any
+	rules      []map[string]any
+}
+
+// getBranchRules answers "get rules for a branch".
+func (s *Server) getBranchRules(w http.ResponseWriter, r *http.Request) {
+	repo, name := repoOf(r), strings.TrimSuffix(r.PathValue("branch"), "/")
+	s.mu.Lock()
+	var rules []map[string]any
+	if st := s.repos[repo]; st != nil {
+		rules = st.branches[name].rules
+	}
+	s.mu.Unlock()
+	if rules == nil {
+		rules = []map[string]any{}
+	}
+	writeJSON(w, http.StatusOK, rules)
 }
 
 // repoState returns repo's state, creating it; s.mu is held.
@@ -55,6 +103,7 @@ func (st *repoState) defaultBranchName() string {
 // the protected flag; 404 for a branch the repository does not have.
 func (s *Server) getBranch(w http.ResponseWriter, r *http.Request) {
 	repo, name := repoOf(r), strings.TrimSuffix(r.PathValue("branch"), "/")
+	name, protection := strings.CutSuffix(name, "/protection")
 	s.mu.Lock()
 	st := s.repos[repo]
 	b, ok := branchState{}, false
@@ -67,6 +116,17 @@ func (s *Server) getBranch(w http.ResponseWriter, r *http.Request) {
 	s.mu.Unlock()
 	if !ok {
 		writeError(w, http.StatusNotFound, "Branch not found")
+		return
+	}
+	if protection {
+		switch {
+		case !b.protected:
+			writeError(w, http.StatusNotFound, "Branch not protected")
+		case b.protection == nil:
+			writeError(w, http.StatusForbidden, "Resource not accessible by integration")
+		default:
+			writeJSON(w, http.StatusOK, b.protection)
+		}
 		return
 	}
 	out := map[string]any{

@@ -56,6 +56,7 @@ func (s *Server) issueRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /repos/{owner}/{repo}/issues", s.auth(s.listIssues))
 	mux.HandleFunc("GET /repos/{owner}/{repo}", s.auth(s.getRepo))
 	mux.HandleFunc("GET /repos/{owner}/{repo}/branches/{branch...}", s.auth(s.getBranch))
+	mux.HandleFunc("GET /repos/{owner}/{repo}/rules/branches/{branch...}", s.auth(s.getBranchRules))
 	mux.HandleFunc("GET /repos/{owner}/{repo}/installation", s.getRepoInstallation)
 }
 

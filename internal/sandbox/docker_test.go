@@ -118,6 +118,11 @@ type report struct {
 	WriteTmp       string            `json:"write_tmp"`
 	Env            []string          `json:"env"`
 	TokenFoundIn   []string          `json:"token_found_in"`
+	NoFile         string            `json:"nofile"`
+	NProc          string            `json:"nproc"`
+	Core           string            `json:"core"`
+	CPUQuota       string            `json:"cpu_quota"`
+	CPUsAllowed    string            `json:"cpus_allowed"`
 	CapEff         string            `json:"cap_eff"`
 	NoNewPrivs     string            `json:"no_new_privs"`
 	Routes         []string          `json:"routes"`
@@ -364,4 +369,66 @@ func BenchmarkEngineStart(b *testing.B) {
 		}
 		b.ReportMetric(float64(total.Milliseconds())/float64(b.N), "ms/start")
 	})
+}
+
+// TestEngineLimits: an engine container is bounded where a measurement
+// and the host need it, seen from inside: its CPU quota and the CPUs of
+// its card, its open-file, process and core ulimits; and what Docker
+// keeps of its output stays under the log cap however much it writes.
+func TestEngineLimits(t *testing.T) {
+	needDocker(t)
+	engineImage, _ := buildImages(t)
+	p := sandbox.Policy{Memory: "512m", CPUs: "1", CPUSets: map[string]string{"GPU-limits-test": "0"},
+		NoFile: 4096, NProc: 50000, LogMaxSize: "1m", LogMaxFiles: 2}
+	name := "perfgate-limits-test-" + randomToken(t)[4:12]
+	argv := p.RunArgv(sandbox.Container{Name: name, Job: name, Agent: "limits-test", Network: "none", Image: engineImage, Card: "GPU-limits-test",
+		Args: []string{"--spew", "8000000"}})
+	// Detached, with the probe as the entrypoint: it writes 8 MB and
+	// lingers so its limits and its log can be read.
+	img := -1
+	for i, a := range argv {
+		if a == engineImage {
+			img = i
+		}
+	}
+	argv = append(append(append([]string{"run", "--detach"}, argv[1:img]...), "--entrypoint", "/probe"), argv[img:]...)
+	if out, err := exec.Command("docker", argv...).CombinedOutput(); err != nil {
+		t.Fatalf("docker %v: %v\n%s", argv, err, out)
+	}
+	t.Cleanup(func() { _ = exec.Command("docker", "rm", "-f", name).Run() })
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	for exec.CommandContext(ctx, "docker", "exec", name, "/probe", "--exists", "/tmp/spew-done").Run() != nil {
+		if ctx.Err() != nil {
+			t.Fatal("the probe never finished writing")
+		}
+	}
+	r := probe(t, name, "", nil)
+	for what, got := range map[string][2]string{
+		"nofile":       {r.NoFile, "4096:4096"},
+		"nproc":        {r.NProc, "50000:50000"},
+		"core":         {r.Core, "0:0"},
+		"cpu quota":    {r.CPUQuota, "100000/100000"},
+		"cpus allowed": {r.CPUsAllowed, "0"},
+	} {
+		if got[0] != got[1] {
+			t.Errorf("%s inside the engine = %q, want %q", what, got[0], got[1])
+		}
+	}
+	out, err := exec.Command("docker", "inspect", "--format", "{{.LogPath}}", name).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	logPath := strings.TrimSpace(string(out))
+	var total int64
+	files, _ := filepath.Glob(logPath + "*")
+	for _, f := range files {
+		if fi, err := os.Stat(f); err == nil {
+			total += fi.Size()
+		}
+	}
+	t.Logf("the engine wrote 8 MB; Docker keeps %d bytes in %d files", total, len(files))
+	if total > 3<<20 || total < 512<<10 {
+		t.Errorf("Docker's log of the engine holds %d bytes in %v; want between 0.5 MiB and the 2×1 MiB cap (plus slack)", total, files)
+	}
 }

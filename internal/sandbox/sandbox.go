@@ -20,6 +20,8 @@ package sandbox
 import (
 	"fmt"
 	"os"
+	"regexp"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -52,6 +54,19 @@ type Policy struct {
 	Memory    string // memory and memory+swap limit (docker units); DefaultMemory()
 	ShmSize   string // /dev/shm; DefaultShmSize (engines share tensors through it)
 	Scratch   string // size of the /tmp tmpfs; DefaultScratch
+	// CPUs bounds the engine's CPU time (docker --cpus); DefaultCPUs().
+	// CPUSets pins the engine of a card to host CPUs (--cpuset-cpus), by
+	// the card's UUID: the cores near the card, and apart from the bench
+	// client's and the other cards' engines.
+	CPUs    string
+	CPUSets map[string]string
+	// NoFile and NProc are the engine's open-file and process ulimits
+	// (soft = hard); DefaultNoFile, DefaultNProc. Core dumps are off.
+	NoFile, NProc int
+	// LogMaxSize and LogMaxFiles cap what Docker keeps of the engine's
+	// output (json-file driver); DefaultLogMaxSize, DefaultLogMaxFiles.
+	LogMaxSize  string
+	LogMaxFiles int
 }
 
 // Policy defaults.
@@ -60,7 +75,23 @@ const (
 	DefaultPidsLimit = 16384         // vLLM's workers and their threads count too
 	DefaultShmSize   = "16g"
 	DefaultScratch   = "16g"
+	// DefaultNoFile is the engine's open-file limit, lowered to the
+	// agent's own hard limit where that is smaller (a container cannot be
+	// given more than the host allows: runc refuses to start it).
+	DefaultNoFile = 65536
+	// DefaultNProc counts every process of the engine's uid on the host
+	// (all engine containers share it), so it sits above two pids limits;
+	// --pids-limit is the per-container bound.
+	DefaultNProc       = 4 * DefaultPidsLimit
+	DefaultLogMaxSize  = "10m"
+	DefaultLogMaxFiles = 2
 )
+
+// DefaultCPUs leaves two of the host's CPUs to the agent and the bench
+// client, which run beside the engine and are part of the measurement.
+func DefaultCPUs() string {
+	return strconv.Itoa(max(1, runtime.NumCPU()-2))
+}
 
 // WithDefaults fills the zero fields.
 func (p Policy) WithDefaults() Policy {
@@ -79,8 +110,47 @@ func (p Policy) WithDefaults() Policy {
 	if p.Scratch == "" {
 		p.Scratch = DefaultScratch
 	}
+	if p.CPUs == "" {
+		p.CPUs = DefaultCPUs()
+	}
+	if p.NoFile <= 0 {
+		p.NoFile = DefaultNoFile
+		if h := hardNoFile(); h > 0 && h < uint64(p.NoFile) {
+			p.NoFile = int(h)
+		}
+	}
+	if p.NProc <= 0 {
+		p.NProc = DefaultNProc
+	}
+	if p.LogMaxSize == "" {
+		p.LogMaxSize = DefaultLogMaxSize
+	}
+	if p.LogMaxFiles <= 0 {
+		p.LogMaxFiles = DefaultLogMaxFiles
+	}
 	return p
 }
+
+// ParseCPUSets reads UUID=CPUS,UUID=CPUS (the agent's --engine-cpuset);
+// CPUS is a cpuset list such as 0-15 or 0-7:16-23 (":" stands for ","
+// inside one card's list, as the flag itself is comma-separated).
+func ParseCPUSets(s string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, kv := range strings.Split(s, ",") {
+		if strings.TrimSpace(kv) == "" {
+			continue
+		}
+		k, v, ok := strings.Cut(kv, "=")
+		v = strings.ReplaceAll(strings.TrimSpace(v), ":", ",")
+		if !ok || strings.TrimSpace(k) == "" || !cpusetList.MatchString(v) {
+			return nil, fmt.Errorf("engine cpuset %q: want GPU-UUID=CPUS, e.g. GPU-1a2b…=0-15", kv)
+		}
+		out[strings.TrimSpace(k)] = v
+	}
+	return out, nil
+}
+
+var cpusetList = regexp.MustCompile(`^[0-9]+(-[0-9]+)?(,[0-9]+(-[0-9]+)?)*$`)
 
 // DefaultMemory is three quarters of the host's memory, so a runaway
 // engine is killed before the agent and the host are.
@@ -120,6 +190,9 @@ type Container struct {
 	// GPU is the card's UUID; "" runs without --gpus (hosts without the
 	// NVIDIA runtime: tests).
 	GPU string
+	// Card is the card the engine measures on, for its CPU pinning
+	// (Policy.CPUSets), set even when GPU is not.
+	Card string
 }
 
 // RunArgv is the `docker run` arguments (after the docker binary) that run
@@ -141,6 +214,20 @@ func (p Policy) RunArgv(c Container) []string {
 		"--memory", p.Memory,
 		"--memory-swap", p.Memory,
 		"--shm-size", p.ShmSize,
+		"--cpus", p.CPUs,
+		"--ulimit", fmt.Sprintf("nofile=%d:%d", p.NoFile, p.NoFile),
+		"--ulimit", fmt.Sprintf("nproc=%d:%d", p.NProc, p.NProc),
+		"--ulimit", "core=0:0",
+		"--log-driver", "json-file",
+		"--log-opt", "max-size=" + p.LogMaxSize,
+		"--log-opt", "max-file=" + strconv.Itoa(p.LogMaxFiles),
+	}
+	card := c.Card
+	if card == "" {
+		card = c.GPU
+	}
+	if set := p.CPUSets[card]; set != "" {
+		argv = append(argv, "--cpuset-cpus", set)
 	}
 	if c.GPU != "" {
 		// The quotes are part of the value: --gpus parses CSV, and a quoted

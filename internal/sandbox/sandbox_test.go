@@ -91,3 +91,35 @@ func TestRelay(t *testing.T) {
 		t.Fatal("relay did not stop with its context")
 	}
 }
+
+// The engine's limits are on its command line: CPU quota, the card's
+// cpuset (by the card, with or without --gpus), ulimits, a capped log.
+func TestRunArgvLimits(t *testing.T) {
+	t.Parallel()
+	sets, err := sandbox.ParseCPUSets("GPU-a=0-15,GPU-b=16-23:48-55")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sets["GPU-a"] != "0-15" || sets["GPU-b"] != "16-23,48-55" {
+		t.Fatalf("cpusets %v", sets)
+	}
+	for _, bad := range []string{"GPU-a", "GPU-a=x", "=1"} {
+		if _, err := sandbox.ParseCPUSets(bad); err == nil {
+			t.Errorf("ParseCPUSets(%q) accepted", bad)
+		}
+	}
+	p := sandbox.Policy{Memory: "1g", CPUs: "8", CPUSets: sets, NoFile: 1024, NProc: 2048, LogMaxSize: "5m", LogMaxFiles: 3}
+	line := strings.Join(p.RunArgv(sandbox.Container{Name: "n", Network: "x", Image: "i", Card: "GPU-b"}), " ")
+	for _, want := range []string{"--cpus 8", "--cpuset-cpus 16-23,48-55", "--ulimit nofile=1024:1024", "--ulimit nproc=2048:2048", "--ulimit core=0:0",
+		"--log-driver json-file", "--log-opt max-size=5m", "--log-opt max-file=3"} {
+		if !strings.Contains(line, want+" ") {
+			t.Errorf("run line lacks %q: %s", want, line)
+		}
+	}
+	if other := strings.Join(p.RunArgv(sandbox.Container{Name: "n", Network: "x", Image: "i", Card: "GPU-c"}), " "); strings.Contains(other, "--cpuset-cpus") {
+		t.Errorf("a card without a cpuset is pinned: %s", other)
+	}
+	if def := strings.Join(sandbox.Policy{}.RunArgv(sandbox.Container{Name: "n", Network: "x", Image: "i"}), " "); !strings.Contains(def, "--cpus "+sandbox.DefaultCPUs()+" ") {
+		t.Errorf("no default CPU bound: %s", def)
+	}
+}

@@ -392,6 +392,9 @@ func (f *forward) Approve(ctx context.Context, a app.Approval) error { return f.
 func (f *forward) Approved(ctx context.Context, repo, sha string) (bool, error) {
 	return f.s.Approved(ctx, repo, sha)
 }
+func (f *forward) Heads(ctx context.Context, repo string, pr int) ([]app.SeenHead, error) {
+	return f.s.Heads(ctx, repo, pr)
+}
 func (f *forward) Ack(ctx context.Context, a app.Ack) ([]app.Tier, error) { return f.s.Ack(ctx, a) }
 func (f *forward) Profile(ctx context.Context, r app.ProfileRequest) (app.ProfileQueued, error) {
 	return f.s.Profile(ctx, r)

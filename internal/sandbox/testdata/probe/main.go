@@ -7,12 +7,14 @@ import (
 	"bytes"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"io/fs"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -30,13 +32,37 @@ type report struct {
 	Routes         []string          `json:"routes"` // destination/mask via gateway, of every IPv4 route
 	DockerSocket   bool              `json:"docker_socket"`
 	Workspace      []string          `json:"workspace"`
+	// Limits: the ulimits (soft:hard), the CPU quota (quota/period, of
+	// cgroup v2 or v1) and the CPUs the process may run on.
+	NoFile      string `json:"nofile"`
+	NProc       string `json:"nproc"`
+	Core        string `json:"core"`
+	CPUQuota    string `json:"cpu_quota"`
+	CPUsAllowed string `json:"cpus_allowed"`
 }
 
 func main() {
 	token := flag.String("token", "", "a secret that must be nowhere in the container")
 	dial := flag.String("dial", "", "comma-separated host:port to try")
 	gwPorts := flag.String("gateway-ports", "", "comma-separated ports to try on every route's gateway")
+	spew := flag.Int("spew", 0, "write this many bytes of output, then linger, and report nothing (the log-cap test)")
+	exists := flag.String("exists", "", "exit 0 when this file exists, 1 when not, and report nothing")
 	flag.Parse()
+	if *exists != "" {
+		if _, err := os.Stat(*exists); err != nil {
+			os.Exit(1)
+		}
+		return
+	}
+	if *spew > 0 {
+		line := []byte(strings.Repeat("x", 1023) + "\n")
+		for n := 0; n < *spew; n += len(line) {
+			os.Stdout.Write(line)
+		}
+		_ = os.WriteFile("/tmp/spew-done", nil, 0o644)
+		time.Sleep(10 * time.Minute)
+		return
+	}
 	r := report{UID: os.Getuid(), Dials: map[string]string{}, Env: os.Environ()}
 	targets := strings.Split(*dial, ",")
 	if f, err := os.Open("/proc/net/route"); err == nil {
@@ -94,6 +120,21 @@ func main() {
 				r.CapEff = strings.TrimSpace(v)
 			case "NoNewPrivs":
 				r.NoNewPrivs = strings.TrimSpace(v)
+			case "Cpus_allowed_list":
+				r.CPUsAllowed = strings.TrimSpace(v)
+			}
+		}
+	}
+	r.NoFile, r.NProc, r.Core = rlimit(syscall.RLIMIT_NOFILE), rlimit(6 /* RLIMIT_NPROC */), rlimit(syscall.RLIMIT_CORE)
+	if b, err := os.ReadFile("/sys/fs/cgroup/cpu.max"); err == nil {
+		r.CPUQuota = strings.Replace(strings.TrimSpace(string(b)), " ", "/", 1)
+	} else {
+		for _, dir := range []string{"/sys/fs/cgroup/cpu", "/sys/fs/cgroup/cpu,cpuacct"} {
+			q, err1 := os.ReadFile(dir + "/cpu.cfs_quota_us")
+			p, err2 := os.ReadFile(dir + "/cpu.cfs_period_us")
+			if err1 == nil && err2 == nil {
+				r.CPUQuota = strings.TrimSpace(string(q)) + "/" + strings.TrimSpace(string(p))
+				break
 			}
 		}
 	}
@@ -131,6 +172,14 @@ func main() {
 		})
 	}
 	_ = json.NewEncoder(os.Stdout).Encode(r)
+}
+
+func rlimit(res int) string {
+	var l syscall.Rlimit
+	if err := syscall.Getrlimit(res, &l); err != nil {
+		return err.Error()
+	}
+	return fmt.Sprintf("%d:%d", l.Cur, l.Max)
 }
 
 func tryWrite(p string) string {

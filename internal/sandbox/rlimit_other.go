@@ -1,0 +1,5 @@
+//go:build !unix
+
+package sandbox
+
+func hardNoFile() uint64 { return 0 }

@@ -1,0 +1,2 @@
+FROM scratch
+ADD git@github.com:evil/repo.git /r

@@ -1,0 +1,3 @@
+FROM scratch
+ARG U=http://10.0.0.1/secret
+ADD ${U} /s

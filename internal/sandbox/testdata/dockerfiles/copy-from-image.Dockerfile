@@ -1,0 +1,2 @@
+FROM scratch
+COPY --from=registry.example.com/tools:1 /bin/x /x

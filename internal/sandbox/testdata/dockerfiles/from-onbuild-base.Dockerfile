@@ -1,0 +1,2 @@
+FROM local-base:1
+RUN true

@@ -1,0 +1,2 @@
+ARG BASE
+FROM --platform=linux/arm64 $BASE

@@ -1,0 +1,3 @@
+FROM scratch
+COPY engine /engine
+ENTRYPOINT ["/engine"]

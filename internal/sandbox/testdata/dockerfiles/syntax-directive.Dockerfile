@@ -1,0 +1,2 @@
+# syntax=docker/dockerfile:1
+FROM scratch
