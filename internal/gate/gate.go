@@ -261,6 +261,9 @@ func Compare(baseline, candidate []*result.Result, tier config.Tier, opt Options
 		rep.Mismatches, notes = checkEnvironment(base, cand, perfgateFields)
 		rep.Notes = append(rep.Notes, notes...)
 	}
+	if c := contention(append(append([]*result.Result(nil), base...), cand...)); c != "" {
+		rep.Notes = append(rep.Notes, c)
+	}
 	if len(base) < MinRuns || len(cand) < MinRuns {
 		rep.Notes = append(rep.Notes, fmt.Sprintf("too few valid runs: %d baseline, %d candidate; the gate needs at least %d on each side", len(base), len(cand), MinRuns))
 		if len(cand) < MinRuns {

@@ -2,7 +2,6 @@ package gate
 
 import (
 	"encoding/json"
-
 	"math"
 	"os"
 	"path/filepath"

@@ -135,6 +135,14 @@ func (l Looks) next(tierAlpha float64, last bool) (Looks, float64, float64, erro
 	if l.Max == 1 {
 		b = PassMissRate / 2 // a single look keeps the old first-look level
 	}
+	// A budget stored before the bounded plan spent by another rule: never
+	// past α in all.
+	if left := l.Alpha - l.SpentAlpha(); a > left {
+		a = left
+	}
+	if a <= 0 {
+		return l, 0, 0, fmt.Errorf("look budget: α %g is spent after %d looks", l.Alpha, len(l.Spent))
+	}
 	l.Spent = append(append([]Look(nil), l.Spent...), Look{Alpha: a, Beta: b})
 	return l, a, b, nil
 }

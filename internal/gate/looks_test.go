@@ -87,3 +87,17 @@ func TestCompareSpendsTheBudget(t *testing.T) {
 }
 
 func near(a, b float64) bool { return math.Abs(a-b) <= 1e-12 }
+
+// A budget stored under the old halving rule continues under the bounded
+// plan without ever spending more than α in all.
+func TestOldBudgetNeverOverspends(t *testing.T) {
+	t.Parallel()
+	l := Looks{Alpha: 0.01, Share: 0.5, Spent: []Look{{Alpha: 0.005}, {Alpha: 0.0025}, {Alpha: 0.002}}}
+	next, a, _, err := l.next(0.01, false)
+	if err != nil || a > 0.0005+1e-15 || next.SpentAlpha() > 0.01+1e-15 {
+		t.Errorf("α %g, spent %g, err %v", a, next.SpentAlpha(), err)
+	}
+	if _, _, _, err := (Looks{Alpha: 0.01, Share: 0.5, Spent: []Look{{Alpha: 0.01}}}).next(0.01, false); err == nil {
+		t.Error("a spent old budget: want an error")
+	}
+}

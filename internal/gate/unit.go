@@ -372,3 +372,31 @@ func (j *judge) sameSetup(ref *result.Result, sessions []Session, paired [][]Pai
 	}
 	return outS, outP, dropped
 }
+
+// Contention thresholds of the benchmark client's check on itself: below
+// client-bound (which excludes the run), yet a sign that the runner was
+// busy while it measured.
+const (
+	contendedCPU   = 0.5  // share of the client's cores busy
+	contendedLagMS = 50.0 // p99 of how late requests were sent
+)
+
+// contention says, when some runs were measured on a contended runner,
+// how many and by which sign; "" otherwise.
+func contention(runs []*result.Result) string {
+	n, cpu, lag := 0, 0.0, 0.0
+	for _, r := range runs {
+		if r == nil || r.Perfgate == nil || r.Perfgate.Client == nil || r.Perfgate.Client.CPUShared {
+			continue
+		}
+		c := r.Perfgate.Client
+		if c.CPUUtilization >= contendedCPU || c.ScheduleLagP99MS >= contendedLagMS {
+			n++
+			cpu, lag = math.Max(cpu, c.CPUUtilization), math.Max(lag, c.ScheduleLagP99MS)
+		}
+	}
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf("the runner was contended in %d of %d runs (benchmark client up to %.0f%% of its cores, requests sent up to %.0f ms late at p99): their noise is in the variance the verdict used, so the interval is wider than on an idle runner", n, len(runs), 100*cpu, lag)
+}
