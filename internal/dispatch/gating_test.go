@@ -154,7 +154,8 @@ func TestNeedsAckUntilAcknowledged(t *testing.T) {
 }
 
 // The same noisy runs on a neutral tier (the quick default) pass as
-// inconclusive at once: the policy, not the evidence, holds the check.
+// inconclusive at once: the policy, not the evidence, holds the check; the
+// check says what settling spent and what would settle it.
 func TestInconclusiveNeutralByDefault(t *testing.T) {
 	l := newLifecycle(t)
 	l.baseline(1)
@@ -167,6 +168,9 @@ func TestInconclusiveNeutralByDefault(t *testing.T) {
 	}
 	if rep := l.doc(headSHA).Report; rep == nil || rep.Verdict != gate.Inconclusive {
 		t.Errorf("report %+v, want inconclusive", rep)
+	}
+	if c := l.check(id); !strings.Contains(c.Summary, "settling spent 3 of 5 GPU-minutes") || !strings.Contains(c.Summary, "6 more runs (about 6 GPU-minutes)") {
+		t.Errorf("the check does not say what settling spent and what would settle it:\n%s", c.Summary)
 	}
 }
 
