@@ -131,9 +131,11 @@ type Tier struct {
 }
 
 // DefaultSettleGPUMinutes is the merge tier's budget for settling an
-// inconclusive verdict: about one added job of twice the pairs on a card
-// where a measured run of 1000 prompts takes a minute.
-const DefaultSettleGPUMinutes = 60
+// inconclusive verdict: the whole plan (8 → 16 → 32 → 64 pairs) on a card
+// where a measured run of 1000 prompts takes a minute. With 60 (one added
+// job) +5% was caught in only 19–72% of PRs under the stresses of
+// docs/gate.md; with 150 in 91–98%, at 21–44 GPU-minutes per clean PR.
+const DefaultSettleGPUMinutes = 150
 
 // Tier policy values.
 const (

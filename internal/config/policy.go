@@ -19,7 +19,7 @@ func (d *decoder) validateTierPolicy(f string, t Tier) {
 	}
 	if t.SettleGPUMinutes < 0 || t.SettleGPUMinutes > 10000 {
 		d.errField(f+".settle_gpu_minutes", fmt.Sprintf("settle_gpu_minutes %d out of range", t.SettleGPUMinutes),
-			"0 (never add runs by itself) to 10000 GPU-minutes per pull request; the merge default is 60")
+			"0 (never add runs by itself) to 10000 GPU-minutes per pull request; the merge default is 150")
 	}
 	d.oneOf(f+".regression_at", t.RegressionAt, []string{RegressionAtThreshold, RegressionAtHalf})
 	d.oneOf(f+".inconclusive", t.Inconclusive, []string{InconclusiveNeutral, InconclusiveNeedsAck})

@@ -7,8 +7,10 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"runtime"
 	"sort"
 	"strings"
+	"sync"
 	"text/tabwriter"
 
 	"github.com/perfgate/perfgate/internal/config"
@@ -148,49 +150,71 @@ func SimulateStress(cfg StressConfig) ([]StressRow, error) {
 	if cfg.Gates < 1 || cfg.DeltaGates < 1 {
 		return nil, fmt.Errorf("simulate: need gates ≥ 1")
 	}
-	var rows []StressRow
+	// Each stress draws from its own seeded generator, so running them in
+	// parallel gives the same table as running them in turn.
+	rows := make([]StressRow, len(stresses))
+	errs := make([]error, len(stresses))
+	sem := make(chan struct{}, max(runtime.GOMAXPROCS(0), 4))
+	var wg sync.WaitGroup
 	for si, st := range stresses {
-		tier := cfg.Tier
-		tier.Secondary = nil
-		metric := DefaultSimMetric
-		if g, ok := gatedSeries(tier, "tpot"); ok {
-			metric = g
-		}
-		if st.Gate != "" {
-			tier.Metrics = replaceSeries(tier.Metrics, "tpot", st.Gate)
-			metric = st.Gate
-		}
-		m, ok := config.LookupMetric(metric)
-		if !ok {
-			return nil, fmt.Errorf("simulate: unknown metric %q", metric)
-		}
-		sessionCV := cfg.SessionCV
-		if cfg.Profile != nil && si == len(stresses)-1 && cfg.Profile.SessionCV > 0 {
-			sessionCV = cfg.Profile.SessionCV
-		}
-		sc := SimConfig{Tier: tier, Design: DesignInterleaved, Runs: max(tier.Pairs, MinPairs), BaselineRuns: 5, HistorySets: cfg.HistorySets,
-			SessionCV: sessionCV, Drift: cfg.Drift, Metric: metric, World: st.World}
-		if !tier.Interleave {
-			sc.Design, sc.Runs = DesignStored, max(tier.Repeats, MinRuns)
-		}
-		s := &simulator{cfg: sc, model: st.Model, key: m.Key, rng: rand.New(rand.NewPCG(cfg.Seed, uint64(si)+1))}
-		row := StressRow{Stress: st.Name}
-		null, err := s.settle(0, cfg.Gates, cfg)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			rows[si], errs[si] = stressRow(cfg, si, st, len(stresses))
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
 		if err != nil {
-			return nil, fmt.Errorf("stress %s: %w", st.Name, err)
+			return nil, err
 		}
-		row.FalseAlarm, row.Human, row.GPUMinutes, row.Looks, row.FirstFA = null.regression, null.human, null.gpu, null.looks, null.first
-		for _, d := range cfg.Deltas {
-			a, err := s.settle(d, cfg.DeltaGates, cfg)
-			if err != nil {
-				return nil, fmt.Errorf("stress %s: %w", st.Name, err)
-			}
-			row.Detection = append(row.Detection, a.regression)
-			row.GPUMinutesAt = append(row.GPUMinutesAt, a.gpu)
-		}
-		rows = append(rows, row)
 	}
 	return rows, nil
+}
+
+// stressRow measures one stress (the si-th of n).
+func stressRow(cfg StressConfig, si int, st Stress, n int) (StressRow, error) {
+	tier := cfg.Tier
+	tier.Secondary = nil
+	metric := DefaultSimMetric
+	if g, ok := gatedSeries(tier, "tpot"); ok {
+		metric = g
+	}
+	if st.Gate != "" {
+		tier.Metrics = replaceSeries(tier.Metrics, "tpot", st.Gate)
+		metric = st.Gate
+	}
+	m, ok := config.LookupMetric(metric)
+	if !ok {
+		return StressRow{}, fmt.Errorf("simulate: unknown metric %q", metric)
+	}
+	sessionCV := cfg.SessionCV
+	if cfg.Profile != nil && si == n-1 && cfg.Profile.SessionCV > 0 {
+		sessionCV = cfg.Profile.SessionCV
+	}
+	sc := SimConfig{Tier: tier, Design: DesignInterleaved, Runs: max(tier.Pairs, MinPairs), BaselineRuns: 5, HistorySets: cfg.HistorySets,
+		SessionCV: sessionCV, Drift: cfg.Drift, Metric: metric, World: st.World}
+	if !tier.Interleave {
+		sc.Design, sc.Runs = DesignStored, max(tier.Repeats, MinRuns)
+	}
+	s := &simulator{cfg: sc, model: st.Model, key: m.Key, rng: rand.New(rand.NewPCG(cfg.Seed, uint64(si)+1))}
+	row := StressRow{Stress: st.Name}
+	null, err := s.settle(0, cfg.Gates, cfg)
+	if err != nil {
+		return row, fmt.Errorf("stress %s: %w", st.Name, err)
+	}
+	row.FalseAlarm, row.Human, row.GPUMinutes, row.Looks, row.FirstFA = null.regression, null.human, null.gpu, null.looks, null.first
+	for _, d := range cfg.Deltas {
+		a, err := s.settle(d, cfg.DeltaGates, cfg)
+		if err != nil {
+			return row, fmt.Errorf("stress %s: %w", st.Name, err)
+		}
+		row.Detection = append(row.Detection, a.regression)
+		row.GPUMinutesAt = append(row.GPUMinutesAt, a.gpu)
+	}
+	return row, nil
 }
 
 type settled struct{ regression, human, gpu, looks, first float64 }

@@ -60,7 +60,7 @@ func TestSimulateStress(t *testing.T) {
 	if err := WriteStressTable(&sb, cfg, rows); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"false alarm", "clean → human", "+3% caught", "GPU-min A/A", "per-start state 2%", "settle budget 60 GPU-min"} {
+	for _, want := range []string{"false alarm", "clean → human", "+3% caught", "GPU-min A/A", "per-start state 2%", "settle budget 150 GPU-min"} {
 		if !strings.Contains(sb.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, sb.String())
 		}
