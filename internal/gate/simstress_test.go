@@ -66,3 +66,30 @@ func TestSimulateStress(t *testing.T) {
 		}
 	}
 }
+
+// Settling converges: on a noisy job (CV 4%, history 2%) clean PRs left to
+// a human fall from the first look's share to almost none once the pairs
+// double within the settle budget (the last look's own rule is guarded by
+// TestLastLookDecides).
+func TestLooksConverge(t *testing.T) {
+	t.Parallel()
+	merge, _ := config.Default().Tier("merge")
+	st := Stresses()[5]
+	if st.Name != "job CV 4%, history 2%" {
+		t.Fatalf("stress %q", st.Name)
+	}
+	human := func(budget int) float64 {
+		tr := merge
+		tr.SettleGPUMinutes = budget
+		rows, err := SimulateStress(StressConfig{Tier: tr, Gates: 300, DeltaGates: 1, Deltas: []float64{0.05}, HistorySets: 4, SessionCV: 0.02,
+			Drift: 0.002, RunMinutes: 1, StartMinutes: 0.5, Seed: 11, Stresses: []Stress{st}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rows[0].Human
+	}
+	first, settled := human(0), human(150)
+	if first < 0.10 || settled > 0.02 {
+		t.Errorf("clean PRs needing a human: %.1f%% after the first look, %.1f%% after settling", 100*first, 100*settled)
+	}
+}
