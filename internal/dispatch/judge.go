@@ -697,7 +697,7 @@ func (s *Service) extend(ctx context.Context, cr store.CheckRun, job store.Job, 
 		}},
 		out: app.Output{
 			Title:   "Adding runs",
-			Summary: fmt.Sprintf("The first runs could not settle the comparison; perfgate is adding %s on the same card and will decide on all of them.", what),
+			Summary: fmt.Sprintf("The runs so far could not settle the comparison; perfgate is adding %s on the same card (within the tier's settle_gpu_minutes) and will decide on all of them.", what),
 		},
 	})
 }

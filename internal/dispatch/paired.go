@@ -96,9 +96,10 @@ func (s *Service) sidedOf(ctx context.Context, ids []int64) (sidedEvidence, erro
 	return ev, nil
 }
 
-// judgePaired judges an interleaved check: the per-pair ratios of head to
-// base, shrunk toward the noise of earlier interleaved jobs (else of the
-// stored baselines), at the α this look of the commit may spend. No
+// judgePaired judges an interleaved check: head against base by engine
+// start (or pair), with the noise of earlier interleaved jobs (else of the
+// stored baselines) allowed to widen the job's own, at the α this look of
+// the pull request's plan may spend. No
 // stored baseline is compared with; when inconclusive, pairs are added on
 // the same card while the tier's settle budget pays for them.
 func (s *Service) judgePaired(ctx context.Context, cr store.CheckRun, job store.Job) error {

@@ -1,25 +1,27 @@
 // Package gate decides whether a candidate's runs regressed. The unit of
-// inference is the run: each run gives one value per metric (its p90 TPOT,
-// its output tok/s), and the tests compare run values in log space.
-// Pooling requests across runs would call every GPU clock shift a
-// regression.
+// inference is the run — or, when runs share an engine start, the start:
+// each run gives one value per metric (its median TPOT, its output tok/s),
+// and the tests compare run values in log space. Pooling requests across
+// runs would call every GPU clock shift a regression.
 //
 // Two designs:
 //
 //   - Compare judges the candidate's runs against a stored baseline's. The
 //     two sets come from different sessions (engine starts, days, card
-//     states), so the standard error carries the run-to-run variance,
-//     pooled with the baseline history's, and the session-to-session
-//     variance, estimated from the history's set means around the tier's
-//     session_noise assumption.
+//     states), so the standard error carries the run-to-run variance
+//     (the job's own, which the history may widen, never narrow) and the
+//     session-to-session variance, estimated from the history's set means
+//     around the tier's session_noise assumption.
 //   - ComparePaired judges an interleaved job: base and head alternate on
-//     one card (ABBA), and the test is a paired t on the per-pair log
-//     ratios, whose variance is shrunk toward the history's. Session shifts
-//     and slow drift cancel within a pair.
+//     one card (ABBA). With an engine start per run the test is a paired t
+//     on the per-pair log ratios; when runs share starts, the start means
+//     are the units (see unitEstimate). Session shifts and slow drift
+//     cancel within a job.
 //
-// Both end in one three-zone rule per metric (regression, pass,
-// inconclusive), with Holm's correction across the gated metrics at the
-// α this look may spend (see Looks).
+// Both end in one three-zone rule per metric (regression, pass by the
+// equivalence test, inconclusive), with Holm's correction across the gated
+// metrics at the α this look of the pull request's bounded plan may spend
+// (see Looks).
 package gate
 
 import (

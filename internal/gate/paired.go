@@ -161,18 +161,17 @@ var pairFields = func() []envField {
 	return out
 }()
 
-// ComparePaired judges an interleaved job: per gated metric, a paired t
-// test on the per-pair log ratios head/base. Their variance is shrunk
-// toward the history's,
-//
-//	σ̂² = (ν₀·σ_h² + (P−1)·s²) / (ν₀ + P − 1),  t with ν₀ + P − 1 df,
-//
-// with ν₀ = min(16, the history's df): σ_h² is the residual spread of
-// earlier interleaved jobs' ratios (History.Paired), else twice the
-// history sessions' run-to-run variance, else there is no prior (ν₀ = 0).
-// Session shifts and slow drift cancel within a pair, so there is no
-// session term. The three-zone rule, Holm and the look budget are
-// Compare's.
+// ComparePaired judges an interleaved job per gated metric from the
+// engine starts when runs share them (the agent's B | H H | B B | … order),
+// else from the independent pairs (see unitEstimate). The job's own
+// variance always counts; the history — earlier interleaved jobs of the
+// same setup (History.Paired, under the same estimator), else twice the
+// run-to-run variance of the history sessions — may widen it, pooled with
+// ν₀ = min(16, its df), never narrow it, and lends no degrees of freedom.
+// Outlier pairs are left out (OutlierSigmas, at most one in OutlierShare
+// per job); a pair with a missing value is left out. Session shifts and
+// slow drift cancel within a job, so there is no session term. The
+// three-zone rule, Holm and the look budget are Compare's.
 func ComparePaired(pairs []Pair, tier config.Tier, opt Options) (*Report, error) {
 	if len(pairs) == 0 {
 		return nil, fmt.Errorf("compare pairs: no pairs")

@@ -34,6 +34,7 @@ func FromGate(v View, rep *gate.Report, env *result.Environment) View {
 			v.Equivalence = append(v.Equivalence, displayName(m.Metric)+": "+eq)
 		}
 	}
+	v.Notes = append(v.Notes, estimatorNotes(rep)...)
 	// Each row carries its own noise band: no summary band to disagree
 	// with it.
 	v.NoiseBand = ""
@@ -213,4 +214,26 @@ var goBuildPath = regexp.MustCompile(`\S*/go-build[^\s/]*/(?:[^\s/]+/)*([^\s/]+)
 // command with Go build-cache paths reduced to the program's name.
 func engineIdentity(s string) string {
 	return goBuildPath.ReplaceAllString(s, "$1")
+}
+
+// estimatorNotes say what the estimates rest on: the unit (once, as the
+// gated metrics share it) and, per gated metric, what was left out or
+// widened, with the rule's breakdown.
+func estimatorNotes(rep *gate.Report) []string {
+	var out []string
+	unit := ""
+	for _, m := range rep.Metrics {
+		if m.Secondary || m.Estimator == "" {
+			continue
+		}
+		first, rest, _ := strings.Cut(m.Estimator, "; ")
+		if unit == "" {
+			unit = first
+			out = append(out, "estimate: "+first)
+		}
+		if rest != "" {
+			out = append(out, displayName(m.Metric)+": "+rest)
+		}
+	}
+	return out
 }

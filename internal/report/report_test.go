@@ -288,3 +288,31 @@ func TestEngineIdentity(t *testing.T) {
 		}
 	}
 }
+
+// What an estimate rests on is on the check: the unit once, and per
+// metric what was left out, with the rule's breakdown.
+func TestEstimatorNotes(t *testing.T) {
+	t.Parallel()
+	var base, head []*result.Result
+	for i := range 8 {
+		f := 1 + 0.002*float64(i%3-1)
+		base = append(base, &result.Result{Completed: 100, Metrics: map[string]float64{"median_tpot_ms": 11}})
+		head = append(head, &result.Result{Completed: 100, Metrics: map[string]float64{"median_tpot_ms": 11 * f}})
+	}
+	head[4].Metrics["median_tpot_ms"] *= 1.15
+	var pairs []gate.Pair
+	for i := range base {
+		pairs = append(pairs, gate.Pair{Session: "1", Index: i, Base: base[i], Head: head[i]})
+	}
+	tier := config.Tier{Name: "merge", Confidence: 0.995, NoiseSigmas: 3, Metrics: map[string]config.Threshold{"tpot_median": {Limit: 0.05, Direction: config.HigherIsWorse}}}
+	rep, err := gate.ComparePaired(pairs, tier, gate.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	notes := strings.Join(FromGate(View{}, rep, nil).Notes, "\n")
+	for _, want := range []string{"estimate: paired t on 7 pair ratios", "TPOT median: outlier pair 4 of job 1 left out", "at most 1 pair in 8"} {
+		if !strings.Contains(notes, want) {
+			t.Errorf("notes lack %q:\n%s", want, notes)
+		}
+	}
+}
