@@ -256,6 +256,12 @@ func Compare(baseline, candidate []*result.Result, tier config.Tier, opt Options
 	groups := groupSessions(cand, sessions)
 	rep.CandidateSessions = len(groups)
 	hist := j.historySessions(opt.History)
+	if len(base) > 0 {
+		var dropped int
+		if hist, _, dropped = j.sameSetup(base[0], hist, nil); dropped > 0 {
+			rep.Notes = append(rep.Notes, fmt.Sprintf("%d history set(s) left out of the noise prior: another card, driver, engine or load", dropped))
+		}
+	}
 	rep.HistorySessions = len(hist)
 
 	if len(base) > 0 && len(cand) > 0 {

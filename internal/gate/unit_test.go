@@ -262,3 +262,18 @@ func TestContendedRunnerNoted(t *testing.T) {
 		t.Errorf("an idle runner noted as contended: %q", rep.Notes)
 	}
 }
+
+// The stored comparison keeps only history from the baseline's setup too.
+func TestStoredHistoryFromAnotherCardLeftOut(t *testing.T) {
+	t.Parallel()
+	tr := tier(0.05, 3, "tpot_median")
+	other := runs(tpotLevels, 0.2, 0)
+	for _, r := range other {
+		r.Perfgate.Environment.GPUName = "NVIDIA A10G"
+	}
+	hist := History{Sessions: []Session{{Label: "a10g", Runs: other}, {Label: "h100", Runs: runs(tpotLevels, 0.01, 0)}}}
+	rep := compare(t, runs(tpotLevels, 0.01, 0), runs(tpotLevels, 0.01, 0), tr, Options{History: hist})
+	if rep.HistorySessions != 1 || !strings.Contains(strings.Join(rep.Notes, " "), "1 history set(s) left out") {
+		t.Errorf("%d history sessions, notes %q", rep.HistorySessions, rep.Notes)
+	}
+}
