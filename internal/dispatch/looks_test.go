@@ -1,6 +1,7 @@
 package dispatch
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/perfgate/perfgate/internal/result"
@@ -35,5 +36,29 @@ func TestLooksFollowTheTree(t *testing.T) {
 		if got := len(doc.Looks["quick"].Spent); got != tc.looks || doc.Report == nil || doc.Report.Look() != tc.looks {
 			t.Errorf("%s (tree %s): %d looks spent, want %d; report %+v", tc.sha[:7], tc.tree, got, tc.looks, doc.Report)
 		}
+	}
+}
+
+// A retest after the plan's last look cannot move the verdict: the check
+// concludes as the last look left it and says why.
+func TestRetestAfterTheLastLook(t *testing.T) {
+	l := newLifecycle(t)
+	l.baseline(1)
+	l.request(headSHA, false)
+	l.runAll()
+	l.request(headSHA, true) // look 2: the last the quick tier's settle budget pays for
+	l.runAll()
+	last := l.doc(headSHA)
+	if !last.Looks["quick"].Final() || last.Report == nil {
+		t.Fatalf("after the retest: looks %+v", last.Looks["quick"])
+	}
+	id := l.request(headSHA, true)
+	l.runAll()
+	doc := l.doc(headSHA)
+	if doc.Report == nil || doc.Report.Verdict != last.Report.Verdict || len(doc.Looks["quick"].Spent) != 2 {
+		t.Errorf("after a third retest: report %+v, looks %+v; want the last verdict and no new look", doc.Report, doc.Looks["quick"])
+	}
+	if c := l.check(id); !strings.Contains(c.Summary, "all looks of this pull request's plan are spent") || c.Conclusion == "failure" {
+		t.Errorf("the check does not say the plan is spent (%s):\n%s", c.Conclusion, c.Summary)
 	}
 }
