@@ -47,7 +47,7 @@ func TestBaselineCommand(t *testing.T) {
 	dir := t.TempDir()
 	db := filepath.Join(dir, "db.sqlite")
 	same := writeRuns(t, dir, "same.json", func(*result.Result) {})
-	worse := writeRuns(t, dir, "worse.json", func(r *result.Result) { r.Metrics["p90_tpot_ms"] *= 1.2 })
+	worse := writeRuns(t, dir, "worse.json", func(r *result.Result) { r.Metrics["median_tpot_ms"] *= 1.2 })
 	noDriver := writeRuns(t, dir, "nodriver.json", func(r *result.Result) { r.Perfgate.Environment.Driver = "" })
 	exported := filepath.Join(dir, "out.json")
 	repo := []string{"--db", db, "--repo", "acme/inference"}

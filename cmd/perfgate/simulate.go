@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"strconv"
 	"strings"
@@ -38,6 +39,11 @@ func runSimulateGate(ctx context.Context, env *cliEnv, args []string) int {
 	noise := fs.String("noise", "n2,n5,t2,t5", "noise models: n2/n5 normal CV 2%/5%, t2/t5 t(5) with 3% outlier runs")
 	sweep := fs.String("sweep", "", "comma-separated deltas for the smallest-detectable search, e.g. 0.02,0.04,0.06,0.08,0.10,0.15,0.20")
 	sweepGates := fs.Int("sweep-gates", 2000, "gates per swept delta")
+	stress := fs.String("stress", "", "run the stresses of a real runner instead: all, or comma-separated names' prefixes (see docs/gate.md)")
+	profile := fs.String("profile", "", "noise profile JSON (per-metric CVs, start_cv, session_cv) added as a stress, e.g. measured on a real engine")
+	aa := fs.Int("aa", 10000, "with --stress: A/A gates per stress")
+	runMin := fs.Float64("run-minutes", 1.0, "with --stress: GPU-minutes of one measured run")
+	startMin := fs.Float64("start-minutes", 0.5, "with --stress: GPU-minutes of one engine start and its warm-up")
 	if code, ok := fs.parse(args); !ok {
 		return code
 	}
@@ -56,6 +62,9 @@ func runSimulateGate(ctx context.Context, env *cliEnv, args []string) int {
 	tier, err := cfg0.Tier(*tierName)
 	if err != nil {
 		return bad("%v", err)
+	}
+	if *stress != "" || *profile != "" {
+		return runStress(env, tier, *stress, *profile, *aa, *gates, *deltas, *history, *sessionCV, *drift, *runMin, *startMin, *seed, flagGiven(fs.FlagSet, "delta"), flagGiven(fs.FlagSet, "gates"))
 	}
 	if *gates < 1 || *baseRuns < 3 || *history < 0 || *retests < 0 || *sessionCV < 0 || *drift < 0 || fs.NArg() > 0 {
 		return bad("bad arguments: need --gates ≥ 1, --baseline-runs ≥ 3, non-negative --history, --retests, --session-cv, --drift")
@@ -110,4 +119,79 @@ func parseDeltas(s string) ([]float64, error) {
 		out = append(out, d)
 	}
 	return out, nil
+}
+
+// flagGiven reports whether the command line set the flag.
+func flagGiven(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}
+
+// runStress prints the per-stress table: the merge tier's procedure (first
+// job, pairs added within the settle budget) under each hard world.
+func runStress(env *cliEnv, tier config.Tier, names, profile string, aa, gates int, deltas string, history int, sessionCV, drift, runMin, startMin float64, seed uint64, deltaSet, gatesSet bool) int {
+	bad := func(format string, a ...any) int {
+		fmt.Fprintf(env.stderr, "perfgate simulate-gate: "+format+"\n", a...)
+		return 3
+	}
+	cfg := gate.StressConfig{Tier: tier, Gates: aa, DeltaGates: 4000, Deltas: []float64{0.03, 0.05, 0.08}, HistorySets: history,
+		SessionCV: sessionCV, Drift: drift, RunMinutes: runMin, StartMinutes: startMin, Seed: seed}
+	if history == 4 {
+		cfg.HistorySets = 8 // the dispatcher's pair history
+	}
+	if gatesSet {
+		cfg.DeltaGates = gates
+	}
+	if deltaSet {
+		d, err := parseDeltas(deltas)
+		if err != nil {
+			return bad("--delta: %v", err)
+		}
+		cfg.Deltas = d
+	}
+	if aa < 1 || cfg.DeltaGates < 1 || !(runMin >= 0) || !(startMin >= 0) {
+		return bad("bad arguments: need --aa ≥ 1, --gates ≥ 1, non-negative --run-minutes and --start-minutes")
+	}
+	all := gate.Stresses()
+	switch {
+	case names == "all" || (names == "" && profile != ""):
+		if names == "" {
+			all = nil
+		}
+		cfg.Stresses = all
+	default:
+		for _, n := range strings.Split(names, ",") {
+			n = strings.TrimSpace(n)
+			found := false
+			for _, st := range all {
+				if strings.HasPrefix(st.Name, n) {
+					cfg.Stresses, found = append(cfg.Stresses, st), true
+				}
+			}
+			if !found {
+				var known []string
+				for _, st := range all {
+					known = append(known, st.Name)
+				}
+				return bad("--stress: no stress named %q; known: all, %s", n, strings.Join(known, "; "))
+			}
+		}
+	}
+	if profile != "" {
+		p, err := gate.LoadNoiseProfile(profile)
+		if err != nil {
+			return bad("%v", err)
+		}
+		cfg.Profile = &p
+	}
+	rows, err := gate.SimulateStress(cfg)
+	if err != nil {
+		return bad("%v", err)
+	}
+	if err := gate.WriteStressTable(env.stdout, cfg, rows); err != nil {
+		fmt.Fprintf(env.stderr, "perfgate simulate-gate: %v\n", err)
+		return 1
+	}
+	return 0
 }

@@ -147,13 +147,13 @@ func TestPromoteOnlyMovesUp(t *testing.T) {
 		scale map[string]float64
 		worse []string // metrics that must refuse; nil = accepted
 	}{
-		{"better", 0.01, map[string]float64{"p90_tpot_ms": 0.9, "output_throughput": 1.1}, nil},
+		{"better", 0.01, map[string]float64{"median_tpot_ms": 0.9, "output_throughput": 1.1}, nil},
 		{"unchanged re-run", 0.01, nil, nil},
-		{"latency regression", 0.01, map[string]float64{"p90_tpot_ms": 1.10}, []string{"tpot_p90"}},
+		{"latency regression", 0.01, map[string]float64{"median_tpot_ms": 1.10}, []string{"tpot_median"}},
 		// Lower throughput is worse: the direction, not the sign, decides.
 		{"throughput regression", 0.01, map[string]float64{"output_throughput": 0.9, "request_throughput": 0.9}, []string{"output_throughput"}},
 		// Inside the 5% PR threshold but real: the ratchet the strict rule stops.
-		{"sub-threshold loss", 0.003, map[string]float64{"p90_tpot_ms": 1.02}, []string{"tpot_p90"}},
+		{"sub-threshold loss", 0.001, map[string]float64{"median_tpot_ms": 1.02}, []string{"tpot_median"}},
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -189,8 +189,8 @@ func TestPromoteOnlyMovesUp(t *testing.T) {
 			if tc.name == "sub-threshold loss" {
 				// The gate alone would pass this: only the strict rule refuses it.
 				for _, m := range rep.Metrics {
-					if m.Metric == "tpot_p90" && m.Verdict == gate.MetricRegression {
-						t.Errorf("tpot_p90 +2%% is a gate regression (%+v): the case no longer tests the strict rule", m)
+					if m.Metric == "tpot_median" && m.Verdict == gate.MetricRegression {
+						t.Errorf("tpot_median +2%% is a gate regression (%+v): the case no longer tests the strict rule", m)
 					}
 				}
 			}
@@ -206,7 +206,7 @@ func TestPromoteOnlyMovesUp(t *testing.T) {
 // and #3 4% faster by a session's luck, the reference is the level.
 func TestRatchetRollingMedian(t *testing.T) {
 	ctx, st, tier := context.Background(), openStore(t), stableTier(t)
-	for i, scale := range []map[string]float64{nil, nil, {"p90_tpot_ms": 0.96}} {
+	for i, scale := range []map[string]float64{nil, nil, {"median_tpot_ms": 0.96}} {
 		m := meta(fmt.Sprintf("v0.%d.0", 20+i))
 		m.AllowLower, m.Reason = true, "test history"
 		if _, _, err := Promote(ctx, st, makeRuns(5, uint64(10+i), 0.002, scale), m, tier); err != nil {
@@ -223,8 +223,8 @@ func TestRatchetRollingMedian(t *testing.T) {
 		t.Errorf("design %s, %d history sessions, notes %v", rep.Design, rep.HistorySessions, rep.Notes)
 	}
 	for _, mr := range rep.Metrics {
-		if mr.Metric == "tpot_p90" && (math.Abs(mr.Baseline/11-1) > 0.01 || math.Abs(mr.Estimate) > 0.01) {
-			t.Errorf("tpot_p90 reference %.3f (estimate %+.3f): want the level 11, not the lucky latest 10.56", mr.Baseline, mr.Estimate)
+		if mr.Metric == "tpot_median" && (math.Abs(mr.Baseline/10-1) > 0.01 || math.Abs(mr.Estimate) > 0.01) {
+			t.Errorf("tpot_median reference %.3f (estimate %+.3f): want the level 10, not the lucky latest 9.6", mr.Baseline, mr.Estimate)
 		}
 	}
 }
@@ -276,7 +276,7 @@ func TestPromoteAllowLower(t *testing.T) {
 	if _, _, err := Promote(ctx, st, makeRuns(5, 1, 0.01, nil), meta("v0.25.0"), tier); err != nil {
 		t.Fatal(err)
 	}
-	worse := makeRuns(5, 2, 0.01, map[string]float64{"p90_tpot_ms": 1.12})
+	worse := makeRuns(5, 2, 0.01, map[string]float64{"median_tpot_ms": 1.12})
 
 	m := meta("v0.26.0")
 	m.AllowLower, m.Reason = true, "  "
@@ -314,13 +314,13 @@ func TestPromoteAllowLower(t *testing.T) {
 		Prev   int     `json:"previous_version"`
 	}
 	if err := json.Unmarshal(lowered.Detail, &detail); err != nil || detail.Reason != m.Reason || detail.Prev != 1 ||
-		len(detail.Worse) != 1 || detail.Worse[0].Metric != "tpot_p90" || detail.Worse[0].Delta < 0.08 {
+		len(detail.Worse) != 1 || detail.Worse[0].Metric != "tpot_median" || detail.Worse[0].Delta < 0.08 {
 		t.Errorf("lowered detail = %s (%v)", lowered.Detail, err)
 	}
 
 	// --allow-lower on runs that are not lower records no lowering.
 	m.Version = "v0.27.0"
-	b, _, err = Promote(ctx, st, makeRuns(5, 3, 0.01, map[string]float64{"p90_tpot_ms": 1.12}), m, tier)
+	b, _, err = Promote(ctx, st, makeRuns(5, 3, 0.01, map[string]float64{"median_tpot_ms": 1.12}), m, tier)
 	if err != nil || b.AllowLower {
 		t.Errorf("not lower with --allow-lower: allow_lower=%v, %v", b.AllowLower, err)
 	}

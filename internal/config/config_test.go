@@ -113,14 +113,16 @@ func TestDefaults(t *testing.T) {
 			t.Errorf("quick gates %s: a tail percentile of 100 requests is a handful of requests", name)
 		}
 	}
-	if merge.Metrics["output_throughput"].Direction != LowerIsWorse || merge.Metrics["tpot_p90"].Direction != HigherIsWorse {
+	if merge.Metrics["output_throughput"].Direction != LowerIsWorse || merge.Metrics["tpot_median"].Direction != HigherIsWorse {
 		t.Errorf("directions: %+v", merge.Metrics)
 	}
 	// One gated metric per concern; the rest are shown, not gated.
 	if len(quick.Metrics) != 3 || len(merge.Metrics) != 4 || merge.Secondary["tpot_p99"].Limit != 0.05 {
 		t.Errorf("gated: quick %v merge %v; merge secondary %v", quick.GatedMetrics(), merge.GatedMetrics(), merge.SecondaryMetrics())
 	}
-	if quick.Inconclusive != InconclusiveNeutral || merge.Inconclusive != InconclusiveNeedsAck ||
+	// Inconclusive never blocks by default: the merge tier settles it with
+	// more pairs, then asks a human on a neutral check.
+	if quick.Inconclusive != InconclusiveNeutral || merge.Inconclusive != InconclusiveNeutral || merge.SettleGPUMinutes != DefaultSettleGPUMinutes || quick.SettleGPUMinutes != 5 ||
 		!merge.Interleave || merge.Pairs != 8 || quick.Interleave || merge.RegressionAt != RegressionAtHalf ||
 		quick.RegressionAt != RegressionAtThreshold || merge.SessionNoise != 0.02 {
 		t.Errorf("policy: quick %+v merge %+v", quick, merge)
@@ -163,7 +165,7 @@ escalate_after: 2d
 	}
 	merge := c.Tiers["merge"]
 	m := merge.Metrics
-	if m["tpot_p99"].Limit != 0.03 || m["tpot_p90"].Limit != 0.05 {
+	if m["tpot_p99"].Limit != 0.03 || m["tpot_median"].Limit != 0.05 {
 		t.Errorf("override: %+v", m)
 	}
 	if _, ok := m["ttft_p90"]; ok {
@@ -190,10 +192,10 @@ escalate_after: 2d
 	if len(c.Server.Command) != 0 {
 		t.Errorf("image set: default command should go, got %v", c.Server.Command)
 	}
-	if s := c.Tiers["soak"]; s.Prompts != 5000 || s.Repeats != 5 || s.Name != "soak" || s.Inconclusive != InconclusiveNeedsAck {
+	if s := c.Tiers["soak"]; s.Prompts != 5000 || s.Repeats != 5 || s.Name != "soak" || s.Inconclusive != InconclusiveNeutral {
 		t.Errorf("custom tier: %+v", s)
 	}
-	if d := Default().Tiers["merge"]; d.Metrics["tpot_p90"].Limit != 0.05 || d.Secondary["tpot_p99"].Limit != 0.05 || d.Metrics["error_rate"].Limit != 0.01 {
+	if d := Default().Tiers["merge"]; d.Metrics["tpot_median"].Limit != 0.05 || d.Secondary["tpot_p90"].Limit != 0.05 || d.Secondary["tpot_p99"].Limit != 0.05 || d.Metrics["error_rate"].Limit != 0.01 {
 		t.Error("decoding changed the defaults")
 	}
 	if c.EscalateAfter.D() != 48*time.Hour {

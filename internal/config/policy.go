@@ -17,6 +17,10 @@ func (d *decoder) validateTierPolicy(f string, t Tier) {
 		d.errField(f+".session_noise", fmt.Sprintf("session_noise %s out of range", t.SessionNoise),
 			"0% to 50%: the session-to-session shift of your runner, e.g. 2%")
 	}
+	if t.SettleGPUMinutes < 0 || t.SettleGPUMinutes > 10000 {
+		d.errField(f+".settle_gpu_minutes", fmt.Sprintf("settle_gpu_minutes %d out of range", t.SettleGPUMinutes),
+			"0 (never add runs by itself) to 10000 GPU-minutes per pull request; the merge default is 150")
+	}
 	d.oneOf(f+".regression_at", t.RegressionAt, []string{RegressionAtThreshold, RegressionAtHalf})
 	d.oneOf(f+".inconclusive", t.Inconclusive, []string{InconclusiveNeutral, InconclusiveNeedsAck})
 }

@@ -34,8 +34,9 @@ func scaled(factors ...float64) []*result.Result {
 }
 
 // Every judgement of a commit spends from the look budget its check row
-// keeps: a retest judges at the next look's α (half the first's), with the
-// retest's runs as a session of their own; a new commit starts afresh.
+// keeps: a retest judges at the next look's α (here the last the quick
+// tier's settle budget pays for: what is left of α), with the retest's
+// runs as a session of their own; a new commit starts afresh.
 func TestLooksCarriedAcrossRetests(t *testing.T) {
 	l := newLifecycle(t)
 	l.baseline(1)
@@ -47,8 +48,9 @@ func TestLooksCarriedAcrossRetests(t *testing.T) {
 		t.Fatalf("after the first judgement: looks %+v, report %+v", looks, first.Report)
 	}
 	alpha := 1 - 0.99 // the quick tier's confidence
-	if math.Abs(looks.Spent[0].Alpha-alpha/2) > 1e-12 || math.Abs(first.Report.Alpha-alpha/2) > 1e-12 {
-		t.Errorf("first look spent α %g (report %g), want %g", looks.Spent[0].Alpha, first.Report.Alpha, alpha/2)
+	a1 := gate.AlphaForLook(gate.PlanPocock, alpha, 1, gate.DefaultMaxLooks)
+	if math.Abs(looks.Spent[0].Alpha-a1) > 1e-12 || math.Abs(first.Report.Alpha-a1) > 1e-12 {
+		t.Errorf("first look spent α %g (report %g), want %g", looks.Spent[0].Alpha, first.Report.Alpha, a1)
 	}
 
 	retest := l.request(headSHA, true)
@@ -58,8 +60,8 @@ func TestLooksCarriedAcrossRetests(t *testing.T) {
 	l.runAll()
 	second := l.doc(headSHA)
 	looks = second.Looks["quick"]
-	if len(looks.Spent) != 2 || second.Report.Look() != 2 || math.Abs(second.Report.Alpha-alpha/4) > 1e-12 {
-		t.Fatalf("after the retest: looks %+v, report look %d α %g; want the second look at α/4", looks, second.Report.Look(), second.Report.Alpha)
+	if len(looks.Spent) != 2 || second.Report.Look() != 2 || math.Abs(second.Report.Alpha-(alpha-a1)) > 1e-12 || math.Abs(looks.SpentAlpha()-alpha) > 1e-12 {
+		t.Fatalf("after the retest: looks %+v, report look %d α %g; want the second look at α − %g", looks, second.Report.Look(), second.Report.Alpha, a1)
 	}
 	if second.Report.CandidateRuns != 6 || second.Report.CandidateSessions != 2 {
 		t.Errorf("retest judged %d runs from %d sessions, want 6 from 2 (one per job)", second.Report.CandidateRuns, second.Report.CandidateSessions)
@@ -152,7 +154,8 @@ func TestNeedsAckUntilAcknowledged(t *testing.T) {
 }
 
 // The same noisy runs on a neutral tier (the quick default) pass as
-// inconclusive at once: the policy, not the evidence, holds the check.
+// inconclusive at once: the policy, not the evidence, holds the check; the
+// check says what settling spent and what would settle it.
 func TestInconclusiveNeutralByDefault(t *testing.T) {
 	l := newLifecycle(t)
 	l.baseline(1)
@@ -165,6 +168,9 @@ func TestInconclusiveNeutralByDefault(t *testing.T) {
 	}
 	if rep := l.doc(headSHA).Report; rep == nil || rep.Verdict != gate.Inconclusive {
 		t.Errorf("report %+v, want inconclusive", rep)
+	}
+	if c := l.check(id); !strings.Contains(c.Summary, "settling spent 3 of 5 GPU-minutes") || !strings.Contains(c.Summary, "6 more runs (about 6 GPU-minutes)") {
+		t.Errorf("the check does not say what settling spent and what would settle it:\n%s", c.Summary)
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/perfgate/perfgate/internal/backoff"
 	"github.com/perfgate/perfgate/internal/baseline"
 	"github.com/perfgate/perfgate/internal/checkstate"
+	"github.com/perfgate/perfgate/internal/config"
 	"github.com/perfgate/perfgate/internal/gate"
 	"github.com/perfgate/perfgate/internal/report"
 	"github.com/perfgate/perfgate/internal/result"
@@ -35,13 +36,14 @@ type verdictDoc struct {
 	// BaselineJob is the job measuring the base commit for this check
 	// while it runs.
 	BaselineJob int64 `json:"baseline_job,omitempty"`
-	// Looks is the commit's false-alarm budget per baseline key (the
+	// Looks is the pull request's error budget per baseline key (the
 	// tier, or "<tier>/<cell>" for a nightly matrix cell): every
 	// judgement of this check — the first runs, the added runs, each
 	// retest, an appeal's re-test — spends from it, so no sequence of
-	// retests can call an unchanged commit a regression more often than
-	// the tier allows. It survives every step of this row; a new commit
-	// is a new row, with a fresh budget.
+	// retests can call an unchanged PR a regression more often than the
+	// tier allows. It survives every step of this row; a new commit that
+	// changes no file continues it (see prLooks); one that changes code
+	// starts afresh.
 	Looks map[string]gate.Looks `json:"looks,omitempty"`
 }
 
@@ -458,14 +460,21 @@ func (s *Service) judge(ctx context.Context, cr store.CheckRun, job store.Job, j
 	if err != nil {
 		return err
 	}
+	opt.Looks = s.prLooks(ctx, cr, jm.key, opt.Looks, jm.cand.runs)
+	if opt.Looks.Final() {
+		return s.standing(ctx, cr, job, jm.key)
+	}
+	budget := s.settleBudget(ctx, cr.JobIDs, tier)
+	opt.LastLook = budget.last(len(jm.cand.runs))
 	rep, err := gate.Compare(jm.base, jm.cand.runs, tier, opt)
 	if err != nil {
 		return s.broken(ctx, cr, false, append([]string{"compare: " + err.Error()}, jm.notes...))
 	}
 	looks := map[string]gate.Looks{jm.key: rep.Looks}
-	if rep.Verdict == gate.Inconclusive && rep.NeedMoreRuns > rep.CandidateRuns && !s.extended(ctx, cr.JobIDs) {
-		return s.extend(ctx, cr, job, rep.NeedMoreRuns-rep.CandidateRuns, looks)
+	if more := rep.NeedMoreRuns - rep.CandidateRuns; rep.Verdict == gate.Inconclusive && more > 0 && budget.fits(more) {
+		return s.extend(ctx, cr, job, more, looks)
 	}
+	jm.notes = append(jm.notes, budget.note(rep)...)
 	if s.onDefaultBranch(ctx, cr) {
 		s.recordTrend(ctx, cr, cr.Tier, job.ID, jm.cand.runs, tier)
 	}
@@ -527,14 +536,136 @@ func (s *Service) authorOf(ctx context.Context, cr store.CheckRun) string {
 	return pr.GetUser().GetLogin()
 }
 
-// extended reports whether one of the jobs already added runs.
-func (s *Service) extended(ctx context.Context, ids []int64) bool {
-	for _, id := range ids {
-		if j, err := s.st.GetJob(ctx, id); err == nil && j.Kind == kindExtend {
-			return true
+// prLooks is the look budget a judgement continues: this check's own,
+// else — for a commit that changes no file against an earlier commit of
+// the same pull request (an empty commit, a re-push) — the budget that
+// commit's check left, so pushing cannot reset the error budget. A commit
+// that changes the code is a new question with a budget of its own.
+func (s *Service) prLooks(ctx context.Context, cr store.CheckRun, key string, own gate.Looks, runs []*result.Result) gate.Looks {
+	if len(own.Spent) > 0 || cr.PRNumber <= 0 {
+		return own
+	}
+	tree := ""
+	for _, r := range runs {
+		if r != nil && r.Perfgate != nil && r.Perfgate.Environment.SourceTree != "" {
+			tree = r.Perfgate.Environment.SourceTree
+			break
 		}
 	}
-	return false
+	if tree == "" {
+		return own
+	}
+	rows, err := s.st.ListCheckRuns(ctx, cr.Repo, cr.PRNumber)
+	if err != nil {
+		return own
+	}
+	var best store.CheckRun
+	found := false
+	for _, r := range rows {
+		if r.ID == cr.ID || r.Tier != cr.Tier || r.HeadSHA == cr.HeadSHA {
+			continue
+		}
+		d := s.docOf(r)
+		if d.Env == nil || d.Env.SourceTree != tree || len(d.Looks[key].Spent) == 0 {
+			continue
+		}
+		if !found || r.UpdatedAt.After(best.UpdatedAt) {
+			best, found = r, true
+		}
+	}
+	if !found {
+		return own
+	}
+	return s.docOf(best).Looks[key]
+}
+
+// settling is what an inconclusive verdict may still spend: the tier's
+// settle budget in GPU-minutes per pull request, what the added jobs of
+// this check spent of it, and what one more measured run costs on this
+// card (the jobs' time on the card per run; a minute when unknown).
+type settling struct {
+	budget, spent, perRun float64
+	interleaved           bool
+}
+
+// defaultRunMinutes prices a run when the jobs' times say nothing.
+const defaultRunMinutes = 1.0
+
+func (s *Service) settleBudget(ctx context.Context, ids []int64, tier config.Tier) settling {
+	b := settling{budget: float64(tier.SettleGPUMinutes)}
+	var minutes, runs float64
+	for _, id := range ids {
+		j, err := s.st.GetJob(ctx, id)
+		if err != nil {
+			continue
+		}
+		snap, err := snapshotOf(j)
+		if err != nil {
+			continue
+		}
+		n := float64(snap.Repeats)
+		if snap.Interleave != nil {
+			n, b.interleaved = float64(2*snap.Interleave.Pairs), true
+		}
+		d := 0.0
+		if !j.StartedAt.IsZero() && j.FinishedAt.After(j.StartedAt) {
+			d = j.FinishedAt.Sub(j.StartedAt).Minutes()
+			minutes += d
+			runs += n
+		}
+		if j.Kind == kindExtend {
+			if d == 0 {
+				d = n * defaultRunMinutes
+			}
+			b.spent += d
+		}
+	}
+	b.perRun = defaultRunMinutes
+	if minutes > 0 && runs > 0 {
+		b.perRun = minutes / runs
+	}
+	return b
+}
+
+// cost is the GPU-minutes of more candidate runs (pairs, when interleaved).
+func (b settling) cost(more int) float64 {
+	if b.interleaved {
+		return b.perRun * float64(2*more)
+	}
+	return b.perRun * float64(more)
+}
+
+// fits reports whether adding more runs (pairs) stays within the budget.
+func (b settling) fits(more int) bool { return b.budget > 0 && b.spent+b.cost(more) <= b.budget }
+
+// last reports whether the look at n runs (pairs) is the last the budget
+// pays for: the doubling after it would not fit. A tier without a settle
+// budget keeps its plan's looks for retests.
+func (b settling) last(n int) bool { return b.budget > 0 && !b.fits(n) }
+
+// note says what settling spent and, when the verdict is still open, what
+// would settle it.
+func (b settling) note(rep *gate.Report) []string {
+	if b.budget <= 0 || rep.Verdict != gate.Inconclusive {
+		return nil
+	}
+	unit, n := "runs", rep.CandidateRuns
+	if b.interleaved {
+		unit = "pairs"
+	}
+	return []string{fmt.Sprintf("settling spent %.0f of %.0f GPU-minutes (settle_gpu_minutes) on added %s; %d more %s (about %.0f GPU-minutes) would narrow the interval by √2 — a maintainer decides: `/perf ack` to accept, or raise settle_gpu_minutes",
+		b.spent, b.budget, unit, n, unit, b.cost(n))}
+}
+
+// standing answers a look the pull request's plan has no room for (a
+// retest after its last look): the verdict its last look gave stands.
+func (s *Service) standing(ctx context.Context, cr store.CheckRun, job store.Job, key string) error {
+	prior := s.docOf(cr)
+	if prior.Report == nil {
+		return s.broken(ctx, cr, true, []string{fmt.Sprintf("the looks of this pull request's plan for %s are spent and no verdict is stored", key)})
+	}
+	notes := append(append([]string{}, prior.Notes...), "all looks of this pull request's plan are spent: the last verdict stands (retests cannot move it; `/perf ack` accepts an inconclusive one)")
+	return s.publish(ctx, cr, job, prior.Report, prior.Env, notes, nil)
 }
 
 // extend adds runs to an inconclusive comparison, on the same card. The
@@ -566,7 +697,7 @@ func (s *Service) extend(ctx context.Context, cr store.CheckRun, job store.Job, 
 		}},
 		out: app.Output{
 			Title:   "Adding runs",
-			Summary: fmt.Sprintf("The first runs could not settle the comparison; perfgate is adding %s on the same card and will decide on all of them.", what),
+			Summary: fmt.Sprintf("The runs so far could not settle the comparison; perfgate is adding %s on the same card (within the tier's settle_gpu_minutes) and will decide on all of them.", what),
 		},
 	})
 }

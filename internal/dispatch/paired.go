@@ -96,11 +96,12 @@ func (s *Service) sidedOf(ctx context.Context, ids []int64) (sidedEvidence, erro
 	return ev, nil
 }
 
-// judgePaired judges an interleaved check: the per-pair ratios of head to
-// base, shrunk toward the noise of earlier interleaved jobs (else of the
-// stored baselines), at the α this look of the commit may spend. No
-// stored baseline is compared with; when inconclusive, pairs are added
-// once on the same card.
+// judgePaired judges an interleaved check: head against base by engine
+// start (or pair), with the noise of earlier interleaved jobs (else of the
+// stored baselines) allowed to widen the job's own, at the α this look of
+// the pull request's plan may spend. No
+// stored baseline is compared with; when inconclusive, pairs are added on
+// the same card while the tier's settle budget pays for them.
 func (s *Service) judgePaired(ctx context.Context, cr store.CheckRun, job store.Job) error {
 	tier, err := tierOf(job)
 	if err != nil {
@@ -127,14 +128,25 @@ func (s *Service) judgePaired(ctx context.Context, cr store.CheckRun, job store.
 	if opt.History.Paired, err = s.pairHistory(ctx, cr, job); err != nil {
 		return err
 	}
+	heads := make([]*result.Result, len(pairs))
+	for i, p := range pairs {
+		heads[i] = p.Head
+	}
+	opt.Looks = s.prLooks(ctx, cr, key, opt.Looks, heads)
+	if opt.Looks.Final() {
+		return s.standing(ctx, cr, job, key)
+	}
+	budget := s.settleBudget(ctx, cr.JobIDs, tier)
+	opt.LastLook = budget.last(len(pairs))
 	rep, err := gate.ComparePaired(pairs, tier, opt)
 	if err != nil {
 		return s.broken(ctx, cr, false, append([]string{"compare pairs: " + err.Error()}, notes...))
 	}
 	looks := map[string]gate.Looks{key: rep.Looks}
-	if rep.Verdict == gate.Inconclusive && rep.NeedMoreRuns > rep.CandidateRuns && !s.extended(ctx, cr.JobIDs) {
-		return s.extend(ctx, cr, job, rep.NeedMoreRuns-rep.CandidateRuns, looks)
+	if more := rep.NeedMoreRuns - rep.CandidateRuns; rep.Verdict == gate.Inconclusive && more > 0 && budget.fits(more) {
+		return s.extend(ctx, cr, job, more, looks)
 	}
+	notes = append(notes, budget.note(rep)...)
 	notes = append([]string{interleaveNote(ev)}, notes...)
 	head := make([]*result.Result, len(pairs))
 	for i, p := range pairs {

@@ -17,6 +17,7 @@ type judge struct {
 	sigmas    float64
 	sessionCV float64
 	half      bool // regression_at: half
+	final     bool // the look budget's last look: what is open passes below the line
 	cache     *seriesCache
 
 	// Per metric, parallel to Report.Metrics, read by decide.
@@ -32,6 +33,11 @@ type estimate struct {
 	// design has no separate median condition.
 	medianD                  float64
 	runSD, sessionSD, pairSD float64
+	// n is the number of runs (pairs) the estimate used; how says how it
+	// got there (the estimator, runs dropped for a missing value, outliers
+	// left out), for the check.
+	n   int
+	how string
 }
 
 // metricWork is the state decide needs beyond the MetricResult.
@@ -63,7 +69,7 @@ func newJudge(tier config.Tier, opt Options, design string) (*judge, *Report, er
 	if conf <= 0.5 || conf >= 1 || math.IsNaN(conf) {
 		return nil, nil, fmt.Errorf("compare: confidence %g outside (0.5, 1)", conf)
 	}
-	looks, alpha, err := opt.Looks.next(1 - conf)
+	looks, alpha, beta, err := opt.Looks.next(1-conf, opt.LastLook)
 	if err != nil {
 		return nil, nil, fmt.Errorf("compare: %w", err)
 	}
@@ -74,8 +80,8 @@ func newJudge(tier config.Tier, opt Options, design string) (*judge, *Report, er
 	if policy == "" {
 		policy = config.InconclusiveNeutral
 	}
-	j := &judge{tier: tier, design: design, alpha: alpha, beta: PassMissRate * alpha / looks.Alpha, sigmas: tier.NoiseSigmas, sessionCV: float64(tier.SessionNoise),
-		half: regAt == config.RegressionAtHalf, cache: newSeriesCache()}
+	j := &judge{tier: tier, design: design, alpha: alpha, beta: beta, sigmas: tier.NoiseSigmas, sessionCV: float64(tier.SessionNoise),
+		half: regAt == config.RegressionAtHalf, final: looks.Final(), cache: newSeriesCache()}
 	rep := &Report{Tier: tier.Name, Design: design, Confidence: conf, Alpha: alpha, Looks: looks,
 		RegressionAt: regAt, InconclusivePolicy: policy}
 	return j, rep, nil
@@ -107,7 +113,7 @@ func (j *judge) row(name string, th config.Threshold, secondary bool, rep *Repor
 	}
 	w := metricWork{secondary: secondary, m: m, sign: mr.Direction.Sign()}
 	// A metric that cannot be measured is no evidence either way.
-	mr.P, mr.HolmP = 1, 1
+	mr.P, mr.HolmP, mr.PassP = 1, 1, 1
 	if !known {
 		mr.Verdict, mr.Note = MetricInconclusive, "unknown metric"
 		return mr, w
@@ -138,6 +144,13 @@ func (j *judge) row(name string, th config.Threshold, secondary bool, rep *Repor
 	mr.DF = e.df
 	mr.RunSD, mr.SessionSD, mr.PairSD = e.runSD, e.sessionSD, e.pairSD
 	mr.P = w.pWorse
+	mr.Estimator = e.how
+	if e.n > 0 {
+		mr.CandidateRuns = e.n
+		if j.design == DesignInterleaved {
+			mr.BaselineRuns = e.n
+		}
+	}
 	return mr, w
 }
 
@@ -165,10 +178,10 @@ func oneSided(d, se, df float64) (worse, better float64) {
 }
 
 // PassMissRate bounds how often a change exactly at the threshold passes,
-// over all looks at one commit together: each look's pass test runs at
-// the same share of it as its α is of the tier's α (5% at the first look
-// by default). It is the other error of the three-zone rule: a pass test
-// as strict as the regression test would leave most unchanged PRs
+// over all looks at one pull request together: each look's pass test (the
+// equivalence test, TOST against the threshold) runs at its share of the
+// plan (see Looks). It is the other error of the three-zone rule: a pass
+// test as strict as the regression test would leave most unchanged PRs
 // inconclusive at CV 5%.
 const PassMissRate = 0.10
 
@@ -181,7 +194,9 @@ const PassMissRate = 0.10
 //     the change of the medians shown passes the threshold too;
 //   - improvement: significantly better, beyond the noise band;
 //   - pass: the upper confidence bound on "worse", at the look's β, is
-//     below the threshold (shown "~" when the change is not significant);
+//     below the threshold (shown "~" when the change is not significant)
+//     — the equivalence test; at the plan's last look also an estimate
+//     below the regression line, so the looks converge;
 //   - inconclusive otherwise.
 func (j *judge) decide(ms []MetricResult) {
 	var worse, better []float64
@@ -219,6 +234,10 @@ func (j *judge) decide(ms []MetricResult) {
 			lo, hi = hi, lo
 		}
 		mr.CILow, mr.CIHigh = back(w.m, lo), back(w.m, hi)
+		mr.Bound = back(w.m, w.sign*upper)
+		mr.PassP = passP(w.d, w.tau, w.se, w.df)
+		mr.Call = back(w.m, w.sign*call0(w.tau, j.half))
+		mr.Beta = j.beta
 		sigWorse, sigBetter := adjWorse[i] <= j.alpha, adjBetter[i] <= j.alpha
 		mr.Significant = sigWorse || sigBetter
 		call := w.tau
@@ -231,16 +250,44 @@ func (j *judge) decide(ms []MetricResult) {
 			mr.Verdict = MetricRegression
 		case sigBetter && -w.d > w.band:
 			mr.Verdict = MetricImprovement
-		case upper < w.tau:
+		case upper < w.tau || (j.final && w.d <= call && j.precise(w)):
 			if mr.Significant {
 				mr.Verdict = MetricPass
 			} else {
 				mr.Verdict = MetricSame
 			}
+			if upper >= w.tau {
+				mr.Decided = "last look: estimate below the regression line"
+			}
 		default:
 			mr.Verdict = MetricInconclusive
 		}
 	}
+}
+
+// precise reports whether the evidence is precise enough for the last
+// look to pass an estimate below the regression line: a change at the
+// threshold would land below the line with probability at most
+// PassMissRate. Under regression_at: threshold the line is the threshold
+// and this never holds (only the equivalence test passes).
+func (j *judge) precise(w metricWork) bool {
+	return j.half && w.se*tq(1-PassMissRate, w.df) <= w.tau/2
+}
+
+// call0 is where a significant change becomes a regression.
+func call0(tau float64, half bool) float64 {
+	if half {
+		return tau / 2
+	}
+	return tau
+}
+
+// passP is the equivalence test's one-sided p-value: of "the change is at
+// least the threshold" against "it is smaller"; the metric passes when it
+// is at most the look's β.
+func passP(d, tau, se, df float64) float64 {
+	_, p := oneSided(d-tau, se, df)
+	return p
 }
 
 // holmLevels is the level Holm's step-down tests each p-value at: α/(k −
@@ -319,15 +366,19 @@ func (j *judge) verdict(rep *Report) (Verdict, int) {
 	if len(unsure) == 0 {
 		return Pass, 0
 	}
-	unit, target := "candidate run(s)", 2*max(j.tier.Repeats, MinRuns)
+	unit, have := "candidate run(s)", rep.CandidateRuns
+	first := max(j.tier.Repeats, MinRuns)
 	if j.design == DesignInterleaved {
-		unit, target = "pair(s)", 2*max(j.tier.Pairs, MinPairs)
+		unit, first = "pair(s)", max(j.tier.Pairs, MinPairs)
 	}
-	if j.design != DesignRecent && rep.CandidateRuns < target {
-		rep.Notes = append(rep.Notes, fmt.Sprintf("inconclusive on %v: run %d more %s and compare again with all %d", unsure, target-rep.CandidateRuns, unit, target))
+	if j.design != DesignRecent && !rep.Looks.Final() {
+		// Double the evidence: the standard error falls by √2 a look.
+		target := max(2*have, 2*first)
+		rep.Notes = append(rep.Notes, fmt.Sprintf("inconclusive on %v: %d more %s settle it (judged again with all %d, look %d of %d of this pull request's plan)",
+			unsure, target-have, unit, target, len(rep.Looks.Spent)+1, rep.Looks.Max))
 		return Inconclusive, target
 	}
-	rep.Notes = append(rep.Notes, fmt.Sprintf("still inconclusive on %v after %d %s: the change is too close to the threshold for this noise", unsure, rep.CandidateRuns, unit))
+	rep.Notes = append(rep.Notes, fmt.Sprintf("still inconclusive on %v after %d %s at the last look of the plan: the change is too close to the threshold for this noise; a maintainer decides (/perf ack)", unsure, have, unit))
 	return Inconclusive, 0
 }
 
@@ -343,7 +394,7 @@ func change(m MetricResult) string {
 // cannot write one, and a verdict must never be stored empty.
 func (r *Report) checkFinite() error {
 	bad := func(x float64) bool { return math.IsNaN(x) || math.IsInf(x, 0) }
-	if bad(r.Confidence) || bad(r.Alpha) || bad(r.Looks.Alpha) || bad(r.Looks.Share) {
+	if bad(r.Confidence) || bad(r.Alpha) || bad(r.Looks.Alpha) {
 		return fmt.Errorf("report of tier %s: non-finite confidence or α", r.Tier)
 	}
 	for _, l := range r.Looks.Spent {
@@ -352,10 +403,10 @@ func (r *Report) checkFinite() error {
 		}
 	}
 	names := [...]string{"baseline", "candidate", "delta", "estimate", "threshold", "noise_band", "p", "holm_p", "df",
-		"ci_low", "ci_high", "run_sd", "session_sd", "pair_sd"}
+		"ci_low", "ci_high", "run_sd", "session_sd", "pair_sd", "bound", "pass_p", "call"}
 	for _, m := range r.Metrics {
 		for i, x := range [...]float64{m.Baseline, m.Candidate, m.Delta, m.Estimate, m.Threshold, m.NoiseBand, m.P, m.HolmP, m.DF,
-			m.CILow, m.CIHigh, m.RunSD, m.SessionSD, m.PairSD} {
+			m.CILow, m.CIHigh, m.RunSD, m.SessionSD, m.PairSD, m.Bound, m.PassP, m.Call} {
 			if bad(x) {
 				return fmt.Errorf("report of tier %s: metric %s has a non-finite %s (%v)", r.Tier, m.Metric, names[i], x)
 			}

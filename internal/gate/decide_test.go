@@ -207,20 +207,20 @@ func TestInconclusivePolicy(t *testing.T) {
 }
 
 // The merge tier's defaults, end to end on synthetic interleaved pairs: an
-// unchanged commit passes and a 10% tpot_p90 regression regresses, both
+// unchanged commit passes and a 10% tpot_median regression regresses, both
 // with JSON that marshals (error_rate is all zero).
 func TestMergeTierDefaults(t *testing.T) {
 	merge, err := config.Default().Tier("merge")
 	if err != nil {
 		t.Fatal(err)
 	}
-	levels := map[string]float64{"p90_tpot_ms": 13, "p90_ttft_ms": 700, "output_throughput": 5000}
+	levels := map[string]float64{"median_tpot_ms": 11, "p90_ttft_ms": 700, "output_throughput": 5000}
 	for _, tc := range []struct {
 		shift float64
 		want  Verdict
 	}{{0, Pass}, {math.Log(1.10), Regression}} {
 		b := append(runs(levels, 0.01, 0), runs(levels, 0.01, 0.001)[:3]...)
-		h := append(runs(levels, 0.01, tc.shift, "p90_tpot_ms"), runs(levels, 0.01, tc.shift+0.001, "p90_tpot_ms")[:3]...)
+		h := append(runs(levels, 0.01, tc.shift, "median_tpot_ms"), runs(levels, 0.01, tc.shift+0.001, "median_tpot_ms")[:3]...)
 		rep, err := ComparePaired(pairsOf(b, h), merge, Options{})
 		if err != nil {
 			t.Fatal(err)

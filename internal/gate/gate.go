@@ -1,25 +1,27 @@
 // Package gate decides whether a candidate's runs regressed. The unit of
-// inference is the run: each run gives one value per metric (its p90 TPOT,
-// its output tok/s), and the tests compare run values in log space.
-// Pooling requests across runs would call every GPU clock shift a
-// regression.
+// inference is the run — or, when runs share an engine start, the start:
+// each run gives one value per metric (its median TPOT, its output tok/s),
+// and the tests compare run values in log space. Pooling requests across
+// runs would call every GPU clock shift a regression.
 //
 // Two designs:
 //
 //   - Compare judges the candidate's runs against a stored baseline's. The
 //     two sets come from different sessions (engine starts, days, card
-//     states), so the standard error carries the run-to-run variance,
-//     pooled with the baseline history's, and the session-to-session
-//     variance, estimated from the history's set means around the tier's
-//     session_noise assumption.
+//     states), so the standard error carries the run-to-run variance
+//     (the job's own, which the history may widen, never narrow) and the
+//     session-to-session variance, estimated from the history's set means
+//     around the tier's session_noise assumption.
 //   - ComparePaired judges an interleaved job: base and head alternate on
-//     one card (ABBA), and the test is a paired t on the per-pair log
-//     ratios, whose variance is shrunk toward the history's. Session shifts
-//     and slow drift cancel within a pair.
+//     one card (ABBA). With an engine start per run the test is a paired t
+//     on the per-pair log ratios; when runs share starts, the start means
+//     are the units (see unitEstimate). Session shifts and slow drift
+//     cancel within a job.
 //
-// Both end in one three-zone rule per metric (regression, pass,
-// inconclusive), with Holm's correction across the gated metrics at the
-// α this look may spend (see Looks).
+// Both end in one three-zone rule per metric (regression, pass by the
+// equivalence test, inconclusive), with Holm's correction across the gated
+// metrics at the α this look of the pull request's bounded plan may spend
+// (see Looks).
 package gate
 
 import (
@@ -117,15 +119,29 @@ type MetricResult struct {
 	// RunSD and SessionSD are the run-to-run and session-to-session
 	// standard deviations the test used (log space: ≈ coefficients of
 	// variation); PairSD is the per-pair ratio's.
-	RunSD         float64 `json:"run_sd"`
-	SessionSD     float64 `json:"session_sd,omitempty"`
-	PairSD        float64 `json:"pair_sd,omitempty"`
-	Significant   bool    `json:"significant"`
-	Verdict       string  `json:"verdict"`
-	Secondary     bool    `json:"secondary"`
-	BaselineRuns  int     `json:"baseline_runs"`
-	CandidateRuns int     `json:"candidate_runs"`
-	Note          string  `json:"note,omitempty"`
+	RunSD     float64 `json:"run_sd"`
+	SessionSD float64 `json:"session_sd,omitempty"`
+	PairSD    float64 `json:"pair_sd,omitempty"`
+	// Bound is the pass (equivalence) test's bound on the worse side, by
+	// value, at level Beta: the metric passes when it is inside the
+	// threshold ("no regression larger than 5% (upper bound +2.1%)");
+	// PassP is that test's p-value. Call is the change beyond which a
+	// significant estimate is a regression (the threshold, or half of it).
+	Bound float64 `json:"bound"`
+	PassP float64 `json:"pass_p"`
+	Beta  float64 `json:"beta,omitempty"`
+	Call  float64 `json:"call"`
+	// Estimator says how the estimate was made from the runs: the
+	// experimental unit, runs dropped for a missing value, outlier runs
+	// left out. Decided, when set, says what decided beyond the tests.
+	Estimator     string `json:"estimator,omitempty"`
+	Decided       string `json:"decided,omitempty"`
+	Significant   bool   `json:"significant"`
+	Verdict       string `json:"verdict"`
+	Secondary     bool   `json:"secondary"`
+	BaselineRuns  int    `json:"baseline_runs"`
+	CandidateRuns int    `json:"candidate_runs"`
+	Note          string `json:"note,omitempty"`
 }
 
 // Mismatch is an environment field on which the runs differ.
@@ -192,8 +208,13 @@ type Options struct {
 	// by a retest come from a new session, and the stored comparison's
 	// standard error accounts for each.
 	CandidateSessions []string
-	// Looks is the commit's α budget so far (zero: the first look).
+	// Looks is the pull request's error budget so far (zero: the first
+	// look).
 	Looks Looks
+	// LastLook makes this look the plan's last: the caller cannot pay for
+	// more evidence (the settle budget is spent), so it spends what is left
+	// of α and β and decides what the tests leave open (see decide).
+	LastLook bool
 	// Confidence overrides the tier's.
 	Confidence float64
 	// Recent is how many of the latest history sessions CompareRecent
@@ -235,12 +256,21 @@ func Compare(baseline, candidate []*result.Result, tier config.Tier, opt Options
 	groups := groupSessions(cand, sessions)
 	rep.CandidateSessions = len(groups)
 	hist := j.historySessions(opt.History)
+	if len(base) > 0 {
+		var dropped int
+		if hist, _, dropped = j.sameSetup(base[0], hist, nil); dropped > 0 {
+			rep.Notes = append(rep.Notes, fmt.Sprintf("%d history set(s) left out of the noise prior: another card, driver, engine or load", dropped))
+		}
+	}
 	rep.HistorySessions = len(hist)
 
 	if len(base) > 0 && len(cand) > 0 {
 		var notes []string
 		rep.Mismatches, notes = checkEnvironment(base, cand, perfgateFields)
 		rep.Notes = append(rep.Notes, notes...)
+	}
+	if c := contention(append(append([]*result.Result(nil), base...), cand...)); c != "" {
+		rep.Notes = append(rep.Notes, c)
 	}
 	if len(base) < MinRuns || len(cand) < MinRuns {
 		rep.Notes = append(rep.Notes, fmt.Sprintf("too few valid runs: %d baseline, %d candidate; the gate needs at least %d on each side", len(base), len(cand), MinRuns))
@@ -336,24 +366,24 @@ func groupSessions(runs []*result.Result, sessions []string) [][]*result.Result 
 // w_g the share of the candidate runs from session g (retests add
 // sessions). The t test's degrees of freedom are Satterthwaite's.
 func (j *judge) stored(m config.Metric, base []*result.Result, groups [][]*result.Result, hist []Session) (estimate, string) {
-	xb, ok := j.logValues(base, m)
-	if !ok {
-		return estimate{}, "missing in some runs"
-	}
+	xb, missing := j.presentLogValues(base, m)
 	var xc []float64
 	var run pooled
 	run.add(xb)
 	k := 0.0
 	var sizes []float64
 	for _, g := range groups {
-		x, ok := j.logValues(g, m)
-		if !ok {
-			return estimate{}, "missing in some runs"
-		}
+		x, miss := j.presentLogValues(g, m)
+		missing += miss
 		run.add(x)
 		xc = append(xc, x...)
-		sizes = append(sizes, float64(len(x)))
+		if len(x) > 0 {
+			sizes = append(sizes, float64(len(x)))
+		}
 		k += float64(len(x))
+	}
+	if len(xb) < MinRuns || len(xc) < MinRuns {
+		return estimate{}, fmt.Sprintf("missing in %d run(s): fewer than %d left on a side", missing, MinRuns)
 	}
 	var histRun pooled
 	means := []float64{stats.Mean(xb)}
@@ -367,10 +397,15 @@ func (j *judge) stored(m config.Metric, base []*result.Result, groups [][]*resul
 		means = append(means, stats.Mean(x))
 		ns = append(ns, len(x))
 	}
-	run.ss += histRun.ss
-	run.df += histRun.df
+	// The job's own run-to-run variance always counts; the history may
+	// widen it (pooled with it), never narrow it, and lends no degrees of
+	// freedom.
+	ownVar := run.variance()
+	if histRun.df > 0 {
+		ownVar = math.Max(ownVar, (run.ss+histRun.ss)/(run.df+histRun.df))
+	}
 	n := float64(len(xb))
-	runVar := math.Max(run.variance(), j.floor(m))
+	runVar := math.Max(ownVar, j.floor(m))
 	sessVar, sessDF := sessionVariance(means, ns, runVar, j.sessionPrior(m), SessionPriorDF)
 	w2 := 0.0
 	for _, s := range sizes {
@@ -385,6 +420,11 @@ func (j *judge) stored(m config.Metric, base []*result.Result, groups [][]*resul
 		df:        satterthwaite(a, run.df, b, sessDF),
 		runSD:     math.Sqrt(runVar),
 		sessionSD: math.Sqrt(sessVar),
+		n:         len(xc),
+		how:       fmt.Sprintf("ratio of geometric means of runs (%d vs %d)", len(xc), len(xb)),
+	}
+	if missing > 0 {
+		e.how += fmt.Sprintf("; %d run(s) without a value left out", missing)
 	}
 	// The noise band is the spread the baseline is known to have, which
 	// today's runs cannot talk down: the history's run-to-run variance when
@@ -433,6 +473,22 @@ func (j *judge) floor(m config.Metric) float64 {
 	return relVarFloor
 }
 
+// presentLogValues is logValues over the runs that have the metric: a
+// run without it is left out (and counted), not the metric.
+func (j *judge) presentLogValues(runs []*result.Result, m config.Metric) ([]float64, int) {
+	out := make([]float64, 0, len(runs))
+	missing := 0
+	for _, r := range runs {
+		v, ok := j.value(r, m)
+		if !ok {
+			missing++
+			continue
+		}
+		out = append(out, transform(m, v))
+	}
+	return out, missing
+}
+
 // logValues is the metric's value of each run in the test's space (log for
 // ratios, identity for absolute metrics); false when a run lacks it.
 func (j *judge) logValues(runs []*result.Result, m config.Metric) ([]float64, bool) {
@@ -455,10 +511,15 @@ func (j *judge) values(runs []*result.Result, m config.Metric) ([]float64, bool)
 	return out, true
 }
 
-// medianOf is the median over runs of the metric's value; 0 when missing.
+// medianOf is the median over the runs that have the metric; 0 when none.
 func (j *judge) medianOf(runs []*result.Result, m config.Metric) float64 {
-	vs, ok := j.values(runs, m)
-	if !ok || len(vs) == 0 {
+	var vs []float64
+	for _, r := range runs {
+		if v, ok := j.value(r, m); ok {
+			vs = append(vs, v)
+		}
+	}
+	if len(vs) == 0 {
 		return 0
 	}
 	return stats.Median(vs)

@@ -2,7 +2,6 @@ package gate
 
 import (
 	"encoding/json"
-
 	"math"
 	"os"
 	"path/filepath"
@@ -244,16 +243,23 @@ func TestTooFewRuns(t *testing.T) {
 	}
 }
 
-// Inconclusive asks for double the runs once, then stays inconclusive.
+// Inconclusive asks for double the runs at every look of the plan but the
+// last; at the last it says a maintainer decides.
 func TestNeedMoreRuns(t *testing.T) {
+	t.Parallel()
 	b, c := runs(lat, 0.16, 0), runs(lat, 0.16, math.Log(1.10), "p99_tpot_ms")
 	rep := compare(t, b, c, tier(0.05, 3, "tpot_p99"), Options{})
 	if rep.Verdict != Inconclusive || rep.NeedMoreRuns != 10 {
 		t.Fatalf("%s need %d", rep.Verdict, rep.NeedMoreRuns)
 	}
 	c = append(c, runs(lat, 0.16, math.Log(1.10), "p99_tpot_ms")...)
-	if rep := compare(t, b, c, tier(0.05, 3, "tpot_p99"), Options{}); rep.Verdict != Inconclusive || rep.NeedMoreRuns != 0 {
+	if rep := compare(t, b, c, tier(0.05, 3, "tpot_p99"), Options{Looks: rep.Looks}); rep.Verdict != Inconclusive || rep.NeedMoreRuns != 20 {
 		t.Errorf("after doubling: %s need %d", rep.Verdict, rep.NeedMoreRuns)
+	}
+	last := Looks{Max: 2, Spent: []Look{{Alpha: 0.001}}}
+	rep = compare(t, b, c, tier(0.05, 3, "tpot_p99"), Options{Looks: last})
+	if rep.Verdict != Inconclusive || rep.NeedMoreRuns != 0 || !strings.Contains(strings.Join(rep.Notes, " "), "last look") {
+		t.Errorf("last look: %s need %d, notes %q", rep.Verdict, rep.NeedMoreRuns, rep.Notes)
 	}
 }
 

@@ -2,13 +2,11 @@ package gate
 
 import (
 	"fmt"
-	"math"
 	"sort"
 	"strconv"
 
 	"github.com/perfgate/perfgate/internal/config"
 	"github.com/perfgate/perfgate/internal/result"
-	"github.com/perfgate/perfgate/internal/stats"
 )
 
 // Pair is one base/head pair of an interleaved job: the two commits ran
@@ -21,6 +19,14 @@ type Pair struct {
 	// HeadFirst says the head ran first (a balanced ABBA order alternates
 	// it, so linear drift cancels over the pairs).
 	HeadFirst bool
+	// BaseStart and HeadStart number the engine start each run was
+	// measured in, within its session (1, 2, …; 0: unknown, taken as a
+	// start of its own). The agent starts a side's engine when the order
+	// changes side (B | H H | B B | …), so neighbouring pairs share starts
+	// and a start's state — what the engine happened to allocate, compile
+	// or schedule — is common to two runs: the start, not the run, is the
+	// experimental unit.
+	BaseStart, HeadStart int
 }
 
 // Sides of an interleaved run, as the agent uploads them.
@@ -83,6 +89,7 @@ func MakePairs(runs []SidedRun) ([]Pair, []string, error) {
 		}
 		return order[a].pair < order[b].pair
 	})
+	starts := startsOf(runs)
 	var pairs []Pair
 	var notes []string
 	for _, k := range order {
@@ -96,9 +103,40 @@ func MakePairs(runs []SidedRun) ([]Pair, []string, error) {
 			continue
 		}
 		pairs = append(pairs, Pair{Session: k.session, Index: k.pair, Base: s[0].Result, Head: s[1].Result,
-			HeadFirst: s[1].Seq < s[0].Seq})
+			HeadFirst: s[1].Seq < s[0].Seq, BaseStart: starts[s[0]], HeadStart: starts[s[1]]})
 	}
 	return pairs, notes, nil
+}
+
+// startsOf numbers the engine starts of each session's runs: in the
+// order of Seq, a new start whenever the side changes. A session whose
+// runs do not have distinct positions gets none (0: each run its own).
+func startsOf(runs []SidedRun) map[*SidedRun]int {
+	bySession := map[string][]*SidedRun{}
+	for i := range runs {
+		bySession[runs[i].Session] = append(bySession[runs[i].Session], &runs[i])
+	}
+	out := map[*SidedRun]int{}
+	for _, rs := range bySession {
+		sort.SliceStable(rs, func(a, b int) bool { return rs[a].Seq < rs[b].Seq })
+		distinct := true
+		for i := 1; i < len(rs); i++ {
+			if rs[i].Seq == rs[i-1].Seq {
+				distinct = false
+			}
+		}
+		if !distinct {
+			continue
+		}
+		n := 0
+		for i, r := range rs {
+			if i == 0 || r.Side != rs[i-1].Side {
+				n++
+			}
+			out[r] = n
+		}
+	}
+	return out
 }
 
 // lessSession orders numeric session names (job IDs) as numbers.
@@ -123,18 +161,17 @@ var pairFields = func() []envField {
 	return out
 }()
 
-// ComparePaired judges an interleaved job: per gated metric, a paired t
-// test on the per-pair log ratios head/base. Their variance is shrunk
-// toward the history's,
-//
-//	σ̂² = (ν₀·σ_h² + (P−1)·s²) / (ν₀ + P − 1),  t with ν₀ + P − 1 df,
-//
-// with ν₀ = min(16, the history's df): σ_h² is the residual spread of
-// earlier interleaved jobs' ratios (History.Paired), else twice the
-// history sessions' run-to-run variance, else there is no prior (ν₀ = 0).
-// Session shifts and slow drift cancel within a pair, so there is no
-// session term. The three-zone rule, Holm and the look budget are
-// Compare's.
+// ComparePaired judges an interleaved job per gated metric from the
+// engine starts when runs share them (the agent's B | H H | B B | … order),
+// else from the independent pairs (see unitEstimate). The job's own
+// variance always counts; the history — earlier interleaved jobs of the
+// same setup (History.Paired, under the same estimator), else twice the
+// run-to-run variance of the history sessions — may widen it, pooled with
+// ν₀ = min(16, its df), never narrow it, and lends no degrees of freedom.
+// Outlier pairs are left out (OutlierSigmas, at most one in OutlierShare
+// per job); a pair with a missing value is left out. Session shifts and
+// slow drift cancel within a job, so there is no session term. The
+// three-zone rule, Holm and the look budget are Compare's.
 func ComparePaired(pairs []Pair, tier config.Tier, opt Options) (*Report, error) {
 	if len(pairs) == 0 {
 		return nil, fmt.Errorf("compare pairs: no pairs")
@@ -167,12 +204,23 @@ func ComparePaired(pairs []Pair, tier config.Tier, opt Options) (*Report, error)
 		base[i], head[i] = p.Base, p.Head
 	}
 	rep.Pairs, rep.BaselineRuns, rep.CandidateRuns, rep.CandidateSessions = len(good), len(good), len(good), len(sessions)
-	hist := j.historySessions(opt.History)
-	rep.HistorySessions = len(hist) + len(opt.History.Paired)
+	var hist []Session
+	var pairHist [][]Pair
+	if len(good) > 0 {
+		var dropped int
+		hist, pairHist, dropped = j.sameSetup(good[0].Base, j.historySessions(opt.History), opt.History.Paired)
+		if dropped > 0 {
+			rep.Notes = append(rep.Notes, fmt.Sprintf("%d history set(s) left out of the noise prior: another card, driver, engine or load", dropped))
+		}
+	}
+	rep.HistorySessions = len(hist) + len(pairHist)
 	if len(good) > 0 {
 		var notes []string
 		rep.Mismatches, notes = checkEnvironment(base, head, pairFields)
 		rep.Notes = append(rep.Notes, notes...)
+	}
+	if c := contention(append(append([]*result.Result(nil), base...), head...)); c != "" {
+		rep.Notes = append(rep.Notes, c)
 	}
 	if len(good) < MinPairs {
 		rep.Notes = append(rep.Notes, fmt.Sprintf("too few valid pairs: %d; the gate needs at least %d", len(good), MinPairs))
@@ -180,89 +228,8 @@ func ComparePaired(pairs []Pair, tier config.Tier, opt Options) (*Report, error)
 		return j.finish(rep, Inconclusive)
 	}
 	measure := func(m config.Metric) (estimate, string) {
-		return j.paired(m, base, head, hist, opt.History.Paired)
+		return j.paired(m, good, hist, pairHist)
 	}
 	j.measureAll(rep, measure, func(m config.Metric) (float64, float64) { return j.medianOf(base, m), j.medianOf(head, m) })
 	return j.finish(rep, "")
-}
-
-// paired estimates one metric's change from per-pair ratios.
-func (j *judge) paired(m config.Metric, base, head []*result.Result, hist []Session, pairHist [][]Pair) (estimate, string) {
-	xb, okB := j.logValues(base, m)
-	xh, okH := j.logValues(head, m)
-	if !okB || !okH {
-		return estimate{}, "missing in some runs"
-	}
-	r := make([]float64, len(xb))
-	for i := range r {
-		r[i] = xh[i] - xb[i]
-	}
-	priorVar, priorDF := j.pairPrior(m, hist, pairHist)
-	nu0 := math.Min(PairPriorDF, priorDF)
-	p := float64(len(r))
-	own := stats.SumSq(r)
-	v := own / (p - 1)
-	if nu0 > 0 {
-		v = (nu0*priorVar + own) / (nu0 + p - 1)
-	}
-	v = math.Max(v, 2*j.floor(m))
-	bandVar := stats.Variance(r)
-	if nu0 > 0 {
-		bandVar = priorVar
-	}
-	bandVar = math.Max(bandVar, 2*j.floor(m))
-	return estimate{
-		d:       stats.Mean(r),
-		se:      math.Sqrt(v / p),
-		df:      nu0 + p - 1,
-		band:    j.sigmas * math.Sqrt(bandVar/p),
-		medianD: math.NaN(),
-		runSD:   math.Sqrt(v / 2),
-		pairSD:  math.Sqrt(v),
-	}, ""
-}
-
-// pairPrior is the history's variance of a per-pair log ratio and its
-// degrees of freedom: earlier interleaved jobs' residual spread (each
-// job's ratios around their own mean), else twice the run-to-run variance
-// of the history sessions.
-func (j *judge) pairPrior(m config.Metric, hist []Session, pairHist [][]Pair) (float64, float64) {
-	var p pooled
-	for _, set := range pairHist {
-		var b, h []*result.Result
-		for _, pr := range set {
-			if pr.Base == nil || pr.Head == nil {
-				continue
-			}
-			if _, bad := invalid(pr.Base); bad {
-				continue
-			}
-			if _, bad := invalid(pr.Head); bad {
-				continue
-			}
-			b, h = append(b, pr.Base), append(h, pr.Head)
-		}
-		xb, okB := j.logValues(b, m)
-		xh, okH := j.logValues(h, m)
-		if !okB || !okH {
-			continue
-		}
-		r := make([]float64, len(xb))
-		for i := range r {
-			r[i] = xh[i] - xb[i]
-		}
-		p.add(r)
-	}
-	if p.df > 0 {
-		return p.variance(), p.df
-	}
-	for _, s := range hist {
-		if x, ok := j.logValues(s.Runs, m); ok {
-			p.add(x)
-		}
-	}
-	if p.df > 0 {
-		return 2 * p.variance(), p.df
-	}
-	return 0, 0
 }

@@ -39,10 +39,12 @@ func TestPairedCancelsSessionShift(t *testing.T) {
 	}
 }
 
-// The pair variance is shrunk toward the history's with ν₀ = min(16, its
-// df): a history of tight sessions sharpens three noisy pairs, and without
-// any history the test has only the pairs' own P−1 df.
-func TestPairedShrinkage(t *testing.T) {
+// The job's own variance always counts: a history of tight sessions does
+// not sharpen three noisy pairs (it did: 16 df of a quiet card outweighed
+// the job's own and set the band alone), while a noisier history widens
+// them; the degrees of freedom stay the job's.
+func TestPairedHistoryOnlyWidens(t *testing.T) {
+	t.Parallel()
 	tr := tier(0.05, 0, "tpot_p99")
 	b, h := runs(lat, 0.03, 0)[:3], runs(lat, 0.03, math.Log(1.10), "p99_tpot_ms")[:3]
 	h[0], h[2] = h[2], h[0] // ratios 10% ± 6%: a noisy estimate
@@ -50,24 +52,31 @@ func TestPairedShrinkage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m := metric(t, alone, "tpot_p99"); m.DF != 2 || alone.Verdict == Regression {
-		t.Errorf("no history: df %.0f, %s", m.DF, alone.Verdict)
+	ma := metric(t, alone, "tpot_p99")
+	if ma.DF != 2 || alone.Verdict == Regression {
+		t.Errorf("no history: df %.0f, %s", ma.DF, alone.Verdict)
 	}
-	var hist History
-	for i := 0; i < 6; i++ {
-		hist.Sessions = append(hist.Sessions, Session{Runs: runs(lat, 0.005, 0)})
-	}
-	with, err := ComparePaired(pairsOf(b, h), tr, Options{History: hist})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := metric(t, with, "tpot_p99")
-	if m.DF != PairPriorDF+2 || m.PairSD >= metric(t, alone, "tpot_p99").PairSD || with.Verdict != Regression {
-		t.Errorf("with history: df %.0f pair sd %.4f, %s", m.DF, m.PairSD, with.Verdict)
+	for _, tc := range []struct {
+		name  string
+		cv    float64
+		wider bool
+	}{{"quiet history", 0.005, false}, {"noisy history", 0.15, true}} {
+		var hist History
+		for i := 0; i < 6; i++ {
+			hist.Sessions = append(hist.Sessions, Session{Runs: runs(lat, tc.cv, 0)})
+		}
+		with, err := ComparePaired(pairsOf(b, h), tr, Options{History: hist})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := metric(t, with, "tpot_p99")
+		if m.DF != 2 || (m.PairSD > ma.PairSD*(1+1e-9)) != tc.wider || m.PairSD < ma.PairSD*(1-1e-9) || with.Verdict == Regression {
+			t.Errorf("%s: df %.0f pair sd %.4f (alone %.4f), %s", tc.name, m.DF, m.PairSD, ma.PairSD, with.Verdict)
+		}
 	}
 	// Interleaved history (A/A pairs) is preferred to the sessions'.
 	aa := pairsOf(runs(lat, 0.02, 0), runs(lat, 0.03, 0))
-	pv, df := (&judge{cache: newSeriesCache()}).pairPrior(mustMetric(t, "tpot_p99"), hist.Sessions, [][]Pair{aa})
+	pv, df := (&judge{cache: newSeriesCache()}).pairPrior(mustMetric(t, "tpot_p99"), nil, [][]Pair{aa})
 	if df != 4 || pv <= 0 {
 		t.Errorf("pair prior from A/A pairs: %g with %g df", pv, df)
 	}

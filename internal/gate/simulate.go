@@ -10,7 +10,6 @@ import (
 	"text/tabwriter"
 
 	"github.com/perfgate/perfgate/internal/config"
-	"github.com/perfgate/perfgate/internal/result"
 )
 
 // NoiseModel is how run values scatter from run to run in a simulation.
@@ -71,6 +70,10 @@ type SimConfig struct {
 	// rule catches with 80% and 95% probability, over these deltas.
 	Sweep      []float64
 	SweepGates int
+	// World is what makes the runner harder than the model: engine-start
+	// state, a history from elsewhere, outliers, few requests, missing
+	// runs, per-metric noise. The zero World is the model alone.
+	World World
 }
 
 // SimRow is one rule under one noise model.
@@ -101,7 +104,7 @@ const (
 
 // DefaultSimMetric is where simulated regressions go: the gated latency
 // metric of the merge tier.
-const DefaultSimMetric = "tpot_p90"
+const DefaultSimMetric = "tpot_median"
 
 // Simulate runs the gates and returns a row per model and rule.
 func Simulate(cfg SimConfig) ([]SimRow, error) {
@@ -231,10 +234,12 @@ func WriteSimTable(w io.Writer, cfg SimConfig, rows []SimRow) error {
 }
 
 type simulator struct {
-	cfg   SimConfig
-	model NoiseModel
-	key   string // result key of the regressed metric
-	rng   *rand.Rand
+	cfg       SimConfig
+	model     NoiseModel
+	key       string // result key of the regressed metric
+	rng       *rand.Rand
+	prompts   []float64 // the gate's prompt set (World.Requests)
+	inHistory bool      // drawing the history: its card, its noise
 }
 
 type rate struct {
@@ -271,10 +276,8 @@ func (s *simulator) rates(delta float64, gates, retests int) ([3]rate, error) {
 	out[2].retest = make([]float64, retests)
 	tier := s.cfg.Tier
 	for g := 0; g < gates; g++ {
-		var hist History
-		for h := 0; h < s.cfg.HistorySets; h++ {
-			hist.Sessions = append(hist.Sessions, Session{Label: fmt.Sprintf("history %d", h+1), Runs: s.session(s.cfg.BaselineRuns, 0)})
-		}
+		s.newGate()
+		hist := s.history()
 		ev := s.newEvidence(delta)
 		// The seed's rule: one run each, 3% either way.
 		b, c := ev.naive()
@@ -310,6 +313,13 @@ func (s *simulator) rates(delta float64, gates, retests int) ([3]rate, error) {
 			out[2].inconclusive++
 		}
 		for r := 0; r < retests; r++ {
+			if rep.Looks.Final() {
+				// The plan's looks are spent: the last verdict stands.
+				if alarmed {
+					out[2].retest[r]++
+				}
+				continue
+			}
 			ev.add(s.cfg.Runs)
 			opt.Looks = rep.Looks
 			if rep, err = ev.judge(tier, opt); err != nil {
@@ -332,154 +342,4 @@ func (s *simulator) rates(delta float64, gates, retests int) ([3]rate, error) {
 		}
 	}
 	return out, nil
-}
-
-// evidence is one simulated commit's growing evidence.
-type evidence struct {
-	s        *simulator
-	delta    float64
-	base     []*result.Result // stored: the baseline session
-	cand     []*result.Result // stored: candidate runs, all sessions
-	sessions []string
-	pairs    []Pair // interleaved
-	nSession int
-}
-
-func (s *simulator) newEvidence(delta float64) *evidence {
-	ev := &evidence{s: s, delta: delta}
-	if s.cfg.Design == DesignStored {
-		ev.base = s.session(s.cfg.BaselineRuns, 0)
-	}
-	ev.add(s.cfg.Runs)
-	return ev
-}
-
-// add measures n more candidate runs (pairs) in a new session, as an
-// added-runs job or a retest does.
-func (ev *evidence) add(n int) {
-	ev.nSession++
-	name := fmt.Sprint(ev.nSession)
-	if ev.s.cfg.Design == DesignStored {
-		for _, r := range ev.s.session(n, ev.delta) {
-			ev.cand = append(ev.cand, r)
-			ev.sessions = append(ev.sessions, name)
-		}
-		return
-	}
-	ev.pairs = append(ev.pairs, ev.s.pairSession(n, ev.delta, name)...)
-}
-
-func (ev *evidence) size() int {
-	if ev.s.cfg.Design == DesignStored {
-		return len(ev.cand)
-	}
-	return len(ev.pairs)
-}
-
-func (ev *evidence) naive() (float64, float64) {
-	if ev.s.cfg.Design == DesignStored {
-		return ev.base[0].Metrics[ev.s.key], ev.cand[0].Metrics[ev.s.key]
-	}
-	return ev.pairs[0].Base.Metrics[ev.s.key], ev.pairs[0].Head.Metrics[ev.s.key]
-}
-
-func (ev *evidence) judge(tier config.Tier, opt Options) (*Report, error) {
-	if ev.s.cfg.Design == DesignStored {
-		opt.CandidateSessions = ev.sessions
-		return Compare(ev.base, ev.cand, tier, opt)
-	}
-	return ComparePaired(ev.pairs, tier, opt)
-}
-
-// session makes n runs of one engine session: a session shift shared by
-// the runs, a random-walk drift from run to run, and each run's own noise.
-// Latencies scale by 1+delta on the regressed metric.
-func (s *simulator) session(n int, delta float64) []*result.Result {
-	st := s.newSessionState()
-	out := make([]*result.Result, n)
-	for i := range out {
-		out[i] = s.run(st, delta)
-	}
-	return out
-}
-
-// pairSession makes n base/head pairs in one session, in ABBA order.
-func (s *simulator) pairSession(n int, delta float64, name string) []Pair {
-	st := s.newSessionState()
-	out := make([]Pair, n)
-	for i := range out {
-		headFirst := i%2 == 1
-		var first, second *result.Result
-		if headFirst {
-			first, second = s.run(st, delta), s.run(st, 0)
-			out[i] = Pair{Session: name, Index: i, Head: first, Base: second, HeadFirst: true}
-		} else {
-			first, second = s.run(st, 0), s.run(st, delta)
-			out[i] = Pair{Session: name, Index: i, Base: first, Head: second}
-		}
-	}
-	return out
-}
-
-// sessionState is what a session's runs share.
-type sessionState struct {
-	shared float64            // the session shift's part common to every metric
-	own    map[string]float64 // its part per metric
-	walk   float64            // the drift so far
-}
-
-func (s *simulator) newSessionState() *sessionState {
-	st := &sessionState{own: make(map[string]float64, len(simMetricKeys)+3)}
-	if s.cfg.SessionCV > 0 {
-		st.shared = s.rng.NormFloat64()
-		for _, k := range simMetricKeys {
-			st.own[k] = s.rng.NormFloat64()
-		}
-		for _, k := range []string{"output_throughput", "request_throughput", "total_token_throughput"} {
-			st.own[k] = s.rng.NormFloat64()
-		}
-	}
-	return st
-}
-
-// run is one run's values. A run's noise is half shared by its metrics
-// (the card's state moves them together: latencies up, throughputs down)
-// and half its own; so is the session shift.
-func (s *simulator) run(st *sessionState, delta float64) *result.Result {
-	if s.cfg.Drift > 0 {
-		st.walk += s.cfg.Drift * s.rng.NormFloat64()
-	}
-	shared := s.noise()
-	if s.rng.Float64() < s.model.OutlierProb {
-		shared += s.model.OutlierShift
-	}
-	r := &result.Result{Metrics: make(map[string]float64, len(simMetrics)), Completed: 1000, Perfgate: &result.Section{}}
-	logf := func(k string) float64 {
-		z := math.Sqrt(0.5)*shared + math.Sqrt(0.5)*s.noise()
-		sess := s.cfg.SessionCV * (math.Sqrt(0.5)*st.shared + math.Sqrt(0.5)*st.own[k])
-		return s.model.CV*z + sess + st.walk
-	}
-	for _, k := range simMetricKeys {
-		r.Metrics[k] = simMetrics[k] * math.Exp(logf(k))
-	}
-	r.Metrics[s.key] *= 1 + delta
-	r.OutputThroughput = 5000 * math.Exp(-logf("output_throughput"))
-	r.RequestThroughput = 40 * math.Exp(-logf("request_throughput"))
-	r.TotalTokenThroughput = 45000 * math.Exp(-logf("total_token_throughput"))
-	return r
-}
-
-// noise is a unit-variance draw from the model's distribution.
-func (s *simulator) noise() float64 {
-	if s.model.TailDF <= 2 {
-		return s.rng.NormFloat64()
-	}
-	nu := s.model.TailDF
-	chi := 0.0
-	for range int(nu) {
-		z := s.rng.NormFloat64()
-		chi += z * z
-	}
-	t := s.rng.NormFloat64() / math.Sqrt(chi/nu)
-	return t / math.Sqrt(nu/(nu-2))
 }

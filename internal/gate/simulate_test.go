@@ -9,7 +9,7 @@ import (
 
 // The simulation at test size, interleaved merge tier as production runs
 // it (history of four sessions, 2% session shifts, drift): quiet on A/A
-// through five retests, catches an 8% tpot_p90 regression, where the
+// through five retests, catches an 8% tpot_median regression, where the
 // seed's one-run rule cries wolf.
 func TestSimulationInterleaved(t *testing.T) {
 	merge, _ := config.Default().Tier("merge")

@@ -20,7 +20,7 @@ func (r *Report) WriteText(w io.Writer) error {
 	fmt.Fprintf(w, "%s\n\n", r.Policy())
 	if len(r.Metrics) > 0 {
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "metric\tbaseline\tcandidate\tΔ\tthreshold\tnoise\tverdict\ttest (one-sided p after Holm, interval)")
+		fmt.Fprintln(tw, "metric\tbaseline\tcandidate\tΔ (estimate tested)\tthreshold\tnoise\tverdict\ttest (one-sided p after Holm, interval; equivalence bound)")
 		for _, m := range r.Metrics {
 			name := m.Metric
 			if m.Secondary {
@@ -36,7 +36,7 @@ func (r *Report) WriteText(w io.Writer) error {
 				if m.Secondary {
 					p = fmt.Sprintf("p=%.2g (not in the family)", m.P)
 				}
-				detail = fmt.Sprintf("%s [%s, %s] df=%.0f", p, signed(m, m.CILow), signed(m, m.CIHigh), m.DF)
+				detail = fmt.Sprintf("%s [%s, %s] df=%.0f; %s", p, signed(m, m.CILow), signed(m, m.CIHigh), m.DF, Equivalence(m))
 			}
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", name, value(m, m.Baseline), value(m, m.Candidate),
 				delta, threshold(m), band(m), m.Verdict, detail)
@@ -66,7 +66,7 @@ func (r *Report) WriteText(w io.Writer) error {
 }
 
 // Evidence says what the verdict rests on: runs or pairs, sessions,
-// history, and the α this look spent out of the commit's budget.
+// history, and the α this look spent out of the pull request's budget.
 func (r *Report) Evidence() string {
 	var runs string
 	switch r.Design {
@@ -84,8 +84,8 @@ func (r *Report) Evidence() string {
 	if r.HistorySessions > 0 {
 		hist = fmt.Sprintf("noise history of %d %s", r.HistorySessions, plural(r.HistorySessions, "session", "sessions"))
 	}
-	return fmt.Sprintf("%s, %s; look %d: α %s of the commit's %s (%s spent), confidence %s",
-		runs, hist, r.Look(), pctg(r.Alpha), pctg(1-r.Confidence), pctg(r.Looks.SpentAlpha()), pctg(r.Confidence))
+	return fmt.Sprintf("%s, %s; look %d of %d: α %s of the pull request's %s (%s spent), confidence %s",
+		runs, hist, r.Look(), r.Looks.Max, pctg(r.Alpha), pctg(1-r.Confidence), pctg(r.Looks.SpentAlpha()), pctg(r.Confidence))
 }
 
 // Policy says how the tier turns evidence into a verdict.
@@ -141,14 +141,40 @@ func value(m MetricResult, v float64) string {
 	return fmt.Sprintf("%.4g", v)
 }
 
+// signedChange is the change the test used: the geometric-mean ratio of
+// runs, or of pairs, not the medians' (which are context).
 func signedChange(m MetricResult) string {
 	if m.Note != "" {
 		return "-"
 	}
 	if absolute(m) {
-		return fmt.Sprintf("%+.2fpp", 100*m.Delta)
+		return fmt.Sprintf("%+.2fpp", 100*m.Estimate)
 	}
-	return fmt.Sprintf("%+.2f%%", 100*m.Delta)
+	return fmt.Sprintf("%+.2f%%", 100*m.Estimate)
+}
+
+// Equivalence states the pass (TOST) test against the threshold the way a
+// reader checks it: "no regression larger than 5% (upper bound +2.1%)".
+func Equivalence(m MetricResult) string {
+	if m.Note != "" {
+		return ""
+	}
+	lim := strings.TrimPrefix(strings.TrimPrefix(threshold(m), "+"), "-")
+	word := "larger"
+	if m.Direction.Sign() < 0 {
+		word = "drop larger"
+	}
+	bound := "upper bound"
+	if m.Direction.Sign() < 0 {
+		bound = "lower bound"
+	}
+	if m.Bound*m.Direction.Sign() < m.Threshold {
+		if m.Direction.Sign() < 0 {
+			return fmt.Sprintf("no %s than %s (%s %s)", word, lim, bound, signed(m, m.Bound))
+		}
+		return fmt.Sprintf("no regression %s than %s (%s %s)", word, lim, bound, signed(m, m.Bound))
+	}
+	return fmt.Sprintf("cannot rule out %s (%s %s)", lim, bound, signed(m, m.Bound))
 }
 
 func threshold(m MetricResult) string {

@@ -19,8 +19,8 @@ func TestWriteText(t *testing.T) {
 	out := sb.String()
 	m := metric(t, rep, "tpot_p99")
 	for _, want := range []string{"REGRESSION", "14.00 ms", "16.10 ms", "+15.00%", "+5%", "-5%", "5000 tok/s", "regression", "~",
-		"one-sided p after Holm", fmt.Sprintf("p=%.2g [%+.1f%%, %+.1f%%] df=8", m.HolmP, 100*m.CILow, 100*m.CIHigh), "5 baseline run(s) vs 5 candidate run(s)",
-		"look 1: α 0.25% of the commit's 0.5%", "policy: a significant change regresses past its threshold", "inconclusive: neutral"} {
+		"one-sided p after Holm", fmt.Sprintf("p=%.2g [%+.1f%%, %+.1f%%] df=8; cannot rule out 5%% (upper bound", m.HolmP, 100*m.CILow, 100*m.CIHigh), "5 baseline run(s) vs 5 candidate run(s)",
+		"look 1 of 4: α 0.179% of the pull request's 0.5%", "no drop larger than 5% (lower bound", "policy: a significant change regresses past its threshold", "inconclusive: neutral"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("text lacks %q:\n%s", want, out)
 		}

@@ -67,7 +67,7 @@ func summaryDataOf(v View) summaryData {
 			"Comment `/perf appeal <reason>` to explain why the regression is acceptable; a maintainer answers `/perf appeal accept` or `/perf appeal reject`.",
 		}
 	case Inconclusive:
-		d.NextSteps = []string{"Comment `/perf retest` to add runs; more runs narrow the interval (each retest spends part of the commit's false-alarm budget, so retesting cannot turn noise into a verdict)."}
+		d.NextSteps = []string{"Comment `/perf retest` to add runs; more runs narrow the interval (each retest is a look of the pull request's bounded plan: it spends part of the false-alarm budget, so retesting cannot turn noise into a verdict, and the last look decides)."}
 		if v.NeedsAck {
 			d.NextSteps = append(d.NextSteps, "A maintainer who accepts the uncertainty comments `/perf ack`; it is recorded in the audit log.")
 		}
@@ -97,8 +97,20 @@ func table(rows []Row) []tableRow {
 	}
 	header := []string{"metric", "baseline", "candidate", "Δ", "threshold", "verdict"}
 	right := []bool{false, true, true, true, true, false}
+	tested := false
+	for _, r := range rows {
+		tested = tested || r.Interval != "" || r.Noise != "" || r.P != ""
+	}
+	if tested {
+		header = []string{"metric", "baseline", "candidate", "Δ (tested)", "interval", "noise", "p", "threshold", "verdict"}
+		right = []bool{false, true, true, true, true, true, true, true, false}
+	}
 	cells := [][]string{header}
 	for _, r := range rows {
+		if tested {
+			cells = append(cells, []string{r.Metric, r.Baseline, r.Candidate, r.Delta, orDash(r.Interval), orDash(r.Noise), orDash(r.P), r.Threshold, r.Verdict})
+			continue
+		}
 		cells = append(cells, []string{r.Metric, r.Baseline, r.Candidate, r.Delta, r.Threshold, r.Verdict})
 	}
 	width := make([]int, len(header))

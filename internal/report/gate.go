@@ -2,7 +2,7 @@ package report
 
 import (
 	"fmt"
-	"math"
+	"regexp"
 	"strconv"
 	"strings"
 
@@ -22,7 +22,6 @@ func FromGate(v View, rep *gate.Report, env *result.Environment) View {
 	v.Policy = strings.TrimPrefix(rep.Policy(), "policy: ")
 	v.Excluded = append(v.Excluded, rep.ExcludedRuns...)
 	v.Notes = append(v.Notes, rep.Notes...)
-	widest := 0.0
 	for _, m := range rep.Metrics {
 		row := rowOf(m)
 		if m.Secondary {
@@ -30,11 +29,15 @@ func FromGate(v View, rep *gate.Report, env *result.Environment) View {
 			continue
 		}
 		v.Rows = append(v.Rows, row)
-		if !isAbsolute(m) {
-			widest = math.Max(widest, m.NoiseBand)
+		if m.Note == "" && (m.Verdict == gate.MetricPass || m.Verdict == gate.MetricSame) {
+			eq := strings.ReplaceAll(gate.Equivalence(m), " -", " −") // the table's minus sign
+			v.Equivalence = append(v.Equivalence, displayName(m.Metric)+": "+eq)
 		}
 	}
-	v.NoiseBand = "±" + strings.TrimPrefix(FormatDelta(widest), "+")
+	v.Notes = append(v.Notes, estimatorNotes(rep)...)
+	// Each row carries its own noise band: no summary band to disagree
+	// with it.
+	v.NoiseBand = ""
 	for _, mm := range rep.Mismatches {
 		v.Mismatches = append(v.Mismatches, Mismatch{Field: mm.Field, Baseline: orDash(mm.Baseline), Candidate: orDash(mm.Candidate)})
 	}
@@ -51,15 +54,36 @@ func rowOf(m gate.MetricResult) Row {
 		// error_rate: a fraction compared as a difference in points.
 		r.Baseline = FormatValue(100*m.Baseline, "%")
 		r.Candidate = FormatValue(100*m.Candidate, "%")
-		r.Delta = signedPoints(100 * (m.Candidate - m.Baseline))
+		r.Delta = signedPoints(100 * m.Estimate)
 		r.Threshold = "+" + strconv.FormatFloat(100*m.Threshold, 'f', -1, 64) + " pt"
+		if m.Note == "" {
+			r.Interval = "[" + signedPoints(100*m.CILow) + ", " + signedPoints(100*m.CIHigh) + "]"
+			r.Noise = "±" + strings.TrimPrefix(signedPoints(100*m.NoiseBand), "+")
+			r.P = formatP(m.HolmP)
+		}
 		return r
 	}
 	r.Baseline = FormatValue(m.Baseline, m.Unit)
 	r.Candidate = FormatValue(m.Candidate, m.Unit)
-	r.Delta = FormatDelta(m.Delta)
+	r.Delta = FormatDelta(m.Estimate)
 	r.Threshold = FormatThreshold(m.Threshold, higherWorse)
+	if m.Note == "" {
+		r.Interval = "[" + FormatDelta(m.CILow) + ", " + FormatDelta(m.CIHigh) + "]"
+		r.Noise = "±" + strings.TrimPrefix(FormatDelta(m.NoiseBand), "+")
+		r.P = formatP(m.HolmP)
+		if m.Secondary {
+			r.P = formatP(m.P)
+		}
+	}
 	return r
+}
+
+// formatP prints a p-value the way benchstat does: two digits.
+func formatP(p float64) string {
+	if p < 0.001 {
+		return "<0.001"
+	}
+	return strconv.FormatFloat(p, 'g', 2, 64)
 }
 
 func isAbsolute(m gate.MetricResult) bool {
@@ -140,7 +164,7 @@ func environment(e result.Environment) []KV {
 	if e.Driver != "" || e.CUDA != "" {
 		add("driver / CUDA", orDash(e.Driver)+" / "+orDash(e.CUDA))
 	}
-	add("engine", e.EngineImage)
+	add("engine", engineIdentity(e.EngineImage))
 	add("engine version", e.EngineVersion)
 	add("commit", e.Commit)
 	add("source tree", e.SourceTree)
@@ -180,4 +204,36 @@ func VerdictOf(v gate.Verdict) Verdict {
 		return Warning
 	}
 	return Inconclusive
+}
+
+// goBuildPath is a path into Go's build cache or a `go run` temporary
+// directory: it changes with every build and says nothing about the engine.
+var goBuildPath = regexp.MustCompile(`\S*/go-build[^\s/]*/(?:[^\s/]+/)*([^\s/]+)`)
+
+// engineIdentity is the engine as a reader recognises it: an image, or a
+// command with Go build-cache paths reduced to the program's name.
+func engineIdentity(s string) string {
+	return goBuildPath.ReplaceAllString(s, "$1")
+}
+
+// estimatorNotes say what the estimates rest on: the unit (once, as the
+// gated metrics share it) and, per gated metric, what was left out or
+// widened, with the rule's breakdown.
+func estimatorNotes(rep *gate.Report) []string {
+	var out []string
+	unit := ""
+	for _, m := range rep.Metrics {
+		if m.Secondary || m.Estimator == "" {
+			continue
+		}
+		first, rest, _ := strings.Cut(m.Estimator, "; ")
+		if unit == "" {
+			unit = first
+			out = append(out, "estimate: "+first)
+		}
+		if rest != "" {
+			out = append(out, displayName(m.Metric)+": "+rest)
+		}
+	}
+	return out
 }

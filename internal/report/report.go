@@ -61,17 +61,26 @@ type View struct {
 	// required) until a maintainer acknowledges it with `/perf ack` or
 	// more runs decide. The caller sets it when it concludes the check
 	// that way (gate.Report.NeedsAck says when the policy asks for it).
-	NeedsAck  bool
-	Excluded  []string
-	Notes     []string
-	Problems  []string // for Broken: what is wrong, quoted in the summary
-	RunDetail string   // markdown detail, truncated first
-	Log       string   // runner log tail, truncated first
+	NeedsAck bool
+	// Equivalence states, per gated metric that passed, the bound the pass
+	// test proved: "TPOT median: no regression larger than 5% (upper
+	// bound +2.1%)".
+	Equivalence []string
+	Excluded    []string
+	Notes       []string
+	Problems    []string // for Broken: what is wrong, quoted in the summary
+	RunDetail   string   // markdown detail, truncated first
+	Log         string   // runner log tail, truncated first
 }
 
-// Row is one line of the regression table.
+// Row is one line of the regression table. Delta is the change the test
+// used; Interval, Noise and P, when set (FromGate sets them), are the
+// interval of the tests that decided, the metric's noise band and the
+// one-sided p after Holm: a table whose rows have them shows them next to
+// the change.
 type Row struct {
 	Metric, Baseline, Candidate, Delta, Threshold, Verdict string
+	Interval, Noise, P                                     string
 }
 
 // Mismatch is one environment field that differs.

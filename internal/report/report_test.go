@@ -20,11 +20,11 @@ var deadline = time.Date(2026, 12, 4, 9, 30, 0, 0, time.UTC)
 
 func regressionRows() []Row {
 	return []Row{
-		{"TTFT p99", FormatValue(182.4, "ms"), FormatValue(186.1, "ms"), FormatDelta(0.0203), FormatThreshold(0.08, true), "~"},
-		{"TPOT p99", FormatValue(11.52, "ms"), FormatValue(12.49, "ms"), FormatDelta(0.0842), FormatThreshold(0.05, true), "❌ regression"},
-		{"ITL p99", FormatValue(13.1, "ms"), FormatValue(14.2, "ms"), FormatDelta(0.0840), FormatThreshold(0.05, true), "❌ regression"},
-		{"output throughput", FormatValue(4210.7, "tok/s"), FormatValue(3890.2, "tok/s"), FormatDelta(-0.0761), FormatThreshold(0.05, false), "❌ regression"},
-		{"error rate", FormatValue(0, "%"), FormatValue(0, "%"), FormatDelta(0), "+1%", "✅ pass"},
+		{"TTFT p99", FormatValue(182.4, "ms"), FormatValue(186.1, "ms"), FormatDelta(0.0203), FormatThreshold(0.08, true), "~", "", "", ""},
+		{"TPOT p99", FormatValue(11.52, "ms"), FormatValue(12.49, "ms"), FormatDelta(0.0842), FormatThreshold(0.05, true), "❌ regression", "", "", ""},
+		{"ITL p99", FormatValue(13.1, "ms"), FormatValue(14.2, "ms"), FormatDelta(0.0840), FormatThreshold(0.05, true), "❌ regression", "", "", ""},
+		{"output throughput", FormatValue(4210.7, "tok/s"), FormatValue(3890.2, "tok/s"), FormatDelta(-0.0761), FormatThreshold(0.05, false), "❌ regression", "", "", ""},
+		{"error rate", FormatValue(0, "%"), FormatValue(0, "%"), FormatDelta(0), "+1%", "✅ pass", "", "", ""},
 	}
 }
 
@@ -39,10 +39,10 @@ func TestGolden(t *testing.T) {
 	}{
 		{"pass", View{Tier: "merge", Verdict: Pass, SHA: "4f1c9e2ab7", BaselineRuns: 5, CandidateRuns: 5, NoiseBand: "±1.9%", Confidence: "99.5%",
 			Rows: []Row{
-				{"TPOT p99", FormatValue(11.52, "ms"), FormatValue(11.50, "ms"), FormatDelta(-0.0017), "+5%", "~"},
-				{"output throughput", FormatValue(4210.7, "tok/s"), FormatValue(4390.0, "tok/s"), FormatDelta(0.0426), "−5%", "🚀 improvement"},
+				{"TPOT p99", FormatValue(11.52, "ms"), FormatValue(11.50, "ms"), FormatDelta(-0.0017), "+5%", "~", "", "", ""},
+				{"output throughput", FormatValue(4210.7, "tok/s"), FormatValue(4390.0, "tok/s"), FormatDelta(0.0426), "−5%", "🚀 improvement", "", "", ""},
 			},
-			Secondary:   []Row{{"GPU memory", FormatValue(71234, "MiB"), FormatValue(71301, "MiB"), FormatDelta(0.0009), "+10%", "~"}},
+			Secondary:   []Row{{"GPU memory", FormatValue(71234, "MiB"), FormatValue(71301, "MiB"), FormatDelta(0.0009), "+10%", "~", "", "", ""}},
 			Environment: env()}},
 		{"warning", View{Tier: "merge", Verdict: Warning, SHA: "4f1c9e2ab7", Author: "octocat", Deadline: deadline, EscalateAfter: 48 * time.Hour,
 			BaselineRuns: 5, CandidateRuns: 5, NoiseBand: "±1.9%", Confidence: "99.5%", Rows: regressionRows(), Environment: env(),
@@ -55,8 +55,8 @@ func TestGolden(t *testing.T) {
 			Evidence: "8 interleaved pairs, noise history of 4 sessions; look 1: α 0.25% of the commit's 0.5% (0.25% spent), confidence 99.5%",
 			Policy:   "a significant change regresses past half its threshold; an inconclusive result holds the check until a maintainer acknowledges it or more runs decide (inconclusive: needs_ack)",
 			Rows: []Row{
-				{"TPOT p90", FormatValue(11.52, "ms"), FormatValue(11.93, "ms"), FormatDelta(0.036), "+5%", "❔ inconclusive"},
-				{"output throughput", FormatValue(4210.7, "tok/s"), FormatValue(4190.0, "tok/s"), FormatDelta(-0.005), "−5%", "~"},
+				{"TPOT p90", FormatValue(11.52, "ms"), FormatValue(11.93, "ms"), FormatDelta(0.036), "+5%", "❔ inconclusive", "", "", ""},
+				{"output throughput", FormatValue(4210.7, "tok/s"), FormatValue(4190.0, "tok/s"), FormatDelta(-0.005), "−5%", "~", "", "", ""},
 			}}},
 		{"skipped", View{Tier: "quick", Verdict: Skipped, SHA: "4f1c9e2ab7"}},
 		{"broken", View{Tier: "quick", Verdict: Broken, SHA: "4f1c9e2ab7",
@@ -230,6 +230,89 @@ func TestEnvironmentSandbox(t *testing.T) {
 		}
 		if len(kv) < 2 || kv[1].Key != "source tree" {
 			t.Errorf("sandbox %q: environment %+v lacks the source tree after the commit", tt.sandbox, kv)
+		}
+	}
+}
+
+// A pass states what the equivalence test proved, per gated metric, next
+// to the table: "no regression larger than 15% (upper bound …)"; each row
+// carries its own noise band, interval and p, and the summary no second
+// band that could disagree with them.
+func TestPassStatesEquivalence(t *testing.T) {
+	t.Parallel()
+	var base []*result.Result
+	for i := range 5 {
+		f := 1 + 0.01*float64(i-2)
+		base = append(base, &result.Result{OutputThroughput: 1700 / f, Completed: 100,
+			Metrics: map[string]float64{"median_itl_ms": 11 * f, "p90_ttft_ms": 280 * f}})
+	}
+	tier, err := config.Default().Tier("quick")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := gate.Compare(base, base, tier, gate.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Verdict != gate.Pass {
+		t.Fatalf("the baseline against itself: %s", rep.Verdict)
+	}
+	v := FromGate(View{Verdict: Pass, SHA: "4f1c9e2ab7"}, rep, nil)
+	c, err := RenderCheck(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"- ITL median: no regression larger than 15% (upper bound +", "- output throughput: no drop larger than 15% (lower bound −",
+		" interval | noise |   p |"} {
+		if !strings.Contains(c.Summary, want) {
+			t.Errorf("summary lacks %q:\n%s", want, c.Summary)
+		}
+	}
+	if strings.Contains(c.Summary, "**noise band:**") || len(v.Equivalence) != len(tier.GatedMetrics()) {
+		t.Errorf("a summary-wide noise band, or %d equivalence lines for %d gated metrics:\n%s", len(v.Equivalence), len(tier.GatedMetrics()), c.Summary)
+	}
+}
+
+// The engine's identity drops Go build-cache and `go run` paths: they
+// change with every build and hide the program's name.
+func TestEngineIdentity(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{
+		"/root/.cache/go-build/3f/3f2a9c-d/ollama serve":     "ollama serve",
+		"/tmp/go-build2718281/b001/exe/ollama serve --x 1":   "ollama serve --x 1",
+		"vllm/vllm-openai@sha256:abab":                       "vllm/vllm-openai@sha256:abab",
+		"python -m sglang.launch_server --model /models/opt": "python -m sglang.launch_server --model /models/opt",
+	} {
+		if got := engineIdentity(in); got != want {
+			t.Errorf("engineIdentity(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// What an estimate rests on is on the check: the unit once, and per
+// metric what was left out, with the rule's breakdown.
+func TestEstimatorNotes(t *testing.T) {
+	t.Parallel()
+	var base, head []*result.Result
+	for i := range 8 {
+		f := 1 + 0.002*float64(i%3-1)
+		base = append(base, &result.Result{Completed: 100, Metrics: map[string]float64{"median_tpot_ms": 11}})
+		head = append(head, &result.Result{Completed: 100, Metrics: map[string]float64{"median_tpot_ms": 11 * f}})
+	}
+	head[4].Metrics["median_tpot_ms"] *= 1.15
+	var pairs []gate.Pair
+	for i := range base {
+		pairs = append(pairs, gate.Pair{Session: "1", Index: i, Base: base[i], Head: head[i]})
+	}
+	tier := config.Tier{Name: "merge", Confidence: 0.995, NoiseSigmas: 3, Metrics: map[string]config.Threshold{"tpot_median": {Limit: 0.05, Direction: config.HigherIsWorse}}}
+	rep, err := gate.ComparePaired(pairs, tier, gate.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	notes := strings.Join(FromGate(View{}, rep, nil).Notes, "\n")
+	for _, want := range []string{"estimate: paired t on 7 pair ratios", "TPOT median: outlier pair 4 of job 1 left out", "at most 1 pair in 8"} {
+		if !strings.Contains(notes, want) {
+			t.Errorf("notes lack %q:\n%s", want, notes)
 		}
 	}
 }
