@@ -169,3 +169,19 @@ func (r Rule) test(d, se, df, margin, dir float64) Comparison {
 	}
 	return c
 }
+
+// ComparePairs compares a commit with a reference measured interleaved with
+// it on one card, commit[k] and ref[k] being pair k: the test git bisect
+// run's single step makes. The noise is the pairs' own spread (with the
+// rule's prior), robust to a wild pair; dir is the direction of the change
+// chased (0: either). Different when the commit moved that way
+// significantly and by at least MinChange; same when it is, with
+// confidence, within MinChange of the reference both ways.
+func (r Rule) ComparePairs(commit, ref []float64, dir float64) Comparison {
+	n := min(len(commit), len(ref))
+	rd := Reading{Values: commit[:n], RefValues: ref[:n]}
+	s := &State{Config: Config{Rule: r.withDefaults()}, Readings: []Reading{rd}}
+	noise := s.pairNoise()
+	e := s.paired(0, 0, 0, noise)
+	return s.Config.Rule.test(e.D, e.SE, noise.DF, math.Log1p(s.Config.Rule.MinChange), dir)
+}
