@@ -95,7 +95,7 @@ func TestJudge(t *testing.T) {
 
 func TestComparePairs(t *testing.T) {
 	t.Parallel()
-	ref := []float64{100, 130, 101, 99, 125, 100}      // a machine that drifts and bursts
+	ref := []float64{100, 130, 101, 99, 125, 100}       // a machine that drifts and bursts
 	same := []float64{100.5, 129, 100.2, 99.8, 126, 99} // moved with it
 	slow := []float64{108, 140.4, 109, 107, 135, 108.3} // +8% on top of it
 	cases := []struct {
