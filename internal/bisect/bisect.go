@@ -434,7 +434,10 @@ func (s *State) step() {
 		default:
 			if e.Pairs < cfg.MaxPairs && s.Jobs < cfg.MaxJobs {
 				s.recordEnds(e, c, "the ends' difference is unknown: more pairs")
-				s.request(last, 0, s.size(n, math.Log1p(cfg.Rule.MinChange), e.Pairs))
+				// Sized to the change the ends show (at least the
+				// smallest worth finding): a clear +12% needs a few
+				// more pairs, not enough to resolve 3%.
+				s.request(last, 0, s.size(n, max(math.Abs(e.D)/2, math.Log1p(cfg.Rule.MinChange)), e.Pairs))
 				return
 			}
 			s.recordEnds(e, c, "the ends' difference is unknown at the cap")

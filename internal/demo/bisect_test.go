@@ -104,3 +104,19 @@ func TestBisectSteps(t *testing.T) {
 		}
 	}
 }
+
+// TestBisectWorkload: the bisect scenario's config and knobs are the ones
+// a busy machine measures steadily (bisectConfig's edits of the shared
+// config took, which a silent strings.Replace would not say).
+func TestBisectWorkload(t *testing.T) {
+	t.Parallel()
+	c := bisectConfig("/usr/bin/perfgate")
+	for _, want := range []string{"  output_len: 16\n", "  max_concurrency: 25\n", "    warmup: 4\n"} {
+		if !strings.Contains(c, want) {
+			t.Errorf("the bisect scenario's config lacks %q:\n%s", want, c)
+		}
+	}
+	if k := bisectKnobs(1.2); !strings.Contains(k, "decode_step: 40ms\n") || !strings.Contains(k, "slowdown: 1.2\n") {
+		t.Errorf("the bisect scenario's knobs:\n%s", k)
+	}
+}

@@ -40,14 +40,17 @@ type SchedulerOutcome struct {
 // into every running decode batch (1, vLLM's default) in the pull
 // requests. Every step that computes prompt tokens pays the prefill
 // overhead, so decode stalls more often: TPOT up, TTFT down.
+//
+// The engine's clock is slow (30 ms steps) so the workload can be too:
+// see schedulerConfig.
 func schedulerKnobs(eagerness float64) string {
 	return fmt.Sprintf(`# The engine's knobs (perfgate sim --config inference_engine/sim.yaml).
 model: perfgate-sim
-decode_step: 4ms
-per_seq_cost: 40us
-prefill_step_overhead: 6ms
-base_ttft: 4ms
-prefill_per_token: 10us
+decode_step: 30ms
+per_seq_cost: 300us
+prefill_step_overhead: 45ms
+base_ttft: 30ms
+prefill_per_token: 75us
 # Share of decoding steps that may take prefill work: lower batches
 # prefills and interrupts decode less.
 prefill_eagerness: %g
@@ -55,30 +58,39 @@ instance_seed: 7
 `, eagerness)
 }
 
+// schedulerRate is the scenario's arrival rate (requests/s). Arrivals are
+// spread out so requests finish at different steps and there is prefill
+// to insert into running decode batches; the engine's 30 ms steps keep
+// about five requests in flight at this rate. A busy machine wakes the
+// client's dispatcher late: the self-check allows a quarter of the gap
+// between arrivals (here 50 ms) before it calls a run client-bound, where
+// 50 requests/s against 4 ms steps allowed 10 ms and a loaded 2-core
+// runner missed it on every run (requests 14–105 ms late).
+const schedulerRate = 5
+
 // schedulerConfig is the repository's perfgate.yml in the scheduler
-// scenario: arrivals spread out (50 requests/s) so requests finish at
-// different steps and there is prefill to insert; TPOT gated; a quick-tier
-// regression profiled at once.
+// scenario: arrivals spread out (schedulerRate) so there is prefill to
+// insert; TPOT gated; a quick-tier regression profiled at once.
 func schedulerConfig(perfgate string) string {
-	return simEngineYAML(perfgate) + `workload:
+	return simEngineYAML(perfgate) + fmt.Sprintf(`workload:
   dataset: random
   input_len: 256
   output_len: 32
-  request_rate: 50
+  request_rate: %d
   max_concurrency: 64
   endpoint: /v1/completions
 tiers:
   quick:
     prompts: 100
     repeats: 3
-    warmup: 16
+    warmup: 8
     metrics:
-      tpot_p90: 10%
-      tpot_median: 10%
+      tpot_p90: 10%%
+      tpot_median: 10%%
 profile:
   on_regression: [quick]
   requests: 64
-`
+`, schedulerRate)
 }
 
 // RunScheduler runs the scheduler scenario: main is measured and promoted;

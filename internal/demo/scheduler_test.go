@@ -58,3 +58,33 @@ func TestSchedulerScenario(t *testing.T) {
 		t.Logf("demo output:\n%s", log.String())
 	}
 }
+
+// TestSchedulerWorkloadIsNotClientBound: the scenario's arrivals leave a
+// busy runner's client room — the self-check allows a quarter of the gap
+// between arrivals, which must cover the 14–105 ms a loaded 2-core machine
+// was seen to wake the dispatcher late (it allowed 10 ms at 50 requests/s,
+// and the baseline was refused on every try) — while requests still
+// overlap enough to have prefill inserted into running decodes.
+func TestSchedulerWorkloadIsNotClientBound(t *testing.T) {
+	t.Parallel()
+	c, err := config.Parse(config.DefaultPath, []byte(schedulerConfig("/usr/bin/perfgate")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rate := float64(c.Workload.RequestRate)
+	gap := time.Duration(float64(time.Second) / rate)
+	if allowed := gap / 4; allowed < 40*time.Millisecond {
+		t.Errorf("at %g requests/s the self-check allows %s of lateness, want ≥ 40ms on a busy machine", rate, allowed)
+	}
+	var step time.Duration
+	for _, line := range strings.Split(schedulerKnobs(1), "\n") {
+		if v, ok := strings.CutPrefix(line, "decode_step: "); ok {
+			if step, err = time.ParseDuration(v); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if inFlight := float64(time.Duration(c.Workload.OutputLen)*step) / float64(gap); inFlight < 3 {
+		t.Errorf("%.1f requests in flight (%d tokens × %s every %s): too few to insert prefill into", inFlight, c.Workload.OutputLen, step, gap)
+	}
+}
