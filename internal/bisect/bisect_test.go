@@ -51,6 +51,8 @@ type machine struct {
 	// that starts and stays).
 	Jump   float64
 	JumpAt int
+	// Noisier multiplies the run-to-run noise after tick JumpAt.
+	Noisier float64
 
 	t          int
 	walk       float64
@@ -97,7 +99,12 @@ func (m *synthetic) noise() float64 {
 }
 
 func (m *synthetic) run(i int) float64 {
-	return 100 * math.Exp(m.level(i)+m.at(m.rng)+m.cv*m.noise())
+	off := m.at(m.rng)
+	cv := m.cv
+	if m.Noisier > 0 && m.t > m.JumpAt {
+		cv *= m.Noisier
+	}
+	return 100 * math.Exp(m.level(i)+off+cv*m.noise())
 }
 
 func (m *synthetic) Measure(_ context.Context, req Request) (Measurement, error) {

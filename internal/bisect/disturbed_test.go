@@ -74,3 +74,22 @@ func TestBurstOnOneRun(t *testing.T) {
 		t.Fatalf("commit 2 is %q, want good:\n%s", s.Commits[2].Verdict, s.Markdown())
 	}
 }
+
+// TestNoisierMachine: the machine is quiet while the ends are measured and
+// six times noisier after. Every later job then spreads far more than the
+// ends' pairs did; set aside as disturbed each time (the pool never
+// learning the new noise), the bisect re-measured one commit until its
+// budget ran out (seen in the demo under a load of 28). A commit's second
+// disturbed job in a row is taken as the machine's noise now.
+func TestNoisierMachine(t *testing.T) {
+	for seed := range 20 {
+		m := &synthetic{rng: rand.New(rand.NewPCG(uint64(seed), 9)), level: step(5, 0.20), cv: 0.005, machine: machine{JumpAt: 8, Noisier: 6}}
+		s := run(t, 8, m, Config{Metric: "tpot_median"})
+		if s.Result.Status == OutOfBudget || s.Result.Jobs > 16 {
+			t.Fatalf("seed %d: %s after %d jobs\n%s", seed, s.Result.Status, s.Result.Jobs, s.Markdown())
+		}
+		if s.Result.Status == Found && s.Result.Culprit.SHA != s.Commits[5].SHA {
+			t.Fatalf("seed %d: named %s, want commit 5 or cannot tell\n%s", seed, s.Result.Culprit.Title, s.Markdown())
+		}
+	}
+}

@@ -18,9 +18,12 @@ type Reading struct {
 	Values    []float64 `json:"values"`
 	RefValues []float64 `json:"ref_values"`
 	// Disturbed: its pairs disagree among themselves far more than every
-	// other job's do (a load burst over several runs of one side): it is
-	// set aside and the commit measured again.
+	// other job's do (a load burst over several runs of one side): its
+	// change is set aside and the commit measured again. Its spread still
+	// joins the noise, so a machine that got noisier for good raises the
+	// bar rather than having every later job set aside.
 	Disturbed bool `json:"disturbed,omitempty"`
+	skipNoise bool // while its own disturbance is judged
 }
 
 // diffs is the reading's pairs as log(commit) − log(reference).
@@ -55,7 +58,7 @@ func (s *State) pairNoise() Noise {
 	var resid []float64
 	for _, r := range s.Readings {
 		d := r.diffs()
-		if len(d) < 2 || r.Disturbed {
+		if len(d) < 2 || r.skipNoise {
 			continue
 		}
 		groups = append(groups, d)
@@ -125,13 +128,23 @@ func (s *State) paired(i, ref, since int, n Noise) estimate {
 const disturbedP = 0.001
 
 // disturbed reports whether the last reading's pairs spread significantly
-// more than the other readings' pooled noise, and by what factor.
+// more than the other readings' pooled noise, and by what factor. A
+// commit's second disturbed reading in a row is taken as it is: the
+// machine is that noisy now.
 func (s *State) disturbed() (float64, bool) {
 	k := len(s.Readings) - 1
 	last := s.Readings[k]
-	s.Readings[k].Disturbed = true // out of the pool while it is judged
+	for j := k - 1; j >= 0; j-- {
+		if r := s.Readings[j]; r.Index == last.Index && r.Ref == last.Ref {
+			if r.Disturbed {
+				return 0, false
+			}
+			break
+		}
+	}
+	s.Readings[k].skipNoise = true // out of the pool while it is judged
 	n := s.pairNoise()
-	s.Readings[k].Disturbed = false
+	s.Readings[k].skipNoise = false
 	d := last.diffs()
 	if len(d) < 3 || !(n.Sigma > 0) || n.DF < 6 {
 		return 0, false
