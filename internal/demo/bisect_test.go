@@ -23,7 +23,7 @@ func TestBisectFindsThePlantedCommit(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end: measures the simulated engine for about a minute")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 9*time.Minute)
 	defer cancel()
 	var log strings.Builder
 	out, err := RunBisect(ctx, BisectOptions{Dir: t.TempDir(), Commits: 8, Planted: 5, Perfgate: perfgateBin, Log: zerolog.Nop(), Out: &log})

@@ -61,18 +61,19 @@ instance_seed: 7
 
 // schedulerRate is the scenario's arrival rate (requests/s). Arrivals are
 // spread out so requests finish at different steps and there is prefill to
-// insert into running decode batches; the engine's 40 ms steps keep four
-// to six requests in flight at this rate.
+// insert into running decode batches; the engine's 40 ms steps keep about
+// a dozen requests in flight at this rate.
 //
-// The rate is low because of the client's self-check on a busy machine:
-// paced arrivals are judged by their p99 lateness against a quarter of the
-// gap between them. At 50 requests/s that was 10 ms, and a loaded 2-core
-// runner woke the dispatcher 14–105 ms late on every run; at 5/s (50 ms)
-// still 60–72 ms. At 3/s it allows 83 ms. (A closed loop, judged by idle
-// slots instead, would not be client-bound, but with every answer the same
-// length its requests finish together and there is no prefill to insert:
-// TPOT did not move with the scheduler's eagerness.)
-const schedulerRate = 3
+// The rate is lower than it was (50) because of the client's self-check
+// on a busy machine: paced arrivals are judged by their p99 lateness
+// against a quarter of the gap between them, 10 ms at 50 requests/s, and a
+// loaded 2-core runner woke the dispatcher 14–105 ms late. At 10/s it
+// allows 25 ms. Slower still buys little and costs minutes: at loads of
+// 25–31 the lateness reached 60–560 ms (refused at 5/s and at 3/s too). A
+// closed loop, judged by idle slots instead, is not client-bound, but with
+// every answer the same length its requests finish together and there is
+// no prefill to insert: TPOT did not move with the scheduler's eagerness.
+const schedulerRate = 10
 
 // schedulerConfig is the repository's perfgate.yml in the scheduler
 // scenario: arrivals spread out (schedulerRate); TPOT gated; a quick-tier
@@ -207,7 +208,7 @@ func (h *Harness) schedulerPR(ctx context.Context, w io.Writer, number int, bran
 		return githubtest.CheckRun{}, fmt.Errorf("webhook: %d %v", code, err)
 	}
 	// Three of WaitCheck's three minutes: at schedulerRate a quick job is
-	// three runs of half a minute each, and a busy runner takes longer.
+	// three runs of ten seconds or more, and a busy runner takes longer.
 	var c githubtest.CheckRun
 	for try := 0; try < 3; try++ {
 		c, err = h.WaitCheck(ctx, func(c githubtest.CheckRun) bool {
