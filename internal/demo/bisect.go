@@ -149,7 +149,7 @@ func (h *Harness) Bisect(ctx context.Context, n, planted int, slowdown float64, 
 	}
 	report, err := h.waitComment(ctx, func(c githubtest.Comment) bool {
 		return c.Number == bisectIssue && strings.HasPrefix(c.Body, "### perfgate bisect")
-	}, time.Duration(90*n+600)*time.Second)
+	}, time.Duration(240*n+1200)*time.Second)
 	if err != nil {
 		return nil, fmt.Errorf("the bisect's report: %w", err)
 	}
