@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -59,18 +60,24 @@ func runBisect(ctx context.Context, env *cliEnv, args []string) int {
 	return 3
 }
 
-const bisectUsage = `usage: perfgate bisect run --good GOOD.json [--bad BAD.json] [flags]   (under git bisect run)
-       perfgate bisect measure --output FILE [flags]                      (make a reference)
+const bisectUsage = `usage: perfgate bisect run --good COMMIT [flags]                    (under git bisect run)
+       perfgate bisect run --good GOOD.json [--bad BAD.json] [flags]   (runs measured earlier)
+       perfgate bisect measure --output FILE [flags]                      (make a reference file)
 
-  git checkout GOOD && perfgate bisect measure --output /tmp/good.json
   git bisect start BAD GOOD
-  git bisect run perfgate bisect run --good /tmp/good.json --metric tpot_p90
+  git bisect run perfgate bisect run --good GOOD --metric tpot_p90
 
-run starts the engine of the current checkout (server.command of .github/perfgate.yml, or
---command), runs the tier's workload, compares the runs with the references by the bisect's
-three-outcome rule and exits 0 (same as good), 1 (changed from good) or 125 (could not build,
-start or measure it, or still unknown at --max-runs: git bisect skips it). A usage error
+run measures the current checkout next to the good commit, in the same invocation and on the
+same machine: the good commit is checked out in a temporary git worktree, and the two engines
+(server.command of .github/perfgate.yml, or --command, started in each checkout) take turns
+run by run in ABBA order, so a machine that drifts or takes a load burst meanwhile moves both
+alike. It compares the pairs by the bisect's three-outcome rule and exits 0 (same as good),
+1 (changed from good) or 125 (could not build, start or measure it, or still unknown at
+--max-runs: git bisect skips it). A usage error, or a good commit that cannot be measured,
 exits 128, which aborts the bisect.
+
+With --good FILE (runs that bisect measure wrote earlier) nothing is interleaved: a machine
+that drifted since makes every commit look changed. Prefer a commit.
 
 'perfgate bisect run -h' and 'perfgate bisect measure -h' list the flags.
 `
@@ -139,7 +146,7 @@ func (f *engineFlags) plan() (agentapi.Plan, error) {
 	return p, nil
 }
 
-// session is the engine of the current checkout, started once per commit.
+// session is the engine of one checkout, started once per turn.
 type session struct {
 	env  *cliEnv
 	plan agentapi.Plan
@@ -147,23 +154,60 @@ type session struct {
 	runs int // measured so far, for run ids
 }
 
+// checkout is a commit's tree on disk: where its engine starts and what
+// {{.Workdir}} and {{.SHA}} name.
+type checkout struct {
+	dir, sha string
+}
+
+// currentCheckout is the working tree bisect runs in: git's top level and
+// HEAD, or the working directory outside git.
+func currentCheckout(ctx context.Context) (checkout, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return checkout{}, err
+	}
+	c := checkout{dir: dir}
+	if out, err := exec.CommandContext(ctx, "git", "rev-parse", "--show-toplevel").Output(); err == nil {
+		c.dir = strings.TrimSpace(string(out))
+	}
+	if out, err := exec.CommandContext(ctx, "git", "rev-parse", "HEAD").Output(); err == nil {
+		c.sha = strings.TrimSpace(string(out))
+	}
+	return c, nil
+}
+
 // errSkip marks a commit that cannot be built, started or measured.
 var errSkip = errors.New("cannot measure this commit")
 
-// startSession builds the checkout, starts its engine and warms it up.
-func startSession(ctx context.Context, env *cliEnv, f *engineFlags, p agentapi.Plan) (*session, error) {
-	if f.build != "" {
-		cmd := exec.CommandContext(ctx, "sh", "-c", f.build)
-		cmd.Stdout, cmd.Stderr = env.stderr, env.stderr
-		if err := cmd.Run(); err != nil {
-			return nil, fmt.Errorf("%w: build %q: %v", errSkip, f.build, err)
-		}
+// build runs --build in the checkout; failing makes it unmeasurable.
+func build(ctx context.Context, env *cliEnv, f *engineFlags, co checkout) error {
+	if f.build == "" {
+		return nil
 	}
-	srv, err := engine.Start(ctx, engine.Spec{
+	cmd := exec.CommandContext(ctx, "sh", "-c", f.build)
+	cmd.Dir = co.dir
+	cmd.Stdout, cmd.Stderr = env.stderr, env.stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("%w: build %q in %s: %v", errSkip, f.build, co.dir, err)
+	}
+	return nil
+}
+
+// engineSpec is the engine of checkout co: started in it, with
+// {{.Workdir}} and {{.SHA}} naming it.
+func engineSpec(p agentapi.Plan, co checkout) engine.Spec {
+	return engine.Spec{
 		Command: p.Engine.Command, Args: p.Engine.Args, Model: p.Engine.Model,
 		ReadinessPath: p.Engine.ReadinessPath, StartTimeout: p.Engine.StartTimeout.D(), Env: p.Engine.Env,
-		GPUUUID: p.GPUUUID, JobID: "bisect",
-	}, env.log)
+		GPUUUID: p.GPUUUID, JobID: "bisect", Workdir: co.dir, SHA: co.sha,
+	}
+}
+
+// startSession starts the engine of checkout co (built already) and
+// warms it up.
+func startSession(ctx context.Context, env *cliEnv, p agentapi.Plan, co checkout) (*session, error) {
+	srv, err := engine.Start(ctx, engineSpec(p, co), env.log)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", errSkip, err)
 	}
@@ -244,7 +288,16 @@ func runBisectMeasure(ctx context.Context, env *cliEnv, args []string) int {
 		fmt.Fprintf(env.stderr, "perfgate bisect measure: %v\n", err)
 		return 3
 	}
-	s, err := startSession(ctx, env, &f, p)
+	co, err := currentCheckout(ctx)
+	if err != nil {
+		fmt.Fprintf(env.stderr, "perfgate bisect measure: %v\n", err)
+		return 3
+	}
+	if err := build(ctx, env, &f, co); err != nil {
+		fmt.Fprintf(env.stderr, "perfgate bisect measure: %v\n", err)
+		return 1
+	}
+	s, err := startSession(ctx, env, p, co)
 	if err != nil {
 		fmt.Fprintf(env.stderr, "perfgate bisect measure: %v\n", err)
 		return 1
@@ -269,16 +322,16 @@ func runBisectMeasure(ctx context.Context, env *cliEnv, args []string) int {
 }
 
 func runBisectRun(ctx context.Context, env *cliEnv, args []string) int {
-	fs := env.flags("bisect run", "--good GOOD.json [--bad BAD.json] [--metric M] [flags]")
-	fs.epilog = "Exit status (git bisect run's): 0 good, 1 bad, 125 skip (cannot build, start or measure,\nor still unknown at --max-runs), 128 usage error (aborts the bisect).\n"
+	fs := env.flags("bisect run", "--good COMMIT|GOOD.json [--metric M] [flags]")
+	fs.epilog = "Exit status (git bisect run's): 0 good, 1 bad, 125 skip (cannot build, start or measure,\nor still unknown at --max-runs), 128 usage error or an unmeasurable good commit (aborts the bisect).\n"
 	var f engineFlags
 	f.register(fs)
-	goodPath := fs.String("good", "", "runs of the good commit (perfgate bisect measure --output, or bench result files as a JSON array)")
-	badPath := fs.String("bad", "", "runs of the bad commit (optional: then 'same' means nearer good than bad)")
+	goodArg := fs.String("good", "", "the good commit (any git revision: measured next to this checkout, interleaved), or a file of its runs (perfgate bisect measure --output)")
+	badPath := fs.String("bad", "", "with --good FILE only: runs of the bad commit (then 'same' means nearer good than bad)")
 	metric := fs.String("metric", "tpot_p90", "the metric to bisect, e.g. tpot_p90, ttft_p90, output_throughput")
-	maxRuns := fs.Int("max-runs", 0, "most runs of this commit while the comparison is unknown (default 3 rounds)")
+	maxRuns := fs.Int("max-runs", 0, "most runs (pairs, with --good COMMIT) of this commit while the comparison is unknown (default 3 rounds)")
 	minChange := fs.String("min-change", "3%", "the smallest change worth finding")
-	direction := fs.String("direction", "worse", "without --bad: which change makes a commit bad — worse (the metric's worse way), better, or either")
+	direction := fs.String("direction", "worse", "which change makes a commit bad — worse (the metric's worse way), better, or either")
 	if code, ok := fs.parse(args); !ok {
 		if code == 0 {
 			return 0
@@ -289,8 +342,8 @@ func runBisectRun(ctx context.Context, env *cliEnv, args []string) int {
 		fmt.Fprintf(env.stderr, "perfgate bisect run: "+format+" (aborting the bisect)\n", a...)
 		return exitAbort
 	}
-	if *goodPath == "" || fs.NArg() > 0 {
-		return abort("need --good FILE and no other arguments")
+	if *goodArg == "" || fs.NArg() > 0 {
+		return abort("need --good COMMIT (or a file of its runs) and no other arguments")
 	}
 	m, ok := config.LookupMetric(*metric)
 	if !ok {
@@ -312,27 +365,203 @@ func runBisectRun(ctx context.Context, env *cliEnv, args []string) int {
 		return abort("--min-change: %v", err)
 	}
 	rule.MinChange = mc
-	good, err := referenceValues(*goodPath, *metric)
-	if err != nil {
-		return abort("--good: %v", err)
-	}
-	var bad []float64
-	if *badPath != "" {
-		if bad, err = referenceValues(*badPath, *metric); err != nil {
-			return abort("--bad: %v", err)
-		}
-	}
 	p, err := f.plan()
 	if err != nil {
 		return abort("%v", err)
 	}
 	limit := *maxRuns
 	if limit <= 0 {
-		limit = 3 * p.Repeats
+		limit = 3 * max(p.Repeats, minPairs)
 	}
+	if _, statErr := os.Stat(*goodArg); statErr == nil {
+		return runBisectFile(ctx, env, &f, p, rule, *goodArg, *badPath, *metric, dir, limit)
+	}
+	if *badPath != "" {
+		return abort("--bad goes with --good FILE: measured next to the good commit, a commit needs no bad reference")
+	}
+	goodSHA, err := revParse(ctx, *goodArg+"^{commit}")
+	if err != nil {
+		return abort("--good %q is neither a file nor a commit of this repository", *goodArg)
+	}
+	return runBisectPairs(ctx, env, &f, p, rule, goodSHA, *metric, dir, limit)
+}
 
+// minPairs is the fewest pairs of one round of bisect run.
+const minPairs = 3
+
+// runBisectPairs measures the checkout next to the good commit, checked
+// out in a temporary worktree: rounds of ABBA pairs until the rule decides
+// or limit pairs.
+func runBisectPairs(ctx context.Context, env *cliEnv, f *engineFlags, p agentapi.Plan, rule bisect.Rule, goodSHA, metric string, dir float64, limit int) int {
 	name := checkoutName(ctx)
-	s, err := startSession(ctx, env, &f, p)
+	head, err := currentCheckout(ctx)
+	if err != nil {
+		fmt.Fprintf(env.stderr, "perfgate bisect run: %v (aborting the bisect)\n", err)
+		return exitAbort
+	}
+	if head.sha == goodSHA {
+		fmt.Fprintf(env.stdout, "perfgate bisect run: %s: the good commit itself → good\n", name)
+		return exitGood
+	}
+	good, cleanup, err := addWorktree(ctx, head.dir, goodSHA)
+	if err != nil {
+		fmt.Fprintf(env.stderr, "perfgate bisect run: check out the good commit %.7s: %v (aborting the bisect)\n", goodSHA, err)
+		return exitAbort
+	}
+	defer cleanup()
+	if err := build(ctx, env, f, good); err != nil {
+		fmt.Fprintf(env.stderr, "perfgate bisect run: the good commit %.7s: %v (aborting the bisect)\n", goodSHA, err)
+		return exitAbort
+	}
+	if err := build(ctx, env, f, head); err != nil {
+		fmt.Fprintf(env.stdout, "perfgate bisect run: %s: skip: %v\n", name, err)
+		return exitSkip
+	}
+	iv := &interleaved{env: env, plan: p, sides: [2]checkout{good, head}}
+	defer iv.stop()
+	var vals, refs []float64
+	for round := 0; ; round++ {
+		n := min(max(p.Repeats, minPairs), limit-len(vals))
+		for k := range n {
+			// ABBA over the whole invocation: good first in even pairs.
+			order := []int{0, 1}
+			if (len(vals)+k)%2 == 1 {
+				order = []int{1, 0}
+			}
+			var got [2]float64
+			for _, side := range order {
+				v, err := iv.run(ctx, side, metric)
+				if err != nil && side == 0 {
+					fmt.Fprintf(env.stderr, "perfgate bisect run: the good commit %.7s: %v (aborting the bisect)\n", goodSHA, err)
+					return exitAbort
+				}
+				if err != nil {
+					fmt.Fprintf(env.stdout, "perfgate bisect run: %s: skip: %v\n", name, err)
+					return exitSkip
+				}
+				got[side] = v
+			}
+			refs, vals = append(refs, got[0]), append(vals, got[1])
+		}
+		c := rule.ComparePairs(vals, refs, dir)
+		fmt.Fprintf(env.stdout, "perfgate bisect run: %s: %s %s next to good %.7s over %d interleaved pairs (significance ±%s): %s",
+			name, metric, signedPercent(c.Change()), goodSHA, len(vals), unsignedPercent(c.HalfWidth), c.Outcome)
+		switch {
+		case c.Outcome == bisect.Same:
+			fmt.Fprintln(env.stdout, " → good")
+			return exitGood
+		case c.Outcome == bisect.Different:
+			fmt.Fprintln(env.stdout, " → bad")
+			return exitBad
+		case len(vals) >= limit:
+			fmt.Fprintf(env.stdout, " → still unknown after %d pairs: skip\n", len(vals))
+			return exitSkip
+		}
+		fmt.Fprintln(env.stdout, " → more pairs")
+	}
+}
+
+// interleaved runs two checkouts' engines by turns on one machine: one
+// engine at a time (as on one GPU), restarted and warmed up at each change
+// of side, as the agent runs an interleaved job.
+type interleaved struct {
+	env   *cliEnv
+	plan  agentapi.Plan
+	sides [2]checkout
+	cur   *session
+	side  int
+}
+
+// run makes one run of side's engine and returns its value of metric.
+func (iv *interleaved) run(ctx context.Context, side int, metric string) (float64, error) {
+	if iv.cur == nil || iv.side != side {
+		iv.stop()
+		s, err := startSession(ctx, iv.env, iv.plan, iv.sides[side])
+		if err != nil {
+			return 0, err
+		}
+		iv.cur, iv.side = s, side
+	}
+	runs, err := iv.cur.measure(ctx, 1)
+	if err != nil {
+		return 0, err
+	}
+	vs, err := bisect.RunValues(runs, metric)
+	if err != nil {
+		return 0, fmt.Errorf("%w: %v", errSkip, err)
+	}
+	return vs[0], nil
+}
+
+func (iv *interleaved) stop() {
+	if iv.cur != nil {
+		iv.cur.stop()
+		iv.cur = nil
+	}
+}
+
+// addWorktree checks sha out in a temporary git worktree of the repository
+// at dir; cleanup removes it.
+func addWorktree(ctx context.Context, dir, sha string) (checkout, func(), error) {
+	tmp, err := os.MkdirTemp("", "perfgate-bisect-good-")
+	if err != nil {
+		return checkout{}, nil, err
+	}
+	wt := filepath.Join(tmp, "tree")
+	cmd := exec.CommandContext(ctx, "git", "worktree", "add", "--detach", "--quiet", wt, sha)
+	cmd.Dir = dir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		os.RemoveAll(tmp)
+		return checkout{}, nil, fmt.Errorf("git worktree add: %v: %s", err, strings.TrimSpace(string(out)))
+	}
+	cleanup := func() {
+		rm := exec.Command("git", "worktree", "remove", "--force", wt)
+		rm.Dir = dir
+		_ = rm.Run()
+		os.RemoveAll(tmp)
+		prune := exec.Command("git", "worktree", "prune")
+		prune.Dir = dir
+		_ = prune.Run()
+	}
+	return checkout{dir: wt, sha: sha}, cleanup, nil
+}
+
+// revParse resolves a revision in the working directory's repository.
+func revParse(ctx context.Context, rev string) (string, error) {
+	out, err := exec.CommandContext(ctx, "git", "rev-parse", "--verify", "--quiet", rev).Output()
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
+// runBisectFile judges the checkout against runs measured earlier (--good
+// FILE): not drift-proof, and says so.
+func runBisectFile(ctx context.Context, env *cliEnv, f *engineFlags, p agentapi.Plan, rule bisect.Rule, goodPath, badPath, metric string, dir float64, limit int) int {
+	abort := func(format string, a ...any) int {
+		fmt.Fprintf(env.stderr, "perfgate bisect run: "+format+" (aborting the bisect)\n", a...)
+		return exitAbort
+	}
+	good, err := referenceValues(goodPath, metric)
+	if err != nil {
+		return abort("--good: %v", err)
+	}
+	var bad []float64
+	if badPath != "" {
+		if bad, err = referenceValues(badPath, metric); err != nil {
+			return abort("--bad: %v", err)
+		}
+	}
+	name := checkoutName(ctx)
+	fmt.Fprintf(env.stdout, "perfgate bisect run: %s: judged against runs measured earlier (%s): a machine that drifted since makes it look changed; --good COMMIT measures both now, interleaved\n", name, goodPath)
+	co, err := currentCheckout(ctx)
+	if err == nil {
+		err = build(ctx, env, f, co)
+	}
+	var s *session
+	if err == nil {
+		s, err = startSession(ctx, env, p, co)
+	}
 	if err != nil {
 		fmt.Fprintf(env.stdout, "perfgate bisect run: %s: skip: %v\n", name, err)
 		return exitSkip
@@ -345,7 +574,7 @@ func runBisectRun(ctx context.Context, env *cliEnv, args []string) int {
 			fmt.Fprintf(env.stdout, "perfgate bisect run: %s: skip: %v\n", name, err)
 			return exitSkip
 		}
-		vs, err := bisect.RunValues(runs, *metric)
+		vs, err := bisect.RunValues(runs, metric)
 		if err != nil {
 			fmt.Fprintf(env.stdout, "perfgate bisect run: %s: skip: %v\n", name, err)
 			return exitSkip
@@ -355,7 +584,7 @@ func runBisectRun(ctx context.Context, env *cliEnv, args []string) int {
 		if len(bad) > 0 {
 			j = rule.Judge(good, values, bad)
 		}
-		fmt.Fprintf(env.stdout, "perfgate bisect run: %s: %s\n", name, describeJudgement(*metric, good, values, bad, j))
+		fmt.Fprintf(env.stdout, "perfgate bisect run: %s: %s\n", name, describeJudgement(metric, good, values, bad, j))
 		switch {
 		case j.Verdict == bisect.Good:
 			return exitGood
@@ -397,6 +626,13 @@ func describeJudgement(metric string, good, values, bad []float64, j bisect.Judg
 		b.WriteString(" (between the good and bad levels: more than one change)")
 	}
 	return b.String()
+}
+
+func unsignedPercent(r float64) string {
+	if math.IsNaN(r) || math.IsInf(r, 0) {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.1f%%", 100*math.Expm1(r))
 }
 
 func signedPercent(r float64) string {

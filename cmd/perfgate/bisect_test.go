@@ -72,6 +72,50 @@ func TestBisectRunUsageAborts(t *testing.T) {
 	}
 }
 
+// TestBisectWorkdir: {{.Workdir}} and {{.SHA}} in the engine command name
+// the checkout being measured — the current one for bisect measure, the
+// good commit's temporary worktree for the good side of bisect run (it
+// expanded to "" in both, so the demo's own config failed there). The
+// engine here records what it was given and exits, which fails the start.
+func TestBisectWorkdir(t *testing.T) {
+	repo := githubtest.NewGitRepo(t)
+	good := repo.Commit("first", map[string]string{"README": "good\n"})
+	head := repo.Commit("second", map[string]string{"README": "head\n"})
+	seen := filepath.Join(t.TempDir(), "seen")
+	command := fmt.Sprintf(`sh -c 'echo "$0 $1 $(cat README)" >> %s; exit 1' {{.Workdir}} {{.SHA}}`, seen)
+	t.Chdir(repo.Dir)
+	read := func() string {
+		data, _ := os.ReadFile(seen)
+		os.Remove(seen)
+		return strings.TrimSpace(string(data))
+	}
+	env := func() (*cliEnv, *bytes.Buffer) {
+		var out bytes.Buffer
+		return &cliEnv{stdout: &out, stderr: &out, log: zerolog.Nop()}, &out
+	}
+
+	e, out := env()
+	if code := runBisectMeasure(context.Background(), e, []string{"--command", command, "--output", filepath.Join(t.TempDir(), "x.json"), "--start-timeout", "20s"}); code != 1 {
+		t.Fatalf("bisect measure with an engine that exits: %d, want 1\n%s", code, out)
+	}
+	dir, _ := filepath.EvalSymlinks(repo.Dir)
+	if got, want := read(), dir+" "+head+" head"; got != want {
+		t.Errorf("bisect measure's engine got %q, want %q (workdir, sha, the checkout's README)", got, want)
+	}
+
+	e, out = env()
+	if code := runBisectRun(context.Background(), e, []string{"--command", command, "--good", good, "--metric", "tpot_median", "--start-timeout", "20s"}); code != exitAbort {
+		t.Fatalf("bisect run with a good commit whose engine exits: %d, want %d (abort)\n%s", code, exitAbort, out)
+	}
+	got := strings.Fields(read())
+	if len(got) != 3 || !strings.HasSuffix(got[0], "/tree") || got[1] != good || got[2] != "good" {
+		t.Errorf("bisect run's good engine got %q, want its own worktree, its SHA %s and its README", got, good)
+	}
+	if wt := repo.Git("worktree", "list"); strings.Count(wt, "\n") > 1 {
+		t.Errorf("the good commit's worktree was left behind:\n%s", wt)
+	}
+}
+
 // TestBisectRunUnderGitBisect runs a real `git bisect run perfgate bisect
 // run …` over a repository whose commits change the simulated engine's
 // knobs (inference_engine/sim.yaml, read by perfgate sim --config): one
@@ -94,7 +138,7 @@ func TestBisectRunUnderGitBisect(t *testing.T) {
 	// The engine's knobs live in the repository, as a PR changes them; the
 	// config (read from each checkout) starts the sim with them.
 	cfg := fmt.Sprintf(`server:
-  command: ["%s", "sim", "--config", "inference_engine/sim.yaml", "--port", "{{.Port}}"]
+  command: ["%s", "sim", "--config", "{{.Workdir}}/inference_engine/sim.yaml", "--port", "{{.Port}}"]
   model: perfgate-sim
   start_timeout: 30s
 workload: {dataset: random, input_len: 32, output_len: 16, request_rate: inf, max_concurrency: 10, endpoint: /v1/completions}
@@ -134,18 +178,11 @@ tiers:
 		shas[i] = repo.Commit(fmt.Sprintf("change %d", i), files)
 	}
 
-	// The good commit's reference runs.
-	repo.Git("checkout", "--quiet", good)
-	ref := filepath.Join(t.TempDir(), "good.json")
-	measure := exec.CommandContext(ctx, bin, "bisect", "measure", "--output", ref)
-	measure.Dir = repo.Dir
-	if out, err := measure.CombinedOutput(); err != nil {
-		t.Fatalf("perfgate bisect measure: %v\n%s", err, out)
-	}
-
+	// Each commit is measured next to the good one, in the same
+	// invocation: no reference file, no --bad.
 	repo.Git("checkout", "--quiet", "main")
 	repo.Git("bisect", "start", shas[n], good)
-	out, err := repo.Run("bisect", "run", bin, "bisect", "run", "--good", ref, "--metric", "tpot_median", "--min-change", "10%")
+	out, err := repo.Run("bisect", "run", bin, "bisect", "run", "--good", good, "--metric", "tpot_median", "--min-change", "10%")
 	t.Logf("git bisect run (%s):\n%s", time.Since(start).Round(time.Millisecond), out)
 	if err != nil {
 		t.Fatalf("git bisect run: %v", err)

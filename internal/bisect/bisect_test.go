@@ -18,24 +18,109 @@ import (
 
 var update = flag.Bool("update", false, "rewrite golden files")
 
-// synthetic measures commit i as 100·exp(level(i)) with log-normal
-// run-to-run noise of cv; commits in fail cannot be measured.
+// synthetic is a machine that measures commit i as 100·exp(level(i)) with
+// log-normal run-to-run noise of cv, optionally drifting, taking load
+// bursts and heavy-tailed runs (machine); commits in fail cannot be
+// measured. Runs are made in the ABBA order the agent uses — reference
+// first in even pairs, the commit first in odd ones — and the machine's
+// clock advances one tick per run, so drift and bursts fall on the
+// reference and the commit as they would on a real card.
 type synthetic struct {
 	rng   *rand.Rand
 	level func(i int) float64
 	cv    float64
 	fail  map[int]bool
 	calls int
+	machine
 }
 
-func (m *synthetic) Measure(_ context.Context, req Request) ([]float64, error) {
-	m.calls++
-	if m.fail[req.Index] {
-		return nil, fmt.Errorf("%w: build failed", ErrUnmeasurable)
+// machine is what a busy host adds to a run's log value at tick t.
+type machine struct {
+	// Walk is the standard deviation of a random walk's step per run;
+	// Swing and Period a slow oscillation (a neighbour's nightly job).
+	Walk, Swing, Period float64
+	// Burst is the chance a run starts a load burst that slows BurstLen
+	// runs by up to BurstSize (uniformly drawn).
+	Burst, BurstSize float64
+	BurstLen         int
+	// Tail, when > 0, draws the noise from Student's t with Tail degrees
+	// of freedom (scaled to cv); Outlier is the chance of a whole-run
+	// outlier up to 50% slower.
+	Tail, Outlier float64
+	// Jump slows every run after tick JumpAt by Jump (a neighbour's job
+	// that starts and stays).
+	Jump   float64
+	JumpAt int
+	// Noisier multiplies the run-to-run noise after tick JumpAt.
+	Noisier float64
+
+	t          int
+	walk       float64
+	burstLeft  int
+	burstLevel float64
+}
+
+// at is the machine's offset for the next run, advancing its clock.
+func (m *machine) at(rng *rand.Rand) float64 {
+	m.t++
+	m.walk += m.Walk * rng.NormFloat64()
+	off := m.walk
+	if m.Jump != 0 && m.t > m.JumpAt {
+		off += math.Log1p(m.Jump)
 	}
-	out := make([]float64, req.Runs)
-	for k := range out {
-		out[k] = 100 * math.Exp(m.level(req.Index)+m.cv*m.rng.NormFloat64())
+	if m.Period > 0 {
+		off += m.Swing * math.Sin(2*math.Pi*float64(m.t)/m.Period)
+	}
+	if m.burstLeft == 0 && m.Burst > 0 && rng.Float64() < m.Burst {
+		m.burstLeft, m.burstLevel = 1+rng.IntN(max(1, m.BurstLen)), math.Log1p(m.BurstSize*rng.Float64())
+	}
+	if m.burstLeft > 0 {
+		m.burstLeft--
+		off += m.burstLevel
+	}
+	if m.Outlier > 0 && rng.Float64() < m.Outlier {
+		off += math.Log1p(0.1 + 0.4*rng.Float64())
+	}
+	return off
+}
+
+func (m *synthetic) noise() float64 {
+	if m.Tail > 0 {
+		// Student's t scaled to unit variance.
+		z := m.rng.NormFloat64()
+		chi := 0.0
+		for range int(m.Tail) {
+			g := m.rng.NormFloat64()
+			chi += g * g
+		}
+		return z / math.Sqrt(chi/m.Tail) * math.Sqrt((m.Tail-2)/m.Tail)
+	}
+	return m.rng.NormFloat64()
+}
+
+func (m *synthetic) run(i int) float64 {
+	off := m.at(m.rng)
+	cv := m.cv
+	if m.Noisier > 0 && m.t > m.JumpAt {
+		cv *= m.Noisier
+	}
+	return 100 * math.Exp(m.level(i)+off+cv*m.noise())
+}
+
+func (m *synthetic) Measure(_ context.Context, req Request) (Measurement, error) {
+	m.calls++
+	if m.fail[req.Index] || m.fail[req.Ref] {
+		return Measurement{}, fmt.Errorf("%w: build failed", ErrUnmeasurable)
+	}
+	var out Measurement
+	for k := range req.Pairs {
+		if k%2 == 0 {
+			out.RefValues = append(out.RefValues, m.run(req.Ref))
+			out.Values = append(out.Values, m.run(req.Index))
+		} else {
+			out.Values = append(out.Values, m.run(req.Index))
+			out.RefValues = append(out.RefValues, m.run(req.Ref))
+		}
 	}
 	return out, nil
 }
@@ -73,59 +158,77 @@ func run(t testing.TB, n int, m Measurer, cfg Config) *State {
 	return s
 }
 
+// machines are the hosts the synthetic suite bisects on: run-to-run noise
+// of 2% everywhere, and what a shared, busy host adds. The drift moves the
+// level by ±10% over a few hundred runs (the issue's "identical code read
+// 11–12% slower than a good end measured minutes earlier"); bursts slow up
+// to 8 runs in a row by up to 40%; heavy tails are Student's t with 3
+// degrees of freedom plus 3% of runs up to 50% slow.
+var machines = []struct {
+	name string
+	m    machine
+}{
+	{"quiet", machine{}},
+	{"drift", machine{Walk: 0.004, Swing: 0.10, Period: 400}},
+	{"bursts", machine{Burst: 0.03, BurstSize: 0.4, BurstLen: 8}},
+	{"heavy tails", machine{Tail: 3, Outlier: 0.03}},
+	{"busy (all three)", machine{Walk: 0.004, Swing: 0.10, Period: 400, Burst: 0.03, BurstSize: 0.4, BurstLen: 8, Tail: 3, Outlier: 0.03}},
+}
+
 // TestSyntheticBisect plants one step at a random commit among N and bisects
-// with noise, over many seeds: the culprit is found in ⌈log2 N⌉ steps and a
-// few more GPU jobs than that. -v prints the figures the README quotes:
+// on each machine, over many seeds: the planted commit is named in ≥ 95% of
+// bisects, another commit in ≤ 2% (the rest say they cannot tell). -v
+// prints the table docs/bisect.md quotes:
 //
 //	go test -run TestSyntheticBisect -v ./internal/bisect
 func TestSyntheticBisect(t *testing.T) {
 	seeds := 1000
 	if testing.Short() {
-		seeds = 200
+		seeds = 150
 	}
-	cases := []struct {
-		n          int
-		step, cv   float64
-		minFound   float64 // share of seeds that must find the planted commit
-		maxMeanJob float64
-	}{
-		{16, 0.10, 0.02, 0.97, 9},
-		{64, 0.10, 0.02, 0.97, 12},
-		{16, 0.05, 0.02, 0.95, 16},
-		{64, 0.05, 0.02, 0.95, 22},
-		{16, 0.10, 0.05, 0.88, 16},
-		{64, 0.10, 0.05, 0.88, 20},
+	type tc struct {
+		n        int
+		step, cv float64
+		machine  string
+		m        machine
+		minFound float64 // share of seeds that must name the planted commit
+		maxWrong float64 // share that may name another
 	}
+	var cases []tc
+	for _, n := range []int{16, 64} {
+		for _, mc := range machines {
+			cases = append(cases, tc{n, 0.08, 0.02, mc.name, mc.m, 0.95, 0.02})
+		}
+	}
+	cases = append(cases, tc{16, 0.05, 0.02, "quiet", machine{}, 0.95, 0.02}, tc{64, 0.20, 0.05, "busy (all three)", machines[4].m, 0.95, 0.02})
+	t.Logf("| N | step | machine | named the planted commit | cannot tell | named another | GPU jobs mean (worst) | runs mean |")
+	t.Logf("|---:|---:|---|---:|---:|---:|---:|---:|")
 	for _, tc := range cases {
-		t.Run(fmt.Sprintf("N=%d/step=%.0f%%/cv=%.0f%%", tc.n, 100*tc.step, 100*tc.cv), func(t *testing.T) {
-			found, sumSteps, maxSteps, sumJobs, maxJobs, sumRuns := 0, 0, 0, 0, 0, 0
+		t.Run(fmt.Sprintf("N=%d/step=%.0f%%/%s", tc.n, 100*tc.step, tc.machine), func(t *testing.T) {
+			found, wrong, sumJobs, maxJobs, sumRuns := 0, 0, 0, 0, 0
 			for seed := range seeds {
 				rng := rand.New(rand.NewPCG(uint64(seed), uint64(tc.n)))
 				at := 1 + rng.IntN(tc.n)
-				s := run(t, tc.n, &synthetic{rng: rng, level: step(at, tc.step), cv: tc.cv}, Config{})
+				s := run(t, tc.n, &synthetic{rng: rng, level: step(at, tc.step), cv: tc.cv, machine: tc.m}, Config{})
 				r := s.Result
-				if r.Status == Found && r.Culprit.SHA == s.Commits[at].SHA {
+				switch {
+				case r.Status == Found && r.Culprit.SHA == s.Commits[at].SHA:
 					found++
+				case r.Status == Found:
+					wrong++
 				}
-				sumSteps += r.Steps
-				maxSteps = max(maxSteps, r.Steps)
 				sumJobs += r.Jobs
 				maxJobs = max(maxJobs, r.Jobs)
 				sumRuns += r.Runs
-				if r.Steps > ceilLog2(tc.n) {
-					t.Errorf("seed %d: %d steps for N=%d, more than ⌈log2 N⌉ = %d without a skipped commit", seed, r.Steps, tc.n, ceilLog2(tc.n))
-				}
 			}
-			share := float64(found) / float64(seeds)
-			meanJobs := float64(sumJobs) / float64(seeds)
-			t.Logf("N=%d, step %+.0f%%, run-to-run CV %.0f%%, %d seeds: planted commit found %.1f%%; steps mean %.2f worst %d (⌈log2 N⌉ = %d); GPU jobs mean %.2f worst %d; runs mean %.1f",
-				tc.n, 100*tc.step, 100*tc.cv, seeds, 100*share, float64(sumSteps)/float64(seeds), maxSteps, ceilLog2(tc.n),
-				meanJobs, maxJobs, float64(sumRuns)/float64(seeds))
+			share, wrongShare := float64(found)/float64(seeds), float64(wrong)/float64(seeds)
+			t.Logf("| %d | %+.0f%% | %s | %.1f%% | %.1f%% | %.1f%% | %.1f (%d) | %.0f |", tc.n, 100*tc.step, tc.machine,
+				100*share, 100*(1-share-wrongShare), 100*wrongShare, float64(sumJobs)/float64(seeds), maxJobs, float64(sumRuns)/float64(seeds))
 			if share < tc.minFound {
-				t.Errorf("found the planted commit in %.1f%% of seeds, want ≥ %.0f%%", 100*share, 100*tc.minFound)
+				t.Errorf("named the planted commit in %.1f%% of %d seeds, want ≥ %.0f%%", 100*share, seeds, 100*tc.minFound)
 			}
-			if meanJobs > tc.maxMeanJob {
-				t.Errorf("mean GPU jobs %.2f, want ≤ %.0f", meanJobs, tc.maxMeanJob)
+			if wrongShare > tc.maxWrong {
+				t.Errorf("named another commit in %.1f%% of %d seeds, want ≤ %.0f%%", 100*wrongShare, seeds, 100*tc.maxWrong)
 			}
 		})
 	}
@@ -224,7 +327,7 @@ func TestNoDifference(t *testing.T) {
 	}
 
 	// Noise too large for the runs allowed: unclear, said so.
-	s = run(t, 16, &synthetic{rng: rand.New(rand.NewPCG(7, 8)), level: step(8, 0.04), cv: 0.08}, Config{MaxRuns: 6})
+	s = run(t, 16, &synthetic{rng: rand.New(rand.NewPCG(7, 8)), level: step(8, 0.04), cv: 0.08}, Config{MaxPairs: 16, MaxJobPairs: 8})
 	if st := s.Result.Status; st != Unclear && st != NoDifference {
 		t.Fatalf("status %s, want unclear\n%s", st, s.Markdown())
 	}
@@ -309,15 +412,16 @@ func TestObserveRejects(t *testing.T) {
 		t.Fatal(err)
 	}
 	req, _ := s.Next()
-	for _, vals := range [][]float64{nil, {1, 0, 2}, {1, math.NaN()}, {math.Inf(1)}, {-3}} {
-		if err := s.Observe(req, vals); err == nil || errors.Is(err, ErrStale) {
-			t.Errorf("Observe(%v) = %v, want a value error", vals, err)
+	for _, m := range []Measurement{{}, {Values: []float64{1, 2}, RefValues: []float64{1}}, {Values: []float64{1, 0}, RefValues: []float64{1, 1}},
+		{Values: []float64{1}, RefValues: []float64{math.NaN()}}, {Values: []float64{math.Inf(1)}, RefValues: []float64{1}}, {Values: []float64{-3}, RefValues: []float64{1}}} {
+		if err := s.Observe(req, m); err == nil || errors.Is(err, ErrStale) {
+			t.Errorf("Observe(%v) = %v, want a value error", m, err)
 		}
 	}
-	if err := s.Observe(Request{Seq: req.Seq + 1, SHA: req.SHA}, []float64{1}); !errors.Is(err, ErrStale) {
+	if err := s.Observe(Request{Seq: req.Seq + 1, SHA: req.SHA, RefSHA: req.RefSHA}, Measurement{Values: []float64{1}, RefValues: []float64{1}}); !errors.Is(err, ErrStale) {
 		t.Errorf("observe of an unknown request: %v", err)
 	}
-	if err := s.Observe(req, []float64{1, 1.01, 0.99}); err != nil {
+	if err := s.Observe(req, Measurement{Values: []float64{1, 1.01, 0.99}, RefValues: []float64{1, 1, 1}}); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -3,8 +3,6 @@ package bisect
 import (
 	"fmt"
 	"strings"
-
-	"github.com/perfgate/perfgate/internal/stats"
 )
 
 // Markdown renders the bisect for a check run or a comment: the result, the
@@ -24,17 +22,13 @@ func (s *State) Markdown() string {
 		fmt.Fprintf(&b, "In progress: %d of at most %d GPU jobs so far; the change is after %s and at or before %s.\n\n",
 			s.Jobs, cfg.MaxJobs, short(s.Commits[s.Lo].SHA), short(s.Commits[s.Hi].SHA))
 	case r.Status == Found:
-		fmt.Fprintf(&b, "**Culprit: %s**", commitCell(*r.Culprit))
-		if c, p := r.Culprit, r.Parent; len(c.Values) > 0 && len(p.Values) > 0 {
-			fmt.Fprintf(&b, " — %s %s → %s (%s) against its parent `%s`", cfg.Metric,
-				s.value(stats.Median(p.Values)), s.value(stats.Median(c.Values)), pct(r.CulpritChange), short(p.SHA))
-		}
-		b.WriteString(".\n\n")
+		fmt.Fprintf(&b, "**Culprit: %s** — %s %s against its parent `%s`, measured side by side.\n\n",
+			commitCell(*r.Culprit), cfg.Metric, pct(r.CulpritChange), short(r.Parent.SHA))
 	default:
 		fmt.Fprintf(&b, "**%s.** %s\n\n", statusText(r.Status), r.Message)
 	}
 	if r != nil {
-		fmt.Fprintf(&b, "%d commits after the good one (the ends differ by %s); %d measured between the ends; %d GPU jobs, %d runs.\n\n",
+		fmt.Fprintf(&b, "%d commits after the good one (the ends differ by %s); %d measured between the ends; %d GPU jobs, %d runs, every commit interleaved with its reference on one card.\n\n",
 			r.Commits, pct(r.Change), r.Steps, r.Jobs, r.Runs)
 		for _, n := range r.Notes {
 			fmt.Fprintf(&b, "> %s\n", n)
@@ -61,7 +55,7 @@ func (s *State) Markdown() string {
 	if cfg.Unit != "" {
 		unit = " (" + cfg.Unit + ")"
 	}
-	fmt.Fprintf(&b, "| after job | commit | position | runs | %s median%s | vs good | vs bad | decision |\n", cfg.Metric, unit)
+	fmt.Fprintf(&b, "| after job | commit | position | pairs | %s median%s | vs good | vs bad | decision |\n", cfg.Metric, unit)
 	b.WriteString("|---:|---|---:|---:|---:|---|---|---|\n")
 	for _, st := range s.Steps {
 		c := s.Commits[st.Index]
@@ -73,10 +67,10 @@ func (s *State) Markdown() string {
 			pos = "bad"
 		}
 		med := "—"
-		if st.Runs > 0 {
+		if st.Median > 0 {
 			med = fmt.Sprintf("%.4g", st.Median)
 		}
-		fmt.Fprintf(&b, "| %d | %s | %s | %d | %s | %s | %s | %s |\n", st.Seq, commitCell(c), pos, st.Runs, med,
+		fmt.Fprintf(&b, "| %d | %s | %s | %d | %s | %s | %s | %s |\n", st.Seq, commitCell(c), pos, st.Pairs, med,
 			comparisonCell(st.VsGood), comparisonCell(st.VsBad), escape(st.Decision))
 	}
 	// Every run's value, commit by commit in history order.

@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"math"
 	"strings"
-
-	"github.com/perfgate/perfgate/internal/stats"
 )
 
 // Status is how a bisect ended.
@@ -27,6 +25,10 @@ const (
 	Unclear Status = "unclear"
 	// EndFailed: the good or the bad commit could not be measured.
 	EndFailed Status = "end-failed"
+	// Unconfirmed: the search narrowed to one commit, but measured next
+	// to its parent it did not differ clearly: cannot tell. Candidates
+	// holds it.
+	Unconfirmed Status = "unconfirmed"
 )
 
 // Result is a finished bisect.
@@ -39,15 +41,17 @@ type Result struct {
 	Culprit    *Commit  `json:"culprit,omitempty"`
 	Parent     *Commit  `json:"parent,omitempty"`
 	Candidates []Commit `json:"candidates,omitempty"`
-	// Change is the bad end against the good, relative (0.18 = 18% higher).
+	// Change is the bad end against the good, relative (0.18 = 18% higher),
+	// from their interleaved pairs.
 	Change float64 `json:"change"`
-	// CulpritChange is the culprit against its parent, when both were measured.
+	// CulpritChange is the culprit against its parent, from the pairs that
+	// measured them side by side.
 	CulpritChange float64 `json:"culprit_change,omitempty"`
 	// Notes: more than one change, decisions forced at the run cap.
 	Notes []string `json:"notes,omitempty"`
 	// Commits is the number of commits after the good one; Steps the
 	// commits measured between the ends; Jobs the GPU jobs and Runs the
-	// measured runs of the whole bisect, ends included.
+	// measured runs of the whole bisect, references included.
 	Commits int `json:"commits"`
 	Steps   int `json:"steps"`
 	Jobs    int `json:"jobs"`
@@ -57,9 +61,9 @@ type Result struct {
 func (s *State) finish(status Status, message string) {
 	last := len(s.Commits) - 1
 	r := &Result{Status: status, Message: message, Commits: last, Jobs: s.Jobs}
-	g, b := s.Commits[0].Values, s.Commits[last].Values
-	if len(g) > 0 && len(b) > 0 {
-		r.Change = math.Expm1(mean(logs(b)) - mean(logs(g)))
+	n := s.pairNoise()
+	if e := s.ends(n); e.Pairs > 0 {
+		r.Change = math.Expm1(e.D)
 	}
 	for i, c := range s.Commits {
 		r.Runs += len(c.Values)
@@ -67,7 +71,7 @@ func (s *State) finish(status Status, message string) {
 			r.Steps++
 		}
 	}
-	if status == Found || status == Range || status == OutOfBudget {
+	if status == Found || status == Range || status == OutOfBudget || status == Unconfirmed {
 		if len(s.Between) > 0 {
 			r.Notes = append(r.Notes, fmt.Sprintf("More than one change: %s differ%s from both ends; the bisect followed the first change.",
 				shortList(s.Between), plural(len(s.Between), "", "s")))
@@ -76,22 +80,34 @@ func (s *State) finish(status Status, message string) {
 			r.Notes = append(r.Notes, s.Second+".")
 		}
 		if s.Forced > 0 {
-			r.Notes = append(r.Notes, fmt.Sprintf("%d decision%s stayed unknown at %d runs and went to the nearer end: the culprit is less certain.",
-				s.Forced, plural(s.Forced, "s", ""), s.Config.MaxRuns))
+			r.Notes = append(r.Notes, fmt.Sprintf("%d decision%s stayed unknown at %d pairs and went to the nearer end.",
+				s.Forced, plural(s.Forced, "s", ""), s.Config.MaxPairs))
 		}
+	}
+	if len(s.Drift) > 0 {
+		r.Notes = append(r.Notes, fmt.Sprintf("The machine drifted during the bisect (%s); every comparison is of interleaved pairs, and the ends were measured again before going on.",
+			strings.Join(s.Drift, "; ")))
 	}
 	if status == Found {
 		c, p := s.Commits[s.Hi], s.Commits[s.Lo]
 		r.Culprit, r.Parent = &c, &p
-		if len(c.Values) > 0 && len(p.Values) > 0 {
-			r.CulpritChange = math.Expm1(mean(logs(c.Values)) - mean(logs(p.Values)))
+		if e := s.paired(s.Hi, s.Lo, 0, n); e.Pairs > 0 {
+			r.CulpritChange = math.Expm1(e.D)
 		}
 	}
-	if status == Range || status == OutOfBudget {
+	if status == Range || status == OutOfBudget || status == Unconfirmed {
 		r.Candidates = append([]Commit(nil), s.Commits[s.Lo+1:s.Hi+1]...)
 	}
 	s.Result = r
 	s.Pending = nil
+}
+
+// finishUnconfirmed ends a bisect whose search narrowed to one commit that
+// its parent did not confirm: it says which commit is likely and that it
+// cannot tell, rather than naming it.
+func (s *State) finishUnconfirmed(why string) {
+	s.finish(Unconfirmed, fmt.Sprintf("Cannot tell: the search narrowed to %s, but %s. Measure it again on a quieter machine, or with a larger budget.",
+		describe(s.Commits[s.Hi]), why))
 }
 
 // finishNarrowed ends a bisect whose search is over: one culprit, only
@@ -104,12 +120,12 @@ func (s *State) finishNarrowed() {
 	}
 	lo, hi := s.Commits[s.Lo], s.Commits[s.Hi]
 	switch {
+	case s.Hi-s.Lo == 1 && !s.Confirmed:
+		s.finishUnconfirmed(fmt.Sprintf("the job budget (%d jobs) ran out before it was measured next to its parent", cfg.MaxJobs))
 	case s.Hi-s.Lo == 1:
 		change := ""
-		if len(lo.Values) > 0 && len(hi.Values) > 0 {
-			change = fmt.Sprintf(": %s %s → %s (%s) from its parent %s", cfg.Metric,
-				s.value(stats.Median(lo.Values)), s.value(stats.Median(hi.Values)),
-				pct(math.Expm1(mean(logs(hi.Values))-mean(logs(lo.Values)))), short(lo.SHA))
+		if e := s.paired(s.Hi, s.Lo, 0, s.pairNoise()); e.Pairs > 0 {
+			change = fmt.Sprintf(": %s %s next to its parent %s, over %d interleaved pairs", cfg.Metric, pct(math.Expm1(e.D)), short(lo.SHA), e.Pairs)
 		}
 		s.finish(Found, fmt.Sprintf("%s is the first commit where %s changed%s.", describe(hi), cfg.Metric, change))
 	case s.midpoint() < 0:

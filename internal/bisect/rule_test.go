@@ -92,3 +92,31 @@ func TestJudge(t *testing.T) {
 		t.Errorf("CompareEnds = %+v, want different by +20%%", c)
 	}
 }
+
+func TestComparePairs(t *testing.T) {
+	t.Parallel()
+	ref := []float64{100, 130, 101, 99, 125, 100}       // a machine that drifts and bursts
+	same := []float64{100.5, 129, 100.2, 99.8, 126, 99} // moved with it
+	slow := []float64{108, 140.4, 109, 107, 135, 108.3} // +8% on top of it
+	cases := []struct {
+		name      string
+		commit    []float64
+		dir       float64
+		min       float64
+		want      Outcome
+		wantAbove float64
+	}{
+		{"the same commit on a drifting machine", same, 1, 0.03, Same, -1},
+		{"+8% on a drifting machine", slow, 1, 0.03, Different, 0.07},
+		{"+8% is not the change when chasing a drop", slow, -1, 0.03, Unknown, 0.07},
+		{"+8% is, with confidence, within a 10% smallest change", slow, 1, 0.10, Same, 0.07},
+	}
+	for _, tc := range cases {
+		r := DefaultRule()
+		r.MinChange = tc.min
+		c := r.ComparePairs(tc.commit, ref, tc.dir)
+		if c.Outcome != tc.want || c.Change() < tc.wantAbove {
+			t.Errorf("%s: %s (%s), want %s", tc.name, c.Outcome, pct(c.Change()), tc.want)
+		}
+	}
+}

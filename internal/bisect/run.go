@@ -11,12 +11,13 @@ import (
 // Wrap it: fmt.Errorf("%w: engine did not start", bisect.ErrUnmeasurable).
 var ErrUnmeasurable = errors.New("commit cannot be measured")
 
-// Measurer measures one commit: req.Runs runs of the benchmark (a quick-tier
-// job on one card), returning one value of the bisect's metric per run.
+// Measurer measures one commit against its reference: req.Pairs pairs of
+// runs of the benchmark interleaved on one card (ABBA), returning one value
+// of the bisect's metric per run of each.
 // perfgate's server implements it with queued GPU jobs; req.Seq, with the
 // bisect's id, makes the job idempotent across restarts.
 type Measurer interface {
-	Measure(ctx context.Context, req Request) ([]float64, error)
+	Measure(ctx context.Context, req Request) (Measurement, error)
 }
 
 // SaveFunc persists the state. Run calls it after every change and before

@@ -89,10 +89,10 @@ func TestAskStartsOnTheRangeGitHubLists(t *testing.T) {
 		t.Fatal(err)
 	}
 	// v1 is main's first change: 11 commits after it, a binary search of
-	// ⌈log2 11⌉ = 4 midpoints, the default budget 4·4 + 8.
-	if got.Good != f.main[1] || got.Bad != f.main[len(f.main)-1] || got.Commits != 11 || got.Steps != 4 || got.MaxJobs != 24 ||
+	// ⌈log2 11⌉ = 4 midpoints, the default budget 3·4 + 10.
+	if got.Good != f.main[1] || got.Bad != f.main[len(f.main)-1] || got.Commits != 11 || got.Steps != 4 || got.MaxJobs != 22 ||
 		got.Metric != bisectjob.DefaultMetric || got.Tier != "quick" {
-		t.Fatalf("started %+v, want v1..main resolved (%.7s..%.7s), 11 commits, 4 steps, 24 jobs", got, f.main[1], f.main[len(f.main)-1])
+		t.Fatalf("started %+v, want v1..main resolved (%.7s..%.7s), 11 commits, 4 steps, 22 jobs", got, f.main[1], f.main[len(f.main)-1])
 	}
 	rec, err := f.st.GetBisect(f.ctx, got.ID)
 	if err != nil {
@@ -116,15 +116,16 @@ func TestAskStartsOnTheRangeGitHubLists(t *testing.T) {
 	if err := json.Unmarshal(job.Config, &plan); err != nil {
 		t.Fatal(err)
 	}
-	// The first job measures an end, with the quick tier's first runs, on
-	// any card; it belongs to no pull request (a push there must not
-	// cancel it).
+	// The first job measures the bad end interleaved with the good one
+	// (ABBA, the bisect's first pairs) on any card; it belongs to no pull
+	// request (a push there must not cancel it).
 	if job.Kind != bisectjob.Kind || job.Tier != "quick" || job.PRNumber != 0 || job.GPUUUID != "" ||
-		plan.HeadSHA != job.HeadSHA || plan.Interleave != nil || plan.Repeats != bisect.DefaultInitialRuns || plan.Repo != repo {
+		plan.HeadSHA != job.HeadSHA || plan.BaseSHA != job.BaseSHA || plan.Interleave == nil ||
+		plan.Interleave.Pairs != bisect.DefaultInitialPairs || plan.Interleave.Order != agentapi.OrderABBA || plan.Repo != repo {
 		t.Errorf("first job %+v with plan %+v", job.JobSpec, plan)
 	}
-	if job.HeadSHA != f.main[1] && job.HeadSHA != f.main[len(f.main)-1] {
-		t.Errorf("first job measures %.7s, want an end", job.HeadSHA)
+	if job.HeadSHA != f.main[len(f.main)-1] || job.BaseSHA != f.main[1] {
+		t.Errorf("first job measures %.7s against %.7s, want the bad end against the good", job.HeadSHA, job.BaseSHA)
 	}
 
 	// The same request again (a retried delivery) is the same bisect.
@@ -195,12 +196,17 @@ func TestQuickTierPinsAndStopsAreReported(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i := range 3 {
-		data, err := json.Marshal(&result.Result{Completed: 100, Metrics: map[string]float64{"median_tpot_ms": 20}})
+	var plan agentapi.Plan
+	if err := json.Unmarshal(job.Config, &plan); err != nil {
+		t.Fatal(err)
+	}
+	for _, sl := range plan.Schedule() {
+		i := sl.RunIndex
+		data, err := json.Marshal(&result.Result{Completed: 100, Metrics: map[string]float64{"median_tpot_ms": 20 * (1 + 0.2*float64(i%2)) * (1 + 0.001*float64(i%3))}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, _, err := f.st.PutResult(f.ctx, store.ResultUpload{JobID: job.ID, LeaseID: job.LeaseID, RunIndex: i, GPUUUID: "GPU-first-card",
+		if _, _, err := f.st.PutResult(f.ctx, store.ResultUpload{JobID: job.ID, LeaseID: job.LeaseID, RunIndex: i, Side: sl.Side, Pair: sl.Pair, GPUUUID: "GPU-first-card",
 			IdempotencyKey: fmt.Sprint(i), Kind: store.KindMeasured, Summary: data, Samples: data}); err != nil {
 			t.Fatal(err)
 		}
@@ -331,16 +337,17 @@ func TestReportNamesTheCulpritsPR(t *testing.T) {
 		if err := json.Unmarshal(job.Config, &plan); err != nil {
 			t.Fatal(err)
 		}
-		for i := range plan.Repeats {
+		for _, sl := range plan.Schedule() {
+			i := sl.RunIndex
 			v := 20 * (1 + 0.002*float64((k+i)%3))
-			if slowSet[job.HeadSHA] {
+			if slowSet[plan.Commit(sl.Side)] {
 				v *= 1.2
 			}
 			data, err := json.Marshal(&result.Result{Completed: 100, Metrics: map[string]float64{"median_tpot_ms": v}})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, _, err := f.st.PutResult(f.ctx, store.ResultUpload{JobID: job.ID, LeaseID: job.LeaseID, RunIndex: i, GPUUUID: "GPU-card",
+			if _, _, err := f.st.PutResult(f.ctx, store.ResultUpload{JobID: job.ID, LeaseID: job.LeaseID, RunIndex: i, Side: sl.Side, Pair: sl.Pair, GPUUUID: "GPU-card",
 				IdempotencyKey: fmt.Sprint(i), Kind: store.KindMeasured, Summary: data, Samples: data}); err != nil {
 				t.Fatal(err)
 			}

@@ -1,6 +1,7 @@
 // Package bisectjob runs bisects on perfgate's job queue. Each measurement
 // a bisect asks for (package bisect's Request) becomes one job of kind
-// "bisect" — the quick tier at that commit on the bisect's card — and the
+// "bisect" — the quick tier at that commit interleaved with its reference
+// (the job's base) on the bisect's card — and the
 // bisect's state waits in the store between jobs, so a restarted server
 // goes on where it stopped. The server wires three calls: Start when a
 // bisect is asked for, JobDone when a job of this kind finishes, Resume on
@@ -15,6 +16,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/perfgate/perfgate/internal/agentapi"
 	"github.com/perfgate/perfgate/internal/backoff"
 	"github.com/perfgate/perfgate/internal/bisect"
 	"github.com/perfgate/perfgate/internal/result"
@@ -39,10 +41,10 @@ type Store interface {
 }
 
 // SpecFunc builds the job that measures req for the bisect rec: the quick
-// tier's plan from the repository's config with Repeats = req.Runs, at
-// commit req.SHA, pinned to one card so every job of the bisect runs on
-// the same GPU. The server supplies it: it owns configs and plans. Kind is
-// set by the runner.
+// tier's plan from the repository's config, interleaving commit req.SHA
+// (head) with req.RefSHA (base) for req.Pairs pairs, pinned to one card so
+// every job of the bisect runs on the same GPU. The server supplies it: it
+// owns configs and plans. Kind, HeadSHA and BaseSHA are set by the runner.
 type SpecFunc func(ctx context.Context, rec store.BisectRecord, req bisect.Request) (store.JobSpec, error)
 
 // Reporter posts a finished bisect where it was asked for (the PR or
@@ -138,17 +140,17 @@ func (r *Runner) JobDone(ctx context.Context, job store.Job) (bool, error) {
 		return true, r.failBisect(ctx, rec, fmt.Errorf("bisect %d: %w", rec.ID, err))
 	}
 	req, ok := s.Next()
-	if !ok || req.SHA != job.HeadSHA {
+	if !ok || req.SHA != job.HeadSHA || req.RefSHA != job.BaseSHA {
 		log.Warn().Int64("bisect", rec.ID).Msg("bisect job does not match the bisect's pending request: ignored")
 		return true, nil
 	}
 	switch job.Status {
 	case store.StatusSucceeded:
-		values, verr := r.values(ctx, job, s.Config.Metric)
+		m, verr := r.values(ctx, job, s.Config.Metric)
 		if verr != nil {
 			err = s.Fail(req, verr.Error())
 		} else {
-			err = s.Observe(req, values)
+			err = s.Observe(req, m)
 		}
 	case store.StatusCancelled:
 		// Someone stopped the measurement (a cancelled job, a drained
@@ -275,7 +277,7 @@ func (r *Runner) advance(ctx context.Context, rec store.BisectRecord, s *bisect.
 	if err != nil {
 		return rec, r.failBisect(ctx, rec, fmt.Errorf("plan the job for %.7s: %w", req.SHA, err))
 	}
-	spec.Kind, spec.Repo, spec.HeadSHA = Kind, rec.Repo, req.SHA
+	spec.Kind, spec.Repo, spec.HeadSHA, spec.BaseSHA = Kind, rec.Repo, req.SHA, req.RefSHA
 	if spec.InstallationID == 0 {
 		spec.InstallationID = rec.InstallationID
 	}
@@ -308,13 +310,14 @@ func (r *Runner) failBisect(ctx context.Context, rec store.BisectRecord, cause e
 	return fmt.Errorf("%w: %w", ErrStopped, cause)
 }
 
-// values reads a succeeded job's measured runs of its latest attempt.
-func (r *Runner) values(ctx context.Context, job store.Job, metric string) ([]float64, error) {
+// values reads a succeeded job's measured pairs of its latest attempt: the
+// head's runs (the commit) and the base's (its reference), by pair.
+func (r *Runner) values(ctx context.Context, job store.Job, metric string) (bisect.Measurement, error) {
 	rows, err := r.st.ListResults(ctx, job.ID)
 	if err != nil {
-		return nil, err
+		return bisect.Measurement{}, err
 	}
-	var runs []*result.Result
+	head, base := map[int]*result.Result{}, map[int]*result.Result{}
 	for _, row := range rows {
 		if row.Kind != store.KindMeasured || row.Attempt != job.Attempts {
 			continue
@@ -325,12 +328,30 @@ func (r *Runner) values(ctx context.Context, job store.Job, metric string) ([]fl
 		}
 		res, err := result.Parse(data)
 		if err != nil {
-			return nil, fmt.Errorf("result %d of job %d: %w", row.ID, job.ID, err)
+			return bisect.Measurement{}, fmt.Errorf("result %d of job %d: %w", row.ID, job.ID, err)
 		}
-		runs = append(runs, res)
+		switch row.Side {
+		case agentapi.SideHead:
+			head[row.Pair] = res
+		case agentapi.SideBase:
+			base[row.Pair] = res
+		default:
+			return bisect.Measurement{}, fmt.Errorf("job %d's run %d is not interleaved (side %q): a bisect measures in pairs", job.ID, row.RunIndex, row.Side)
+		}
 	}
-	if len(runs) == 0 {
-		return nil, fmt.Errorf("job %d stored no measured runs", job.ID)
+	var hs, bs []*result.Result
+	for pair := 0; head[pair] != nil && base[pair] != nil; pair++ {
+		hs, bs = append(hs, head[pair]), append(bs, base[pair])
 	}
-	return bisect.RunValues(runs, metric)
+	if len(hs) == 0 {
+		return bisect.Measurement{}, fmt.Errorf("job %d stored no complete pair of measured runs", job.ID)
+	}
+	var m bisect.Measurement
+	if m.Values, err = bisect.RunValues(hs, metric); err != nil {
+		return m, err
+	}
+	if m.RefValues, err = bisect.RunValues(bs, metric); err != nil {
+		return m, err
+	}
+	return m, nil
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/palantir/go-githubapp/githubapp"
 
+	"github.com/perfgate/perfgate/internal/agentapi"
 	"github.com/perfgate/perfgate/internal/bisect"
 	"github.com/perfgate/perfgate/internal/bisectjob"
 	"github.com/perfgate/perfgate/internal/githubtest"
@@ -54,20 +55,21 @@ func (a *agent) work(ctx context.Context) (store.Job, bool) {
 		}
 		return done, true
 	}
-	var plan struct {
-		Repeats int `json:"repeats"`
-	}
+	var plan agentapi.Plan
 	if err := json.Unmarshal(job.Config, &plan); err != nil {
 		a.t.Fatal(err)
 	}
-	for i := range plan.Repeats {
-		tpot := 20 * math.Exp(a.level[job.HeadSHA]+0.02*a.rng.NormFloat64())
+	if plan.Interleave == nil || plan.HeadSHA != job.HeadSHA || plan.BaseSHA != job.BaseSHA {
+		a.t.Fatalf("job %d's plan does not interleave its head %.7s with its base %.7s: %s", job.ID, job.HeadSHA, job.BaseSHA, job.Config)
+	}
+	for _, sl := range plan.Schedule() {
+		tpot := 20 * math.Exp(a.level[plan.Commit(sl.Side)]+0.02*a.rng.NormFloat64())
 		data, err := json.Marshal(&result.Result{Completed: 100, Metrics: map[string]float64{"median_tpot_ms": tpot}})
 		if err != nil {
 			a.t.Fatal(err)
 		}
-		if _, _, err := a.st.PutResult(ctx, store.ResultUpload{JobID: job.ID, LeaseID: job.LeaseID, RunIndex: i,
-			IdempotencyKey: fmt.Sprintf("job-%d-run-%d", job.ID, i), Kind: store.KindMeasured, Summary: data, Samples: data}); err != nil {
+		if _, _, err := a.st.PutResult(ctx, store.ResultUpload{JobID: job.ID, LeaseID: job.LeaseID, RunIndex: sl.RunIndex, Side: sl.Side, Pair: sl.Pair,
+			IdempotencyKey: fmt.Sprintf("job-%d-run-%d", job.ID, sl.RunIndex), Kind: store.KindMeasured, Summary: data, Samples: data}); err != nil {
 			a.t.Fatal(err)
 		}
 	}
@@ -108,10 +110,11 @@ func newFixture(t *testing.T, n, planted int, broken ...int) *fixture {
 	return f
 }
 
-// spec is the server's part: the quick tier at the commit, with the
-// request's runs, on one card.
+// spec is the server's part: the quick tier at the commit interleaved with
+// its reference, the request's pairs, on one card.
 func spec(_ context.Context, rec store.BisectRecord, req bisect.Request) (store.JobSpec, error) {
-	plan, err := json.Marshal(map[string]any{"version": 1, "tier": "quick", "repeats": req.Runs})
+	plan, err := json.Marshal(agentapi.Plan{Version: agentapi.PlanVersion, Tier: "quick", HeadSHA: req.SHA, BaseSHA: req.RefSHA,
+		Interleave: &agentapi.Interleave{Pairs: req.Pairs, Order: agentapi.OrderABBA}})
 	if err != nil {
 		return store.JobSpec{}, err
 	}

@@ -18,9 +18,9 @@ import (
 
 // QuickTier builds a bisect's jobs (a SpecFunc): the quick tier of the
 // repository's config on its default branch as it was when the bisect
-// started (bisect.Config.ConfigSHA), measuring the requested
-// commit alone (never interleaved: the bisect compares across jobs) with
-// the requested runs. The first job goes to any runner the config's labels
+// started (bisect.Config.ConfigSHA), measuring the requested commit
+// interleaved with its reference (ABBA, the requested pairs): the bisect
+// never compares runs of different jobs. The first job goes to any runner the config's labels
 // allow; every later one is pinned to the card the job before it ran on,
 // so the whole bisect is measured on one GPU.
 type QuickTier struct {
@@ -53,11 +53,11 @@ func (q QuickTier) Spec(ctx context.Context, rec store.BisectRecord, req bisect.
 	if err != nil {
 		return store.JobSpec{}, fmt.Errorf("config of %s at %s: %w", rec.Repo, def, err)
 	}
-	plan, err := agentapi.PlanAt(cfg, Tier, agentapi.Commits{Repo: rec.Repo, Head: req.SHA})
+	plan, err := agentapi.PlanAt(cfg, Tier, agentapi.Commits{Repo: rec.Repo, Head: req.SHA, Base: req.RefSHA,
+		Interleave: &agentapi.Interleave{Pairs: min(req.Pairs, agentapi.MaxPairs), Order: agentapi.OrderABBA}})
 	if err != nil {
 		return store.JobSpec{}, backoff.Permanent(fmt.Errorf("plan the %s tier: %w", Tier, err))
 	}
-	plan.Repeats = req.Runs
 	card, err := q.card(ctx, rec)
 	if err != nil {
 		return store.JobSpec{}, err
@@ -71,7 +71,7 @@ func (q QuickTier) Spec(ctx context.Context, rec store.BisectRecord, req bisect.
 	}
 	// No PR number: a bisect's jobs belong to no pull request, so a push
 	// to the PR it was asked on does not cancel them.
-	return store.JobSpec{Tier: Tier, Config: snap, Labels: cfg.Runner.Labels, GPUUUID: plan.GPUUUID}, nil
+	return store.JobSpec{Tier: Tier, Config: snap, Labels: cfg.Runner.Labels, GPUUUID: plan.GPUUUID, BaseSHA: req.RefSHA}, nil
 }
 
 // configRef is where the bisect's jobs read the config: the commit the

@@ -23,7 +23,7 @@ func TestBisectFindsThePlantedCommit(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end: measures the simulated engine for about a minute")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 9*time.Minute)
 	defer cancel()
 	var log strings.Builder
 	out, err := RunBisect(ctx, BisectOptions{Dir: t.TempDir(), Commits: 8, Planted: 5, Perfgate: perfgateBin, Log: zerolog.Nop(), Out: &log})
@@ -102,5 +102,21 @@ func TestBisectSteps(t *testing.T) {
 				checkBisect(t, out, n, log.String())
 			})
 		}
+	}
+}
+
+// TestBisectWorkload: the bisect scenario's config and knobs are the ones
+// a busy machine measures steadily (bisectConfig's edits of the shared
+// config took, which a silent strings.Replace would not say).
+func TestBisectWorkload(t *testing.T) {
+	t.Parallel()
+	c := bisectConfig("/usr/bin/perfgate")
+	for _, want := range []string{"  output_len: 16\n", "  max_concurrency: 25\n", "    warmup: 4\n"} {
+		if !strings.Contains(c, want) {
+			t.Errorf("the bisect scenario's config lacks %q:\n%s", want, c)
+		}
+	}
+	if k := bisectKnobs(1.2); !strings.Contains(k, "decode_step: 40ms\n") || !strings.Contains(k, "slowdown: 1.2\n") {
+		t.Errorf("the bisect scenario's knobs:\n%s", k)
 	}
 }

@@ -54,14 +54,17 @@ func TestBisectThroughTheServer(t *testing.T) {
 			if err := json.Unmarshal(j.Config, &plan); err != nil {
 				return
 			}
-			for i := range plan.Repeats {
+			// A bisect job interleaves its commit (head) with a
+			// reference (base), ABBA.
+			for _, sl := range plan.Schedule() {
+				i := sl.RunIndex
 				n++
 				v := 10 * (1 + 0.003*float64(n%5))
-				if slow[j.HeadSHA] {
+				if slow[plan.Commit(sl.Side)] {
 					v *= 1.2
 				}
 				raw, _ := json.Marshal(&result.Result{Completed: 100, Metrics: map[string]float64{"median_tpot_ms": v}})
-				if _, _, err := l.st.PutResult(ctx, store.ResultUpload{JobID: j.ID, LeaseID: j.LeaseID, IdempotencyKey: fmt.Sprint(i), RunIndex: i,
+				if _, _, err := l.st.PutResult(ctx, store.ResultUpload{JobID: j.ID, LeaseID: j.LeaseID, IdempotencyKey: fmt.Sprint(i), RunIndex: i, Side: sl.Side, Pair: sl.Pair,
 					GPUUUID: "GPU-one", Kind: store.KindMeasured, Summary: raw, Samples: raw}); err != nil {
 					return
 				}
@@ -157,9 +160,10 @@ func TestBisectStopsWhenItsCardIsGone(t *testing.T) {
 			if err := json.Unmarshal(j.Config, &plan); err != nil {
 				return
 			}
-			for i := range plan.Repeats {
+			for _, sl := range plan.Schedule() {
+				i := sl.RunIndex
 				raw, _ := json.Marshal(&result.Result{Completed: 100, Metrics: map[string]float64{"median_tpot_ms": 10 + 0.01*float64(i)}})
-				if _, _, err := l.st.PutResult(ctx, store.ResultUpload{JobID: j.ID, LeaseID: j.LeaseID, IdempotencyKey: fmt.Sprint(i), RunIndex: i,
+				if _, _, err := l.st.PutResult(ctx, store.ResultUpload{JobID: j.ID, LeaseID: j.LeaseID, IdempotencyKey: fmt.Sprint(i), RunIndex: i, Side: sl.Side, Pair: sl.Pair,
 					GPUUUID: "GPU-one", Kind: store.KindMeasured, Summary: raw, Samples: raw}); err != nil {
 					return
 				}
