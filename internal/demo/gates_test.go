@@ -108,7 +108,9 @@ func gateRates(t *testing.T, ctx context.Context, h *Harness, gates []*rateGate,
 
 	start := time.Now()
 	for i, g := range gates {
-		body, err := h.mergeGroupEvent(g.sha, fmt.Sprintf("gate-%d", i))
+		// A queue ref names its pull request (GitHub: gh-readonly-queue/<base>/pr-<n>-<sha>);
+		// a group whose pull request cannot be told does not run (it may hold a fork's code).
+		body, err := h.mergeGroupEvent(g.sha, fmt.Sprintf("pr-%d-%s", slowPR, g.sha))
 		if err != nil {
 			t.Fatal(err)
 		}
