@@ -101,7 +101,7 @@ func startedReply(cmd command.Command, s BisectStarted) string {
 		bad = fmt.Sprintf("`%s` (%s)", cmd.Bad, bad)
 	}
 	return fmt.Sprintf("Bisect started: %s after good %s up to bad %s, on `%s` with the %s tier. "+
-		"It measures both ends, then about %d commits between them (a binary search), each compared with both ends and given more runs while the difference is unknown; "+
+		"It measures about %d commits between the ends (a binary search), each interleaved with its reference on one card, with more pairs while the difference is unknown, and confirms the culprit next to its parent; "+
 		"at most %d GPU jobs, all on one card. The culprit, the evidence table and every commit measured are posted here when it ends.",
 		commits, good, bad, s.Metric, s.Tier, s.Steps, s.MaxJobs)
 }
