@@ -54,3 +54,28 @@ func mustEval(t *testing.T, p string) string {
 	}
 	return r
 }
+
+// A job that measures the pull request's head alone (a quick screen
+// against a stored baseline) reads the dataset from the plan's dataset
+// commit, the pull request's base, not from the head it measures.
+func TestDatasetFromBaseForHeadOnlyJobs(t *testing.T) {
+	t.Parallel()
+	mk := func(name, prompts string) *side {
+		dir := filepath.Join(t.TempDir(), name)
+		if err := os.MkdirAll(filepath.Join(dir, "bench"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "bench", "prompts.jsonl"), []byte(prompts), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return &side{name: name, checkout: &source.Checkout{Dir: dir}}
+	}
+	head := mk("", `{"prompt":"x"}`+"\n")
+	dataset := mk(sideDataset, `{"prompt":"a long prompt from the base branch"}`+"\n")
+	sides := map[string]*side{"": head, sideDataset: dataset}
+	plan := agentapi.Plan{Workload: agentapi.Workload{Dataset: "jsonl", DatasetPath: "bench/prompts.jsonl"}}
+	got := (&Agent{}).benchOptions(plan, "http://x", &agentapi.ClaimResponse{JobID: 1}, datasetSide(sides, head)).DatasetPath
+	if want := mustEval(t, filepath.Join(dataset.checkout.Dir, "bench", "prompts.jsonl")); got != want {
+		t.Errorf("head-only job reads %s, want the base's %s", got, want)
+	}
+}

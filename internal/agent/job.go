@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sort"
@@ -177,6 +178,13 @@ func (a *Agent) execute(ctx context.Context, c *agentapi.ClaimResponse, log zero
 		}
 		sides[name] = s
 	}
+	if d := plan.Workload.DatasetSHA; d != "" && sides[agentapi.SideBase] == nil {
+		s, err := a.datasetCheckout(ctx, c, d, log)
+		if err != nil {
+			return outcome{store.StatusFailed, err.Error()}
+		}
+		sides[sideDataset] = s
+	}
 	if plan.Interleave != nil {
 		var order []string
 		for _, sl := range plan.Schedule() {
@@ -341,13 +349,35 @@ func (a *Agent) openGPU(ctx context.Context, uuid string, log zerolog.Logger) (g
 }
 
 // datasetSide is the side whose checkout holds the workload's dataset when
-// s runs: the base side of an interleaved job, for both sides, so the head
-// of a pull request cannot make its own prompts shorter; s otherwise.
+// s runs: the base side of an interleaved job, for both sides, or the
+// plan's dataset commit (the pull request's base) of a job that measures
+// the head alone, so the head of a pull request cannot make its own
+// prompts shorter; s otherwise (a job of one commit: nightly, bisect).
 func datasetSide(sides map[string]*side, s *side) *side {
 	if b := sides[agentapi.SideBase]; b != nil && b.checkout != nil {
 		return b
 	}
+	if d := sides[sideDataset]; d != nil && d.checkout != nil {
+		return d
+	}
 	return s
+}
+
+// sideDataset names the checkout a head-only job reads its dataset from.
+const sideDataset = "dataset"
+
+// datasetCheckout fetches the commit that holds a head-only job's dataset
+// (agentapi.Workload.DatasetSHA) through the server, as a side that runs
+// nothing.
+func (a *Agent) datasetCheckout(ctx context.Context, c *agentapi.ClaimResponse, sha string, log zerolog.Logger) (*side, error) {
+	co, err := a.cache.Get(ctx, sha, func(ctx context.Context) (io.ReadCloser, error) {
+		log.Info().Str("sha", sha).Msg("fetching the dataset's commit (the pull request's base) through the server")
+		return a.client.Source(ctx, c.JobID, c.LeaseID, sha)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("source of the dataset's commit %s: %w", sha, err)
+	}
+	return &side{name: sideDataset, sha: sha, checkout: co}, nil
 }
 
 // benchOptions are a run's bench options against target. A relative

@@ -16,6 +16,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"time"
@@ -150,6 +151,9 @@ func (p Plan) Commits() []string {
 	if p.Interleave != nil && p.BaseSHA != "" && p.BaseSHA != p.HeadSHA {
 		out = append(out, p.BaseSHA)
 	}
+	if d := p.Workload.DatasetSHA; d != "" && d != p.HeadSHA && (p.Interleave == nil || d != p.BaseSHA) {
+		out = append(out, d)
+	}
 	return out
 }
 
@@ -221,9 +225,14 @@ type SimEngine struct {
 
 // Workload is the bench options of every run, less the target.
 type Workload struct {
-	Endpoint       string      `json:"endpoint,omitempty"`
-	Dataset        string      `json:"dataset,omitempty"`
-	DatasetPath    string      `json:"dataset_path,omitempty"`
+	Endpoint    string `json:"endpoint,omitempty"`
+	Dataset     string `json:"dataset,omitempty"`
+	DatasetPath string `json:"dataset_path,omitempty"`
+	// DatasetSHA is the commit whose tree holds a relative DatasetPath when
+	// the job measures the head alone: the pull request's base, never the
+	// head, so a pull request cannot choose its own prompts. An interleaved
+	// job reads it from its base side.
+	DatasetSHA     string      `json:"dataset_sha,omitempty"`
 	InputLen       int         `json:"input_len,omitempty"`
 	OutputLen      int         `json:"output_len,omitempty"`
 	NumPrompts     int         `json:"num_prompts"`
@@ -294,6 +303,8 @@ func PlanAt(cfg *config.Config, tier string, c Commits) (Plan, error) {
 	if il != nil {
 		cp := *il
 		p.BaseSHA, p.Interleave = c.Base, &cp
+	} else if c.Base != "" && c.Base != c.Head && p.Workload.DatasetPath != "" && !filepath.IsAbs(p.Workload.DatasetPath) {
+		p.Workload.DatasetSHA = c.Base
 	}
 	if err := p.Validate(); err != nil {
 		return Plan{}, err
@@ -392,7 +403,7 @@ func (p Plan) Validate() error {
 	if p.MaxErrorRate < 0 || p.MaxErrorRate > 1 {
 		errs = append(errs, fmt.Errorf("plan max_error_rate is %g: must be in [0, 1]", p.MaxErrorRate))
 	}
-	for _, c := range []struct{ name, sha string }{{"head_sha", p.HeadSHA}, {"base_sha", p.BaseSHA}} {
+	for _, c := range []struct{ name, sha string }{{"head_sha", p.HeadSHA}, {"base_sha", p.BaseSHA}, {"workload.dataset_sha", p.Workload.DatasetSHA}} {
 		if c.sha != "" && !shaPattern.MatchString(c.sha) {
 			errs = append(errs, fmt.Errorf("plan %s %q is not a commit id (lower-case hex)", c.name, c.sha))
 		}
