@@ -14,18 +14,8 @@ import (
 // the base's prompts anyway.
 func TestDatasetFromBaseForBothSides(t *testing.T) {
 	t.Parallel()
-	checkout := func(name, prompts string) *side {
-		dir := filepath.Join(t.TempDir(), name)
-		if err := os.MkdirAll(filepath.Join(dir, "bench"), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, "bench", "prompts.jsonl"), []byte(prompts), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return &side{name: name, checkout: &source.Checkout{Dir: dir}}
-	}
-	base := checkout(agentapi.SideBase, `{"prompt":"a long prompt from the base branch"}`+"\n")
-	head := checkout(agentapi.SideHead, `{"prompt":"x"}`+"\n")
+	base := promptsCheckout(t, agentapi.SideBase, `{"prompt":"a long prompt from the base branch"}`+"\n")
+	head := promptsCheckout(t, agentapi.SideHead, `{"prompt":"x"}`+"\n")
 	sides := map[string]*side{agentapi.SideBase: base, agentapi.SideHead: head}
 	plan := agentapi.Plan{Workload: agentapi.Workload{Dataset: "jsonl", DatasetPath: "bench/prompts.jsonl"}}
 	a := &Agent{}
@@ -60,22 +50,25 @@ func mustEval(t *testing.T, p string) string {
 // commit, the pull request's base, not from the head it measures.
 func TestDatasetFromBaseForHeadOnlyJobs(t *testing.T) {
 	t.Parallel()
-	mk := func(name, prompts string) *side {
-		dir := filepath.Join(t.TempDir(), name)
-		if err := os.MkdirAll(filepath.Join(dir, "bench"), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, "bench", "prompts.jsonl"), []byte(prompts), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return &side{name: name, checkout: &source.Checkout{Dir: dir}}
-	}
-	head := mk("", `{"prompt":"x"}`+"\n")
-	dataset := mk(sideDataset, `{"prompt":"a long prompt from the base branch"}`+"\n")
+	head := promptsCheckout(t, "", `{"prompt":"x"}`+"\n")
+	dataset := promptsCheckout(t, sideDataset, `{"prompt":"a long prompt from the base branch"}`+"\n")
 	sides := map[string]*side{"": head, sideDataset: dataset}
 	plan := agentapi.Plan{Workload: agentapi.Workload{Dataset: "jsonl", DatasetPath: "bench/prompts.jsonl"}}
 	got := (&Agent{}).benchOptions(plan, "http://x", &agentapi.ClaimResponse{JobID: 1}, datasetSide(sides, head)).DatasetPath
 	if want := mustEval(t, filepath.Join(dataset.checkout.Dir, "bench", "prompts.jsonl")); got != want {
 		t.Errorf("head-only job reads %s, want the base's %s", got, want)
 	}
+}
+
+// promptsCheckout is a side whose checkout holds bench/prompts.jsonl.
+func promptsCheckout(t *testing.T, name, prompts string) *side {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), name)
+	if err := os.MkdirAll(filepath.Join(dir, "bench"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "bench", "prompts.jsonl"), []byte(prompts), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return &side{name: name, checkout: &source.Checkout{Dir: dir}}
 }

@@ -58,13 +58,7 @@ func applyThenLose(next http.Handler, w *statusRecorder, r *http.Request, f *fai
 // with its author (the app's bot) as GitHub shows it.
 func (s *Server) listComments(w http.ResponseWriter, r *http.Request) {
 	n, _ := strconv.Atoi(r.PathValue("number"))
-	perPage, page := 30, 1
-	if v, err := strconv.Atoi(r.URL.Query().Get("per_page")); err == nil && v > 0 {
-		perPage = min(v, 100)
-	}
-	if v, err := strconv.Atoi(r.URL.Query().Get("page")); err == nil && v > 0 {
-		page = v
-	}
+	perPage, page := paging(r)
 	s.mu.Lock()
 	var all []map[string]any
 	for _, c := range s.comments {

@@ -436,13 +436,7 @@ const maxPRFiles = 3000
 
 func (s *Server) listFiles(w http.ResponseWriter, r *http.Request) {
 	n, _ := strconv.Atoi(r.PathValue("number"))
-	perPage, page := 30, 1
-	if v, err := strconv.Atoi(r.URL.Query().Get("per_page")); err == nil && v > 0 {
-		perPage = min(v, 100)
-	}
-	if v, err := strconv.Atoi(r.URL.Query().Get("page")); err == nil && v > 0 {
-		page = v
-	}
+	perPage, page := paging(r)
 	s.mu.Lock()
 	all := s.files[prKey(repoOf(r), n)]
 	s.mu.Unlock()
@@ -626,4 +620,17 @@ func writeValidationMsg(w http.ResponseWriter, resource, field, msg string) {
 		"errors":            []map[string]string{{"resource": resource, "code": "custom", "field": field, "message": msg}},
 		"documentation_url": "https://docs.github.com/rest",
 	})
+}
+
+// paging reads GitHub's per_page (default 30, at most 100) and page
+// (default 1) query parameters.
+func paging(r *http.Request) (perPage, page int) {
+	perPage, page = 30, 1
+	if v, err := strconv.Atoi(r.URL.Query().Get("per_page")); err == nil && v > 0 {
+		perPage = min(v, 100)
+	}
+	if v, err := strconv.Atoi(r.URL.Query().Get("page")); err == nil && v > 0 {
+		page = v
+	}
+	return perPage, page
 }
