@@ -12,6 +12,7 @@ import (
 
 	"github.com/perfgate/perfgate/internal/agent"
 	"github.com/perfgate/perfgate/internal/agentapi"
+	"github.com/perfgate/perfgate/internal/bench"
 	"github.com/perfgate/perfgate/internal/gpu"
 	"github.com/perfgate/perfgate/internal/sandbox"
 )
@@ -49,6 +50,7 @@ func runAgent(ctx context.Context, env *cliEnv, args []string) int {
 	fakeGPU := fs.String("fake-gpu", "", "FOR TESTING: use a simulated GPU with this UUID instead of NVML")
 	noGPUDevices := fs.Bool("no-gpu-devices", false, "FOR TESTING: start engine containers without --gpus (hosts without the NVIDIA runtime)")
 	useSim := fs.Bool("sim", false, "DEVELOPMENT ONLY: run every job on the built-in simulated engine instead of its configured engine")
+	maxGap := fs.Duration("max-ttft-gap", bench.DefaultMaxTTFTGap, "self-check floor: how far the client's mean TTFT may sit above the engine's own before a run is client-bound (the limit is this or 5% of the engine's TTFT, whichever is larger); raise it on a runner whose engine shares the CPU or sits across a network")
 	workDir := fs.String("work-dir", "", "directory for job files; relative dataset paths of jobs without a checkout are read from it")
 	if code, ok := fs.parse(args); !ok {
 		return code
@@ -112,7 +114,7 @@ func runAgent(ctx context.Context, env *cliEnv, args []string) int {
 		Server: *server, Token: tok, RegistrationToken: reg, Name: *name, StateDir: *stateDir,
 		Labels: splitList(*labels), GPUs: splitList(*gpus), WorkDir: *workDir, CacheDir: *cacheDir, CacheBytes: size,
 		ModelsDir: *models, AllowUncontained: *allowUncontained, EngineEnv: splitList(*engineEnv),
-		Docker: *docker, RelayBin: *relayBin, NoGPUDevices: *noGPUDevices,
+		Docker: *docker, RelayBin: *relayBin, NoGPUDevices: *noGPUDevices, MaxTTFTGap: *maxGap,
 		Sandbox: sandbox.Policy{Memory: *memory, PidsLimit: *pids, ShmSize: *shm, CPUs: *cpus, CPUSets: cpuSets,
 			NoFile: *nofile, NProc: *nproc, LogMaxSize: *logMax},
 		Log: env.log, LogOutput: env.stderr,

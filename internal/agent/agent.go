@@ -99,7 +99,13 @@ type Config struct {
 	// NoGPUDevices starts image engines without --gpus, for hosts without
 	// the NVIDIA container runtime: tests only, never a measurement.
 	NoGPUDevices bool
-	Log          zerolog.Logger
+	// MaxTTFTGap is this runner's floor for how far the client's mean TTFT
+	// may sit above the engine's own before a run is client-bound (0:
+	// bench.DefaultMaxTTFTGap). It belongs to the runner, not the plan: a
+	// runner whose engine shares its CPU, or sits across a network, reads
+	// tokens later than one beside a GPU.
+	MaxTTFTGap time.Duration
+	Log        zerolog.Logger
 	// LogOutput, when set, also gets every job log line (JSON), so the
 	// agent's own output shows what the server's job log shows.
 	LogOutput io.Writer

@@ -402,7 +402,8 @@ func (a *Agent) benchOptions(p agentapi.Plan, target string, c *agentapi.ClaimRe
 		MaxConcurrency: w.MaxConcurrency, Seed: w.Seed, Temperature: w.Temperature,
 		Timeout: w.Timeout.D(),
 		// The built-in sim runs in this process: its CPU is not the client's.
-		CPUShared: p.Engine.Sim != nil,
+		CPUShared:  p.Engine.Sim != nil,
+		MaxTTFTGap: a.cfg.MaxTTFTGap,
 		Metadata: map[string]string{
 			"job_id": fmt.Sprint(c.JobID), "attempt": fmt.Sprint(c.Attempt), "tier": p.Tier,
 		},
