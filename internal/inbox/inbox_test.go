@@ -62,7 +62,7 @@ func TestWorker(t *testing.T) {
 	}}
 	w := New(Options{Store: st, Handler: h, Now: c.now, Log: zerolog.Nop(), Policy: backoff.Policy{Base: time.Second, Max: 4 * time.Second, MaxAttempts: 3}})
 	for _, id := range []string{"ok", "flaky", "bad", "hopeless", "poison"} {
-		if _, err := st.AcceptDelivery(ctx, id, "pull_request", []byte(`{}`)); err != nil {
+		if _, err := st.AcceptDelivery(ctx, id, "pull_request", []byte(`{}`), store.DeliveryOrder{}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -365,7 +365,7 @@ const metricsResync = 5 * time.Minute
 type storeInbox struct{ st store.Store }
 
 func (i storeInbox) Accept(ctx context.Context, id, event string, payload []byte) (bool, error) {
-	a, err := i.st.AcceptDelivery(ctx, id, event, payload)
+	a, err := i.st.AcceptDelivery(ctx, id, event, payload, inbox.Order(event, payload))
 	return a == store.AcceptedDuplicate, err
 }
 

@@ -46,7 +46,7 @@ func BenchmarkAcceptUnderWrites(b *testing.B) {
 		for i := range 200 {
 			time.Sleep(10 * time.Millisecond)
 			t0 := time.Now()
-			if _, err := st.AcceptDelivery(ctx, fmt.Sprintf("d-%d", i), "pull_request", payload); err != nil {
+			if _, err := st.AcceptDelivery(ctx, fmt.Sprintf("d-%d", i), "pull_request", payload, store.DeliveryOrder{Subject: fmt.Sprintf("acme/llm#%d", i%20)}); err != nil {
 				b.Fatal(err)
 			}
 			lats = append(lats, time.Since(t0))

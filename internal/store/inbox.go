@@ -36,6 +36,21 @@ type Delivery struct {
 	Redeliveries int
 	ReceivedAt   time.Time
 	DoneAt       time.Time
+	// Subject and OrderAt are the delivery's place in its subject's
+	// history (see DeliveryOrder).
+	Subject string
+	OrderAt time.Time
+}
+
+// DeliveryOrder places a delivery in its subject's history. Deliveries of
+// one subject (a pull request: "owner/repo#17") are claimed one at a time,
+// earliest At first (ties: earliest received, then delivery ID), and none
+// is claimed while an earlier one is still pending — waiting out a retry
+// included — so they are applied in the order they happened. An empty
+// Subject keeps no order; a zero At is the time the delivery arrived.
+type DeliveryOrder struct {
+	Subject string
+	At      time.Time
 }
 
 // Accepted says what AcceptDelivery did with a delivery.
@@ -52,22 +67,24 @@ const (
 )
 
 const deliveryCols = `delivery_id, event, payload, status, attempts, next_attempt_at, lease_id, last_error,
-	redeliveries, received_at, done_at`
+	redeliveries, received_at, done_at, subject, order_at`
 
 func scanDelivery(sc scanner) (Delivery, error) {
 	var (
 		d                     Delivery
 		status                string
 		next, received, doneT sql.NullInt64
+		orderAt               sql.NullInt64
 	)
 	if err := sc.Scan(&d.ID, &d.Event, &d.Payload, &status, &d.Attempts, &next, &d.LeaseID, &d.LastError,
-		&d.Redeliveries, &received, &doneT); err != nil {
+		&d.Redeliveries, &received, &doneT, &d.Subject, &orderAt); err != nil {
 		return Delivery{}, err
 	}
 	d.Status = DeliveryStatus(status)
 	d.NextAttemptAt = fromMicros(next)
 	d.ReceivedAt = fromMicros(received)
 	d.DoneAt = fromMicros(doneT)
+	d.OrderAt = fromMicros(orderAt)
 	return d, nil
 }
 
@@ -76,24 +93,29 @@ func scanDelivery(sc scanner) (Delivery, error) {
 // delivery that is durably queued. A redelivery of a delivery that never
 // succeeded (pending or failed) is processed — a failed one from scratch,
 // a pending one as soon as no worker holds it; one that succeeded is a
-// duplicate.
-func (s *sqlStore) AcceptDelivery(ctx context.Context, id, event string, payload []byte) (Accepted, error) {
+// duplicate. order places it among its subject's deliveries.
+func (s *sqlStore) AcceptDelivery(ctx context.Context, id, event string, payload []byte, order DeliveryOrder) (Accepted, error) {
 	if id == "" {
 		return 0, fmt.Errorf("accept delivery: empty delivery ID")
 	}
 	now := s.nowMicros()
+	orderAt := now
+	if !order.At.IsZero() {
+		orderAt = order.At.UnixMicro()
+	}
 	var redeliveries int
 	err := s.w.QueryRowContext(ctx, s.q(`INSERT INTO webhook_inbox
-			(delivery_id, event, payload, status, next_attempt_at, received_at)
-		VALUES (?, ?, ?, 'pending', ?, ?)
+			(delivery_id, event, payload, status, next_attempt_at, received_at, subject, order_at)
+		VALUES (?, ?, ?, 'pending', ?, ?, ?, ?)
 		ON CONFLICT (delivery_id) DO UPDATE SET
 			event = excluded.event, payload = excluded.payload, status = 'pending',
+			subject = excluded.subject, order_at = excluded.order_at,
 			attempts = CASE WHEN webhook_inbox.status = 'failed' THEN 0 ELSE webhook_inbox.attempts END,
 			next_attempt_at = CASE WHEN webhook_inbox.next_attempt_at < excluded.next_attempt_at
 				THEN webhook_inbox.next_attempt_at ELSE excluded.next_attempt_at END,
 			redeliveries = webhook_inbox.redeliveries + 1
 		WHERE webhook_inbox.status <> 'done'
-		RETURNING redeliveries`), id, event, blob(payload), now, now).Scan(&redeliveries)
+		RETURNING redeliveries`), id, event, blob(payload), now, now, order.Subject, orderAt).Scan(&redeliveries)
 	if errors.Is(err, sql.ErrNoRows) {
 		return AcceptedDuplicate, nil
 	}
@@ -109,7 +131,9 @@ func (s *sqlStore) AcceptDelivery(ctx context.Context, id, event string, payload
 // ClaimDeliveries leases up to limit pending deliveries that are due,
 // oldest first. Several workers and replicas may claim at once: each row
 // goes to one of them (SKIP LOCKED on PostgreSQL, serial writes on SQLite).
-// A claim whose lease lapses (its worker died) is claimed again.
+// A claim whose lease lapses (its worker died) is claimed again. Of one
+// subject's deliveries only the earliest pending one is claimable, and
+// only while no other of them is held (see DeliveryOrder).
 func (s *sqlStore) ClaimDeliveries(ctx context.Context, limit int, lease time.Duration) ([]Delivery, error) {
 	if limit <= 0 || lease <= 0 {
 		return nil, fmt.Errorf("claim deliveries: limit and lease must be positive")
@@ -121,11 +145,17 @@ func (s *sqlStore) ClaimDeliveries(ctx context.Context, limit int, lease time.Du
 	now := s.now()
 	rows, err := s.w.QueryContext(ctx, s.q(`UPDATE webhook_inbox SET
 			lease_id = ?, lease_until = ?, attempts = attempts + 1
-		WHERE delivery_id IN (SELECT delivery_id FROM webhook_inbox
-			WHERE status = 'pending' AND next_attempt_at <= ? AND (lease_until IS NULL OR lease_until < ?)
-			ORDER BY next_attempt_at, received_at LIMIT ?`+s.d.skipLocked+`)
+		WHERE delivery_id IN (SELECT w.delivery_id FROM webhook_inbox w
+			WHERE w.status = 'pending' AND w.next_attempt_at <= ? AND (w.lease_until IS NULL OR w.lease_until < ?)
+				AND (w.subject = '' OR NOT EXISTS (SELECT 1 FROM webhook_inbox o
+					WHERE o.subject = w.subject AND o.status = 'pending' AND o.delivery_id <> w.delivery_id
+						AND (o.lease_until >= ?
+							OR o.order_at < w.order_at
+							OR (o.order_at = w.order_at AND o.received_at < w.received_at)
+							OR (o.order_at = w.order_at AND o.received_at = w.received_at AND o.delivery_id < w.delivery_id))))
+			ORDER BY w.next_attempt_at, w.received_at LIMIT ?`+s.d.skipLocked+`)
 		RETURNING `+deliveryCols),
-		leaseID, now.Add(lease).UnixMicro(), now.UnixMicro(), now.UnixMicro(), limit)
+		leaseID, now.Add(lease).UnixMicro(), now.UnixMicro(), now.UnixMicro(), now.UnixMicro(), limit)
 	if err != nil {
 		return nil, fmt.Errorf("claim deliveries: %w", err)
 	}

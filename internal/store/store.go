@@ -117,7 +117,7 @@ type Store interface {
 	GetApproval(ctx context.Context, repo, sha string) (Approval, error)
 
 	// Webhook inbox.
-	AcceptDelivery(ctx context.Context, id, event string, payload []byte) (Accepted, error)
+	AcceptDelivery(ctx context.Context, id, event string, payload []byte, order DeliveryOrder) (Accepted, error)
 	ClaimDeliveries(ctx context.Context, limit int, lease time.Duration) ([]Delivery, error)
 	// ReclaimLeases frees the inbox, outbox and judge leases this
 	// instance (WithInstance) held before it restarted.

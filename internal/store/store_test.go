@@ -135,7 +135,7 @@ func TestMigrationFromV1(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	if a, err := st.AcceptDelivery(ctx, "seen-before", "pull_request", []byte(`{}`)); err != nil || a != store.AcceptedDuplicate {
+	if a, err := st.AcceptDelivery(ctx, "seen-before", "pull_request", []byte(`{}`), store.DeliveryOrder{}); err != nil || a != store.AcceptedDuplicate {
 		t.Errorf("a delivery seen before the upgrade: %v %v, want a duplicate", a, err)
 	}
 	claims, err := st.ClaimFinishedJobs(ctx, 10, time.Minute)
@@ -161,7 +161,7 @@ func TestSQLiteFileMode(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	if _, err := st.AcceptDelivery(context.Background(), "d-1", "ping", []byte(`{}`)); err != nil {
+	if _, err := st.AcceptDelivery(context.Background(), "d-1", "ping", []byte(`{}`), store.DeliveryOrder{}); err != nil {
 		t.Fatal(err)
 	}
 	for _, p := range []string{path, path + "-wal"} {

@@ -29,7 +29,7 @@ func testInboxAccept(t *testing.T, newDSN func(t testing.TB) string) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			a, err := st.AcceptDelivery(e.ctx, id, "pull_request", []byte(`{"action":"opened"}`))
+			a, err := st.AcceptDelivery(e.ctx, id, "pull_request", []byte(`{"action":"opened"}`), store.DeliveryOrder{})
 			if err != nil {
 				t.Error(err)
 				return
@@ -54,7 +54,7 @@ func testInboxAccept(t *testing.T, newDSN func(t testing.TB) string) {
 	if err := e.st.CompleteDelivery(e.ctx, id, claimed[0].LeaseID); err != nil {
 		t.Fatal(err)
 	}
-	if a, err := e.st.AcceptDelivery(e.ctx, id, "pull_request", []byte(`{}`)); err != nil || a != store.AcceptedDuplicate {
+	if a, err := e.st.AcceptDelivery(e.ctx, id, "pull_request", []byte(`{}`), store.DeliveryOrder{}); err != nil || a != store.AcceptedDuplicate {
 		t.Errorf("redelivery of a done delivery = %v, %v; want duplicate", a, err)
 	}
 	if d, _ := e.st.GetDelivery(e.ctx, id); string(d.Payload) != `{"action":"opened"}` || d.Status != store.DeliveryDone {
@@ -62,7 +62,7 @@ func testInboxAccept(t *testing.T, newDSN func(t testing.TB) string) {
 	}
 
 	// A failed delivery is processed again when GitHub redelivers it.
-	if _, err := e.st.AcceptDelivery(e.ctx, "d-2", "issue_comment", []byte(`{"n":1}`)); err != nil {
+	if _, err := e.st.AcceptDelivery(e.ctx, "d-2", "issue_comment", []byte(`{"n":1}`), store.DeliveryOrder{}); err != nil {
 		t.Fatal(err)
 	}
 	c := claimDeliveries(t, e, 1)
@@ -72,7 +72,7 @@ func testInboxAccept(t *testing.T, newDSN func(t testing.TB) string) {
 	if got := claimDeliveries(t, e, 10); len(got) != 0 {
 		t.Fatalf("a failed delivery was claimed again without a redelivery: %+v", got)
 	}
-	if a, err := e.st.AcceptDelivery(e.ctx, "d-2", "issue_comment", []byte(`{"n":2}`)); err != nil || a != store.AcceptedAgain {
+	if a, err := e.st.AcceptDelivery(e.ctx, "d-2", "issue_comment", []byte(`{"n":2}`), store.DeliveryOrder{}); err != nil || a != store.AcceptedAgain {
 		t.Fatalf("redelivery of a failed delivery = %v, %v; want again", a, err)
 	}
 	got := claimDeliveries(t, e, 10)
@@ -96,7 +96,7 @@ func claimDeliveries(t *testing.T, e *env, n int) []store.Delivery {
 func testInboxClaim(t *testing.T, newDSN func(t testing.TB) string) {
 	e := newEnv(t, newDSN)
 	for i := range 3 {
-		if _, err := e.st.AcceptDelivery(e.ctx, fmt.Sprintf("d-%d", i), "pull_request", []byte(`{}`)); err != nil {
+		if _, err := e.st.AcceptDelivery(e.ctx, fmt.Sprintf("d-%d", i), "pull_request", []byte(`{}`), store.DeliveryOrder{}); err != nil {
 			t.Fatal(err)
 		}
 		e.clock.Advance(time.Millisecond)
@@ -140,7 +140,7 @@ func testInboxReplicas(t *testing.T, newDSN func(t testing.TB) string) {
 	other := e.open(t)
 	const n = 60
 	for i := range n {
-		if _, err := e.st.AcceptDelivery(e.ctx, fmt.Sprintf("d-%02d", i), "pull_request", []byte(`{}`)); err != nil {
+		if _, err := e.st.AcceptDelivery(e.ctx, fmt.Sprintf("d-%02d", i), "pull_request", []byte(`{}`), store.DeliveryOrder{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -498,7 +498,7 @@ func testReclaimLeases(t *testing.T, newDSN func(t testing.TB) string) {
 	a, b := open("host-a"), open("host-b")
 	body, _ := json.Marshal(store.CommentBody{Number: 1, Body: "x"})
 	for i, st := range []store.Store{a, b} {
-		if _, err := st.AcceptDelivery(e.ctx, fmt.Sprintf("d-%d", i), "pull_request", []byte(`{}`)); err != nil {
+		if _, err := st.AcceptDelivery(e.ctx, fmt.Sprintf("d-%d", i), "pull_request", []byte(`{}`), store.DeliveryOrder{}); err != nil {
 			t.Fatal(err)
 		}
 		if ds, err := st.ClaimDeliveries(e.ctx, 1, 3*time.Minute); err != nil || len(ds) != 1 {

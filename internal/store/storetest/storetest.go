@@ -65,6 +65,7 @@ func Run(t *testing.T, newDSN func(t testing.TB) string) {
 		{"InboxAcceptDedupe", testInboxAccept},
 		{"InboxClaimRetryFail", testInboxClaim},
 		{"InboxTwoReplicas", testInboxReplicas},
+		{"InboxPerSubjectOrder", testInboxOrder},
 		{"ReclaimLeasesAfterRestart", testReclaimLeases},
 		{"OutboxEffects", testOutbox},
 		{"OutboxCheckSyncRearm", testOutboxRearm},
