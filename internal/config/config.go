@@ -73,9 +73,12 @@ var Placeholders = []string{"Port", "Model", "GPU", "JobID", "Workdir", "SHA", "
 
 // Workload is the offered load.
 type Workload struct {
-	Dataset        string      `yaml:"dataset"`      // random | sharegpt | jsonl
-	DatasetPath    string      `yaml:"dataset_path"` // relative to the repository root
-	InputLen       int         `yaml:"input_len"`
+	Dataset     string `yaml:"dataset"`      // random | sharegpt | jsonl
+	DatasetPath string `yaml:"dataset_path"` // relative to the repository root
+	InputLen    int    `yaml:"input_len"`
+	// OutputLen is every request's answer length in tokens; 0, with a
+	// jsonl or sharegpt dataset, keeps each prompt's own (answers of
+	// different lengths finish at different steps).
 	OutputLen      int         `yaml:"output_len"`
 	RequestRate    result.Rate `yaml:"request_rate"` // requests/s, "inf" = all at once
 	MaxConcurrency int         `yaml:"max_concurrency"`

@@ -28,6 +28,7 @@ func TestInvalidConfigs(t *testing.T) {
 		{"p99-quick.yml", `p99-quick.yml:5:17: tiers.quick.metrics.ttft_p99: p99 of 100 requests rests on 1 request (gate a median or p90 here, or raise prompts to at least 1000)`},
 		{"bad-dataset.yml", `bad-dataset.yml:2:12: workload.dataset: unknown value "sharegtp" (did you mean "sharegpt"?)`},
 		{"jsonl-no-path.yml", `jsonl-no-path.yml:2:3: workload.dataset_path: dataset jsonl needs dataset_path (the prompts file, relative to the repository root)`},
+		{"random-no-output-len.yml", `random-no-output-len.yml:3:15: workload.output_len: output_len 0 needs a dataset that gives each prompt its own length (set a positive output_len, or use dataset jsonl (each line's output_len) or sharegpt (each answer's length))`},
 		{"dataset-outside.yml", `dataset-outside.yml:3:17: workload.dataset_path: "../secrets/prompts.jsonl" is outside the repository (give a path relative to the repository root)`},
 		{"tier-removed.yml", `tier-removed.yml:2:12: tiers.nightly: tier "nightly" is required (remove the "off" or define the tier)`},
 		{"bad-gpu-uuid.yml", `bad-gpu-uuid.yml:3:13: runner.gpu_uuid: "0" is not a GPU UUID (nvidia-smi -L prints them: GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx)`},
@@ -292,5 +293,17 @@ func TestEnginePlaceholders(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("error %v, want %q", err, want)
 		}
+	}
+}
+
+// output_len 0 keeps each prompt's own answer length, which only a
+// dataset that has one can give.
+func TestOutputLenFromTheDataset(t *testing.T) {
+	c, err := Parse(DefaultPath, []byte("workload:\n  dataset: jsonl\n  dataset_path: prompts.jsonl\n  output_len: 0\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Workload.OutputLen != 0 {
+		t.Errorf("output_len = %d, want 0 (each line's own)", c.Workload.OutputLen)
 	}
 }

@@ -213,8 +213,11 @@ func (d *decoder) validateWorkload(w *Workload) {
 	if w.InputLen <= 0 {
 		d.errField("workload.input_len", fmt.Sprintf("input_len %d must be positive", w.InputLen), "")
 	}
-	if w.OutputLen <= 0 {
-		d.errField("workload.output_len", fmt.Sprintf("output_len %d must be positive", w.OutputLen), "")
+	switch {
+	case w.OutputLen < 0:
+		d.errField("workload.output_len", fmt.Sprintf("output_len %d must not be negative", w.OutputLen), "")
+	case w.OutputLen == 0 && w.Dataset == "random":
+		d.errField("workload.output_len", "output_len 0 needs a dataset that gives each prompt its own length", "set a positive output_len, or use dataset jsonl (each line's output_len) or sharegpt (each answer's length)")
 	}
 	if w.MaxConcurrency < 0 {
 		d.errField("workload.max_concurrency", "max_concurrency must not be negative", "0 means unlimited")

@@ -62,32 +62,55 @@ instance_seed: 7
 `, eagerness)
 }
 
-// schedulerRate is the scenario's arrival rate (requests/s). Arrivals are
-// spread out so requests finish at different steps and there is prefill to
-// insert into running decode batches; the engine's 40 ms steps keep about
-// a dozen requests in flight at this rate.
+// The scenario's load is a closed loop: schedulerConcurrency requests in
+// flight, each answered at its own length (schedulerPrompts: 8 to 64
+// tokens), so requests finish at different steps and their successors'
+// prefill is inserted into running decode batches — what the scheduler's
+// eagerness decides.
 //
-// The rate is lower than it was (50) because of the client's self-check
-// on a busy machine: paced arrivals are judged by their p99 lateness
-// against a quarter of the gap between them, 10 ms at 50 requests/s, and a
-// loaded 2-core runner woke the dispatcher 14–105 ms late. At 10/s it
-// allows 25 ms. Slower still buys little and costs minutes: at loads of
-// 25–31 the lateness reached 60–560 ms (refused at 5/s and at 3/s too). A
-// closed loop, judged by idle slots instead, is not client-bound, but with
-// every answer the same length its requests finish together and there is
-// no prefill to insert: TPOT did not move with the scheduler's eagerness.
-const schedulerRate = 10
+// Paced arrivals did not survive a busy machine. The self-check judges them
+// by their p99 lateness against a quarter of the gap between arrivals (25
+// ms at 10 requests/s), and a loaded 2-core runner woke the dispatcher
+// 18–556 ms late at every rate tried (3 to 50 per second): the baseline was
+// refused on every try. A closed loop is judged by idle slots instead — a
+// late request idles its slot for its lateness, against requests that last
+// a second or more — so a few tens of milliseconds of scheduling delay do
+// not make it client-bound. With every answer the same length a closed
+// loop's requests finish together and there is no prefill to insert, which
+// is why each prompt carries its own length.
+const (
+	schedulerConcurrency = 12
+	schedulerPromptsPath = "inference_engine/prompts.jsonl"
+)
+
+// schedulerPrompts is the scenario's dataset (one JSON object per line):
+// 64 prompts of 120–260 words, answers of 8–64 tokens, deterministic.
+func schedulerPrompts() string {
+	words := strings.Fields("the model reads a prompt and writes an answer one token at a time while the scheduler decides which requests share each step")
+	var b strings.Builder
+	for i := range 64 {
+		n := 120 + (i*53)%141
+		ws := make([]string, n)
+		for j := range ws {
+			ws[j] = words[(i*7+j*3)%len(words)]
+		}
+		line, _ := json.Marshal(map[string]any{"prompt": strings.Join(ws, " "), "output_len": 8 + (i*29)%57})
+		b.Write(line)
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
 
 // schedulerConfig is the repository's perfgate.yml in the scheduler
-// scenario: arrivals spread out (schedulerRate); TPOT gated; a quick-tier
-// regression profiled at once.
+// scenario: a closed loop over prompts of their own lengths; TPOT gated; a
+// quick-tier regression profiled at once.
 func schedulerConfig(perfgate string) string {
 	return simEngineYAML(perfgate) + fmt.Sprintf(`workload:
-  dataset: random
-  input_len: 256
-  output_len: 32
-  request_rate: %d
-  max_concurrency: 64
+  dataset: jsonl
+  dataset_path: %s
+  output_len: 0
+  request_rate: inf
+  max_concurrency: %d
   endpoint: /v1/completions
 tiers:
   quick:
@@ -100,7 +123,7 @@ tiers:
 profile:
   on_regression: [quick]
   requests: 64
-`, schedulerRate)
+`, schedulerPromptsPath, schedulerConcurrency)
 }
 
 // RunScheduler runs the scheduler scenario: main is measured and promoted;
@@ -132,6 +155,7 @@ func RunScheduler(ctx context.Context, o Options) (*SchedulerOutcome, error) {
 	main, err := r.commit("inference_engine: batch prefills; gate TPOT; profile regressions", map[string]string{
 		config.DefaultPath:          schedulerConfig(perfgate),
 		"inference_engine/sim.yaml": schedulerKnobs(0.25),
+		schedulerPromptsPath:        schedulerPrompts(),
 	})
 	if err != nil {
 		return nil, err
@@ -219,8 +243,8 @@ func (h *Harness) schedulerPR(ctx context.Context, w io.Writer, number int, bran
 	if code, err := h.deliver(ctx, "pull_request", body, fmt.Sprintf("demo-pr-%d", number)); err != nil || code/100 != 2 {
 		return githubtest.CheckRun{}, fmt.Errorf("webhook: %d %v", code, err)
 	}
-	// Three of WaitCheck's three minutes: at schedulerRate a quick job is
-	// three runs of ten seconds or more, and a busy runner takes longer.
+	// Three of WaitCheck's three minutes: a quick job is three runs of ten
+	// seconds or more, and a busy runner takes longer.
 	var c githubtest.CheckRun
 	for try := 0; try < 3; try++ {
 		c, err = h.WaitCheck(ctx, func(c githubtest.CheckRun) bool {
