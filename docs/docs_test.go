@@ -241,3 +241,46 @@ func withoutCodeSpans(line string) string {
 	}
 	return strings.Join(parts, "`")
 }
+
+// codeURLRE matches the links perfgate's code posts into its own
+// repository's manual (check runs, comments).
+var codeURLRE = regexp.MustCompile(`https://github\.com/perfgate/perfgate(/blob/main/[^\s"'#)]+)?(#[\w-]+)?`)
+
+// TestCodeLinksResolve checks the manual's addresses that the Go code
+// posts on GitHub: a "not configured" check links the configuration
+// section, and a page or heading that moved would leave it dangling.
+func TestCodeLinksResolve(t *testing.T) {
+	found := 0
+	err := filepath.WalkDir("..", func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (d.Name() == "testdata" || strings.HasPrefix(d.Name(), ".")) && path != ".." {
+			return filepath.SkipDir
+		}
+		if d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		for _, m := range codeURLRE.FindAllStringSubmatch(string(b), -1) {
+			found++
+			file := "README.md"
+			if m[1] != "" {
+				file = strings.TrimPrefix(m[1], "/blob/main/")
+			}
+			if why := resolve(t, filepath.Join("..", "README.md"), file+m[2]); why != "" {
+				t.Errorf("%s: %s: %s", path, m[0], why)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if found == 0 {
+		t.Error("no link into the manual found in the code; the pattern is out of date")
+	}
+}
