@@ -284,3 +284,39 @@ func TestCodeLinksResolve(t *testing.T) {
 		t.Error("no link into the manual found in the code; the pattern is out of date")
 	}
 }
+
+// TestLibrariesListed fails when a direct dependency in go.mod has no row
+// in the README's "Libraries, and why" (or a row outlives its module).
+func TestLibrariesListed(t *testing.T) {
+	mod, err := os.ReadFile(filepath.Join("..", "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme, err := os.ReadFile(filepath.Join("..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, libs, ok := strings.Cut(string(readme), "## Libraries, and why\n")
+	if !ok {
+		t.Fatal(`README.md: no "## Libraries, and why" section`)
+	}
+	libs, _, _ = strings.Cut(libs, "\n## ")
+	direct := 0
+	for _, line := range strings.Split(string(mod), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 || strings.Contains(line, "// indirect") || !strings.Contains(f[0], ".") || f[0] == "module" || f[0] == "go" {
+			continue
+		}
+		if f[0] == "require" { // a one-line require
+			f = f[1:]
+		}
+		direct++
+		name := strings.TrimPrefix(f[0], "github.com/")
+		if !strings.Contains(libs, "`"+name) {
+			t.Errorf("go.mod requires %s directly; README.md's \"Libraries, and why\" has no row naming `%s` and why", f[0], name)
+		}
+	}
+	if direct == 0 {
+		t.Error("found no direct dependency in go.mod; the parser is out of date")
+	}
+}
