@@ -78,7 +78,7 @@ func runRunners(ctx context.Context, env *cliEnv, args []string) int {
 		return 0
 	}
 	if len(list) == 0 {
-		fmt.Fprintln(env.stdout, "No runner has registered yet: start one with perfgate agent (README: Runner set-up).")
+		fmt.Fprintln(env.stdout, "No runner has registered yet: start one with perfgate agent (docs/install.md: Runner set-up).")
 		return 0
 	}
 	tw := tabwriter.NewWriter(env.stdout, 0, 0, 2, ' ', 0)

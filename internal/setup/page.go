@@ -85,7 +85,7 @@ App name: <strong>{{.Name}}</strong>.</p>
 {{if not .Installed}}<p>Next: install it on the repositories to gate{{if .HTMLURL}}: <a id="install" href="{{.HTMLURL}}/installations/new">{{.HTMLURL}}/installations/new</a>{{end}}.</p>{{end}}
 <p>To rename the app, use its settings on GitHub (App settings → Display information); perfgate keeps working, it knows the app by its ID.</p>
 <p>Then start a runner agent on the GPU host with the registration token from the server's data directory
-(<code>agent-registration-token</code>): see the README's "Runner set-up".</p>
+(<code>agent-registration-token</code>): see "Runner set-up" in docs/install.md.</p>
 {{end}}`))
 	errorTemplate = template.Must(template.Must(template.New("error").Parse(layout)).Parse(`
 {{define "title"}}{{.Title}}{{end}}
