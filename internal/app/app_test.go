@@ -17,6 +17,7 @@ import (
 
 	"github.com/perfgate/perfgate/internal/backoff"
 	"github.com/perfgate/perfgate/internal/githubtest"
+	"github.com/perfgate/perfgate/internal/githubtest/ghtest"
 )
 
 const (
@@ -181,7 +182,7 @@ type harness struct {
 
 func newHarness(t *testing.T, mutate ...func(*Config)) *harness {
 	t.Helper()
-	gh := githubtest.New(t)
+	gh := ghtest.New(t)
 	cfg := Config{
 		GitHub: gh.AppConfig(),
 		Retry:  RetryPolicy{MaxAttempts: 3, BaseDelay: time.Millisecond, MaxDelay: time.Millisecond, MaxRateLimitWait: time.Minute, Sleep: func(context.Context, time.Duration) error { return nil }},
@@ -201,7 +202,7 @@ func newHarness(t *testing.T, mutate ...func(*Config)) *harness {
 	var ev struct {
 		PullRequest json.RawMessage `json:"pull_request"`
 	}
-	if err := json.Unmarshal(githubtest.Fixture(t, "pull_request/opened.json"), &ev); err != nil {
+	if err := json.Unmarshal(ghtest.Fixture(t, "pull_request/opened.json"), &ev); err != nil {
 		t.Fatal(err)
 	}
 	gh.SetPullRequest(repoName, prNumber, ev.PullRequest)
@@ -222,7 +223,7 @@ func (h *harness) deliver(t *testing.T, event, fixture string) *httptest.Respons
 
 func (h *harness) deliverID(t *testing.T, event, fixture, id string) *httptest.ResponseRecorder {
 	t.Helper()
-	req, err := githubtest.NewDelivery("http://perfgate.test"+hookPath, event, id, githubtest.Fixture(t, fixture), []byte(githubtest.WebhookSecret))
+	req, err := githubtest.NewDelivery("http://perfgate.test"+hookPath, event, id, ghtest.Fixture(t, fixture), []byte(githubtest.WebhookSecret))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -260,7 +261,7 @@ func TestNewRefusesWeakSecret(t *testing.T) {
 		{" ", "shorter than 16 characters"},
 		{"hunter2", "shorter than 16 characters"},
 	} {
-		gh := githubtest.New(t)
+		gh := ghtest.New(t)
 		cfg := Config{GitHub: gh.AppConfig()}
 		cfg.GitHub.App.WebhookSecret = tc.secret
 		_, err := New(cfg, Deps{Dispatcher: &fakeDispatcher{}, Inbox: &fakeInbox{}, Outbox: &fakeOutbox{}})
@@ -271,7 +272,7 @@ func TestNewRefusesWeakSecret(t *testing.T) {
 }
 
 func TestDeliveryRejected(t *testing.T) {
-	body := githubtest.Fixture(t, "pull_request/opened.json")
+	body := ghtest.Fixture(t, "pull_request/opened.json")
 	tests := []struct {
 		name   string
 		limit  int64
@@ -544,7 +545,7 @@ func TestCommentCommands(t *testing.T) {
 			var ev struct {
 				Comment struct{ ID int64 } `json:"comment"`
 			}
-			_ = json.Unmarshal(githubtest.Fixture(t, "issue_comment/"+tt.fixture), &ev)
+			_ = json.Unmarshal(ghtest.Fixture(t, "issue_comment/"+tt.fixture), &ev)
 			if r := h.out.reactions; len(r) != 1 || r[0].CommentID != ev.Comment.ID || r[0].Content != "eyes" {
 				t.Errorf("reactions = %+v, want 👀 on the command", r)
 			}

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/perfgate/perfgate/internal/githubtest"
+	"github.com/perfgate/perfgate/internal/githubtest/ghtest"
 )
 
 // fakeBisects records what `/perf bisect` asked for and answers as told.
@@ -31,7 +32,7 @@ func (f *fakeBisects) StartBisect(_ context.Context, r BisectRequest) (BisectSta
 func commentEvent(t *testing.T, body, login string, onPR bool) []byte {
 	t.Helper()
 	var ev map[string]any
-	if err := json.Unmarshal(githubtest.Fixture(t, "issue_comment/created.retest.json"), &ev); err != nil {
+	if err := json.Unmarshal(ghtest.Fixture(t, "issue_comment/created.retest.json"), &ev); err != nil {
 		t.Fatal(err)
 	}
 	c := ev["comment"].(map[string]any)

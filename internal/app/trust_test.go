@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/perfgate/perfgate/internal/githubtest"
+	"github.com/perfgate/perfgate/internal/githubtest/ghtest"
 )
 
 // fakeApprovals remembers approved commits, as the store does, and the
@@ -102,7 +103,7 @@ func trustHarness(t *testing.T, forks string) (*harness, *fakeApprovals, *fakeAc
 func payload(t *testing.T, fixture string, edit func(map[string]any)) []byte {
 	t.Helper()
 	var m map[string]any
-	if err := json.Unmarshal(githubtest.Fixture(t, fixture), &m); err != nil {
+	if err := json.Unmarshal(ghtest.Fixture(t, fixture), &m); err != nil {
 		t.Fatal(err)
 	}
 	if edit != nil {

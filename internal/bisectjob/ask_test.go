@@ -19,6 +19,8 @@ import (
 	"github.com/perfgate/perfgate/internal/bisectjob"
 	"github.com/perfgate/perfgate/internal/config"
 	"github.com/perfgate/perfgate/internal/githubtest"
+	"github.com/perfgate/perfgate/internal/githubtest/ghtest"
+	"github.com/perfgate/perfgate/internal/jobstate"
 	"github.com/perfgate/perfgate/internal/result"
 	"github.com/perfgate/perfgate/internal/store"
 )
@@ -29,7 +31,7 @@ type askFixture struct {
 	ctx    context.Context
 	st     store.Store
 	gh     *githubtest.Server
-	git    *githubtest.GitRepo
+	git    *ghtest.GitRepo
 	main   []string // main's commits, oldest first
 	side   string   // a commit not on main
 	asker  *bisectjob.Asker
@@ -56,7 +58,7 @@ func newAskFixture(t *testing.T, n int) *askFixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	f := &askFixture{ctx: ctx, st: st, gh: githubtest.New(t), git: githubtest.NewGitRepo(t), outbox: &memOutbox{}}
+	f := &askFixture{ctx: ctx, st: st, gh: ghtest.New(t), git: ghtest.NewGitRepo(t), outbox: &memOutbox{}}
 	f.main = append(f.main, f.git.Commit("perfgate config", map[string]string{config.DefaultPath: "tiers:\n  quick:\n    repeats: 3\n"}))
 	f.main = append(f.main, f.git.Commits(n, func(i int) (string, map[string]string) {
 		return fmt.Sprintf("change %d (#%d)", i+1, 100+i+1), map[string]string{"engine/knob": fmt.Sprint(i + 1)}
@@ -168,7 +170,7 @@ func TestAskRefusesWithWhy(t *testing.T) {
 	}
 
 	// A repository without a perfgate config has nothing to measure with.
-	g := githubtest.NewGitRepo(t)
+	g := ghtest.NewGitRepo(t)
 	g.Commit("one", map[string]string{"a": "1"})
 	g.Commit("two", map[string]string{"a": "2"})
 	f.gh.SetGitRepo(repo, g.Dir)
@@ -207,11 +209,11 @@ func TestQuickTierPinsAndStopsAreReported(t *testing.T) {
 			t.Fatal(err)
 		}
 		if _, _, err := f.st.PutResult(f.ctx, store.ResultUpload{JobID: job.ID, LeaseID: job.LeaseID, RunIndex: i, Side: sl.Side, Pair: sl.Pair, GPUUUID: "GPU-first-card",
-			IdempotencyKey: fmt.Sprint(i), Kind: store.KindMeasured, Summary: data, Samples: data}); err != nil {
+			IdempotencyKey: fmt.Sprint(i), Kind: jobstate.KindMeasured, Summary: data, Samples: data}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	done, err := f.st.Finish(f.ctx, job.ID, job.LeaseID, store.StatusSucceeded, "")
+	done, err := f.st.Finish(f.ctx, job.ID, job.LeaseID, jobstate.Succeeded, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -348,11 +350,11 @@ func TestReportNamesTheCulpritsPR(t *testing.T) {
 				t.Fatal(err)
 			}
 			if _, _, err := f.st.PutResult(f.ctx, store.ResultUpload{JobID: job.ID, LeaseID: job.LeaseID, RunIndex: i, Side: sl.Side, Pair: sl.Pair, GPUUUID: "GPU-card",
-				IdempotencyKey: fmt.Sprint(i), Kind: store.KindMeasured, Summary: data, Samples: data}); err != nil {
+				IdempotencyKey: fmt.Sprint(i), Kind: jobstate.KindMeasured, Summary: data, Samples: data}); err != nil {
 				t.Fatal(err)
 			}
 		}
-		done, err := f.st.Finish(f.ctx, job.ID, job.LeaseID, store.StatusSucceeded, "")
+		done, err := f.st.Finish(f.ctx, job.ID, job.LeaseID, jobstate.Succeeded, "")
 		if err != nil {
 			t.Fatal(err)
 		}

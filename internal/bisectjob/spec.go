@@ -13,6 +13,7 @@ import (
 	"github.com/perfgate/perfgate/internal/app"
 	"github.com/perfgate/perfgate/internal/backoff"
 	"github.com/perfgate/perfgate/internal/bisect"
+	"github.com/perfgate/perfgate/internal/jobstate"
 	"github.com/perfgate/perfgate/internal/store"
 )
 
@@ -105,7 +106,7 @@ func (q QuickTier) card(ctx context.Context, rec store.BisectRecord) (string, er
 		return "", fmt.Errorf("bisect %d's previous job's results: %w", rec.ID, err)
 	}
 	for _, r := range res {
-		if r.Kind == store.KindMeasured && r.GPUUUID != "" {
+		if r.Kind == jobstate.KindMeasured && r.GPUUUID != "" {
 			return r.GPUUUID, nil
 		}
 	}

@@ -34,6 +34,7 @@ import (
 	"github.com/perfgate/perfgate/internal/gate"
 	"github.com/perfgate/perfgate/internal/githubtest"
 	"github.com/perfgate/perfgate/internal/gpu"
+	"github.com/perfgate/perfgate/internal/jobstate"
 	"github.com/perfgate/perfgate/internal/result"
 	"github.com/perfgate/perfgate/internal/server"
 	"github.com/perfgate/perfgate/internal/store"
@@ -463,7 +464,7 @@ func (h *Harness) WaitCheck(ctx context.Context, done func(githubtest.CheckRun) 
 
 // MeasuredAt summarises the measured runs of the commit sha's jobs.
 func (h *Harness) MeasuredAt(ctx context.Context, sha string) (Measured, error) {
-	jobs, err := h.Store.ListJobs(ctx, store.JobFilter{Repo: repo, HeadSHA: sha, Status: store.StatusSucceeded})
+	jobs, err := h.Store.ListJobs(ctx, store.JobFilter{Repo: repo, HeadSHA: sha, Status: jobstate.Succeeded})
 	if err != nil {
 		return Measured{}, err
 	}
@@ -666,9 +667,9 @@ func (h *Harness) measure(ctx context.Context, cfg *config.Config, sha string) (
 			return nil, err
 		}
 		switch j.Status {
-		case store.StatusSucceeded:
+		case jobstate.Succeeded:
 			return decodeRuns(ctx, h.Store, j)
-		case store.StatusFailed, store.StatusCancelled:
+		case jobstate.Failed, jobstate.Cancelled:
 			return nil, fmt.Errorf("job %d %s: %s", j.ID, j.Status, j.FailureReason)
 		}
 		select {
@@ -687,7 +688,7 @@ func decodeRuns(ctx context.Context, st store.Store, j store.Job) ([]*result.Res
 	sort.SliceStable(res, func(a, b int) bool { return res[a].RunIndex < res[b].RunIndex })
 	var runs []*result.Result
 	for _, r := range res {
-		if r.Kind != store.KindMeasured || r.Attempt != j.Attempts {
+		if r.Kind != jobstate.KindMeasured || r.Attempt != j.Attempts {
 			continue
 		}
 		rr, err := result.Parse(r.Samples)

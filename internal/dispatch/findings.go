@@ -15,6 +15,7 @@ import (
 	"github.com/perfgate/perfgate/internal/app"
 	"github.com/perfgate/perfgate/internal/backoff"
 	"github.com/perfgate/perfgate/internal/config"
+	"github.com/perfgate/perfgate/internal/jobstate"
 	"github.com/perfgate/perfgate/internal/profile"
 	"github.com/perfgate/perfgate/internal/store"
 )
@@ -129,9 +130,9 @@ func (s *Service) profileJob(ctx context.Context, repo, head, base string, finis
 			continue
 		}
 		switch j.Status {
-		case store.StatusQueued, store.StatusRunning:
+		case jobstate.Queued, jobstate.Running:
 			return j, true, nil
-		case store.StatusSucceeded:
+		case jobstate.Succeeded:
 			if finished {
 				return j, true, nil
 			}
@@ -198,10 +199,10 @@ func (s *Service) profileDone(ctx context.Context, job store.Job) error {
 		return nil
 	}
 	key := fmt.Sprintf("profile:%d:%d", job.ID, job.Attempts)
-	if job.Status == store.StatusCancelled {
+	if job.Status == jobstate.Cancelled {
 		return nil // superseded by a push or the PR closed: nobody waits for it
 	}
-	if job.Status != store.StatusSucceeded {
+	if job.Status != jobstate.Succeeded {
 		body := fmt.Sprintf("perfgate could not profile `%s` against `%s` (job %d %s: %s). `/perf profile` tries again.",
 			short(job.HeadSHA), short(job.BaseSHA), job.ID, job.Status, orWhy(job.FailureReason))
 		return s.postComment(ctx, key, job, body)

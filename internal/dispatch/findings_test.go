@@ -15,6 +15,7 @@ import (
 	"github.com/perfgate/perfgate/internal/artifact"
 	"github.com/perfgate/perfgate/internal/config"
 	"github.com/perfgate/perfgate/internal/githubtest"
+	"github.com/perfgate/perfgate/internal/jobstate"
 	"github.com/perfgate/perfgate/internal/kb"
 	"github.com/perfgate/perfgate/internal/profile"
 	"github.com/perfgate/perfgate/internal/result"
@@ -181,7 +182,7 @@ func TestProfilePassPostsWhereTheTimeWent(t *testing.T) {
 		}
 	}
 	before := len(l.gh.Comments())
-	if _, err := l.st.Finish(l.ctx, j.ID, j.LeaseID, store.StatusSucceeded, ""); err != nil {
+	if _, err := l.st.Finish(l.ctx, j.ID, j.LeaseID, jobstate.Succeeded, ""); err != nil {
 		t.Fatal(err)
 	}
 	l.judge()
@@ -222,7 +223,7 @@ func TestProfilePassPostsWhereTheTimeWent(t *testing.T) {
 		t.Fatal(err)
 	}
 	l.judge()
-	if j, err := l.st.GetJob(l.ctx, q3.JobID); err != nil || j.Status != store.StatusCancelled {
+	if j, err := l.st.GetJob(l.ctx, q3.JobID); err != nil || j.Status != jobstate.Cancelled {
 		t.Fatalf("the closed PR's profile job: %+v %v, want cancelled", j.Status, err)
 	}
 	for _, c := range l.gh.Comments()[n:] {

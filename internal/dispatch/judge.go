@@ -18,6 +18,7 @@ import (
 	"github.com/perfgate/perfgate/internal/checkstate"
 	"github.com/perfgate/perfgate/internal/config"
 	"github.com/perfgate/perfgate/internal/gate"
+	"github.com/perfgate/perfgate/internal/jobstate"
 	"github.com/perfgate/perfgate/internal/report"
 	"github.com/perfgate/perfgate/internal/result"
 	"github.com/perfgate/perfgate/internal/store"
@@ -205,7 +206,7 @@ func (s *Service) jobDoneOnce(ctx context.Context, job store.Job) error {
 	if h, ok := s.kinds[job.Kind]; ok {
 		return h(ctx, job) // cancelled ones too: its owner decides
 	}
-	if job.Status == store.StatusCancelled {
+	if job.Status == jobstate.Cancelled {
 		return nil // superseded, closed or replaced: that check is concluded
 	}
 	cr, ok, err := s.checkOf(ctx, job)
@@ -289,7 +290,7 @@ func (s *Service) pending(ctx context.Context, ids []int64) (bool, error) {
 		if err != nil {
 			return false, err
 		}
-		if j.Status == store.StatusQueued || j.Status == store.StatusRunning {
+		if j.Status == jobstate.Queued || j.Status == jobstate.Running {
 			return true, nil
 		}
 	}
@@ -316,7 +317,7 @@ func (s *Service) runsOf(ctx context.Context, ids []int64) (evidence, error) {
 		if err != nil {
 			return evidence{}, err
 		}
-		if j.Status != store.StatusSucceeded {
+		if j.Status != jobstate.Succeeded {
 			if j.FailureReason != "" {
 				ev.failures = append(ev.failures, fmt.Sprintf("job %d: %s", j.ID, j.FailureReason))
 			}
@@ -327,7 +328,7 @@ func (s *Service) runsOf(ctx context.Context, ids []int64) (evidence, error) {
 			return evidence{}, err
 		}
 		for _, r := range res {
-			if r.Kind != store.KindMeasured || r.Attempt != j.Attempts {
+			if r.Kind != jobstate.KindMeasured || r.Attempt != j.Attempts {
 				continue // warm-ups, and runs of an attempt that was lost
 			}
 			if r.Side == agentapi.SideBase {

@@ -12,6 +12,7 @@ import (
 	"github.com/perfgate/perfgate/internal/agentapi"
 	"github.com/perfgate/perfgate/internal/app"
 	"github.com/perfgate/perfgate/internal/gate"
+	"github.com/perfgate/perfgate/internal/jobstate"
 	"github.com/perfgate/perfgate/internal/kb"
 	"github.com/perfgate/perfgate/internal/profile"
 	"github.com/perfgate/perfgate/internal/store"
@@ -73,7 +74,7 @@ func (s *Service) lastRegression(ctx context.Context, repo string, pr int) (stor
 
 // lastProfile is the PR's newest profiling pass that succeeded.
 func (s *Service) lastProfile(ctx context.Context, repo string, pr int) (store.Job, bool, error) {
-	jobs, err := s.st.ListJobs(ctx, store.JobFilter{Repo: repo, PRNumber: pr, Tier: agentapi.KindProfile, Status: store.StatusSucceeded, Newest: true})
+	jobs, err := s.st.ListJobs(ctx, store.JobFilter{Repo: repo, PRNumber: pr, Tier: agentapi.KindProfile, Status: jobstate.Succeeded, Newest: true})
 	if err != nil {
 		return store.Job{}, false, fmt.Errorf("profiles of %s#%d: %w", repo, pr, err)
 	}
@@ -113,7 +114,7 @@ func (s *Service) kbMatch(ctx context.Context, cr store.CheckRun, job store.Job,
 	queued := false
 	if s.findings != nil && job.BaseSHA != "" {
 		if pj, ok, err := s.profileJob(ctx, cr.Repo, cr.HeadSHA, job.BaseSHA, true); err == nil && ok {
-			if pj.Status == store.StatusSucceeded {
+			if pj.Status == jobstate.Succeeded {
 				if d, _, err := s.profileDiff(ctx, pj); err == nil {
 					fp := d.Fingerprint()
 					sig.Profile = &fp

@@ -14,6 +14,7 @@ import (
 	"github.com/perfgate/perfgate/internal/artifact"
 	"github.com/perfgate/perfgate/internal/config"
 	"github.com/perfgate/perfgate/internal/githubtest"
+	"github.com/perfgate/perfgate/internal/jobstate"
 	"github.com/perfgate/perfgate/internal/profile"
 	"github.com/perfgate/perfgate/internal/result"
 	"github.com/perfgate/perfgate/internal/store"
@@ -85,7 +86,7 @@ func (l *lifecycle) regressProfiled(dir *artifact.Dir, pr int, sha string, head 
 			l.t.Fatal(err)
 		}
 	}
-	if _, err := l.st.Finish(l.ctx, prof.ID, prof.LeaseID, store.StatusSucceeded, ""); err != nil {
+	if _, err := l.st.Finish(l.ctx, prof.ID, prof.LeaseID, jobstate.Succeeded, ""); err != nil {
 		l.t.Fatal(err)
 	}
 	l.judge()

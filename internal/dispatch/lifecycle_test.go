@@ -19,6 +19,8 @@ import (
 	"github.com/perfgate/perfgate/internal/baseline"
 	"github.com/perfgate/perfgate/internal/config"
 	"github.com/perfgate/perfgate/internal/githubtest"
+	"github.com/perfgate/perfgate/internal/githubtest/ghtest"
+	"github.com/perfgate/perfgate/internal/jobstate"
 	"github.com/perfgate/perfgate/internal/outbox"
 	"github.com/perfgate/perfgate/internal/result"
 	"github.com/perfgate/perfgate/internal/store"
@@ -44,7 +46,7 @@ type lifecycle struct {
 
 func newLifecycle(t *testing.T) *lifecycle {
 	t.Helper()
-	l := &lifecycle{t: t, ctx: context.Background(), gh: githubtest.New(t), clock: &testClock{t: time.Date(2026, 12, 2, 9, 0, 0, 0, time.UTC)},
+	l := &lifecycle{t: t, ctx: context.Background(), gh: ghtest.New(t), clock: &testClock{t: time.Date(2026, 12, 2, 9, 0, 0, 0, time.UTC)},
 		dsn: filepath.Join(t.TempDir(), "db")}
 	l.open()
 	ag, err := l.st.RegisterAgent(l.ctx, store.AgentRegistration{Name: "runner", Labels: []string{"gpu"}, TokenHash: store.HashToken("t")})
@@ -150,7 +152,7 @@ func (l *lifecycle) succeed(j store.Job, runs []*result.Result) {
 	for i, r := range runs {
 		upload(l.t, l.st, j, i, r)
 	}
-	if _, err := l.st.Finish(l.ctx, j.ID, j.LeaseID, store.StatusSucceeded, ""); err != nil {
+	if _, err := l.st.Finish(l.ctx, j.ID, j.LeaseID, jobstate.Succeeded, ""); err != nil {
 		l.t.Fatal(err)
 	}
 	l.judge()
@@ -159,7 +161,7 @@ func (l *lifecycle) succeed(j store.Job, runs []*result.Result) {
 // failJob finishes a claimed job as failed with reason.
 func (l *lifecycle) failJob(j store.Job, reason string) {
 	l.t.Helper()
-	if _, err := l.st.Finish(l.ctx, j.ID, j.LeaseID, store.StatusFailed, reason); err != nil {
+	if _, err := l.st.Finish(l.ctx, j.ID, j.LeaseID, jobstate.Failed, reason); err != nil {
 		l.t.Fatal(err)
 	}
 	l.judge()
@@ -409,7 +411,7 @@ func TestReleasePromotesEachMatrixCell(t *testing.T) {
 		for i, r := range verifiedRuns(5) {
 			upload(t, l.st, j, i, r)
 		}
-		if _, err := l.st.Finish(l.ctx, j.ID, j.LeaseID, store.StatusSucceeded, ""); err != nil {
+		if _, err := l.st.Finish(l.ctx, j.ID, j.LeaseID, jobstate.Succeeded, ""); err != nil {
 			t.Fatal(err)
 		}
 	}

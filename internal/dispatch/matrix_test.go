@@ -14,6 +14,8 @@ import (
 	"github.com/perfgate/perfgate/internal/baseline"
 	"github.com/perfgate/perfgate/internal/config"
 	"github.com/perfgate/perfgate/internal/githubtest"
+	"github.com/perfgate/perfgate/internal/githubtest/ghtest"
+	"github.com/perfgate/perfgate/internal/jobstate"
 	"github.com/perfgate/perfgate/internal/result"
 	"github.com/perfgate/perfgate/internal/store"
 )
@@ -52,7 +54,7 @@ func TestMatrixPlans(t *testing.T) {
 // gets its first; the check shows every cell and takes the worst verdict.
 func TestNightlyMatrixJudgedPerCell(t *testing.T) {
 	ctx := context.Background()
-	gh := githubtest.New(t)
+	gh := ghtest.New(t)
 	clock := &testClock{t: time.Date(2026, 12, 2, 3, 0, 0, 0, time.UTC)}
 	svc, st := newService(t, gh, filepath.Join(t.TempDir(), "db"), clock)
 	defer st.Close()
@@ -93,7 +95,7 @@ func TestNightlyMatrixJudgedPerCell(t *testing.T) {
 		for i, r := range verifiedRuns(5) {
 			upload(t, st, c, i, r)
 		}
-		if _, err := st.Finish(ctx, c.ID, c.LeaseID, store.StatusSucceeded, ""); err != nil {
+		if _, err := st.Finish(ctx, c.ID, c.LeaseID, jobstate.Succeeded, ""); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -130,7 +132,7 @@ func upload(t *testing.T, st store.Store, job store.Job, i int, r *result.Result
 	t.Helper()
 	full, _ := json.Marshal(r)
 	if _, _, err := st.PutResult(context.Background(), store.ResultUpload{JobID: job.ID, LeaseID: job.LeaseID, IdempotencyKey: fmt.Sprintf("m%d", i),
-		RunIndex: i, Kind: store.KindMeasured, Summary: full, Samples: full}); err != nil {
+		RunIndex: i, Kind: jobstate.KindMeasured, Summary: full, Samples: full}); err != nil {
 		t.Fatal(err)
 	}
 }

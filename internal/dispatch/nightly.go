@@ -15,6 +15,7 @@ import (
 	"github.com/perfgate/perfgate/internal/baseline"
 	"github.com/perfgate/perfgate/internal/config"
 	"github.com/perfgate/perfgate/internal/gate"
+	"github.com/perfgate/perfgate/internal/jobstate"
 	"github.com/perfgate/perfgate/internal/result"
 	"github.com/perfgate/perfgate/internal/store"
 )
@@ -176,7 +177,7 @@ func (s *Service) ReleasePublished(ctx context.Context, r app.Release) error {
 		}
 		r.TargetCommit = sha
 	}
-	jobs, err := s.st.ListJobs(ctx, store.JobFilter{Repo: repo, HeadSHA: r.TargetCommit, Status: store.StatusSucceeded})
+	jobs, err := s.st.ListJobs(ctx, store.JobFilter{Repo: repo, HeadSHA: r.TargetCommit, Status: jobstate.Succeeded})
 	if err != nil {
 		return err
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/perfgate/perfgate/internal/agentapi"
 	"github.com/perfgate/perfgate/internal/app"
 	"github.com/perfgate/perfgate/internal/githubtest"
+	"github.com/perfgate/perfgate/internal/jobstate"
 	"github.com/perfgate/perfgate/internal/store"
 )
 
@@ -77,12 +78,12 @@ func (l *lifecycle) runPaired(j store.Job, head, noise float64, rng *rand.Rand) 
 			l.t.Fatal(err)
 		}
 		if _, _, err := l.st.PutResult(context.Background(), store.ResultUpload{JobID: j.ID, LeaseID: j.LeaseID, IdempotencyKey: fmt.Sprintf("p%d", slot.RunIndex),
-			RunIndex: slot.RunIndex, Kind: store.KindMeasured, Side: slot.Side, Pair: slot.Pair, GPUUUID: r.Perfgate.Environment.GPUUUID,
+			RunIndex: slot.RunIndex, Kind: jobstate.KindMeasured, Side: slot.Side, Pair: slot.Pair, GPUUUID: r.Perfgate.Environment.GPUUUID,
 			Summary: full, Samples: full}); err != nil {
 			l.t.Fatal(err)
 		}
 	}
-	if _, err := l.st.Finish(l.ctx, j.ID, j.LeaseID, store.StatusSucceeded, ""); err != nil {
+	if _, err := l.st.Finish(l.ctx, j.ID, j.LeaseID, jobstate.Succeeded, ""); err != nil {
 		l.t.Fatal(err)
 	}
 	l.judge()

@@ -10,6 +10,7 @@ import (
 	"github.com/perfgate/perfgate/internal/app"
 	"github.com/perfgate/perfgate/internal/checkstate"
 	"github.com/perfgate/perfgate/internal/fleet"
+	"github.com/perfgate/perfgate/internal/jobstate"
 	"github.com/perfgate/perfgate/internal/store"
 )
 
@@ -40,7 +41,7 @@ func (s *Service) UpdateQueueNotes(ctx context.Context) error {
 		byCheck = map[int64]fleet.Queued{}
 	)
 	for _, e := range entries {
-		if e.Status == store.StatusRunning {
+		if e.Status == jobstate.Running {
 			running = append(running, e)
 			continue
 		}

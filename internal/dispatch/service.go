@@ -22,6 +22,7 @@ import (
 	"github.com/perfgate/perfgate/internal/backoff"
 	"github.com/perfgate/perfgate/internal/checkstate"
 	"github.com/perfgate/perfgate/internal/config"
+	"github.com/perfgate/perfgate/internal/jobstate"
 	"github.com/perfgate/perfgate/internal/store"
 )
 
@@ -356,7 +357,7 @@ func (s *Service) cardOf(ctx context.Context, jobIDs []int64) string {
 			continue
 		}
 		for _, r := range res {
-			if r.Kind == store.KindMeasured && r.GPUUUID != "" {
+			if r.Kind == jobstate.KindMeasured && r.GPUUUID != "" {
 				return r.GPUUUID
 			}
 		}

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/perfgate/perfgate/internal/app"
-	"github.com/perfgate/perfgate/internal/githubtest"
+	"github.com/perfgate/perfgate/internal/githubtest/ghtest"
 )
 
 // Heads lists every commit perfgate recorded a check of for the pull
@@ -16,7 +16,7 @@ import (
 func TestHeadsOfPR(t *testing.T) {
 	ctx := context.Background()
 	clock := &testClock{t: time.Date(2026, 12, 2, 9, 0, 0, 0, time.UTC)}
-	svc, st := newService(t, githubtest.New(t), filepath.Join(t.TempDir(), "db"), clock)
+	svc, st := newService(t, ghtest.New(t), filepath.Join(t.TempDir(), "db"), clock)
 	defer st.Close()
 	const (
 		first  = "9f4c3e1000000000000000000000000000000000"

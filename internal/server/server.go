@@ -18,6 +18,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/perfgate/perfgate/internal/agentapi"
+	"github.com/perfgate/perfgate/internal/agentserver"
 	"github.com/perfgate/perfgate/internal/app"
 	"github.com/perfgate/perfgate/internal/artifact"
 	"github.com/perfgate/perfgate/internal/backoff"
@@ -260,7 +261,7 @@ func New(cfg Config, st store.Store, log zerolog.Logger, now func() time.Time) (
 
 	mux := http.NewServeMux()
 	mux.Handle(app.WebhookPath, cfg.Metrics.Webhook(newWebhookIntake(a.Handler(), cfg.HTTP.WebhookInFlightBytes)))
-	agentAPI := agentapi.NewServer(st, agentapi.Options{
+	agentAPI := agentserver.NewServer(st, agentserver.Options{
 		RegistrationToken: cfg.AgentRegistrationToken, Lease: cfg.Lease, LongPoll: cfg.LongPoll,
 		OnJobDone: s.dispatch.JobDone, Log: log, Now: now,
 		Source:        source.NewGitHub(a.ClientCreator()),
@@ -332,8 +333,8 @@ func (s *Server) RunBackground(ctx context.Context) error {
 	go s.inbox.Run(ctx)
 	go s.outbox.Run(ctx)
 	go s.dispatch.RunJudge(ctx)
-	go agentapi.RunReaper(ctx, s.st, s.cfg.Lease/4, s.dispatch.JobDone, s.log)
-	go agentapi.RunAgentExpiry(ctx, s.st, time.Hour, time.Now, s.log)
+	go agentserver.RunReaper(ctx, s.st, s.cfg.Lease/4, s.dispatch.JobDone, s.log)
+	go agentserver.RunAgentExpiry(ctx, s.st, time.Hour, time.Now, s.log)
 	go s.dispatch.RunEscalations(ctx, s.cfg.EscalateEvery)
 	go s.dispatch.RunStartSync(ctx, s.cfg.Loop.StartSyncEvery)
 	go s.dispatch.RunQueueNotes(ctx, s.cfg.Loop.QueueNoteEvery)
