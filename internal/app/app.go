@@ -28,9 +28,6 @@ const WebhookPath = githubapp.DefaultWebhookRoute
 // secret is what stands between the internet and the event handlers.
 const MinSecretLength = 16
 
-// DocsURL is where a "not configured" check points.
-const DocsURL = "https://github.com/perfgate/perfgate#repository-configuration-githubperfgateyml"
-
 // Unconfigured says what perfgate does on a repository without
 // .github/perfgate.yml.
 type Unconfigured string

@@ -14,13 +14,14 @@ import (
 	"github.com/palantir/go-githubapp/githubapp"
 
 	"github.com/perfgate/perfgate/internal/agentapi"
-	"github.com/perfgate/perfgate/internal/app"
 	"github.com/perfgate/perfgate/internal/bisect"
 	"github.com/perfgate/perfgate/internal/bisectjob"
 	"github.com/perfgate/perfgate/internal/config"
 	"github.com/perfgate/perfgate/internal/githubtest"
 	"github.com/perfgate/perfgate/internal/githubtest/ghtest"
 	"github.com/perfgate/perfgate/internal/jobstate"
+	"github.com/perfgate/perfgate/internal/repoconfig"
+	"github.com/perfgate/perfgate/internal/request"
 	"github.com/perfgate/perfgate/internal/result"
 	"github.com/perfgate/perfgate/internal/store"
 )
@@ -38,9 +39,9 @@ type askFixture struct {
 	outbox *memOutbox
 }
 
-type memOutbox struct{ comments []app.Comment }
+type memOutbox struct{ comments []request.Comment }
 
-func (o *memOutbox) Comment(_ context.Context, c app.Comment) error {
+func (o *memOutbox) Comment(_ context.Context, c request.Comment) error {
 	for _, have := range o.comments {
 		if have.Key == c.Key {
 			return nil
@@ -72,15 +73,15 @@ func newAskFixture(t *testing.T, n int) *askFixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	configs := app.ContentsConfigLoader{}.Full
+	configs := repoconfig.Loader{}.Full
 	spec := bisectjob.QuickTier{Store: st, Clients: cc, Configs: configs}
 	runner := bisectjob.New(st, spec.Spec, bisectjob.OutboxReporter{Outbox: f.outbox, Clients: cc})
 	f.asker = &bisectjob.Asker{Runner: runner, Store: st, Clients: cc, Configs: configs}
 	return f
 }
 
-func (f *askFixture) ask(good, bad, by string) (app.BisectStarted, error) {
-	return f.asker.StartBisect(f.ctx, app.BisectRequest{InstallationID: githubtest.InstallationID, Owner: "acme", Repo: "llm",
+func (f *askFixture) ask(good, bad, by string) (request.BisectStarted, error) {
+	return f.asker.StartBisect(f.ctx, request.Bisect{InstallationID: githubtest.InstallationID, Owner: "acme", Repo: "llm",
 		Number: 42, Good: good, Bad: bad, By: by})
 }
 
@@ -181,7 +182,7 @@ func TestAskRefusesWithWhy(t *testing.T) {
 }
 
 func isRefusal(err error, want string) bool {
-	var r *app.BisectRefusal
+	var r *request.BisectRefusal
 	return errors.As(err, &r) && strings.Contains(r.Reason, want)
 }
 
@@ -317,7 +318,7 @@ func TestReportNamesTheCulpritsPR(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	spec := bisectjob.QuickTier{Store: f.st, Clients: cc, Configs: app.ContentsConfigLoader{}.Full}
+	spec := bisectjob.QuickTier{Store: f.st, Clients: cc, Configs: repoconfig.Loader{}.Full}
 	f.asker.Runner = bisectjob.New(f.st, spec.Spec, bisectjob.OutboxReporter{Outbox: f.outbox, Clients: cc})
 	if _, err := f.ask("v1", "main", "maintainer"); err != nil {
 		t.Fatal(err)
@@ -377,7 +378,7 @@ func TestReportNamesTheCulpritsPR(t *testing.T) {
 func TestStoppedAtStartIsARefusal(t *testing.T) {
 	f := newAskFixture(t, 4)
 	broken := func(context.Context, *github.Client, string, string, string) (*config.Config, error) {
-		return nil, &app.ConfigError{Path: config.DefaultPath, Problems: []string{"tiers.quick.prompts: must be positive"}}
+		return nil, &repoconfig.Error{Path: config.DefaultPath, Problems: []string{"tiers.quick.prompts: must be positive"}}
 	}
 	spec := bisectjob.QuickTier{Store: f.st, Clients: f.asker.Clients, Configs: broken}
 	f.asker.Runner = bisectjob.New(f.st, spec.Spec, bisectjob.OutboxReporter{Outbox: f.outbox})

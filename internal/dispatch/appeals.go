@@ -4,14 +4,14 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/perfgate/perfgate/internal/app"
 	"github.com/perfgate/perfgate/internal/checkstate"
+	"github.com/perfgate/perfgate/internal/request"
 	"github.com/perfgate/perfgate/internal/store"
 )
 
 // Open implements app.Appeals: the reason is recorded (the app posts it on
 // the PR and queues the confirming retest).
-func (s *Service) Open(ctx context.Context, a app.Appeal) error {
+func (s *Service) Open(ctx context.Context, a request.Appeal) error {
 	repo := a.Owner + "/" + a.Repo
 	if _, err := s.st.CreateAppeal(ctx, store.Appeal{Repo: repo, PRNumber: a.PR, HeadSHA: a.HeadSHA, Author: a.By, Reason: a.Reason, Status: store.AppealOpen}); err != nil {
 		return err
@@ -26,7 +26,7 @@ const acceptedNotePrefix = "accepted on appeal by "
 // Decide implements app.Appeals. Accepting records the regression as
 // accepted and turns the check green; the baseline does not move. Rejecting
 // leaves the warning and its clock as they are.
-func (s *Service) Decide(ctx context.Context, d app.Decision) error {
+func (s *Service) Decide(ctx context.Context, d request.Decision) error {
 	repo := d.Owner + "/" + d.Repo
 	appeals, err := s.st.ListAppeals(ctx, repo, d.PR)
 	if err != nil {
@@ -40,7 +40,7 @@ func (s *Service) Decide(ctx context.Context, d app.Decision) error {
 		}
 	}
 	if open == nil {
-		return app.ErrNoOpenAppeal
+		return request.ErrNoOpenAppeal
 	}
 	status, action := store.AppealRejected, "appeal.rejected"
 	if d.Accept {

@@ -15,13 +15,13 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/perfgate/perfgate/internal/agentapi"
-	"github.com/perfgate/perfgate/internal/app"
 	"github.com/perfgate/perfgate/internal/backoff"
 	"github.com/perfgate/perfgate/internal/config"
 	"github.com/perfgate/perfgate/internal/githubtest"
 	"github.com/perfgate/perfgate/internal/githubtest/ghtest"
 	"github.com/perfgate/perfgate/internal/jobstate"
 	"github.com/perfgate/perfgate/internal/outbox"
+	"github.com/perfgate/perfgate/internal/request"
 	"github.com/perfgate/perfgate/internal/result"
 	"github.com/perfgate/perfgate/internal/store"
 )
@@ -149,7 +149,7 @@ func TestReleasePromotesVerifiedRuns(t *testing.T) {
 	svc, st := newService(t, gh, filepath.Join(t.TempDir(), "db"), clock)
 	defer st.Close()
 
-	if err := svc.ReleasePublished(ctx, app.Release{InstallationID: githubtest.InstallationID, Owner: "acme", Repo: "inference", Tag: "v1.0.0", TargetCommit: headSHA, By: "octocat"}); err != nil {
+	if err := svc.ReleasePublished(ctx, request.Release{InstallationID: githubtest.InstallationID, Owner: "acme", Repo: "inference", Tag: "v1.0.0", TargetCommit: headSHA, By: "octocat"}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := st.LatestBaseline(ctx, testRepo, "nightly"); err == nil {
@@ -189,7 +189,7 @@ func TestReleasePromotesVerifiedRuns(t *testing.T) {
 	if _, err := st.Finish(ctx, job.ID, claimed.LeaseID, jobstate.Succeeded, ""); err != nil {
 		t.Fatal(err)
 	}
-	if err := svc.ReleasePublished(ctx, app.Release{InstallationID: githubtest.InstallationID, Owner: "acme", Repo: "inference", Tag: "v1.1.0", TargetCommit: headSHA, By: "octocat"}); err != nil {
+	if err := svc.ReleasePublished(ctx, request.Release{InstallationID: githubtest.InstallationID, Owner: "acme", Repo: "inference", Tag: "v1.1.0", TargetCommit: headSHA, By: "octocat"}); err != nil {
 		t.Fatal(err)
 	}
 	b, err := st.LatestBaseline(ctx, testRepo, "nightly")

@@ -12,11 +12,12 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/perfgate/perfgate/internal/agentapi"
-	"github.com/perfgate/perfgate/internal/app"
 	"github.com/perfgate/perfgate/internal/backoff"
+	"github.com/perfgate/perfgate/internal/check"
 	"github.com/perfgate/perfgate/internal/config"
 	"github.com/perfgate/perfgate/internal/jobstate"
 	"github.com/perfgate/perfgate/internal/profile"
+	"github.com/perfgate/perfgate/internal/request"
 	"github.com/perfgate/perfgate/internal/store"
 )
 
@@ -62,16 +63,16 @@ type profileSnapshot struct {
 
 // Profile implements app.Findings: it queues one job that profiles the
 // PR's base and head on one card, one after the other.
-func (s *Service) Profile(ctx context.Context, r app.ProfileRequest) (app.ProfileQueued, error) {
+func (s *Service) Profile(ctx context.Context, r request.Profile) (request.ProfileQueued, error) {
 	if s.findings == nil {
-		return app.ProfileQueued{}, backoff.Permanent(errors.New("profiling is not enabled on this server"))
+		return request.ProfileQueued{}, backoff.Permanent(errors.New("profiling is not enabled on this server"))
 	}
 	cfg, err := s.configAt(ctx, r.InstallationID, r.Owner, r.Repo, r.ConfigRef, r.BaseRef, r.BaseSHA)
 	if err != nil {
-		return app.ProfileQueued{}, err
+		return request.ProfileQueued{}, err
 	}
 	return s.queueProfile(ctx, cfg, profileTarget{repo: r.Owner + "/" + r.Repo, installationID: r.InstallationID, pr: r.PR,
-		head: r.HeadSHA, base: r.BaseSHA, tier: string(app.TierQuick)}, profileMeta{Trigger: r.Trigger, By: r.By}, false)
+		head: r.HeadSHA, base: r.BaseSHA, tier: string(check.TierQuick)}, profileMeta{Trigger: r.Trigger, By: r.By}, false)
 }
 
 type profileTarget struct {
@@ -85,37 +86,37 @@ type profileTarget struct {
 // queueProfile queues a profiling pass unless one of the same commits is
 // queued or running — or, with anyEarlier, has ever run (a regression
 // re-judged after a retest is profiled once).
-func (s *Service) queueProfile(ctx context.Context, cfg *config.Config, t profileTarget, meta profileMeta, anyEarlier bool) (app.ProfileQueued, error) {
+func (s *Service) queueProfile(ctx context.Context, cfg *config.Config, t profileTarget, meta profileMeta, anyEarlier bool) (request.ProfileQueued, error) {
 	p := cfg.Profile
 	if earlier, ok, err := s.profileJob(ctx, t.repo, t.head, t.base, anyEarlier); err != nil {
-		return app.ProfileQueued{}, err
+		return request.ProfileQueued{}, err
 	} else if ok {
-		return app.ProfileQueued{JobID: earlier.ID, Already: true, Requests: p.Requests}, nil
+		return request.ProfileQueued{JobID: earlier.ID, Already: true, Requests: p.Requests}, nil
 	}
 	plan, err := agentapi.PlanAt(cfg, t.tier, agentapi.Commits{Repo: t.repo, Head: t.head})
 	if err != nil {
-		return app.ProfileQueued{}, backoff.Permanent(fmt.Errorf("plan profile: %w", err))
+		return request.ProfileQueued{}, backoff.Permanent(fmt.Errorf("plan profile: %w", err))
 	}
 	plan.BaseSHA = t.base
 	plan.Profile = &agentapi.ProfilePlan{Requests: p.Requests, Command: append([]string(nil), p.Command...),
 		Timeout: agentapi.Duration(p.Timeout.D()), MaxBytes: int64(p.MaxBytes)}
 	if err := plan.Validate(); err != nil {
-		return app.ProfileQueued{}, backoff.Permanent(fmt.Errorf("plan profile: %w", err))
+		return request.ProfileQueued{}, backoff.Permanent(fmt.Errorf("plan profile: %w", err))
 	}
 	meta.Tier = t.tier
 	snap, err := jsonOf(profileSnapshot{Plan: plan, ProfileOf: &meta})
 	if err != nil {
-		return app.ProfileQueued{}, err
+		return request.ProfileQueued{}, err
 	}
 	job, err := s.st.Enqueue(ctx, store.JobSpec{Tier: agentapi.KindProfile, Kind: agentapi.KindProfile, Repo: t.repo,
 		InstallationID: t.installationID, PRNumber: t.pr, HeadSHA: t.head, BaseSHA: t.base, Config: snap,
 		Labels: cfg.Runner.Labels, GPUUUID: plan.GPUUUID})
 	if err != nil {
-		return app.ProfileQueued{}, fmt.Errorf("queue profile of %s: %w", short(t.head), err)
+		return request.ProfileQueued{}, fmt.Errorf("queue profile of %s: %w", short(t.head), err)
 	}
 	zerolog.Ctx(ctx).Info().Int64("job_id", job.ID).Str("head", t.head).Str("base", t.base).Str("trigger", meta.Trigger).
 		Msg("profiling pass queued")
-	return app.ProfileQueued{JobID: job.ID, Requests: p.Requests}, nil
+	return request.ProfileQueued{JobID: job.ID, Requests: p.Requests}, nil
 }
 
 // profileJob finds a profiling pass of head against base that is queued or

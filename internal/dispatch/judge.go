@@ -12,9 +12,9 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/perfgate/perfgate/internal/agentapi"
-	"github.com/perfgate/perfgate/internal/app"
 	"github.com/perfgate/perfgate/internal/backoff"
 	"github.com/perfgate/perfgate/internal/baseline"
+	"github.com/perfgate/perfgate/internal/check"
 	"github.com/perfgate/perfgate/internal/checkstate"
 	"github.com/perfgate/perfgate/internal/config"
 	"github.com/perfgate/perfgate/internal/gate"
@@ -164,7 +164,7 @@ func (s *Service) judgeClaim(ctx context.Context, c store.JudgeClaim) {
 func (s *Service) cannotJudge(ctx context.Context, job store.Job, cause error) error {
 	for range 5 {
 		cr, ok, err := s.checkOf(ctx, job)
-		if err != nil || !ok || !checkstate.Phase(cr.State).Open() {
+		if err != nil || !ok || !check.Phase(cr.State).Open() {
 			return err
 		}
 		err = s.broken(ctx, cr, true, []string{fmt.Sprintf("perfgate could not judge job %d: %v", job.ID, cause)})
@@ -213,7 +213,7 @@ func (s *Service) jobDoneOnce(ctx context.Context, job store.Job) error {
 	if err != nil || !ok {
 		return err // not found: a job queued by hand, or one a retest replaced
 	}
-	if !checkstate.Phase(cr.State).Open() {
+	if !check.Phase(cr.State).Open() {
 		return nil // already concluded (superseded, closed, judged by another)
 	}
 	if job.Kind == kindBaseline {
@@ -355,7 +355,7 @@ func (s *Service) measureBaseline(ctx context.Context, cr store.CheckRun, job st
 		return nil // already measuring it (a retried judgement)
 	}
 	if job.BaseSHA == "" {
-		return s.settle(ctx, cr, step{ev: checkstate.Event{Kind: checkstate.GateUndecided}, out: app.Output{
+		return s.settle(ctx, cr, step{ev: checkstate.Event{Kind: checkstate.GateUndecided}, out: check.Output{
 			Title:   "No baseline",
 			Summary: fmt.Sprintf("There is no `%s` baseline for this repository yet and this run has no base commit to measure. Promote one with `perfgate baseline promote`.", cr.Tier),
 		}})
@@ -379,7 +379,7 @@ func (s *Service) measureBaseline(ctx context.Context, cr store.CheckRun, job st
 	}
 	zerolog.Ctx(ctx).Info().Int64("baseline_job", bj.ID).Str("base_sha", job.BaseSHA).Msg("no baseline: measuring the base commit")
 	doc.BaselineJob = bj.ID
-	err = s.settle(ctx, cr, step{ev: checkstate.Event{Kind: checkstate.Progressed}, doc: &doc, out: app.Output{
+	err = s.settle(ctx, cr, step{ev: checkstate.Event{Kind: checkstate.Progressed}, doc: &doc, out: check.Output{
 		Title:   "Measuring the baseline",
 		Summary: fmt.Sprintf("There is no `%s` baseline yet, so perfgate is measuring the base commit `%s` on the same runner class; the comparison follows.", cr.Tier, short(job.BaseSHA)),
 	}})
@@ -507,7 +507,7 @@ func (s *Service) publish(ctx context.Context, cr store.CheckRun, job store.Job,
 			acceptedBy = s.acceptedAppeals(ctx, cr)
 			ev.AcceptedOnAppeal = len(acceptedBy) > 0
 		}
-		if prior.Held == string(checkstate.Accepted) || ev.AcceptedOnAppeal {
+		if prior.Held == string(check.Accepted) || ev.AcceptedOnAppeal {
 			doc.Notes = append(doc.Notes, acceptedNotes(prior.Notes)...)
 			doc.Notes = append(doc.Notes, acceptedBy...)
 		}
@@ -696,7 +696,7 @@ func (s *Service) extend(ctx context.Context, cr store.CheckRun, job store.Job, 
 			Tier: job.Tier, Kind: kindExtend, Repo: job.Repo, InstallationID: job.InstallationID, PRNumber: job.PRNumber,
 			HeadSHA: cr.HeadSHA, BaseSHA: job.BaseSHA, Config: snapshot, Labels: job.Labels, GPUUUID: snap.GPUUUID,
 		}},
-		out: app.Output{
+		out: check.Output{
 			Title:   "Adding runs",
 			Summary: fmt.Sprintf("The runs so far could not settle the comparison; perfgate is adding %s on the same card (within the tier's settle_gpu_minutes) and will decide on all of them.", what),
 		},
@@ -736,7 +736,7 @@ func (s *Service) broken(ctx context.Context, cr store.CheckRun, runnerFault boo
 	}
 	return s.settle(ctx, cr, step{
 		ev:     checkstate.Event{Kind: checkstate.Broken, RunnerFault: runnerFault},
-		out:    app.Output{Title: "The benchmark failed", Summary: c.Summary, Text: c.Text},
+		out:    check.Output{Title: "The benchmark failed", Summary: c.Summary, Text: c.Text},
 		detail: map[string]any{"reasons": reasons},
 	})
 }

@@ -10,11 +10,11 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/perfgate/perfgate/internal/agentapi"
-	"github.com/perfgate/perfgate/internal/app"
 	"github.com/perfgate/perfgate/internal/gate"
 	"github.com/perfgate/perfgate/internal/jobstate"
 	"github.com/perfgate/perfgate/internal/kb"
 	"github.com/perfgate/perfgate/internal/profile"
+	"github.com/perfgate/perfgate/internal/request"
 	"github.com/perfgate/perfgate/internal/store"
 )
 
@@ -22,19 +22,19 @@ import (
 // verdict's phenomenon — the metrics that moved and, when a profile of
 // the PR finished, its diff's fingerprint — with the cause in the
 // knowledge base.
-func (s *Service) RootCause(ctx context.Context, r app.RootCauseRequest) (app.RootCauseRecorded, error) {
+func (s *Service) RootCause(ctx context.Context, r request.RootCause) (request.RootCauseRecorded, error) {
 	repo := r.Owner + "/" + r.Repo
 	cr, rep, ok, err := s.lastRegression(ctx, repo, r.PR)
 	if err != nil {
-		return app.RootCauseRecorded{}, err
+		return request.RootCauseRecorded{}, err
 	}
 	if !ok {
-		return app.RootCauseRecorded{}, app.ErrNoRegression
+		return request.RootCauseRecorded{}, request.ErrNoRegression
 	}
 	sig := signatureOf(rep)
-	out := app.RootCauseRecorded{Commit: cr.HeadSHA, Tier: cr.Tier}
+	out := request.RootCauseRecorded{Commit: cr.HeadSHA, Tier: cr.Tier}
 	if job, found, err := s.lastProfile(ctx, repo, r.PR); err != nil {
-		return app.RootCauseRecorded{}, err
+		return request.RootCauseRecorded{}, err
 	} else if found {
 		if d, _, err := s.profileDiff(ctx, job); err == nil {
 			fp := d.Fingerprint()
@@ -45,7 +45,7 @@ func (s *Service) RootCause(ctx context.Context, r app.RootCauseRequest) (app.Ro
 	rec, err := kb.New(s.st).Record(ctx, kb.Record{Repo: repo, Number: r.PR, URL: r.PRURL, Commit: cr.HeadSHA, CulpritPR: r.PR,
 		Summary: phenomenonOf(sig), Cause: r.Cause, FixURL: r.Fix, Signature: sig, By: r.By})
 	if err != nil {
-		return app.RootCauseRecorded{}, err
+		return request.RootCauseRecorded{}, err
 	}
 	out.ID, out.Phenomenon = rec.ID, rec.Summary
 	if e, err := auditEntry(r.By, "rootcause.recorded", repo, r.PR, map[string]any{"id": rec.ID, "cause": r.Cause, "fix": r.Fix}); err == nil {

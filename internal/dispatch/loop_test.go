@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/perfgate/perfgate/internal/app"
+	"github.com/perfgate/perfgate/internal/check"
 	"github.com/perfgate/perfgate/internal/jobstate"
 	"github.com/perfgate/perfgate/internal/store"
 )
@@ -171,7 +171,7 @@ func TestDetailsLinkPerCheckRun(t *testing.T) {
 	l := newLifecycle(t)
 	l.svc.detailsURL = "https://perfgate.example"
 	l.request(headSHA, false)
-	l.svc.details = func(repo, sha string, tier app.Tier) string {
+	l.svc.details = func(repo, sha string, tier check.Tier) string {
 		return "https://perfgate.example/r/" + repo + "/checks/" + sha + "/" + string(tier) + "?access=x"
 	}
 	l.request(newSHA, false)

@@ -10,12 +10,13 @@ import (
 	"time"
 
 	"github.com/perfgate/perfgate/internal/agentapi"
-	"github.com/perfgate/perfgate/internal/app"
 	"github.com/perfgate/perfgate/internal/baseline"
+	"github.com/perfgate/perfgate/internal/check"
 	"github.com/perfgate/perfgate/internal/config"
 	"github.com/perfgate/perfgate/internal/githubtest"
 	"github.com/perfgate/perfgate/internal/githubtest/ghtest"
 	"github.com/perfgate/perfgate/internal/jobstate"
+	"github.com/perfgate/perfgate/internal/request"
 	"github.com/perfgate/perfgate/internal/result"
 	"github.com/perfgate/perfgate/internal/store"
 )
@@ -75,8 +76,8 @@ func TestNightlyMatrixJudgedPerCell(t *testing.T) {
 	if _, _, err := baseline.Promote(ctx, st, base, baseline.Meta{Repo: testRepo, Key: "nightly/c=1", Version: "v1", Commit: headSHA, By: "t"}, tier); err != nil {
 		t.Fatal(err)
 	}
-	if err := svc.RequestRun(ctx, app.RunRequest{InstallationID: githubtest.InstallationID, Owner: "acme", Repo: "inference",
-		HeadSHA: headSHA, BaseSHA: headSHA, BaseRef: "main", Tier: app.TierNightly, Trigger: "nightly", DeliveryID: "nightly-1"}); err != nil {
+	if err := svc.RequestRun(ctx, request.Run{InstallationID: githubtest.InstallationID, Owner: "acme", Repo: "inference",
+		HeadSHA: headSHA, BaseSHA: headSHA, BaseRef: "main", Tier: check.TierNightly, Trigger: "nightly", DeliveryID: "nightly-1"}); err != nil {
 		t.Fatal(err)
 	}
 	row, err := st.GetCheckRun(ctx, testRepo, headSHA, "nightly")

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/perfgate/perfgate/internal/app"
+	"github.com/perfgate/perfgate/internal/check"
 	"github.com/perfgate/perfgate/internal/checkstate"
 	"github.com/perfgate/perfgate/internal/fleet"
 	"github.com/perfgate/perfgate/internal/jobstate"
@@ -98,7 +98,7 @@ func (s *Service) UpdateQueueNotes(ctx context.Context) error {
 		}
 		summary := queueSummary(cr, q, places[q.ID], dur)
 		_, _, err := s.apply(ctx, cr, step{ev: checkstate.Event{Kind: checkstate.QueueMoved},
-			out: app.Output{Title: title, Summary: summary}})
+			out: check.Output{Title: title, Summary: summary}})
 		if err != nil && !errors.Is(err, errIgnored) {
 			errs = append(errs, fmt.Errorf("queue note of check %d: %w", cr.ID, err))
 		}

@@ -18,11 +18,13 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/perfgate/perfgate/internal/agentapi"
-	"github.com/perfgate/perfgate/internal/app"
 	"github.com/perfgate/perfgate/internal/backoff"
+	"github.com/perfgate/perfgate/internal/check"
 	"github.com/perfgate/perfgate/internal/checkstate"
 	"github.com/perfgate/perfgate/internal/config"
 	"github.com/perfgate/perfgate/internal/jobstate"
+	"github.com/perfgate/perfgate/internal/repoconfig"
+	"github.com/perfgate/perfgate/internal/request"
 	"github.com/perfgate/perfgate/internal/store"
 )
 
@@ -37,9 +39,9 @@ type Clients interface {
 type Service struct {
 	st         store.Store
 	clients    Clients
-	configs    app.ContentsConfigLoader
+	configs    repoconfig.Loader
 	detailsURL string
-	details    func(repo, headSHA string, tier app.Tier) string
+	details    func(repo, headSHA string, tier check.Tier) string
 	now        func() time.Time
 	log        zerolog.Logger
 	written    func()
@@ -70,7 +72,7 @@ type Options struct {
 	DetailsURL string
 	// Details, when set, is each check run's own "Details" link (its
 	// dashboard page); it wins over DetailsURL.
-	Details func(repo, headSHA string, tier app.Tier) string
+	Details func(repo, headSHA string, tier check.Tier) string
 	// Now is the clock for deadlines; it must agree with the store's.
 	Now func() time.Time
 	Log zerolog.Logger
@@ -118,8 +120,8 @@ func (s *Service) configAt(ctx context.Context, installationID int64, owner, rep
 		ref = baseSHA
 	}
 	cfg, err := s.configs.Full(ctx, client, owner, repo, ref)
-	var cerr *app.ConfigError
-	if errors.Is(err, app.ErrNotConfigured) || errors.As(err, &cerr) {
+	var cerr *repoconfig.Error
+	if errors.Is(err, repoconfig.ErrNotConfigured) || errors.As(err, &cerr) {
 		return nil, backoff.Permanent(err)
 	}
 	return cfg, err
@@ -135,7 +137,7 @@ const (
 // config into a plan and records the check run and its jobs in one
 // transaction, before returning, so a crash after the webhook's 2xx loses
 // nothing and a retried delivery asks once.
-func (s *Service) RequestRun(ctx context.Context, req app.RunRequest) error {
+func (s *Service) RequestRun(ctx context.Context, req request.Run) error {
 	cfg, err := s.configAt(ctx, req.InstallationID, req.Owner, req.Repo, req.ConfigRef, req.BaseRef, req.BaseSHA)
 	if err != nil {
 		return err
@@ -191,11 +193,11 @@ func (s *Service) RequestRun(ctx context.Context, req app.RunRequest) error {
 		_, applied, err := s.apply(ctx, prev, step{
 			ev:       checkstate.Event{Kind: checkstate.Requested, Tier: string(req.Tier)},
 			doc:      &doc,
-			out:      app.Output{Title: "Queued", Summary: fmt.Sprintf("Waiting for a runner to benchmark `%s` (%s tier).", short(req.HeadSHA), req.Tier)},
+			out:      check.Output{Title: "Queued", Summary: fmt.Sprintf("Waiting for a runner to benchmark `%s` (%s tier).", short(req.HeadSHA), req.Tier)},
 			jobIDs:   jobIDs,
 			jobs:     specs,
 			key:      key,
-			replaced: [2]string{"Replaced by a newer run", fmt.Sprintf("A newer run of `%s` (%s) replaced this one before it finished; see the latest `%s` check.", short(req.HeadSHA), req.Trigger, app.CheckName(req.Tier))},
+			replaced: [2]string{"Replaced by a newer run", fmt.Sprintf("A newer run of `%s` (%s) replaced this one before it finished; see the latest `%s` check.", short(req.HeadSHA), req.Trigger, check.CheckName(req.Tier))},
 			actor:    req.RequestedBy,
 			action:   "run.requested",
 			detail:   map[string]any{"trigger": req.Trigger, "delivery": req.DeliveryID, "jobs": len(specs)},
@@ -205,14 +207,14 @@ func (s *Service) RequestRun(ctx context.Context, req app.RunRequest) error {
 }
 
 // requestKey identifies a delivery's request for one tier.
-func requestKey(deliveryID string, tier app.Tier) string {
+func requestKey(deliveryID string, tier check.Tier) string {
 	if deliveryID == "" {
 		return ""
 	}
 	return deliveryID + "/" + string(tier)
 }
 
-func jobSpec(req app.RunRequest, cfg *config.Config, plan agentapi.Plan, cell string) (store.JobSpec, error) {
+func jobSpec(req request.Run, cfg *config.Config, plan agentapi.Plan, cell string) (store.JobSpec, error) {
 	snap, err := newSnapshot(cfg, plan)
 	if err != nil {
 		return store.JobSpec{}, err
@@ -231,7 +233,7 @@ func jobSpec(req app.RunRequest, cfg *config.Config, plan agentapi.Plan, cell st
 
 // Conclude implements app.Dispatcher: a check decided without a run
 // (skipped, waiting for a maintainer, broken or missing config).
-func (s *Service) Conclude(ctx context.Context, c app.ConcludeRequest) error {
+func (s *Service) Conclude(ctx context.Context, c request.Conclude) error {
 	repo := c.Owner + "/" + c.Repo
 	return s.retryCAS(ctx, func() (bool, error) {
 		prev, found, err := s.row(ctx, repo, c.HeadSHA, string(c.Tier))
@@ -247,35 +249,16 @@ func (s *Service) Conclude(ctx context.Context, c app.ConcludeRequest) error {
 		}
 		prev.PRNumber, prev.InstallationID = c.PR, c.InstallationID
 		_, applied, err := s.apply(ctx, prev, step{
-			ev: checkstate.Event{Kind: checkstate.Concluded, Phase: phaseOf(c.Verdict), Tier: string(c.Tier)},
+			ev: checkstate.Event{Kind: checkstate.Concluded, Phase: c.Phase, Tier: string(c.Tier)},
 			// The verdict goes; the commit's look budget stays with it.
 			doc:          &verdictDoc{Looks: s.docOf(prev).Looks},
 			out:          c.Output,
 			key:          key,
-			replaced:     [2]string{"Replaced", fmt.Sprintf("perfgate concluded `%s` without a run: %s", app.CheckName(c.Tier), c.Output.Title)},
+			replaced:     [2]string{"Replaced", fmt.Sprintf("perfgate concluded `%s` without a run: %s", check.CheckName(c.Tier), c.Output.Title)},
 			cancelReason: "concluded without a run: " + c.Output.Title,
 		})
 		return applied, err
 	})
-}
-
-// phaseOf is the lifecycle phase of a verdict given without a run.
-func phaseOf(v app.Verdict) checkstate.Phase {
-	switch v {
-	case app.VerdictSkipped:
-		return checkstate.Skipped
-	case app.VerdictWaiting:
-		return checkstate.Waiting
-	case app.VerdictConfigError:
-		return checkstate.ConfigError
-	case app.VerdictNotConfigured:
-		return checkstate.NotConfigured
-	case app.VerdictPass:
-		return checkstate.Passed
-	case app.VerdictInconclusive:
-		return checkstate.Inconclusive
-	}
-	return checkstate.Errored
 }
 
 // Supersede implements app.Dispatcher: a new push cancels the PR's older
@@ -288,8 +271,8 @@ func (s *Service) Supersede(ctx context.Context, repo string, pr int, newHeadSHA
 	return s.eachRow(ctx, repo, pr, func(cr store.CheckRun) bool { return cr.HeadSHA != newHeadSHA }, step{
 		ev:           checkstate.Event{Kind: checkstate.NewerPush},
 		cancelReason: "superseded by " + short(newHeadSHA),
-		outFor: func(cr store.CheckRun) app.Output {
-			return app.Output{Title: "Superseded by a newer push",
+		outFor: func(cr store.CheckRun) check.Output {
+			return check.Output{Title: "Superseded by a newer push",
 				Summary: fmt.Sprintf("The pull request moved on to `%s`; perfgate measures that commit instead of `%s`.", short(newHeadSHA), short(cr.HeadSHA))}
 		},
 	})
@@ -306,7 +289,7 @@ func (s *Service) Close(ctx context.Context, repo string, pr int, by string) err
 		ev:           checkstate.Event{Kind: checkstate.PRClosed},
 		cancelReason: "pull request closed",
 		actor:        by,
-		out: app.Output{Title: "PR closed",
+		out: check.Output{Title: "PR closed",
 			Summary: "The pull request was closed before perfgate finished, so nothing more runs for it. Reopening it measures it again."},
 	})
 }

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/perfgate/perfgate/internal/app"
+	"github.com/perfgate/perfgate/internal/check"
 	"github.com/perfgate/perfgate/internal/checkstate"
 	"github.com/perfgate/perfgate/internal/jobstate"
 	"github.com/perfgate/perfgate/internal/store"
@@ -30,7 +30,7 @@ func (s *Service) SyncStarted(ctx context.Context) error {
 			what = "Measuring the baseline"
 		}
 		if _, _, err := s.apply(ctx, cr, step{ev: checkstate.Event{Kind: checkstate.Started},
-			out: app.Output{Title: what, Summary: fmt.Sprintf("A runner is benchmarking `%s` (%s tier, attempt %d).", short(j.HeadSHA), j.Tier, j.Attempts)}}); err != nil && err != errIgnored {
+			out: check.Output{Title: what, Summary: fmt.Sprintf("A runner is benchmarking `%s` (%s tier, attempt %d).", short(j.HeadSHA), j.Tier, j.Attempts)}}); err != nil && err != errIgnored {
 			return err
 		}
 	}

@@ -8,9 +8,10 @@ import (
 	"github.com/palantir/go-githubapp/githubapp"
 	"github.com/rs/zerolog"
 
-	"github.com/perfgate/perfgate/internal/app"
 	"github.com/perfgate/perfgate/internal/bisect"
 	"github.com/perfgate/perfgate/internal/bisectjob"
+	"github.com/perfgate/perfgate/internal/repoconfig"
+	"github.com/perfgate/perfgate/internal/request"
 	"github.com/perfgate/perfgate/internal/store"
 )
 
@@ -31,9 +32,9 @@ type bisects struct {
 
 // StartBisect implements app.Bisects for the app, which is built before
 // the bisect wiring it calls.
-func (b *bisects) StartBisect(ctx context.Context, r app.BisectRequest) (app.BisectStarted, error) {
+func (b *bisects) StartBisect(ctx context.Context, r request.Bisect) (request.BisectStarted, error) {
 	if b.asker == nil {
-		return app.BisectStarted{}, errors.New("bisects are not wired yet")
+		return request.BisectStarted{}, errors.New("bisects are not wired yet")
 	}
 	return b.asker.StartBisect(ctx, r)
 }
@@ -41,7 +42,7 @@ func (b *bisects) StartBisect(ctx context.Context, r app.BisectRequest) (app.Bis
 // wire builds the runner over the store, the app's GitHub clients and the
 // dispatcher's outbox, and routes bisect jobs' ends to it.
 func (b *bisects) wire(s *Server, clients githubapp.ClientCreator) {
-	configs := app.ContentsConfigLoader{}.Full
+	configs := repoconfig.Loader{}.Full
 	spec := bisectjob.QuickTier{Store: s.st, Clients: clients, Configs: configs}
 	b.runner = bisectjob.New(s.st, spec.Spec, bisectjob.OutboxReporter{Outbox: s.dispatch, Clients: clients})
 	b.runner.CardGrace = s.cfg.Loop.BisectCardGrace

@@ -23,12 +23,14 @@ import (
 	"github.com/perfgate/perfgate/internal/artifact"
 	"github.com/perfgate/perfgate/internal/backoff"
 	"github.com/perfgate/perfgate/internal/bisectjob"
+	"github.com/perfgate/perfgate/internal/check"
 	"github.com/perfgate/perfgate/internal/dispatch"
 	"github.com/perfgate/perfgate/internal/drift"
 	"github.com/perfgate/perfgate/internal/fleet"
 	"github.com/perfgate/perfgate/internal/inbox"
 	"github.com/perfgate/perfgate/internal/metrics"
 	"github.com/perfgate/perfgate/internal/outbox"
+	"github.com/perfgate/perfgate/internal/request"
 	"github.com/perfgate/perfgate/internal/source"
 	"github.com/perfgate/perfgate/internal/store"
 	"github.com/perfgate/perfgate/internal/web"
@@ -218,7 +220,7 @@ func New(cfg Config, st store.Store, log zerolog.Logger, now func() time.Time) (
 		return nil, err
 	}
 	s := &Server{cfg: cfg, st: st, metrics: cfg.Metrics, log: log, now: now}
-	var details func(repo, sha string, tier app.Tier) string
+	var details func(repo, sha string, tier check.Tier) string
 	if cfg.PublicURL != "" {
 		details = s.detailsLink // an absolute link needs the public URL
 	}
@@ -373,10 +375,10 @@ func (i storeInbox) Accept(ctx context.Context, id, event string, payload []byte
 // forward lets the app be built before the dispatcher it calls.
 type forward struct{ s *dispatch.Service }
 
-func (f *forward) RequestRun(ctx context.Context, r app.RunRequest) error {
+func (f *forward) RequestRun(ctx context.Context, r request.Run) error {
 	return f.s.RequestRun(ctx, r)
 }
-func (f *forward) Conclude(ctx context.Context, c app.ConcludeRequest) error {
+func (f *forward) Conclude(ctx context.Context, c request.Conclude) error {
 	return f.s.Conclude(ctx, c)
 }
 func (f *forward) Supersede(ctx context.Context, repo string, pr int, sha string) error {
@@ -385,24 +387,26 @@ func (f *forward) Supersede(ctx context.Context, repo string, pr int, sha string
 func (f *forward) Close(ctx context.Context, repo string, pr int, by string) error {
 	return f.s.Close(ctx, repo, pr, by)
 }
-func (f *forward) Comment(ctx context.Context, c app.Comment) error  { return f.s.Comment(ctx, c) }
-func (f *forward) React(ctx context.Context, r app.Reaction) error   { return f.s.React(ctx, r) }
-func (f *forward) Open(ctx context.Context, a app.Appeal) error      { return f.s.Open(ctx, a) }
-func (f *forward) Decide(ctx context.Context, d app.Decision) error  { return f.s.Decide(ctx, d) }
-func (f *forward) Approve(ctx context.Context, a app.Approval) error { return f.s.Approve(ctx, a) }
+func (f *forward) Comment(ctx context.Context, c request.Comment) error  { return f.s.Comment(ctx, c) }
+func (f *forward) React(ctx context.Context, r request.Reaction) error   { return f.s.React(ctx, r) }
+func (f *forward) Open(ctx context.Context, a request.Appeal) error      { return f.s.Open(ctx, a) }
+func (f *forward) Decide(ctx context.Context, d request.Decision) error  { return f.s.Decide(ctx, d) }
+func (f *forward) Approve(ctx context.Context, a request.Approval) error { return f.s.Approve(ctx, a) }
 func (f *forward) Approved(ctx context.Context, repo, sha string) (bool, error) {
 	return f.s.Approved(ctx, repo, sha)
 }
-func (f *forward) Heads(ctx context.Context, repo string, pr int) ([]app.SeenHead, error) {
+func (f *forward) Heads(ctx context.Context, repo string, pr int) ([]request.SeenHead, error) {
 	return f.s.Heads(ctx, repo, pr)
 }
-func (f *forward) Ack(ctx context.Context, a app.Ack) ([]app.Tier, error) { return f.s.Ack(ctx, a) }
-func (f *forward) Profile(ctx context.Context, r app.ProfileRequest) (app.ProfileQueued, error) {
+func (f *forward) Ack(ctx context.Context, a request.Ack) ([]check.Tier, error) {
+	return f.s.Ack(ctx, a)
+}
+func (f *forward) Profile(ctx context.Context, r request.Profile) (request.ProfileQueued, error) {
 	return f.s.Profile(ctx, r)
 }
-func (f *forward) RootCause(ctx context.Context, r app.RootCauseRequest) (app.RootCauseRecorded, error) {
+func (f *forward) RootCause(ctx context.Context, r request.RootCause) (request.RootCauseRecorded, error) {
 	return f.s.RootCause(ctx, r)
 }
-func (f *forward) ReleasePublished(ctx context.Context, r app.Release) error {
+func (f *forward) ReleasePublished(ctx context.Context, r request.Release) error {
 	return f.s.ReleasePublished(ctx, r)
 }
