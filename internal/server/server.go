@@ -30,7 +30,6 @@ import (
 	"github.com/perfgate/perfgate/internal/inbox"
 	"github.com/perfgate/perfgate/internal/metrics"
 	"github.com/perfgate/perfgate/internal/outbox"
-	"github.com/perfgate/perfgate/internal/request"
 	"github.com/perfgate/perfgate/internal/source"
 	"github.com/perfgate/perfgate/internal/store"
 	"github.com/perfgate/perfgate/internal/web"
@@ -224,40 +223,45 @@ func New(cfg Config, st store.Store, log zerolog.Logger, now func() time.Time) (
 	if cfg.PublicURL != "" {
 		details = s.detailsLink // an absolute link needs the public URL
 	}
-	// The dispatcher needs the app's client creator and the app needs the
-	// dispatcher: build the app with a forwarding dispatcher, then fill it.
-	fwd := &forward{}
-	s.bisects = &bisects{}
-	a, err := app.New(app.Config{
+	// One GitHub client factory for the app, the outbox, the dispatcher,
+	// the bisects, the dashboard and the source route; built first, so
+	// each part is built once, after the parts it calls.
+	appCfg := app.Config{
 		GitHub: cfg.GitHub, AppSlug: cfg.AppSlug, Logger: log, Retry: cfg.Loop.GitHubRetry,
 		Unconfigured: app.Unconfigured(cfg.Unconfigured), MaxInFlightBytes: cfg.HTTP.WebhookInFlightBytes,
 		ClientMiddleware: []githubapp.ClientMiddleware{cfg.Metrics.GitHubTransport}, Events: cfg.Metrics,
-	}, app.Deps{Dispatcher: fwd, Inbox: storeInbox{st}, Outbox: fwd, Config: app.ContentsConfigLoader{}, Appeals: fwd, Releases: fwd,
-		Approvals: fwd, Acks: fwd, Findings: fwd, Bisects: s.bisects, Accepted: func() { s.inbox.Wake() }})
+	}
+	clients, err := app.NewClients(appCfg)
 	if err != nil {
 		return nil, err
 	}
-	s.app = a
+	appCfg.Clients = clients
+	s.outbox = outbox.New(outbox.Options{Store: st, Clients: clients, Policy: cfg.Loop.OutboxPolicy,
+		Lease: cfg.Loop.OutboxLease, Poll: cfg.Loop.Poll, Now: now, Log: log})
+	s.dispatch = dispatch.New(dispatch.Options{Store: st, Clients: clients, DetailsURL: cfg.PublicURL, Details: details,
+		Now: now, Log: log, Written: s.outbox.Wake, JudgePolicy: cfg.Loop.JudgePolicy, JudgePoll: cfg.Loop.Poll})
+	s.bisects = newBisects(s, clients)
 	arts, err := openArtifacts(cfg, log)
 	if err != nil {
 		return nil, err
 	}
 	s.arts = arts
 	apiArts, webArts := artifactParts(arts)
-	if s.web, s.drift, err = s.dashboardParts(cfg, a.ClientCreator(), webArts); err != nil {
+	if s.web, s.drift, err = s.dashboardParts(cfg, clients, webArts); err != nil {
 		return nil, err
 	}
-	s.outbox = outbox.New(outbox.Options{Store: st, Clients: a.ClientCreator(), Policy: cfg.Loop.OutboxPolicy,
-		Lease: cfg.Loop.OutboxLease, Poll: cfg.Loop.Poll, Now: now, Log: log})
-	s.dispatch = dispatch.New(dispatch.Options{Store: st, Clients: a.ClientCreator(), DetailsURL: cfg.PublicURL, Details: details,
-		Now: now, Log: log, Written: s.outbox.Wake, JudgePolicy: cfg.Loop.JudgePolicy, JudgePoll: cfg.Loop.Poll})
 	var artifactURL func(repo string, id int64, name string) string
 	if cfg.PublicURL != "" {
 		artifactURL = s.web.ArtifactURL
 	}
 	s.dispatch.EnableFindings(dispatch.FindingsOptions{Traces: traceFiles{arts}, ArtifactURL: artifactURL})
-	fwd.s = s.dispatch
-	s.bisects.wire(s, a.ClientCreator())
+	a, err := app.New(appCfg, app.Deps{Dispatcher: s.dispatch, Inbox: storeInbox{st}, Outbox: s.dispatch, Config: app.ContentsConfigLoader{},
+		Appeals: s.dispatch, Releases: s.dispatch, Approvals: s.dispatch, Acks: s.dispatch, Findings: s.dispatch, Bisects: s.bisects.asker,
+		Accepted: func() { s.inbox.Wake() }}) // the inbox, built next, runs the app's handlers
+	if err != nil {
+		return nil, err
+	}
+	s.app = a
 	s.inbox = inbox.New(inbox.Options{Store: st, Handler: a, Policy: cfg.Loop.InboxPolicy, Lease: cfg.Loop.InboxLease,
 		Poll: cfg.Loop.Poll, Now: now, Log: log})
 
@@ -266,7 +270,7 @@ func New(cfg Config, st store.Store, log zerolog.Logger, now func() time.Time) (
 	agentAPI := agentserver.NewServer(st, agentserver.Options{
 		RegistrationToken: cfg.AgentRegistrationToken, Lease: cfg.Lease, LongPoll: cfg.LongPoll,
 		OnJobDone: s.dispatch.JobDone, Log: log, Now: now,
-		Source:        source.NewGitHub(a.ClientCreator()),
+		Source:        source.NewGitHub(clients),
 		ArtifactFiles: apiArts, ArtifactRows: st,
 	})
 	mux.Handle("/api/v1/", agentBodyLimits(agentAPI))
@@ -370,43 +374,4 @@ type storeInbox struct{ st store.Store }
 func (i storeInbox) Accept(ctx context.Context, id, event string, payload []byte) (bool, error) {
 	a, err := i.st.AcceptDelivery(ctx, id, event, payload)
 	return a == store.AcceptedDuplicate, err
-}
-
-// forward lets the app be built before the dispatcher it calls.
-type forward struct{ s *dispatch.Service }
-
-func (f *forward) RequestRun(ctx context.Context, r request.Run) error {
-	return f.s.RequestRun(ctx, r)
-}
-func (f *forward) Conclude(ctx context.Context, c request.Conclude) error {
-	return f.s.Conclude(ctx, c)
-}
-func (f *forward) Supersede(ctx context.Context, repo string, pr int, sha string) error {
-	return f.s.Supersede(ctx, repo, pr, sha)
-}
-func (f *forward) Close(ctx context.Context, repo string, pr int, by string) error {
-	return f.s.Close(ctx, repo, pr, by)
-}
-func (f *forward) Comment(ctx context.Context, c request.Comment) error  { return f.s.Comment(ctx, c) }
-func (f *forward) React(ctx context.Context, r request.Reaction) error   { return f.s.React(ctx, r) }
-func (f *forward) Open(ctx context.Context, a request.Appeal) error      { return f.s.Open(ctx, a) }
-func (f *forward) Decide(ctx context.Context, d request.Decision) error  { return f.s.Decide(ctx, d) }
-func (f *forward) Approve(ctx context.Context, a request.Approval) error { return f.s.Approve(ctx, a) }
-func (f *forward) Approved(ctx context.Context, repo, sha string) (bool, error) {
-	return f.s.Approved(ctx, repo, sha)
-}
-func (f *forward) Heads(ctx context.Context, repo string, pr int) ([]request.SeenHead, error) {
-	return f.s.Heads(ctx, repo, pr)
-}
-func (f *forward) Ack(ctx context.Context, a request.Ack) ([]check.Tier, error) {
-	return f.s.Ack(ctx, a)
-}
-func (f *forward) Profile(ctx context.Context, r request.Profile) (request.ProfileQueued, error) {
-	return f.s.Profile(ctx, r)
-}
-func (f *forward) RootCause(ctx context.Context, r request.RootCause) (request.RootCauseRecorded, error) {
-	return f.s.RootCause(ctx, r)
-}
-func (f *forward) ReleasePublished(ctx context.Context, r request.Release) error {
-	return f.s.ReleasePublished(ctx, r)
 }
