@@ -253,7 +253,9 @@ func Start(ctx context.Context, dir string, log zerolog.Logger, opts ...StartOpt
 	}
 	h.Server = srv
 	bctx, stopBackground := context.WithCancel(ctx)
-	h.stop = append(h.stop, stopBackground)
+	// Stopping waits for the workers, so the store (closed later: the
+	// stops run last first) never closes under one.
+	h.stop = append(h.stop, func() { stopBackground(); _ = srv.Wait() })
 	if err := srv.RunBackground(bctx); err != nil {
 		h.Close()
 		return nil, err

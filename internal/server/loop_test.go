@@ -106,7 +106,7 @@ func (l *loop) start() {
 	hs := srv.HTTPServer()
 	go hs.Serve(srv.Listener(ln))
 	l.st, l.srv, l.url = st, srv, "http://"+ln.Addr().String()
-	l.stop = func() { cancel(); hs.Close(); st.Close() }
+	l.stop = func() { cancel(); _ = srv.Wait(); hs.Close(); st.Close() }
 }
 
 // kill stops the server where it stands: its workers' contexts end

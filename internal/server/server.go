@@ -16,6 +16,7 @@ import (
 
 	"github.com/palantir/go-githubapp/githubapp"
 	"github.com/rs/zerolog"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/perfgate/perfgate/internal/agentapi"
 	"github.com/perfgate/perfgate/internal/agentserver"
@@ -165,6 +166,8 @@ type Server struct {
 	drift    *drift.Pass
 	bisects  *bisects
 	arts     *artifact.Dir // nil: the server keeps no artifacts
+	clients  githubapp.ClientCreator
+	workers  errgroup.Group // RunBackground's; Wait waits for them
 	log      zerolog.Logger
 	now      func() time.Time
 }
@@ -235,7 +238,7 @@ func New(cfg Config, st store.Store, log zerolog.Logger, now func() time.Time) (
 	if err != nil {
 		return nil, err
 	}
-	appCfg.Clients = clients
+	appCfg.Clients, s.clients = clients, clients
 	s.outbox = outbox.New(outbox.Options{Store: st, Clients: clients, Policy: cfg.Loop.OutboxPolicy,
 		Lease: cfg.Loop.OutboxLease, Poll: cfg.Loop.Poll, Now: now, Log: log})
 	s.dispatch = dispatch.New(dispatch.Options{Store: st, Clients: clients, DetailsURL: cfg.PublicURL, Details: details,
@@ -318,9 +321,12 @@ func (c Config) InstanceName() string {
 	return h
 }
 
-// RunBackground runs the workers and timers until ctx ends: the inbox, the
-// outbox, the judge, the reaper, the escalation and start-sync timers, the
-// reconciler and the nightly schedule.
+// RunBackground starts the workers and timers, which run until ctx ends:
+// the inbox, the outbox, the judge, the reaper, the escalation and
+// start-sync timers, the reconciler, the bisects' resumer, the artifact
+// sweep and the nightly and change-point schedules. They run under one
+// errgroup; Wait returns once every one of them has returned, so a caller
+// closes the store only after Wait (Launch does).
 func (s *Server) RunBackground(ctx context.Context) error {
 	// Work this instance held when it died is taken up now, not when its
 	// leases lapse minutes later.
@@ -335,34 +341,49 @@ func (s *Server) RunBackground(ctx context.Context) error {
 	if err := s.metrics.Resync(ctx, s.st); err != nil {
 		s.log.Warn().Err(err).Msg("seed queue metrics")
 	}
-	go s.metrics.RunResync(ctx, s.st, metricsResync, s.log)
-	go s.inbox.Run(ctx)
-	go s.outbox.Run(ctx)
-	go s.dispatch.RunJudge(ctx)
-	go agentserver.RunReaper(ctx, s.st, s.cfg.Lease/4, s.dispatch.JobDone, s.log)
-	go agentserver.RunAgentExpiry(ctx, s.st, time.Hour, time.Now, s.log)
-	go s.dispatch.RunEscalations(ctx, s.cfg.EscalateEvery)
-	go s.dispatch.RunStartSync(ctx, s.cfg.Loop.StartSyncEvery)
-	go s.dispatch.RunQueueNotes(ctx, s.cfg.Loop.QueueNoteEvery)
-	go s.dispatch.RunReconcile(ctx, s.cfg.Loop.ReconcileEvery)
-	go s.runArtifactSweep(ctx, s.cfg.Loop.ArtifactSweepEvery)
-	go s.bisects.resume(ctx, s.cfg.Loop.BisectResumeEvery, s.log)
+	// The schedules are set up first: a bad cron expression starts nothing.
+	var stops []func()
 	if s.cfg.NightlyCron != "" {
-		stop, err := s.dispatch.ScheduleNightly(ctx, s.cfg.NightlyCron, s.cfg.NightlyRepos, s.app.ClientCreator())
+		stop, err := s.dispatch.ScheduleNightly(ctx, s.cfg.NightlyCron, s.cfg.NightlyRepos, s.clients)
 		if err != nil {
 			return err
 		}
-		go func() { <-ctx.Done(); stop() }()
+		stops = append(stops, stop)
 	}
 	if !s.cfg.ChangePoints.Disabled {
 		stop, err := s.drift.Schedule(ctx)
 		if err != nil {
+			for _, stop := range stops {
+				stop()
+			}
 			return err
 		}
-		go func() { <-ctx.Done(); stop() }()
+		stops = append(stops, stop)
+	}
+	g := &s.workers
+	worker := func(run func(context.Context)) { g.Go(func() error { run(ctx); return nil }) }
+	worker(func(ctx context.Context) { s.metrics.RunResync(ctx, s.st, metricsResync, s.log) })
+	worker(s.inbox.Run)
+	worker(s.outbox.Run)
+	worker(s.dispatch.RunJudge)
+	worker(func(ctx context.Context) { agentserver.RunReaper(ctx, s.st, s.cfg.Lease/4, s.dispatch.JobDone, s.log) })
+	worker(func(ctx context.Context) { agentserver.RunAgentExpiry(ctx, s.st, time.Hour, time.Now, s.log) })
+	worker(func(ctx context.Context) { s.dispatch.RunEscalations(ctx, s.cfg.EscalateEvery) })
+	worker(func(ctx context.Context) { s.dispatch.RunStartSync(ctx, s.cfg.Loop.StartSyncEvery) })
+	worker(func(ctx context.Context) { s.dispatch.RunQueueNotes(ctx, s.cfg.Loop.QueueNoteEvery) })
+	worker(func(ctx context.Context) { s.dispatch.RunReconcile(ctx, s.cfg.Loop.ReconcileEvery) })
+	worker(func(ctx context.Context) { s.runArtifactSweep(ctx, s.cfg.Loop.ArtifactSweepEvery) })
+	worker(func(ctx context.Context) { s.bisects.resume(ctx, s.cfg.Loop.BisectResumeEvery, s.log) })
+	for _, stop := range stops {
+		// A schedule's stop waits for the run in progress.
+		worker(func(ctx context.Context) { <-ctx.Done(); stop() })
 	}
 	return nil
 }
+
+// Wait blocks until every worker RunBackground started has returned (they
+// return once its ctx ends). Close the store only after it.
+func (s *Server) Wait() error { return s.workers.Wait() }
 
 // metricsResync is how often the queue gauges are re-read from the
 // database.
