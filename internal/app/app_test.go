@@ -409,7 +409,15 @@ func TestPullRequestMatchingPaths(t *testing.T) {
 			h.deliver(t, "pull_request", tt.fixture)
 			reqs := h.disp.Runs()
 			if len(reqs) != 1 || reqs[0].Tier != check.TierQuick || reqs[0].HeadSHA != headSHA || reqs[0].PR != prNumber || reqs[0].Author != "octocat" {
-				t.Errorf("RequestRun = %+v", reqs)
+				t.Fatalf("RequestRun = %+v", reqs)
+			}
+			// The config the handler decided by travels in the request,
+			// read once: the dispatcher plans from it.
+			if reqs[0].Config == nil || len(reqs[0].Config.Paths) == 0 {
+				t.Errorf("the run request carries no parsed config: %+v", reqs[0].Config)
+			}
+			if n := len(h.gh.RequestsTo("GET", "/repos/acme/inference/contents/.github/perfgate.yml")); n != 1 {
+				t.Errorf("config read %d times, want once", n)
 			}
 			if n := len(h.gh.RequestsTo("GET", "/repos/acme/inference/pulls/17/files")); n != tt.wantPages {
 				t.Errorf("listed %d pages of files, want %d", n, tt.wantPages)

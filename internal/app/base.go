@@ -142,7 +142,7 @@ func (b *base) runRequest(t prTarget, cfg RepoConfig, tier check.Tier, trigger, 
 	return request.Run{
 		InstallationID: t.installationID, Owner: t.owner, Repo: t.repo, PR: t.number,
 		HeadSHA: t.headSHA, BaseSHA: t.baseSHA, BaseRef: t.baseRef, ConfigRef: cfg.Ref, Tier: tier,
-		Trigger: trigger, RequestedBy: by, Author: t.author, DeliveryID: deliveryID, Fork: t.fork,
+		Trigger: trigger, RequestedBy: by, Author: t.author, DeliveryID: deliveryID, Fork: t.fork, Config: cfg.Full,
 	}
 }
 

@@ -69,6 +69,10 @@ type RepoConfig struct {
 	MergeOnApproval bool
 	// Ref is the branch the config was read from (the handlers fill it).
 	Ref string
+	// Full is the parsed configuration this was mapped from (nil from a
+	// loader that has none); it travels in the run request, so the
+	// dispatcher plans from the file the handler decided by.
+	Full *config.Config
 }
 
 // DraftPolicy says what happens to draft PRs.

@@ -36,7 +36,7 @@ func (h *issueCommentHandler) profileCommand(ctx context.Context, client *github
 		return msg, err
 	}
 	q, err := h.deps.Findings.Profile(ctx, request.Profile{InstallationID: t.installationID, Owner: t.owner, Repo: t.repo, PR: t.number,
-		HeadSHA: t.headSHA, BaseSHA: t.baseSHA, BaseRef: t.baseRef, ConfigRef: cfg.Ref, By: by, Trigger: "/perf profile", DeliveryID: deliveryID})
+		HeadSHA: t.headSHA, BaseSHA: t.baseSHA, BaseRef: t.baseRef, ConfigRef: cfg.Ref, By: by, Trigger: "/perf profile", DeliveryID: deliveryID, Config: cfg.Full})
 	if err != nil {
 		return "", fmt.Errorf("queue profile of %s#%d: %w", t.fullName(), t.number, err)
 	}

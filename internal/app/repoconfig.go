@@ -32,6 +32,7 @@ func RepoConfigOf(cfg *config.Config) RepoConfig {
 		Forks:                ForkPolicy(cfg.Triggers.Forks),
 		MergeLabel:           cfg.Triggers.MergeLabel,
 		MergeOnApproval:      cfg.Triggers.OnApproval,
+		Full:                 cfg,
 	}
 	if cfg.Triggers.Drafts == "run" {
 		rc.Drafts = DraftsRun

@@ -67,7 +67,7 @@ func (s *Service) Profile(ctx context.Context, r request.Profile) (request.Profi
 	if s.findings == nil {
 		return request.ProfileQueued{}, backoff.Permanent(errors.New("profiling is not enabled on this server"))
 	}
-	cfg, err := s.configAt(ctx, r.InstallationID, r.Owner, r.Repo, r.ConfigRef, r.BaseRef, r.BaseSHA)
+	cfg, err := s.configAt(ctx, r.Config, r.InstallationID, r.Owner, r.Repo, r.ConfigRef, r.BaseRef, r.BaseSHA)
 	if err != nil {
 		return request.ProfileQueued{}, err
 	}

@@ -103,11 +103,16 @@ func New(o Options) *Service {
 		judging: judging{policy: o.JudgePolicy, poll: o.JudgePoll, wake: make(chan struct{}, 1)}}
 }
 
-// configAt loads the repository's full config at the ref the handler
-// decided by (the default branch's, or a protected base branch's), else
-// the base branch, else the base commit. A missing or invalid config is
-// permanent: the config, not GitHub's weather, so retrying cannot help.
-func (s *Service) configAt(ctx context.Context, installationID int64, owner, repo, configRef, baseRef, baseSHA string) (*config.Config, error) {
+// configAt is the repository's config a request plans from: the one the
+// handler read and decided by (given), parsed once; else, for a request
+// that carries none (the nightly), the file read now at the ref the
+// handler names, else the base branch, else the base commit. A missing or
+// invalid config is permanent: the config, not GitHub's weather, so
+// retrying cannot help.
+func (s *Service) configAt(ctx context.Context, given *config.Config, installationID int64, owner, repo, configRef, baseRef, baseSHA string) (*config.Config, error) {
+	if given != nil {
+		return given, nil
+	}
 	client, err := s.clients.NewInstallationClient(installationID)
 	if err != nil {
 		return nil, fmt.Errorf("installation client %d: %w", installationID, err)
@@ -138,7 +143,7 @@ const (
 // transaction, before returning, so a crash after the webhook's 2xx loses
 // nothing and a retried delivery asks once.
 func (s *Service) RequestRun(ctx context.Context, req request.Run) error {
-	cfg, err := s.configAt(ctx, req.InstallationID, req.Owner, req.Repo, req.ConfigRef, req.BaseRef, req.BaseSHA)
+	cfg, err := s.configAt(ctx, req.Config, req.InstallationID, req.Owner, req.Repo, req.ConfigRef, req.BaseRef, req.BaseSHA)
 	if err != nil {
 		return err
 	}

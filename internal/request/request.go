@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/perfgate/perfgate/internal/check"
+	"github.com/perfgate/perfgate/internal/config"
 )
 
 // Run asks for one benchmark run of a tier on a commit. The
@@ -39,6 +40,11 @@ type Run struct {
 	// Confirm asks for repeated measurements on the same runner: set for
 	// retests and appeals, which follow a suspected regression.
 	Confirm bool
+	// Config is the repository's configuration the handler read at
+	// ConfigRef and decided by, parsed once: the dispatcher plans the run
+	// from it, so the run measures what the handler saw. nil (the nightly,
+	// a caller that read none): the dispatcher reads it at ConfigRef.
+	Config *config.Config
 }
 
 // FullName is "owner/repo".
@@ -173,6 +179,8 @@ type Profile struct {
 	By             string
 	Trigger        string // "/perf profile"
 	DeliveryID     string
+	// Config is the configuration the handler read (see Run.Config).
+	Config *config.Config
 }
 
 // ProfileQueued says what was queued: the job, or the pass already queued
