@@ -16,10 +16,22 @@ import (
 	"github.com/perfgate/perfgate/internal/check"
 	"github.com/perfgate/perfgate/internal/config"
 	"github.com/perfgate/perfgate/internal/jobstate"
+	"github.com/perfgate/perfgate/internal/kb"
 	"github.com/perfgate/perfgate/internal/profile"
 	"github.com/perfgate/perfgate/internal/request"
 	"github.com/perfgate/perfgate/internal/store"
 )
+
+// findingsStore is what the findings room (findings.go, knowledge.go:
+// profiles and the knowledge base) uses.
+type findingsStore interface {
+	kb.Store
+	Enqueue(ctx context.Context, spec store.JobSpec) (store.Job, error)
+	ListArtifacts(ctx context.Context, jobID int64) ([]store.Artifact, error)
+	ListJobs(ctx context.Context, f store.JobFilter) ([]store.Job, error)
+	AppendAudit(ctx context.Context, e store.AuditEntry) (store.AuditEntry, error)
+	ListCheckRuns(ctx context.Context, repo string, pr int) ([]store.CheckRun, error)
+}
 
 // TraceFiles opens stored artifacts by their SHA-256 (artifact.Dir).
 type TraceFiles interface {
@@ -108,7 +120,7 @@ func (s *Service) queueProfile(ctx context.Context, cfg *config.Config, t profil
 	if err != nil {
 		return request.ProfileQueued{}, err
 	}
-	job, err := s.st.Enqueue(ctx, store.JobSpec{Tier: agentapi.KindProfile, Kind: agentapi.KindProfile, Repo: t.repo,
+	job, err := s.finding().Enqueue(ctx, store.JobSpec{Tier: agentapi.KindProfile, Kind: agentapi.KindProfile, Repo: t.repo,
 		InstallationID: t.installationID, PRNumber: t.pr, HeadSHA: t.head, BaseSHA: t.base, Config: snap,
 		Labels: cfg.Runner.Labels, GPUUUID: plan.GPUUUID})
 	if err != nil {
@@ -122,7 +134,7 @@ func (s *Service) queueProfile(ctx context.Context, cfg *config.Config, t profil
 // profileJob finds a profiling pass of head against base that is queued or
 // running (or, with finished, any that succeeded too), newest first.
 func (s *Service) profileJob(ctx context.Context, repo, head, base string, finished bool) (store.Job, bool, error) {
-	jobs, err := s.st.ListJobs(ctx, store.JobFilter{Repo: repo, HeadSHA: head, Tier: agentapi.KindProfile, Newest: true})
+	jobs, err := s.finding().ListJobs(ctx, store.JobFilter{Repo: repo, HeadSHA: head, Tier: agentapi.KindProfile, Newest: true})
 	if err != nil {
 		return store.Job{}, false, fmt.Errorf("list profiles of %s: %w", short(head), err)
 	}
@@ -234,7 +246,7 @@ var errNoTraces = errors.New("no scheduler trace for base and head")
 
 // profileDiff reads a pass's traces and diffs base against head.
 func (s *Service) profileDiff(ctx context.Context, job store.Job) (*profile.Diff, []store.Artifact, error) {
-	arts, err := s.st.ListArtifacts(ctx, job.ID)
+	arts, err := s.finding().ListArtifacts(ctx, job.ID)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -42,14 +42,14 @@ func (s *Service) RootCause(ctx context.Context, r request.RootCause) (request.R
 			out.Profile = profileWords(*d)
 		}
 	}
-	rec, err := kb.New(s.st).Record(ctx, kb.Record{Repo: repo, Number: r.PR, URL: r.PRURL, Commit: cr.HeadSHA, CulpritPR: r.PR,
+	rec, err := kb.New(s.finding()).Record(ctx, kb.Record{Repo: repo, Number: r.PR, URL: r.PRURL, Commit: cr.HeadSHA, CulpritPR: r.PR,
 		Summary: phenomenonOf(sig), Cause: r.Cause, FixURL: r.Fix, Signature: sig, By: r.By})
 	if err != nil {
 		return request.RootCauseRecorded{}, err
 	}
 	out.ID, out.Phenomenon = rec.ID, rec.Summary
 	if e, err := auditEntry(r.By, "rootcause.recorded", repo, r.PR, map[string]any{"id": rec.ID, "cause": r.Cause, "fix": r.Fix}); err == nil {
-		if _, err := s.st.AppendAudit(ctx, e); err != nil {
+		if _, err := s.finding().AppendAudit(ctx, e); err != nil {
 			zerolog.Ctx(ctx).Warn().Err(err).Msg("audit root cause")
 		}
 	}
@@ -59,7 +59,7 @@ func (s *Service) RootCause(ctx context.Context, r request.RootCause) (request.R
 // lastRegression is the PR's most recently judged check whose verdict is
 // a regression.
 func (s *Service) lastRegression(ctx context.Context, repo string, pr int) (store.CheckRun, *gate.Report, bool, error) {
-	rows, err := s.st.ListCheckRuns(ctx, repo, pr)
+	rows, err := s.finding().ListCheckRuns(ctx, repo, pr)
 	if err != nil {
 		return store.CheckRun{}, nil, false, fmt.Errorf("check runs of %s#%d: %w", repo, pr, err)
 	}
@@ -74,7 +74,7 @@ func (s *Service) lastRegression(ctx context.Context, repo string, pr int) (stor
 
 // lastProfile is the PR's newest profiling pass that succeeded.
 func (s *Service) lastProfile(ctx context.Context, repo string, pr int) (store.Job, bool, error) {
-	jobs, err := s.st.ListJobs(ctx, store.JobFilter{Repo: repo, PRNumber: pr, Tier: agentapi.KindProfile, Status: jobstate.Succeeded, Newest: true})
+	jobs, err := s.finding().ListJobs(ctx, store.JobFilter{Repo: repo, PRNumber: pr, Tier: agentapi.KindProfile, Status: jobstate.Succeeded, Newest: true})
 	if err != nil {
 		return store.Job{}, false, fmt.Errorf("profiles of %s#%d: %w", repo, pr, err)
 	}
@@ -137,7 +137,7 @@ func (s *Service) kbMatch(ctx context.Context, cr store.CheckRun, job store.Job,
 // kbRecords are the repository's recorded causes, less the check's own
 // PR's.
 func (s *Service) kbRecords(ctx context.Context, cr store.CheckRun) []kb.Record {
-	rows, err := s.st.ListRootCauses(ctx, cr.Repo)
+	rows, err := s.finding().ListRootCauses(ctx, cr.Repo)
 	if err != nil {
 		zerolog.Ctx(ctx).Warn().Err(err).Msg("read the knowledge base")
 		return nil

@@ -154,7 +154,7 @@ func (s *Service) recordTrend(ctx context.Context, cr store.CheckRun, key string
 		if !ok {
 			continue
 		}
-		if err := s.st.PutTrend(ctx, store.TrendPoint{Repo: cr.Repo, Key: key, Metric: name, Date: day, Value: v, JobID: jobID}); err != nil {
+		if err := s.timing().PutTrend(ctx, store.TrendPoint{Repo: cr.Repo, Key: key, Metric: name, Date: day, Value: v, JobID: jobID}); err != nil {
 			s.log.Error().Err(err).Str("metric", name).Msg("store trend point")
 		}
 	}
@@ -179,7 +179,7 @@ func (s *Service) ReleasePublished(ctx context.Context, r request.Release) error
 		}
 		r.TargetCommit = sha
 	}
-	jobs, err := s.st.ListJobs(ctx, store.JobFilter{Repo: repo, HeadSHA: r.TargetCommit, Status: jobstate.Succeeded})
+	jobs, err := s.timing().ListJobs(ctx, store.JobFilter{Repo: repo, HeadSHA: r.TargetCommit, Status: jobstate.Succeeded})
 	if err != nil {
 		return err
 	}
@@ -207,7 +207,7 @@ func (s *Service) ReleasePublished(ctx context.Context, r request.Release) error
 			return err
 		}
 		runs := ev.runs
-		job, err := s.st.GetJob(ctx, ids[len(ids)-1])
+		job, err := s.timing().GetJob(ctx, ids[len(ids)-1])
 		if err != nil {
 			return err
 		}
@@ -217,7 +217,7 @@ func (s *Service) ReleasePublished(ctx context.Context, r request.Release) error
 		}
 		meta := baseline.Meta{Repo: repo, Key: key, Version: r.Tag, Commit: r.TargetCommit, By: r.By, Reason: "release " + r.Tag}
 		detail := map[string]any{"tag": r.Tag, "commit": r.TargetCommit, "tier": job.Tier, "key": key, "runs": len(runs), "promoted": true}
-		if _, _, err := baseline.Promote(ctx, s.st, runs, meta, tier); err != nil {
+		if _, _, err := baseline.Promote(ctx, s.timing(), runs, meta, tier); err != nil {
 			detail["promoted"], detail["why"] = false, err.Error()
 		}
 		s.audit(ctx, r.By, "release.published", repo, 0, detail)

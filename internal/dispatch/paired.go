@@ -23,7 +23,7 @@ const pairHistoryJobs = 8
 // one job (an interleaved plan): those are judged pair by pair.
 func (s *Service) interleaved(ctx context.Context, ids []int64) (bool, error) {
 	for _, id := range ids {
-		j, err := s.st.GetJob(ctx, id)
+		j, err := s.judging().GetJob(ctx, id)
 		if err != nil {
 			return false, err
 		}
@@ -54,7 +54,7 @@ type sidedEvidence struct {
 func (s *Service) sidedOf(ctx context.Context, ids []int64) (sidedEvidence, error) {
 	ev := sidedEvidence{commits: map[string]string{}}
 	for _, id := range ids {
-		j, err := s.st.GetJob(ctx, id)
+		j, err := s.judging().GetJob(ctx, id)
 		if err != nil {
 			return sidedEvidence{}, err
 		}
@@ -64,7 +64,7 @@ func (s *Service) sidedOf(ctx context.Context, ids []int64) (sidedEvidence, erro
 			}
 			continue
 		}
-		res, err := s.st.ListResults(ctx, id)
+		res, err := s.judging().ListResults(ctx, id)
 		if err != nil {
 			return sidedEvidence{}, err
 		}
@@ -182,7 +182,7 @@ func (s *Service) pairHistory(ctx context.Context, cr store.CheckRun, job store.
 	if err != nil {
 		return nil, err
 	}
-	jobs, err := s.st.ListJobs(ctx, store.JobFilter{Repo: cr.Repo, Tier: cr.Tier, Status: jobstate.Succeeded, Newest: true, Limit: 4 * pairHistoryJobs})
+	jobs, err := s.judging().ListJobs(ctx, store.JobFilter{Repo: cr.Repo, Tier: cr.Tier, Status: jobstate.Succeeded, Newest: true, Limit: 4 * pairHistoryJobs})
 	if err != nil {
 		return nil, err
 	}

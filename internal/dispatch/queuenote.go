@@ -31,7 +31,7 @@ const (
 // changes and at most once per QueueNoteEvery; each rewrite is a
 // lifecycle step whose GitHub write goes through the outbox.
 func (s *Service) UpdateQueueNotes(ctx context.Context) error {
-	entries, err := s.st.ListQueue(ctx)
+	entries, err := s.timing().ListQueue(ctx)
 	if err != nil {
 		return err
 	}
@@ -54,7 +54,7 @@ func (s *Service) UpdateQueueNotes(ctx context.Context) error {
 	if len(byCheck) == 0 {
 		return nil
 	}
-	recent, err := s.st.ListAttempts(ctx, store.AttemptFilter{Succeeded: true, Limit: 1000})
+	recent, err := s.timing().ListAttempts(ctx, store.AttemptFilter{Succeeded: true, Limit: 1000})
 	if err != nil {
 		return err
 	}
@@ -63,7 +63,7 @@ func (s *Service) UpdateQueueNotes(ctx context.Context) error {
 		samples = append(samples, fleet.Sample{Tier: a.Tier, Pool: a.Pool, Took: a.EndedAt.Sub(a.StartedAt)})
 	}
 	dur := fleet.NewDurations(samples)
-	agents, err := s.st.ListAgents(ctx)
+	agents, err := s.timing().ListAgents(ctx)
 	if err != nil {
 		return err
 	}
@@ -79,7 +79,7 @@ func (s *Service) UpdateQueueNotes(ctx context.Context) error {
 			Available: !a.Drained && now.Sub(a.LastSeenAt) <= fleet.OnlineWindow})
 	}
 	places := fleet.Estimate(queue, runners, dur.Of)
-	open, err := s.st.ListOpenCheckRuns(ctx)
+	open, err := s.timing().ListOpenCheckRuns(ctx)
 	if err != nil {
 		return err
 	}

@@ -22,11 +22,46 @@ import (
 	"github.com/perfgate/perfgate/internal/check"
 	"github.com/perfgate/perfgate/internal/checkstate"
 	"github.com/perfgate/perfgate/internal/config"
+	"github.com/perfgate/perfgate/internal/dispatch/completion"
 	"github.com/perfgate/perfgate/internal/jobstate"
 	"github.com/perfgate/perfgate/internal/repoconfig"
 	"github.com/perfgate/perfgate/internal/request"
 	"github.com/perfgate/perfgate/internal/store"
 )
+
+// Store is the store the dispatcher needs: each room declares the part it
+// uses next to its code, and this is their union (store.Store is one).
+type Store interface {
+	lifecycleStore
+	judgeStore
+	timerStore
+	findingsStore
+	commandsStore
+	completion.Queue
+}
+
+// The rooms' views of the store: a room reaches the store only through
+// its own, so it can call nothing its interface does not declare.
+func (s *Service) lifecycle() lifecycleStore { return s.st }
+func (s *Service) judging() judgeStore       { return s.st }
+func (s *Service) timing() timerStore        { return s.st }
+func (s *Service) finding() findingsStore    { return s.st }
+func (s *Service) commanding() commandsStore { return s.st }
+
+// lifecycleStore is what the lifecycle and publish room (RequestRun,
+// Conclude, Supersede, Close, and every step's apply in step.go) uses: a
+// check run's row, changed with its effects and jobs in one transaction.
+type lifecycleStore interface {
+	ApplyCheck(ctx context.Context, ch store.CheckChange) (store.CheckRun, bool, error)
+	PutEffect(ctx context.Context, e store.Effect) (created bool, err error)
+	AppendAudit(ctx context.Context, e store.AuditEntry) (store.AuditEntry, error)
+	CancelPRJobs(ctx context.Context, repo string, pr int, reason string) (store.Superseded, error)
+	CancelSuperseded(ctx context.Context, repo string, pr int, newHeadSHA string) (store.Superseded, error)
+	GetCheckRun(ctx context.Context, repo, headSHA, tier string) (store.CheckRun, error)
+	GetCheckRunByID(ctx context.Context, id int64) (store.CheckRun, error)
+	ListCheckRuns(ctx context.Context, repo string, pr int) ([]store.CheckRun, error)
+	ListResults(ctx context.Context, jobID int64) ([]store.Result, error)
+}
 
 // Clients gives installation-scoped GitHub clients (githubapp.ClientCreator
 // satisfies it).
@@ -37,7 +72,7 @@ type Clients interface {
 // Service implements app.Dispatcher, app.Outbox, app.Appeals and
 // app.Releases, and judges finished jobs.
 type Service struct {
-	st         store.Store
+	st         Store
 	clients    Clients
 	configs    repoconfig.Loader
 	detailsURL string
@@ -45,28 +80,23 @@ type Service struct {
 	now        func() time.Time
 	log        zerolog.Logger
 	written    func()
-	judging    judging
-	kinds      map[string]KindHandler
-	findings   *findings // profiles and the knowledge base (findings.go); nil: off
+	router     *completion.Router // finished jobs to their consumers; the judge takes a check's
+	findings   *findings          // profiles and the knowledge base (findings.go); nil: off
 }
 
 // KindHandler takes a finished job of a kind that belongs to no check run
-// (a bisect's measurement, a profiling pass). The judge calls it as it
-// judges a check's job: once per finished job, again with backoff when it
-// returns an error, and the job counts as judged once it returns nil.
-type KindHandler func(ctx context.Context, job store.Job) error
+// (a bisect's measurement, a profiling pass): once per finished job,
+// cancelled ones too, again with backoff when it returns an error; the job
+// counts as taken once it returns nil.
+type KindHandler = completion.Consumer
 
-// HandleKind routes finished jobs of kind to h. Call it before RunJudge.
-func (s *Service) HandleKind(kind string, h KindHandler) {
-	if s.kinds == nil {
-		s.kinds = map[string]KindHandler{}
-	}
-	s.kinds[kind] = h
-}
+// HandleKind routes finished jobs of kind to h, their own consumer, past
+// the check-run judge. Call it before RunJudge.
+func (s *Service) HandleKind(kind string, h KindHandler) { s.router.Route(kind, h, nil) }
 
 // Options configure a Service.
 type Options struct {
-	Store   store.Store
+	Store   Store
 	Clients Clients
 	// DetailsURL, when set, links each check run to the perfgate server.
 	DetailsURL string
@@ -93,14 +123,10 @@ func New(o Options) *Service {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	if o.JudgePolicy.Base <= 0 {
-		o.JudgePolicy = backoff.Policy{Base: time.Second, Max: 2 * time.Minute, MaxAttempts: 8}
-	}
-	if o.JudgePoll <= 0 {
-		o.JudgePoll = time.Second
-	}
-	return &Service{st: o.Store, clients: o.Clients, detailsURL: o.DetailsURL, details: o.Details, now: o.Now, log: o.Log, written: o.Written,
-		judging: judging{policy: o.JudgePolicy, poll: o.JudgePoll, wake: make(chan struct{}, 1)}}
+	s := &Service{st: o.Store, clients: o.Clients, detailsURL: o.DetailsURL, details: o.Details, now: o.Now, log: o.Log, written: o.Written,
+		router: completion.New(completion.Options{Queue: o.Store, Policy: o.JudgePolicy, Poll: o.JudgePoll, Now: o.Now, Log: o.Log})}
+	s.router.Otherwise(s.jobDone, s.cannotJudge)
+	return s
 }
 
 // configAt is the repository's config a request plans from: the one the
@@ -270,7 +296,7 @@ func (s *Service) Conclude(ctx context.Context, c request.Conclude) error {
 // queued jobs, asks running ones to stop, concludes the older commits' open
 // checks and stops their clocks (the new SHA gets its own).
 func (s *Service) Supersede(ctx context.Context, repo string, pr int, newHeadSHA string) error {
-	if _, err := s.st.CancelSuperseded(ctx, repo, pr, newHeadSHA); err != nil {
+	if _, err := s.lifecycle().CancelSuperseded(ctx, repo, pr, newHeadSHA); err != nil {
 		return err
 	}
 	return s.eachRow(ctx, repo, pr, func(cr store.CheckRun) bool { return cr.HeadSHA != newHeadSHA }, step{
@@ -287,7 +313,7 @@ func (s *Service) Supersede(ctx context.Context, repo string, pr int, newHeadSHA
 // cancelled, its open checks concluded as cancelled and its clocks
 // stopped, so nothing escalates or mentions its author afterwards.
 func (s *Service) Close(ctx context.Context, repo string, pr int, by string) error {
-	if _, err := s.st.CancelPRJobs(ctx, repo, pr, "pull request closed"); err != nil {
+	if _, err := s.lifecycle().CancelPRJobs(ctx, repo, pr, "pull request closed"); err != nil {
 		return err
 	}
 	return s.eachRow(ctx, repo, pr, nil, step{
@@ -301,7 +327,7 @@ func (s *Service) Close(ctx context.Context, repo string, pr int, by string) err
 
 // eachRow applies st to every check run of the PR that keep selects.
 func (s *Service) eachRow(ctx context.Context, repo string, pr int, keep func(store.CheckRun) bool, st step) error {
-	runs, err := s.st.ListCheckRuns(ctx, repo, pr)
+	runs, err := s.lifecycle().ListCheckRuns(ctx, repo, pr)
 	if err != nil {
 		return err
 	}
@@ -311,7 +337,7 @@ func (s *Service) eachRow(ctx context.Context, repo string, pr int, keep func(st
 			continue
 		}
 		err := s.retryCAS(ctx, func() (bool, error) {
-			cur, err := s.st.GetCheckRunByID(ctx, cr.ID)
+			cur, err := s.lifecycle().GetCheckRunByID(ctx, cr.ID)
 			if err != nil {
 				return false, err
 			}
@@ -330,7 +356,7 @@ func (s *Service) eachRow(ctx context.Context, repo string, pr int, keep func(st
 
 // row reads the check run of (repo, sha, tier), reporting whether it exists.
 func (s *Service) row(ctx context.Context, repo, sha, tier string) (store.CheckRun, bool, error) {
-	cr, err := s.st.GetCheckRun(ctx, repo, sha, tier)
+	cr, err := s.lifecycle().GetCheckRun(ctx, repo, sha, tier)
 	if errors.Is(err, store.ErrNotFound) {
 		return store.CheckRun{}, false, nil
 	}
@@ -340,7 +366,7 @@ func (s *Service) row(ctx context.Context, repo, sha, tier string) (store.CheckR
 // cardOf returns the GPU the jobs' measured runs used, for pinning a retest.
 func (s *Service) cardOf(ctx context.Context, jobIDs []int64) string {
 	for i := len(jobIDs) - 1; i >= 0; i-- {
-		res, err := s.st.ListResults(ctx, jobIDs[i])
+		res, err := s.lifecycle().ListResults(ctx, jobIDs[i])
 		if err != nil {
 			continue
 		}
@@ -363,7 +389,7 @@ func (s *Service) audit(ctx context.Context, actor, action, repo string, pr int,
 	if actor == "" {
 		actor = "perfgate"
 	}
-	if _, err := s.st.AppendAudit(ctx, store.AuditEntry{Actor: actor, Action: action, Repo: repo, PRNumber: pr, Detail: raw}); err != nil {
+	if _, err := s.lifecycle().AppendAudit(ctx, store.AuditEntry{Actor: actor, Action: action, Repo: repo, PRNumber: pr, Detail: raw}); err != nil {
 		s.log.Error().Err(err).Str("action", action).Msg("audit log write failed")
 	}
 }

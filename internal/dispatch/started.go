@@ -16,7 +16,7 @@ import (
 // so it works whichever replica handed out the job; the step is a
 // compare-and-set, so one replica makes each.
 func (s *Service) SyncStarted(ctx context.Context) error {
-	jobs, err := s.st.ListJobs(ctx, store.JobFilter{Status: jobstate.Running})
+	jobs, err := s.timing().ListJobs(ctx, store.JobFilter{Status: jobstate.Running})
 	if err != nil {
 		return err
 	}

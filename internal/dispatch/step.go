@@ -174,7 +174,7 @@ func (s *Service) apply(ctx context.Context, cr store.CheckRun, st step) (store.
 		}
 		ch.Audit = append(ch.Audit, entry)
 	}
-	row, applied, err := s.st.ApplyCheck(ctx, ch)
+	row, applied, err := s.lifecycle().ApplyCheck(ctx, ch)
 	if err != nil {
 		return cr, false, err
 	}
@@ -296,7 +296,7 @@ func (s *Service) putEffect(ctx context.Context, e store.Effect) error {
 	if e.Key == "" {
 		return errors.New("GitHub write without a key: it could be posted twice")
 	}
-	if _, err := s.st.PutEffect(ctx, e); err != nil {
+	if _, err := s.lifecycle().PutEffect(ctx, e); err != nil {
 		return err
 	}
 	if s.written != nil {

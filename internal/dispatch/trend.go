@@ -19,6 +19,6 @@ func (s *Service) onDefaultBranch(ctx context.Context, cr store.CheckRun) bool {
 	if cr.Tier != string(check.TierMerge) || len(cr.JobIDs) == 0 {
 		return false
 	}
-	j, err := s.st.GetJob(ctx, cr.JobIDs[0])
+	j, err := s.judging().GetJob(ctx, cr.JobIDs[0])
 	return err == nil && j.Kind == "merge_group"
 }

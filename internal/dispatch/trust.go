@@ -16,13 +16,13 @@ import (
 // Approve implements app.Approvals: the approval of one fork commit is
 // stored with its audit entry.
 func (s *Service) Approve(ctx context.Context, a request.Approval) error {
-	_, _, err := s.st.ApproveCommit(ctx, store.Approval{Repo: a.Owner + "/" + a.Repo, HeadSHA: a.HeadSHA, PRNumber: a.PR, By: a.By, Role: a.Role, Via: a.Via})
+	_, _, err := s.commanding().ApproveCommit(ctx, store.Approval{Repo: a.Owner + "/" + a.Repo, HeadSHA: a.HeadSHA, PRNumber: a.PR, By: a.By, Role: a.Role, Via: a.Via})
 	return err
 }
 
 // Approved implements app.Approvals.
 func (s *Service) Approved(ctx context.Context, repo, sha string) (bool, error) {
-	_, err := s.st.GetApproval(ctx, repo, sha)
+	_, err := s.commanding().GetApproval(ctx, repo, sha)
 	if errors.Is(err, store.ErrNotFound) {
 		return false, nil
 	}
@@ -33,7 +33,7 @@ func (s *Service) Approved(ctx context.Context, repo, sha string) (bool, error) 
 // of for the pull request, each with when it first did. A `/perf approve`
 // prefix is taken only when it names exactly one of them.
 func (s *Service) Heads(ctx context.Context, repo string, pr int) ([]request.SeenHead, error) {
-	runs, err := s.st.ListCheckRuns(ctx, repo, pr)
+	runs, err := s.commanding().ListCheckRuns(ctx, repo, pr)
 	if err != nil {
 		return nil, err
 	}
@@ -59,7 +59,7 @@ func (s *Service) Heads(ctx context.Context, repo string, pr int) ([]request.See
 // check of a merge group made from the pull request (another SHA).
 func (s *Service) Ack(ctx context.Context, a request.Ack) ([]check.Tier, error) {
 	repo := a.Owner + "/" + a.Repo
-	runs, err := s.st.ListCheckRuns(ctx, repo, a.PR)
+	runs, err := s.commanding().ListCheckRuns(ctx, repo, a.PR)
 	if err != nil {
 		return nil, err
 	}
@@ -74,7 +74,7 @@ func (s *Service) Ack(ctx context.Context, a request.Ack) ([]check.Tier, error) 
 		}
 		applied := false
 		err := s.retryCAS(ctx, func() (bool, error) {
-			cur, err := s.st.GetCheckRunByID(ctx, cr.ID)
+			cur, err := s.commanding().GetCheckRunByID(ctx, cr.ID)
 			if err != nil {
 				return false, err
 			}
