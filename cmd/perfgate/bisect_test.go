@@ -15,7 +15,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/perfgate/perfgate/internal/config"
-	"github.com/perfgate/perfgate/internal/githubtest"
+	"github.com/perfgate/perfgate/internal/githubtest/ghtest"
 )
 
 func TestSplitCommand(t *testing.T) {
@@ -78,7 +78,7 @@ func TestBisectRunUsageAborts(t *testing.T) {
 // expanded to "" in both, so the demo's own config failed there). The
 // engine here records what it was given and exits, which fails the start.
 func TestBisectWorkdir(t *testing.T) {
-	repo := githubtest.NewGitRepo(t)
+	repo := ghtest.NewGitRepo(t)
 	good := repo.Commit("first", map[string]string{"README": "good\n"})
 	head := repo.Commit("second", map[string]string{"README": "head\n"})
 	seen := filepath.Join(t.TempDir(), "seen")
@@ -158,7 +158,7 @@ tiers:
 		return "decode_step: 5ms\nbase_ttft: 2ms\nprefill_per_token: 10us\nprefill_step_overhead: 1ms\n" +
 			"jitter: 0.01\nsession_cv: 0\ndrift_per_hour: 0\nthrottle_every: 0s\n" + extra
 	}
-	repo := githubtest.NewGitRepo(t)
+	repo := ghtest.NewGitRepo(t)
 	good := repo.Commit("engine: initial knobs", map[string]string{
 		".github/perfgate.yml":      cfg,
 		"inference_engine/sim.yaml": knobs("slowdown: 1\n"),

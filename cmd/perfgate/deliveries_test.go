@@ -6,13 +6,14 @@ import (
 	"time"
 
 	"github.com/perfgate/perfgate/internal/githubtest"
+	"github.com/perfgate/perfgate/internal/githubtest/ghtest"
 )
 
 // perfgate deliveries redeliver asks GitHub to send again each delivery
 // that failed in the window and was not delivered since under its GUID;
 // --dry-run sends nothing.
 func TestDeliveriesRedeliver(t *testing.T) {
-	gh := githubtest.New(t)
+	gh := ghtest.New(t)
 	now := time.Now()
 	gh.SetHookDeliveries([]githubtest.HookDelivery{ // newest first
 		{ID: 7, GUID: "a", DeliveredAt: now.Add(-1 * time.Minute), StatusCode: 202, Event: "pull_request", Action: "opened", Redelivery: true},

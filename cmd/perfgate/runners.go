@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/perfgate/perfgate/internal/fleet"
+	"github.com/perfgate/perfgate/internal/jobstate"
 	"github.com/perfgate/perfgate/internal/store"
 	"github.com/perfgate/perfgate/internal/suggest"
 )
@@ -134,7 +135,7 @@ func listRunners(ctx context.Context, st store.Store, now time.Time) ([]runnerVi
 	}
 	jobs := map[int64][]runnerJob{}
 	for _, e := range queue {
-		if e.Status == store.StatusRunning && e.AgentID != 0 {
+		if e.Status == jobstate.Running && e.AgentID != 0 {
 			jobs[e.AgentID] = append(jobs[e.AgentID], runnerJob{ID: e.ID, Repo: e.Repo, Tier: e.Tier, HeadSHA: e.HeadSHA, StartedAt: e.StartedAt})
 		}
 	}

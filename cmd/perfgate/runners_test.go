@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/perfgate/perfgate/internal/fleet"
+	"github.com/perfgate/perfgate/internal/jobstate"
 	"github.com/perfgate/perfgate/internal/store"
 )
 
@@ -68,7 +69,7 @@ func TestRunnersDrainUsage(t *testing.T) {
 	if _, out, _ := run(t, "runners", "--db", db); !strings.Contains(out, "draining") {
 		t.Errorf("runners after drain:\n%s", out)
 	}
-	if _, err := st.Finish(ctx, job.ID, job.LeaseID, store.StatusSucceeded, ""); err != nil {
+	if _, err := st.Finish(ctx, job.ID, job.LeaseID, jobstate.Succeeded, ""); err != nil {
 		t.Fatal(err)
 	}
 	if _, out, _ := run(t, "runners", "--db", db); !strings.Contains(out, "drained") || strings.Contains(out, "draining") {

@@ -23,8 +23,10 @@ import (
 
 	"github.com/perfgate/perfgate/internal/agent"
 	"github.com/perfgate/perfgate/internal/agentapi"
+	"github.com/perfgate/perfgate/internal/agentserver"
 	"github.com/perfgate/perfgate/internal/artifact"
 	"github.com/perfgate/perfgate/internal/gpu"
+	"github.com/perfgate/perfgate/internal/jobstate"
 	"github.com/perfgate/perfgate/internal/result"
 	"github.com/perfgate/perfgate/internal/store"
 )
@@ -60,8 +62,8 @@ type env struct {
 	st     store.Store
 	lease  time.Duration
 	addr   string
-	source agentapi.SourceFetcher // what the server fetches commits with (nil: none)
-	arts   *artifact.Dir          // where uploaded artifacts go
+	source agentserver.SourceFetcher // what the server fetches commits with (nil: none)
+	arts   *artifact.Dir             // where uploaded artifacts go
 	mu     sync.Mutex
 	srv    *http.Server
 }
@@ -84,7 +86,7 @@ func newEnv(t *testing.T, lease time.Duration) *env {
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	go agentapi.RunReaper(ctx, st, 100*time.Millisecond, nil, zerolog.Nop())
+	go agentserver.RunReaper(ctx, st, 100*time.Millisecond, nil, zerolog.Nop())
 	return e
 }
 
@@ -101,7 +103,7 @@ func (e *env) start(addr string) {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	h := agentapi.NewServer(e.st, agentapi.Options{RegistrationToken: regToken, Lease: e.lease, LongPoll: 2 * time.Second, Source: e.source,
+	h := agentserver.NewServer(e.st, agentserver.Options{RegistrationToken: regToken, Lease: e.lease, LongPoll: 2 * time.Second, Source: e.source,
 		ArtifactFiles: e.arts, ArtifactRows: e.st})
 	srv := &http.Server{Handler: h}
 	go srv.Serve(ln)
@@ -242,7 +244,7 @@ func (e *env) results(id int64) []store.Result {
 }
 
 func finished(j store.Job) bool {
-	return j.Status == store.StatusSucceeded || j.Status == store.StatusFailed || j.Status == store.StatusCancelled
+	return j.Status == jobstate.Succeeded || j.Status == jobstate.Failed || j.Status == jobstate.Cancelled
 }
 
 // checkSucceededOnce checks a job succeeded and its final attempt stored
@@ -250,12 +252,12 @@ func finished(j store.Job) bool {
 func (e *env) checkSucceededOnce(id int64, repeats int) {
 	e.t.Helper()
 	j := e.job(id)
-	if j.Status != store.StatusSucceeded {
+	if j.Status != jobstate.Succeeded {
 		e.t.Fatalf("job %d: %s (%s), want succeeded", id, j.Status, j.FailureReason)
 	}
 	runs := map[int]int{}
 	for _, r := range e.results(id) {
-		if r.Attempt != j.Attempts || r.Kind != store.KindMeasured {
+		if r.Attempt != j.Attempts || r.Kind != jobstate.KindMeasured {
 			continue
 		}
 		runs[r.RunIndex]++
@@ -309,7 +311,7 @@ func TestAgentKilledMidRun(t *testing.T) {
 	}
 	_ = p1.Wait()
 
-	waitFor(t, "the job to be re-queued", 15*time.Second, func() bool { return e.job(job.ID).Status == store.StatusQueued })
+	waitFor(t, "the job to be re-queued", 15*time.Second, func() bool { return e.job(job.ID).Status == jobstate.Queued })
 	e.startAgentProc("alive", "GPU-alive")
 	waitFor(t, "the job to finish", 40*time.Second, func() bool { return finished(e.job(job.ID)) })
 	e.checkSucceededOnce(job.ID, 3)
@@ -391,7 +393,7 @@ func TestEngineFaults(t *testing.T) {
 			e.runAgent("a", "GPU-a")
 			waitFor(t, "the job to finish", 40*time.Second, func() bool { return finished(e.job(job.ID)) })
 			j := e.job(job.ID)
-			if j.Status != store.StatusFailed || !strings.Contains(j.FailureReason, tc.reason) {
+			if j.Status != jobstate.Failed || !strings.Contains(j.FailureReason, tc.reason) {
 				t.Fatalf("job: %s %q, want failed with %q", j.Status, j.FailureReason, tc.reason)
 			}
 			var log []byte
@@ -427,7 +429,7 @@ func TestSupersededCancelled(t *testing.T) {
 	e := newEnv(t, agentapi.DefaultLease)
 	job := e.enqueue(plan(agentapi.SimEngine{}, 100, 3, 0, 10), "quick", 7) // 3 runs of ~10 s
 	e.runAgent("a", "GPU-a")
-	waitFor(t, "the job to run", 20*time.Second, func() bool { return e.job(job.ID).Status == store.StatusRunning })
+	waitFor(t, "the job to run", 20*time.Second, func() bool { return e.job(job.ID).Status == jobstate.Running })
 	time.Sleep(300 * time.Millisecond)
 	sup, err := e.st.CancelSuperseded(context.Background(), "o/r", 7, "def456")
 	if err != nil || len(sup.Signalled) != 1 {
@@ -437,7 +439,7 @@ func TestSupersededCancelled(t *testing.T) {
 	waitFor(t, "the job to be cancelled", 8*time.Second, func() bool { return finished(e.job(job.ID)) })
 	t.Logf("cancelled %s after the push (cancellation polled every %s)", time.Since(start).Round(10*time.Millisecond), agent.DefaultCancelPoll)
 	j := e.job(job.ID)
-	if j.Status != store.StatusCancelled || !strings.Contains(j.FailureReason, "superseded") {
+	if j.Status != jobstate.Cancelled || !strings.Contains(j.FailureReason, "superseded") {
 		t.Errorf("job: %s %q, want cancelled as superseded", j.Status, j.FailureReason)
 	}
 	if n := len(e.results(job.ID)); n != 0 {
@@ -463,7 +465,7 @@ func TestDoneWhen(t *testing.T) {
 	waitFor(t, "the victim mid-run", 30*time.Second, func() bool {
 		for _, j := range jobs {
 			cur := e.job(j.ID)
-			if cur.Status == store.StatusRunning && len(e.results(j.ID)) > 0 && agentName(t, e, cur.AgentID) == "victim" {
+			if cur.Status == jobstate.Running && len(e.results(j.ID)) > 0 && agentName(t, e, cur.AgentID) == "victim" {
 				return true
 			}
 		}

@@ -19,7 +19,9 @@ import (
 	"github.com/perfgate/perfgate/internal/agentapi"
 	"github.com/perfgate/perfgate/internal/config"
 	"github.com/perfgate/perfgate/internal/githubtest"
+	"github.com/perfgate/perfgate/internal/githubtest/ghtest"
 	"github.com/perfgate/perfgate/internal/gpu"
+	"github.com/perfgate/perfgate/internal/jobstate"
 	"github.com/perfgate/perfgate/internal/result"
 	"github.com/perfgate/perfgate/internal/source"
 	"github.com/perfgate/perfgate/internal/store"
@@ -79,7 +81,7 @@ exec "$1" sim --addr "127.0.0.1:$2" --model perfgate-sim --no-noise --decode-ste
 // serving r, and returns it.
 func (e *env) withGitHub(r *repo) *githubtest.Server {
 	e.t.Helper()
-	gh := githubtest.New(e.t)
+	gh := ghtest.New(e.t)
 	gh.SetGitRepo("o/r", r.dir)
 	cc, err := githubapp.NewDefaultCachingClientCreator(gh.AppConfig())
 	if err != nil {
@@ -174,7 +176,7 @@ func TestEnginePerCommit(t *testing.T) {
 	stopStrict := e.runAgentWith("strict", "GPU-strict", nil)
 	waitFor(t, "the strict runner to refuse", 30*time.Second, func() bool { return finished(e.job(job.ID)) })
 	stopStrict()
-	if j := e.job(job.ID); j.Status != store.StatusFailed || !strings.Contains(j.FailureReason, "only inside its sandbox") {
+	if j := e.job(job.ID); j.Status != jobstate.Failed || !strings.Contains(j.FailureReason, "only inside its sandbox") {
 		t.Fatalf("strict runner: %s %q, want failed refusing an uncontained engine", j.Status, j.FailureReason)
 	}
 
@@ -182,7 +184,7 @@ func TestEnginePerCommit(t *testing.T) {
 	e.runAgentWith("trusted", "GPU-trusted", func(c *agent.Config) { c.AllowUncontained = true })
 	waitFor(t, "the interleaved job", 90*time.Second, func() bool { return finished(e.job(job.ID)) })
 	j := e.job(job.ID)
-	if j.Status != store.StatusSucceeded {
+	if j.Status != jobstate.Succeeded {
 		t.Fatalf("job: %s %q\n%s", j.Status, j.FailureReason, e.log(job.ID))
 	}
 	type run struct {
@@ -257,7 +259,7 @@ func TestEnginePerCommit(t *testing.T) {
 	bad.Interleave, bad.BaseSHA, bad.HeadSHA, bad.Repeats = nil, "", evil, 1
 	bj := e.enqueueAt(bad, "quick", 3)
 	waitFor(t, "the unsafe archive job", 30*time.Second, func() bool { return finished(e.job(bj.ID)) })
-	if j := e.job(bj.ID); j.Status != store.StatusFailed || !strings.Contains(j.FailureReason, "source archive refused") || !strings.Contains(j.FailureReason, "points outside the tree") {
+	if j := e.job(bj.ID); j.Status != jobstate.Failed || !strings.Contains(j.FailureReason, "source archive refused") || !strings.Contains(j.FailureReason, "points outside the tree") {
 		t.Errorf("unsafe archive: %s %q, want failed as refused", j.Status, j.FailureReason)
 	}
 }
@@ -291,7 +293,7 @@ func TestTwoAgentsOneHost(t *testing.T) {
 	agents := map[int64]bool{}
 	for _, j := range jobs {
 		cur := e.job(j.ID)
-		if cur.Status != store.StatusSucceeded {
+		if cur.Status != jobstate.Succeeded {
 			t.Errorf("job %d: %s %q", j.ID, cur.Status, cur.FailureReason)
 		}
 		agents[cur.AgentID] = true
@@ -333,7 +335,7 @@ func TestEngineEnvironment(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 	waitFor(t, "the job", 30*time.Second, func() bool { return finished(e.job(job.ID)) })
-	if j := e.job(job.ID); j.Status != store.StatusSucceeded {
+	if j := e.job(job.ID); j.Status != jobstate.Succeeded {
 		t.Fatalf("job: %s %q\n%s", j.Status, j.FailureReason, out)
 	}
 	b, err := os.ReadFile(dump)
@@ -398,7 +400,7 @@ func TestStateDir(t *testing.T) {
 	waitFor(t, "the job", 30*time.Second, func() bool { return finished(e.job(job.ID)) })
 	j := e.job(job.ID)
 	agents, err := e.st.ListAgents(context.Background())
-	if err != nil || len(agents) != 1 || j.AgentID != saved.AgentID || j.Status != store.StatusSucceeded {
+	if err != nil || len(agents) != 1 || j.AgentID != saved.AgentID || j.Status != jobstate.Succeeded {
 		t.Fatalf("agents %+v (%v); job ran by %d (%s), want one row %d\n%s", agents, err, j.AgentID, j.Status, saved.AgentID, out2)
 	}
 	if strings.Contains(out2.String(), "registered with the server") {

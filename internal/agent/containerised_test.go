@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/perfgate/perfgate/internal/agentapi"
-	"github.com/perfgate/perfgate/internal/store"
+	"github.com/perfgate/perfgate/internal/jobstate"
 )
 
 // agentImage is an image of the agent as it runs in a container: the
@@ -122,13 +122,13 @@ func TestContainerisedAgent(t *testing.T) {
 			waitFor(t, "the job of the containerised agent", 4*time.Minute, func() bool { return finished(e.job(job.ID)) })
 			j := e.job(job.ID)
 			if tc.same {
-				if j.Status != store.StatusSucceeded {
+				if j.Status != jobstate.Succeeded {
 					logs, _ := exec.Command("docker", "logs", "--tail", "30", container).CombinedOutput()
 					t.Fatalf("job: %s %q\n%s\nagent:\n%s", j.Status, j.FailureReason, e.log(job.ID), logs)
 				}
 				return
 			}
-			if j.Status != store.StatusFailed || !strings.Contains(j.FailureReason, "not mounted at the same path") {
+			if j.Status != jobstate.Failed || !strings.Contains(j.FailureReason, "not mounted at the same path") {
 				t.Fatalf("job: %s %q; want a refusal naming the same-path mount", j.Status, j.FailureReason)
 			}
 		})

@@ -17,8 +17,8 @@ import (
 	"github.com/perfgate/perfgate/internal/agentapi"
 	"github.com/perfgate/perfgate/internal/bench"
 	"github.com/perfgate/perfgate/internal/gpu"
+	"github.com/perfgate/perfgate/internal/jobstate"
 	"github.com/perfgate/perfgate/internal/result"
-	"github.com/perfgate/perfgate/internal/store"
 )
 
 // Why a job's context ended, as its cancel cause.
@@ -34,7 +34,7 @@ const stopTimeout = 90 * time.Second
 
 // outcome is how a job ended on this agent.
 type outcome struct {
-	status store.Status
+	status jobstate.Status
 	reason string
 }
 
@@ -73,7 +73,7 @@ func (a *Agent) runJob(ctx context.Context, c *agentapi.ClaimResponse) {
 		jl.stop(logDone)
 		return
 	case errors.Is(cause, errCancelled):
-		out = outcome{store.StatusCancelled, errCancelled.Error()}
+		out = outcome{jobstate.Cancelled, errCancelled.Error()}
 	case ctx.Err() != nil:
 		log.Warn().Msg("agent stopping: job abandoned; the server re-queues it when its lease lapses")
 		jl.stop(logDone)
@@ -84,7 +84,7 @@ func (a *Agent) runJob(ctx context.Context, c *agentapi.ClaimResponse) {
 	fctx, fcancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
 	defer fcancel()
 	ev := log.Info()
-	if out.status != store.StatusSucceeded {
+	if out.status != jobstate.Succeeded {
 		ev = log.Error()
 	}
 	ev.Str("status", string(out.status)).Str("reason", out.reason).Msg("job finished")
@@ -139,7 +139,7 @@ func (a *Agent) heartbeat(ctx context.Context, c *agentapi.ClaimResponse, lease 
 func (a *Agent) execute(ctx context.Context, c *agentapi.ClaimResponse, log zerolog.Logger) outcome {
 	plan, err := agentapi.ParsePlan(c.Plan)
 	if err != nil {
-		return outcome{store.StatusFailed, fmt.Sprintf("job %d: %v", c.JobID, err)}
+		return outcome{jobstate.Failed, fmt.Sprintf("job %d: %v", c.JobID, err)}
 	}
 	if a.cfg.Sim != nil && plan.Engine.Sim == nil {
 		sim := *a.cfg.Sim
@@ -156,7 +156,7 @@ func (a *Agent) execute(ctx context.Context, c *agentapi.ClaimResponse, log zero
 	}
 	dev, info := a.openGPU(ctx, uuid, log)
 	if info.err != nil {
-		return outcome{store.StatusFailed, info.err.Error()}
+		return outcome{jobstate.Failed, info.err.Error()}
 	}
 	if plan.Profile != nil {
 		return a.profileJob(ctx, c, plan, uuid, log)
@@ -172,16 +172,16 @@ func (a *Agent) execute(ctx context.Context, c *agentapi.ClaimResponse, log zero
 		s, err := a.prepare(ctx, c, plan, name, uuid, log)
 		if err != nil {
 			if ctx.Err() != nil {
-				return outcome{store.StatusFailed, ctx.Err().Error()}
+				return outcome{jobstate.Failed, ctx.Err().Error()}
 			}
-			return outcome{store.StatusFailed, err.Error()}
+			return outcome{jobstate.Failed, err.Error()}
 		}
 		sides[name] = s
 	}
 	if d := plan.Workload.DatasetSHA; d != "" && sides[agentapi.SideBase] == nil {
 		s, err := a.datasetCheckout(ctx, c, d, log)
 		if err != nil {
-			return outcome{store.StatusFailed, err.Error()}
+			return outcome{jobstate.Failed, err.Error()}
 		}
 		sides[sideDataset] = s
 	}
@@ -220,7 +220,7 @@ func (a *Agent) execute(ctx context.Context, c *agentapi.ClaimResponse, log zero
 	crashed := func(phase string) (outcome, bool) {
 		select {
 		case <-cur.Exited():
-			return outcome{store.StatusFailed, fmt.Sprintf("engine crashed %s: %v", phase, cur.CrashError())}, true
+			return outcome{jobstate.Failed, fmt.Sprintf("engine crashed %s: %v", phase, cur.CrashError())}, true
 		default:
 			return outcome{}, false
 		}
@@ -245,12 +245,12 @@ func (a *Agent) execute(ctx context.Context, c *agentapi.ClaimResponse, log zero
 			cur, err = a.startEngine(ctx, c, plan, s, uuid, log)
 			if err != nil {
 				if ctx.Err() != nil {
-					return outcome{store.StatusFailed, ctx.Err().Error()}
+					return outcome{jobstate.Failed, ctx.Err().Error()}
 				}
 				if slot.Side != "" {
 					err = fmt.Errorf("%s engine: %w", slot.Side, err)
 				}
-				return outcome{store.StatusFailed, err.Error()}
+				return outcome{jobstate.Failed, err.Error()}
 			}
 			curSide = slot.Side
 			// A crash ends whatever bench is doing at once rather than at
@@ -271,7 +271,7 @@ func (a *Agent) execute(ctx context.Context, c *agentapi.ClaimResponse, log zero
 					if o, ok := crashed("during warm-up"); ok {
 						return o
 					}
-					return outcome{store.StatusFailed, fmt.Sprintf("warm-up: %v", err)}
+					return outcome{jobstate.Failed, fmt.Sprintf("warm-up: %v", err)}
 				}
 			}
 		}
@@ -295,25 +295,25 @@ func (a *Agent) execute(ctx context.Context, c *agentapi.ClaimResponse, log zero
 		}
 		if err != nil {
 			if ctx.Err() != nil {
-				return outcome{store.StatusFailed, ctx.Err().Error()}
+				return outcome{jobstate.Failed, ctx.Err().Error()}
 			}
-			return outcome{store.StatusFailed, fmt.Sprintf("%s: %v", what, err)}
+			return outcome{jobstate.Failed, fmt.Sprintf("%s: %v", what, err)}
 		}
 		a.annotate(res, plan, cur, s, info.info, &telemetry)
 		if err := a.upload(ctx, c, slot, res, log); err != nil {
 			if errors.Is(err, agentapi.ErrLeaseLost) || ctx.Err() != nil {
-				return outcome{store.StatusFailed, err.Error()}
+				return outcome{jobstate.Failed, err.Error()}
 			}
-			return outcome{store.StatusFailed, fmt.Sprintf("upload %s: %v", what, err)}
+			return outcome{jobstate.Failed, fmt.Sprintf("upload %s: %v", what, err)}
 		}
 		if reason := errorRateReason(res, slot.RunIndex, len(sched), maxErr); reason != "" {
 			log.Error().Int("failed", res.Failed).Int("completed", res.Completed).Msg(reason)
-			return outcome{store.StatusFailed, reason}
+			return outcome{jobstate.Failed, reason}
 		}
 		log.Info().Int("run", slot.RunIndex).Str("side", slot.Side).Float64("output_throughput", res.OutputThroughput).
 			Int("gpu_samples", telemetry.Samples).Bool("gpu_valid", telemetry.Valid).Msg("run uploaded")
 	}
-	return outcome{store.StatusSucceeded, ""}
+	return outcome{jobstate.Succeeded, ""}
 }
 
 type gpuInfo struct {
@@ -459,7 +459,7 @@ func (a *Agent) upload(ctx context.Context, c *agentapi.ClaimResponse, slot agen
 	// attempt stores its own.
 	key := fmt.Sprintf("job-%d-lease-%s-run-%d", c.JobID, c.LeaseID, slot.RunIndex)
 	resp, err := a.client.PutResult(ctx, c.JobID, agentapi.ResultRequest{
-		LeaseID: c.LeaseID, IdempotencyKey: key, RunIndex: slot.RunIndex, Kind: string(store.KindMeasured),
+		LeaseID: c.LeaseID, IdempotencyKey: key, RunIndex: slot.RunIndex, Kind: string(jobstate.KindMeasured),
 		Side: slot.Side, Pair: slot.Pair, Result: data,
 	})
 	if err != nil {

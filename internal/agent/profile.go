@@ -25,7 +25,7 @@ import (
 	"github.com/perfgate/perfgate/internal/bench"
 	"github.com/perfgate/perfgate/internal/config"
 	"github.com/perfgate/perfgate/internal/engine"
-	"github.com/perfgate/perfgate/internal/store"
+	"github.com/perfgate/perfgate/internal/jobstate"
 )
 
 // ProfilerDirEnv is where an engine started for a profiling pass writes
@@ -43,25 +43,25 @@ func (a *Agent) profileJob(ctx context.Context, c *agentapi.ClaimResponse, plan 
 		files, err := a.profileSide(ctx, c, plan, name, uuid, log)
 		if err != nil {
 			if ctx.Err() != nil {
-				return outcome{store.StatusFailed, ctx.Err().Error()}
+				return outcome{jobstate.Failed, ctx.Err().Error()}
 			}
-			return outcome{store.StatusFailed, fmt.Sprintf("profile %s: %v", describeSide(name, plan.Commit(name)), err)}
+			return outcome{jobstate.Failed, fmt.Sprintf("profile %s: %v", describeSide(name, plan.Commit(name)), err)}
 		}
 		if len(files.paths) == 0 {
 			files.cleanup()
-			return outcome{store.StatusFailed, fmt.Sprintf("profile %s: the engine left no trace file (is its profiler on? vLLM needs %s; a profile.command must write under {{.Out}})",
+			return outcome{jobstate.Failed, fmt.Sprintf("profile %s: the engine left no trace file (is its profiler on? vLLM needs %s; a profile.command must write under {{.Out}})",
 				describeSide(name, plan.Commit(name)), ProfilerDirEnv)}
 		}
 		err = a.uploadTraces(ctx, c, name, files.paths, pp.MaxBytes, log)
 		files.cleanup()
 		if err != nil {
 			if errors.Is(err, agentapi.ErrLeaseLost) || ctx.Err() != nil {
-				return outcome{store.StatusFailed, err.Error()}
+				return outcome{jobstate.Failed, err.Error()}
 			}
-			return outcome{store.StatusFailed, fmt.Sprintf("profile %s: %v", describeSide(name, plan.Commit(name)), err)}
+			return outcome{jobstate.Failed, fmt.Sprintf("profile %s: %v", describeSide(name, plan.Commit(name)), err)}
 		}
 	}
-	return outcome{store.StatusSucceeded, ""}
+	return outcome{jobstate.Succeeded, ""}
 }
 
 // traceFiles are one side's traces in a directory removed afterwards.

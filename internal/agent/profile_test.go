@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/perfgate/perfgate/internal/agentapi"
+	"github.com/perfgate/perfgate/internal/jobstate"
 	"github.com/perfgate/perfgate/internal/profile"
-	"github.com/perfgate/perfgate/internal/store"
 )
 
 // TestProfilePass: a profiling job starts the engine of base and then of
@@ -31,10 +31,10 @@ func TestProfilePass(t *testing.T) {
 	command := e.enqueue(p, "profile", 9)
 	e.runAgent("a", "GPU-11111111-2222-3333-4444-555555555555")
 	waitFor(t, "both profiling jobs", 60*time.Second, func() bool {
-		done := func(s store.Status) bool { return s != store.StatusQueued && s != store.StatusRunning }
+		done := func(s jobstate.Status) bool { return s != jobstate.Queued && s != jobstate.Running }
 		return done(e.job(ok.ID).Status) && done(e.job(capped.ID).Status) && done(e.job(command.ID).Status)
 	})
-	if j := e.job(ok.ID); j.Status != store.StatusSucceeded {
+	if j := e.job(ok.ID); j.Status != jobstate.Succeeded {
 		t.Fatalf("profiling job: %s (%s)", j.Status, j.FailureReason)
 	}
 	if n := len(e.results(ok.ID)); n != 0 {
@@ -63,7 +63,7 @@ func TestProfilePass(t *testing.T) {
 	if len(arts) != 2 || !sides["base"] || !sides["head"] {
 		t.Errorf("artifacts %+v: want one trace of base and one of head", arts)
 	}
-	if j := e.job(command.ID); j.Status != store.StatusSucceeded {
+	if j := e.job(command.ID); j.Status != jobstate.Succeeded {
 		t.Errorf("profile.command job: %s (%s)", j.Status, j.FailureReason)
 	} else if arts, err := e.st.ListArtifacts(context.Background(), command.ID); err != nil || len(arts) != 2 || arts[0].Name != "report.nsys-rep" {
 		t.Errorf("profile.command artifacts %+v (%v): want report.nsys-rep of base and head", arts, err)
@@ -76,7 +76,7 @@ func TestProfilePass(t *testing.T) {
 			t.Errorf("head's report %q: want the engine's port and the head commit filled in", b)
 		}
 	}
-	if j := e.job(capped.ID); j.Status != store.StatusFailed || !strings.Contains(j.FailureReason, "over profile.max_bytes (100)") {
+	if j := e.job(capped.ID); j.Status != jobstate.Failed || !strings.Contains(j.FailureReason, "over profile.max_bytes (100)") {
 		t.Errorf("capped job: %s (%s), want failed naming the cap", j.Status, j.FailureReason)
 	}
 }

@@ -14,8 +14,8 @@ import (
 
 	"github.com/perfgate/perfgate/internal/agent"
 	"github.com/perfgate/perfgate/internal/agentapi"
+	"github.com/perfgate/perfgate/internal/jobstate"
 	"github.com/perfgate/perfgate/internal/result"
-	"github.com/perfgate/perfgate/internal/store"
 )
 
 // needDocker skips without a Docker daemon, except under CI=1, where the
@@ -113,7 +113,7 @@ func TestImageEngineInSandbox(t *testing.T) {
 	})
 	waitFor(t, "the sandboxed job", 4*time.Minute, func() bool { return finished(e.job(job.ID)) })
 	j := e.job(job.ID)
-	if j.Status != store.StatusSucceeded {
+	if j.Status != jobstate.Succeeded {
 		t.Fatalf("job: %s %q\n%s", j.Status, j.FailureReason, e.log(job.ID))
 	}
 	builds := map[string]string{}

@@ -26,6 +26,17 @@ import (
 	"github.com/perfgate/perfgate/internal/result"
 )
 
+// Protocol defaults: a server answers with these when set to zero, and a
+// runner assumes them when a claim says nothing.
+const (
+	DefaultLease    = 2 * time.Minute
+	DefaultLongPoll = 30 * time.Second
+)
+
+// AgentTokenPrefix starts every agent token the server issues, so a token
+// file can say which token it holds.
+const AgentTokenPrefix = "pga_"
+
 // PlanVersion is the version of the Plan format this code writes. An agent
 // refuses a plan newer than it knows. Version 2 added the commits a job
 // measures from their own checkout (an agent of version 1 would run the
@@ -374,6 +385,10 @@ func buildOf(b config.Build) *Build {
 
 // shaPattern is a commit id as the plan names it: lower-case hex.
 var shaPattern = regexp.MustCompile(`^[0-9a-f]{4,64}$`)
+
+// IsCommitID reports whether s is a commit id as a plan names it (the
+// server checks a source request's SHA with it).
+func IsCommitID(s string) bool { return shaPattern.MatchString(s) }
 
 // Validate reports every problem of a plan at once.
 func (p Plan) Validate() error {

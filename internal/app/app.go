@@ -28,9 +28,6 @@ const WebhookPath = githubapp.DefaultWebhookRoute
 // secret is what stands between the internet and the event handlers.
 const MinSecretLength = 16
 
-// DocsURL is where a "not configured" check points.
-const DocsURL = "https://github.com/perfgate/perfgate#repository-configuration-githubperfgateyml"
-
 // Unconfigured says what perfgate does on a repository without
 // .github/perfgate.yml.
 type Unconfigured string
@@ -73,6 +70,9 @@ type Config struct {
 	ClientMiddleware []githubapp.ClientMiddleware
 	// Events, when set, is told how each webhook event's processing ended.
 	Events EventObserver
+	// Clients, when set, is the GitHub client factory to use (NewClients
+	// of this Config); nil builds one.
+	Clients githubapp.ClientCreator
 }
 
 // EventObserver is told how long each webhook event took and whether its
@@ -187,16 +187,12 @@ func New(cfg Config, deps Deps) (*App, error) {
 	if deps.Config == nil {
 		deps.Config = ContentsConfigLoader{}
 	}
-	retry := RetryMiddleware(cfg.Retry)
-	middleware := func(rt http.RoundTripper) http.RoundTripper {
-		for i := len(cfg.ClientMiddleware) - 1; i >= 0; i-- {
-			rt = cfg.ClientMiddleware[i](rt)
+	clients := cfg.Clients
+	if clients == nil {
+		var err error
+		if clients, err = newAppClients(cfg); err != nil {
+			return nil, err
 		}
-		return rt
-	}
-	clients, err := newClients(cfg.GitHub, cfg.ClientTimeout, func(rt http.RoundTripper) http.RoundTripper { return retry(middleware(rt)) }, middleware)
-	if err != nil {
-		return nil, err
 	}
 	a := &App{cfg: cfg, deps: deps, clients: clients, handlers: map[string]githubapp.EventHandler{}}
 	b := &base{clients: clients, deps: deps, appSlug: cfg.AppSlug, appID: cfg.GitHub.App.IntegrationID, unconfigured: cfg.Unconfigured}
@@ -217,6 +213,31 @@ func New(cfg Config, deps Deps) (*App, error) {
 	mux.Handle(WebhookPath, rc)
 	a.handler = withRequestLog(cfg.Logger, mux)
 	return a, nil
+}
+
+// NewClients builds the GitHub client factory the app would build from
+// cfg (retrying, installation authenticated, renewing a revoked token,
+// cfg.ClientMiddleware around every call), so a process builds it once and
+// hands the same factory to the app (Config.Clients), the dispatcher and
+// the outbox.
+func NewClients(cfg Config) (githubapp.ClientCreator, error) {
+	cfg.setDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, fmt.Errorf("github app config: %w", err)
+	}
+	return newAppClients(cfg)
+}
+
+// newAppClients builds the factory of a defaulted, valid cfg.
+func newAppClients(cfg Config) (githubapp.ClientCreator, error) {
+	retry := RetryMiddleware(cfg.Retry)
+	middleware := func(rt http.RoundTripper) http.RoundTripper {
+		for i := len(cfg.ClientMiddleware) - 1; i >= 0; i-- {
+			rt = cfg.ClientMiddleware[i](rt)
+		}
+		return rt
+	}
+	return newClients(cfg.GitHub, cfg.ClientTimeout, func(rt http.RoundTripper) http.RoundTripper { return retry(middleware(rt)) }, middleware)
 }
 
 // Handler serves the webhook at WebhookPath.

@@ -16,7 +16,11 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/perfgate/perfgate/internal/backoff"
+	"github.com/perfgate/perfgate/internal/check"
 	"github.com/perfgate/perfgate/internal/githubtest"
+	"github.com/perfgate/perfgate/internal/githubtest/ghtest"
+	"github.com/perfgate/perfgate/internal/repoconfig"
+	"github.com/perfgate/perfgate/internal/request"
 )
 
 const (
@@ -32,15 +36,15 @@ const (
 // fakeDispatcher records what the handlers asked for.
 type fakeDispatcher struct {
 	mu         sync.Mutex
-	runs       []RunRequest
-	concluded  []ConcludeRequest
+	runs       []request.Run
+	concluded  []request.Conclude
 	superseded []string
 	closed     []string
 	calls      []string
 	fail       error
 }
 
-func (d *fakeDispatcher) RequestRun(ctx context.Context, req RunRequest) error {
+func (d *fakeDispatcher) RequestRun(ctx context.Context, req request.Run) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.calls = append(d.calls, "run:"+req.HeadSHA)
@@ -51,10 +55,10 @@ func (d *fakeDispatcher) RequestRun(ctx context.Context, req RunRequest) error {
 	return nil
 }
 
-func (d *fakeDispatcher) Conclude(ctx context.Context, c ConcludeRequest) error {
+func (d *fakeDispatcher) Conclude(ctx context.Context, c request.Conclude) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.calls = append(d.calls, "conclude:"+string(c.Verdict))
+	d.calls = append(d.calls, "conclude:"+string(c.Phase))
 	d.concluded = append(d.concluded, c)
 	return nil
 }
@@ -75,27 +79,27 @@ func (d *fakeDispatcher) Close(ctx context.Context, repo string, pr int, by stri
 	return nil
 }
 
-func (d *fakeDispatcher) Runs() []RunRequest {
+func (d *fakeDispatcher) Runs() []request.Run {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return append([]RunRequest(nil), d.runs...)
+	return append([]request.Run(nil), d.runs...)
 }
 
-func (d *fakeDispatcher) Concluded() []ConcludeRequest {
+func (d *fakeDispatcher) Concluded() []request.Conclude {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return append([]ConcludeRequest(nil), d.concluded...)
+	return append([]request.Conclude(nil), d.concluded...)
 }
 
 // fakeOutbox keeps writes by key, as the store's outbox does.
 type fakeOutbox struct {
 	mu        sync.Mutex
 	keys      map[string]bool
-	comments  []Comment
-	reactions []Reaction
+	comments  []request.Comment
+	reactions []request.Reaction
 }
 
-func (o *fakeOutbox) Comment(ctx context.Context, c Comment) error {
+func (o *fakeOutbox) Comment(ctx context.Context, c request.Comment) error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if !o.keys[c.Key] {
@@ -105,7 +109,7 @@ func (o *fakeOutbox) Comment(ctx context.Context, c Comment) error {
 	return nil
 }
 
-func (o *fakeOutbox) React(ctx context.Context, r Reaction) error {
+func (o *fakeOutbox) React(ctx context.Context, r request.Reaction) error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if !o.keys[r.Key] {
@@ -115,10 +119,10 @@ func (o *fakeOutbox) React(ctx context.Context, r Reaction) error {
 	return nil
 }
 
-func (o *fakeOutbox) Comments() []Comment {
+func (o *fakeOutbox) Comments() []request.Comment {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	return append([]Comment(nil), o.comments...)
+	return append([]request.Comment(nil), o.comments...)
 }
 
 // fakeInbox is the store's inbox in memory: a delivery is a duplicate only
@@ -146,22 +150,22 @@ func (i *fakeInbox) Accept(ctx context.Context, id, event string, payload []byte
 
 type fakeAppeals struct {
 	mu        sync.Mutex
-	opened    []Appeal
-	decisions []Decision
+	opened    []request.Appeal
+	decisions []request.Decision
 }
 
-func (f *fakeAppeals) Open(ctx context.Context, a Appeal) error {
+func (f *fakeAppeals) Open(ctx context.Context, a request.Appeal) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.opened = append(f.opened, a)
 	return nil
 }
 
-func (f *fakeAppeals) Decide(ctx context.Context, d Decision) error {
+func (f *fakeAppeals) Decide(ctx context.Context, d request.Decision) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if len(f.opened) == 0 {
-		return ErrNoOpenAppeal
+		return request.ErrNoOpenAppeal
 	}
 	f.decisions = append(f.decisions, d)
 	return nil
@@ -181,7 +185,7 @@ type harness struct {
 
 func newHarness(t *testing.T, mutate ...func(*Config)) *harness {
 	t.Helper()
-	gh := githubtest.New(t)
+	gh := ghtest.New(t)
 	cfg := Config{
 		GitHub: gh.AppConfig(),
 		Retry:  RetryPolicy{MaxAttempts: 3, BaseDelay: time.Millisecond, MaxDelay: time.Millisecond, MaxRateLimitWait: time.Minute, Sleep: func(context.Context, time.Duration) error { return nil }},
@@ -201,14 +205,14 @@ func newHarness(t *testing.T, mutate ...func(*Config)) *harness {
 	var ev struct {
 		PullRequest json.RawMessage `json:"pull_request"`
 	}
-	if err := json.Unmarshal(githubtest.Fixture(t, "pull_request/opened.json"), &ev); err != nil {
+	if err := json.Unmarshal(ghtest.Fixture(t, "pull_request/opened.json"), &ev); err != nil {
 		t.Fatal(err)
 	}
 	gh.SetPullRequest(repoName, prNumber, ev.PullRequest)
 	gh.SetFiles(repoName, prNumber, []githubtest.File{{Filename: "README.md"}, {Filename: "model/attention.py"}})
 	gh.SetPermission(repoName, "monalisa", "write", "maintain")
 	gh.SetPermission(repoName, "octocat", "read", "read")
-	gh.SetContent(repoName, "main", ConfigPath, []byte("# defaults\n"))
+	gh.SetContent(repoName, "main", repoconfig.Path, []byte("# defaults\n"))
 	return h
 }
 
@@ -222,7 +226,7 @@ func (h *harness) deliver(t *testing.T, event, fixture string) *httptest.Respons
 
 func (h *harness) deliverID(t *testing.T, event, fixture, id string) *httptest.ResponseRecorder {
 	t.Helper()
-	req, err := githubtest.NewDelivery("http://perfgate.test"+hookPath, event, id, githubtest.Fixture(t, fixture), []byte(githubtest.WebhookSecret))
+	req, err := githubtest.NewDelivery("http://perfgate.test"+hookPath, event, id, ghtest.Fixture(t, fixture), []byte(githubtest.WebhookSecret))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -252,7 +256,7 @@ func (h *harness) process(t *testing.T) {
 }
 
 // comments are the replies queued for GitHub.
-func (h *harness) comments() []Comment { return h.out.Comments() }
+func (h *harness) comments() []request.Comment { return h.out.Comments() }
 
 func TestNewRefusesWeakSecret(t *testing.T) {
 	for _, tc := range []struct{ secret, want string }{
@@ -260,7 +264,7 @@ func TestNewRefusesWeakSecret(t *testing.T) {
 		{" ", "shorter than 16 characters"},
 		{"hunter2", "shorter than 16 characters"},
 	} {
-		gh := githubtest.New(t)
+		gh := ghtest.New(t)
 		cfg := Config{GitHub: gh.AppConfig()}
 		cfg.GitHub.App.WebhookSecret = tc.secret
 		_, err := New(cfg, Deps{Dispatcher: &fakeDispatcher{}, Inbox: &fakeInbox{}, Outbox: &fakeOutbox{}})
@@ -271,7 +275,7 @@ func TestNewRefusesWeakSecret(t *testing.T) {
 }
 
 func TestDeliveryRejected(t *testing.T) {
-	body := githubtest.Fixture(t, "pull_request/opened.json")
+	body := ghtest.Fixture(t, "pull_request/opened.json")
 	tests := []struct {
 		name   string
 		limit  int64
@@ -345,7 +349,7 @@ func TestUnconfiguredRepository(t *testing.T) {
 	for _, mode := range []Unconfigured{UnconfiguredQuiet, UnconfiguredNeutral} {
 		t.Run(string(mode), func(t *testing.T) {
 			h := newHarness(t, func(c *Config) { c.Unconfigured = mode })
-			h.gh.SetContent(repoName, "main", ConfigPath, nil)
+			h.gh.SetContent(repoName, "main", repoconfig.Path, nil)
 			h.deliver(t, "pull_request", "pull_request/opened.json")
 			if len(h.disp.Runs()) != 0 {
 				t.Error("an unconfigured repository was benchmarked")
@@ -357,8 +361,8 @@ func TestUnconfiguredRepository(t *testing.T) {
 				}
 				return
 			}
-			if len(c) != 1 || c[0].Verdict != VerdictNotConfigured || Conclusion(c[0].Verdict) != "neutral" || !strings.Contains(c[0].Output.Summary, DocsURL) {
-				t.Errorf("neutral mode: %+v, want one neutral not-configured check linking %s", c, DocsURL)
+			if len(c) != 1 || c[0].Phase != check.NotConfigured || c[0].Phase.Conclusion() != "neutral" || !strings.Contains(c[0].Output.Summary, check.DocsURL) {
+				t.Errorf("neutral mode: %+v, want one neutral not-configured check linking %s", c, check.DocsURL)
 			}
 			// A command there is answered, not run.
 			h.deliver(t, "issue_comment", "issue_comment/created.retest.json")
@@ -374,7 +378,7 @@ func TestPullRequestNoMatchingPaths(t *testing.T) {
 	h.gh.SetFiles(repoName, prNumber, []githubtest.File{{Filename: "docs/index.md"}, {Filename: "models.md"}})
 	h.deliver(t, "pull_request", "pull_request/opened.json")
 	c := h.disp.Concluded()
-	if len(c) != 1 || c[0].Tier != TierQuick || c[0].HeadSHA != headSHA || c[0].Verdict != VerdictSkipped || c[0].PR != prNumber {
+	if len(c) != 1 || c[0].Tier != check.TierQuick || c[0].HeadSHA != headSHA || c[0].Phase != check.Skipped || c[0].PR != prNumber {
 		t.Fatalf("concluded = %+v, want one skipped quick check", c)
 	}
 	if c[0].Output.Summary != "no model/** or inference_engine/** changes" {
@@ -404,8 +408,16 @@ func TestPullRequestMatchingPaths(t *testing.T) {
 			h.gh.SetFiles(repoName, prNumber, tt.files)
 			h.deliver(t, "pull_request", tt.fixture)
 			reqs := h.disp.Runs()
-			if len(reqs) != 1 || reqs[0].Tier != TierQuick || reqs[0].HeadSHA != headSHA || reqs[0].PR != prNumber || reqs[0].Author != "octocat" {
-				t.Errorf("RequestRun = %+v", reqs)
+			if len(reqs) != 1 || reqs[0].Tier != check.TierQuick || reqs[0].HeadSHA != headSHA || reqs[0].PR != prNumber || reqs[0].Author != "octocat" {
+				t.Fatalf("RequestRun = %+v", reqs)
+			}
+			// The config the handler decided by travels in the request,
+			// read once: the dispatcher plans from it.
+			if reqs[0].Config == nil || len(reqs[0].Config.Paths) == 0 {
+				t.Errorf("the run request carries no parsed config: %+v", reqs[0].Config)
+			}
+			if n := len(h.gh.RequestsTo("GET", "/repos/acme/inference/contents/.github/perfgate.yml")); n != 1 {
+				t.Errorf("config read %d times, want once", n)
 			}
 			if n := len(h.gh.RequestsTo("GET", "/repos/acme/inference/pulls/17/files")); n != tt.wantPages {
 				t.Errorf("listed %d pages of files, want %d", n, tt.wantPages)
@@ -443,18 +455,18 @@ func TestClosedPR(t *testing.T) {
 func TestDraftAndFork(t *testing.T) {
 	tests := []struct {
 		fixture string
-		verdict Verdict
+		verdict check.Phase
 		summary string
 	}{
-		{"pull_request/opened.draft.json", VerdictSkipped, "ready for review"},
-		{"pull_request/opened.fork.json", VerdictWaiting, "/perf approve 9f4c3e1"},
+		{"pull_request/opened.draft.json", check.Skipped, "ready for review"},
+		{"pull_request/opened.fork.json", check.Waiting, "/perf approve 9f4c3e1"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.fixture, func(t *testing.T) {
 			h := newHarness(t)
 			h.deliver(t, "pull_request", tt.fixture)
 			c := h.disp.Concluded()
-			if len(c) != 1 || c[0].Verdict != tt.verdict || !strings.Contains(c[0].Output.Summary, tt.summary) {
+			if len(c) != 1 || c[0].Phase != tt.verdict || !strings.Contains(c[0].Output.Summary, tt.summary) {
 				t.Fatalf("concluded = %+v", c)
 			}
 			if len(h.disp.Runs()) != 0 {
@@ -466,10 +478,10 @@ func TestDraftAndFork(t *testing.T) {
 
 func TestBrokenConfigFailsCheck(t *testing.T) {
 	h := newHarness(t)
-	h.gh.SetContent(repoName, "main", ConfigPath, []byte("paths: [\"model/***\"]\ntriggers:\n  forks: sometimes\n"))
+	h.gh.SetContent(repoName, "main", repoconfig.Path, []byte("paths: [\"model/***\"]\ntriggers:\n  forks: sometimes\n"))
 	h.deliver(t, "pull_request", "pull_request/opened.json")
 	c := h.disp.Concluded()
-	if len(c) != 1 || Conclusion(c[0].Verdict) != "failure" {
+	if len(c) != 1 || c[0].Phase.Conclusion() != "failure" {
 		t.Fatalf("concluded = %+v, want one failure", c)
 	}
 	for _, want := range []string{`paths[0]: bad glob "model/***": "**" must be a whole path segment`, `triggers.forks: unknown value "sometimes"`} {
@@ -478,7 +490,7 @@ func TestBrokenConfigFailsCheck(t *testing.T) {
 		}
 	}
 	// Read from the base ref, never the PR's head.
-	got := h.gh.RequestsTo("GET", "/repos/acme/inference/contents/"+ConfigPath)
+	got := h.gh.RequestsTo("GET", "/repos/acme/inference/contents/"+repoconfig.Path)
 	if len(got) != 1 || got[0].Query.Get("ref") != "main" {
 		t.Errorf("config requests = %+v, want one at ref main", got)
 	}
@@ -494,11 +506,11 @@ func TestCommentCommands(t *testing.T) {
 		setup      func(*harness)
 		wantReply  string // substring; "" means no comment at all
 		wantRuns   int
-		wantTier   Tier
+		wantTier   check.Tier
 		wantDecide int
 	}{
-		{name: "retest by writer", fixture: "created.retest.json", wantReply: "Re-testing `perfgate / quick`", wantRuns: 1, wantTier: TierQuick},
-		{name: "retest merge", fixture: "created.retest_merge.json", wantReply: "Re-testing `perfgate / merge`", wantRuns: 1, wantTier: TierMerge},
+		{name: "retest by writer", fixture: "created.retest.json", wantReply: "Re-testing `perfgate / quick`", wantRuns: 1, wantTier: check.TierQuick},
+		{name: "retest merge", fixture: "created.retest_merge.json", wantReply: "Re-testing `perfgate / merge`", wantRuns: 1, wantTier: check.TierMerge},
 		{name: "retest by read-only user refused", fixture: "created.retest.json",
 			setup:     func(h *harness) { h.gh.SetPermission(repoName, "monalisa", "read", "read") },
 			wantReply: "needs write access to the repository; you have read access"},
@@ -507,16 +519,16 @@ func TestCommentCommands(t *testing.T) {
 			wantReply: "you have none access"},
 		{name: "unknown command", fixture: "created.unknown.json", wantReply: "Unknown command `/perf benchmark`"},
 		{name: "help", fixture: "created.help.json", wantReply: "`/perf appeal accept`"},
-		{name: "appeal by read-only author", fixture: "created.appeal.json", wantReply: "Appeal recorded", wantRuns: 1, wantTier: TierQuick},
+		{name: "appeal by read-only author", fixture: "created.appeal.json", wantReply: "Appeal recorded", wantRuns: 1, wantTier: check.TierQuick},
 		{name: "accept needs maintain, write refused", fixture: "created.appeal_accept.json",
 			setup:     func(h *harness) { h.gh.SetPermission(repoName, "monalisa", "write", "write") },
 			wantReply: "needs the maintain or admin role"},
 		{name: "accept without an appeal", fixture: "created.appeal_accept.json", wantReply: "no open appeal"},
 		{name: "accept by maintainer (legacy permission says write)", fixture: "created.appeal_accept.json",
-			setup:     func(h *harness) { h.appeals.opened = []Appeal{{PR: 17}} },
+			setup:     func(h *harness) { h.appeals.opened = []request.Appeal{{PR: 17}} },
 			wantReply: "Appeal accepted", wantDecide: 1},
 		{name: "reject with reason", fixture: "created.appeal_reject.json",
-			setup:     func(h *harness) { h.appeals.opened = []Appeal{{PR: 17}} },
+			setup:     func(h *harness) { h.appeals.opened = []request.Appeal{{PR: 17}} },
 			wantReply: "> warm-up is part of the SLO", wantDecide: 1},
 		{name: "bot ignored", fixture: "created.bot.json"},
 		{name: "edit ignored", fixture: "edited.retest.json"},
@@ -544,7 +556,7 @@ func TestCommentCommands(t *testing.T) {
 			var ev struct {
 				Comment struct{ ID int64 } `json:"comment"`
 			}
-			_ = json.Unmarshal(githubtest.Fixture(t, "issue_comment/"+tt.fixture), &ev)
+			_ = json.Unmarshal(ghtest.Fixture(t, "issue_comment/"+tt.fixture), &ev)
 			if r := h.out.reactions; len(r) != 1 || r[0].CommentID != ev.Comment.ID || r[0].Content != "eyes" {
 				t.Errorf("reactions = %+v, want 👀 on the command", r)
 			}
@@ -585,7 +597,7 @@ func TestMergeTierTriggers(t *testing.T) {
 		{"merge group", "merge_group", "merge_group/checks_requested.json", mergeSHA, nil},
 		{"approving review", "pull_request_review", "pull_request_review/submitted.approved.json", headSHA, nil},
 		{"configured label", "pull_request", "pull_request/labeled.json", headSHA, func(h *harness) {
-			h.gh.SetContent(repoName, "main", ConfigPath, []byte("triggers:\n  merge_label: perfgate/merge-gate\n"))
+			h.gh.SetContent(repoName, "main", repoconfig.Path, []byte("triggers:\n  merge_label: perfgate/merge-gate\n"))
 		}},
 	}
 	for _, tt := range tests {
@@ -596,7 +608,7 @@ func TestMergeTierTriggers(t *testing.T) {
 			}
 			h.deliver(t, tt.event, tt.fixture)
 			runs := h.disp.Runs()
-			if len(runs) != 1 || runs[0].Tier != TierMerge || runs[0].HeadSHA != tt.sha {
+			if len(runs) != 1 || runs[0].Tier != check.TierMerge || runs[0].HeadSHA != tt.sha {
 				t.Fatalf("runs = %+v, want one merge run on %s", runs, tt.sha)
 			}
 			if runs[0].PR != prNumber {
@@ -638,7 +650,7 @@ func TestCheckRunActions(t *testing.T) {
 			if len(runs) != tt.wantRuns {
 				t.Fatalf("runs = %+v", runs)
 			}
-			if tt.wantRuns > 0 && (runs[0].Tier != TierQuick || runs[0].HeadSHA != headSHA || runs[0].PR != prNumber) {
+			if tt.wantRuns > 0 && (runs[0].Tier != check.TierQuick || runs[0].HeadSHA != headSHA || runs[0].PR != prNumber) {
 				t.Errorf("run = %+v", runs[0])
 			}
 			c := h.comments()
@@ -654,7 +666,7 @@ func TestCheckSuiteRerequested(t *testing.T) {
 	h := newHarness(t)
 	h.deliver(t, "check_suite", "check_suite/rerequested.json")
 	runs := h.disp.Runs()
-	if len(runs) != 1 || runs[0].Tier != TierQuick || runs[0].HeadSHA != headSHA || runs[0].PR != prNumber || !runs[0].Confirm {
+	if len(runs) != 1 || runs[0].Tier != check.TierQuick || runs[0].HeadSHA != headSHA || runs[0].PR != prNumber || !runs[0].Confirm {
 		t.Fatalf("runs = %+v, want one confirming quick run of PR #17's head", runs)
 	}
 }

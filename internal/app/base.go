@@ -13,7 +13,10 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/perfgate/perfgate/internal/backoff"
+	"github.com/perfgate/perfgate/internal/check"
 	"github.com/perfgate/perfgate/internal/command"
+	"github.com/perfgate/perfgate/internal/repoconfig"
+	"github.com/perfgate/perfgate/internal/request"
 )
 
 // base is what every event handler shares.
@@ -83,7 +86,7 @@ const (
 // file becomes a failing check quoting the problems; a missing one stays
 // quiet or gets a neutral "not configured" check, as the server is set.
 // Either way the caller stops.
-func (b *base) loadConfig(ctx context.Context, client *github.Client, t prTarget, tier Tier, deliveryID string) (RepoConfig, configState, error) {
+func (b *base) loadConfig(ctx context.Context, client *github.Client, t prTarget, tier check.Tier, deliveryID string) (RepoConfig, configState, error) {
 	ref, err := b.configRef(ctx, client, t)
 	if err != nil {
 		return RepoConfig{}, configInvalid, err
@@ -93,15 +96,15 @@ func (b *base) loadConfig(ctx context.Context, client *github.Client, t prTarget
 		cfg.Ref = ref
 		return cfg, configOK, nil
 	}
-	if errors.Is(err, ErrNotConfigured) {
+	if errors.Is(err, repoconfig.ErrNotConfigured) {
 		if b.unconfigured != UnconfiguredNeutral {
-			zerolog.Ctx(ctx).Info().Str("ref", ref).Msg("no " + ConfigPath + ": perfgate stays quiet")
+			zerolog.Ctx(ctx).Info().Str("ref", ref).Msg("no " + repoconfig.Path + ": perfgate stays quiet")
 			return RepoConfig{}, configMissing, nil
 		}
-		return RepoConfig{}, configMissing, b.conclude(ctx, t, tier, VerdictNotConfigured, Output{
+		return RepoConfig{}, configMissing, b.conclude(ctx, t, tier, check.NotConfigured, check.Output{
 			Title: "perfgate is not configured",
 			Summary: fmt.Sprintf("This repository has no `%s` on `%s`, so perfgate does not gate it. To gate pull requests, add the file (an empty one uses the defaults): see [the configuration reference](%s).",
-				ConfigPath, ref, DocsURL),
+				repoconfig.Path, ref, check.DocsURL),
 		}, deliveryID)
 	}
 	v, invalid := asValidation(err)
@@ -110,24 +113,24 @@ func (b *base) loadConfig(ctx context.Context, client *github.Client, t prTarget
 	}
 	zerolog.Ctx(ctx).Warn().Strs("problems", v.ValidationErrors()).Msg("invalid perfgate config")
 	var sb strings.Builder
-	fmt.Fprintf(&sb, "perfgate could not read `%s` on `%s`, so it cannot gate this commit. Fix these problems on `%s`, then comment `/perf retest`:\n\n", ConfigPath, ref, ref)
+	fmt.Fprintf(&sb, "perfgate could not read `%s` on `%s`, so it cannot gate this commit. Fix these problems on `%s`, then comment `/perf retest`:\n\n", repoconfig.Path, ref, ref)
 	for _, p := range v.ValidationErrors() {
 		fmt.Fprintf(&sb, "- %s\n", p)
 	}
-	return RepoConfig{}, configInvalid, b.conclude(ctx, t, tier, VerdictConfigError, Output{Title: "Invalid " + ConfigPath, Summary: sb.String()}, deliveryID)
+	return RepoConfig{}, configInvalid, b.conclude(ctx, t, tier, check.ConfigError, check.Output{Title: "Invalid " + repoconfig.Path, Summary: sb.String()}, deliveryID)
 }
 
 // conclude records a check run decided without a benchmark.
-func (b *base) conclude(ctx context.Context, t prTarget, tier Tier, v Verdict, out Output, deliveryID string) error {
-	return b.deps.Dispatcher.Conclude(ctx, ConcludeRequest{
+func (b *base) conclude(ctx context.Context, t prTarget, tier check.Tier, v check.Phase, out check.Output, deliveryID string) error {
+	return b.deps.Dispatcher.Conclude(ctx, request.Conclude{
 		InstallationID: t.installationID, Owner: t.owner, Repo: t.repo, PR: t.number, HeadSHA: t.headSHA,
-		Tier: tier, Verdict: v, Output: out, DeliveryID: deliveryID,
+		Tier: tier, Phase: v, Output: out, DeliveryID: deliveryID,
 	})
 }
 
 // queueRun asks the dispatcher for the run: it records the check run and
 // the jobs, and the outbox shows the queued check on GitHub.
-func (b *base) queueRun(ctx context.Context, req RunRequest) error {
+func (b *base) queueRun(ctx context.Context, req request.Run) error {
 	if err := b.deps.Dispatcher.RequestRun(ctx, req); err != nil {
 		return fmt.Errorf("request %s run for %s@%s: %w", req.Tier, req.FullName(), short(req.HeadSHA), err)
 	}
@@ -135,11 +138,11 @@ func (b *base) queueRun(ctx context.Context, req RunRequest) error {
 	return nil
 }
 
-func (b *base) runRequest(t prTarget, cfg RepoConfig, tier Tier, trigger, by, deliveryID string) RunRequest {
-	return RunRequest{
+func (b *base) runRequest(t prTarget, cfg RepoConfig, tier check.Tier, trigger, by, deliveryID string) request.Run {
+	return request.Run{
 		InstallationID: t.installationID, Owner: t.owner, Repo: t.repo, PR: t.number,
 		HeadSHA: t.headSHA, BaseSHA: t.baseSHA, BaseRef: t.baseRef, ConfigRef: cfg.Ref, Tier: tier,
-		Trigger: trigger, RequestedBy: by, Author: t.author, DeliveryID: deliveryID, Fork: t.fork,
+		Trigger: trigger, RequestedBy: by, Author: t.author, DeliveryID: deliveryID, Fork: t.fork, Config: cfg.Full,
 	}
 }
 
@@ -217,7 +220,7 @@ func allowed(p command.Permission, a access, isAuthor bool) bool {
 // comment posts a PR comment through the outbox; key (from the delivery)
 // makes a retried delivery post it once.
 func (b *base) comment(ctx context.Context, installationID int64, owner, repo string, number int, body, key string) error {
-	if err := b.deps.Outbox.Comment(ctx, Comment{Key: key, InstallationID: installationID, Owner: owner, Repo: repo, Number: number, Body: truncate(body, 65536)}); err != nil {
+	if err := b.deps.Outbox.Comment(ctx, request.Comment{Key: key, InstallationID: installationID, Owner: owner, Repo: repo, Number: number, Body: check.Truncate(body, 65536)}); err != nil {
 		return fmt.Errorf("comment on %s/%s#%d: %w", owner, repo, number, err)
 	}
 	return nil

@@ -9,6 +9,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/perfgate/perfgate/internal/command"
+	"github.com/perfgate/perfgate/internal/request"
 )
 
 // Bisects starts the bisects maintainers ask for with `/perf bisect`
@@ -20,39 +21,8 @@ type Bisects interface {
 	// ancestor of the bad one, too many commits, a bisect of it already
 	// running, no perfgate config) is a *BisectRefusal saying why; any
 	// other error is worth retrying.
-	StartBisect(ctx context.Context, r BisectRequest) (BisectStarted, error)
+	StartBisect(ctx context.Context, r request.Bisect) (request.BisectStarted, error)
 }
-
-// BisectRequest is a maintainer's `/perf bisect <good> <bad>`.
-type BisectRequest struct {
-	InstallationID int64
-	Owner, Repo    string
-	// Number is the pull request or issue the command was posted on: the
-	// result is reported there.
-	Number     int
-	Good, Bad  string // as written: SHAs, tags or branches
-	By         string
-	DeliveryID string
-}
-
-// BisectStarted is a bisect that is running.
-type BisectStarted struct {
-	ID        int64
-	Good, Bad string // the SHAs the refs resolved to
-	Metric    string
-	Tier      string
-	// Commits is the number of commits after the good one; Steps the
-	// commits a binary search measures between the ends (⌈log2 Commits⌉);
-	// MaxJobs the GPU jobs it may spend.
-	Commits, Steps, MaxJobs int
-	// Card is the GPU every job runs on, when it is pinned already.
-	Card string
-}
-
-// BisectRefusal is a bisect that cannot start as asked, and what to do.
-type BisectRefusal struct{ Reason string }
-
-func (e *BisectRefusal) Error() string { return e.Reason }
 
 // worksWithoutPR says which commands run on an issue as well as on a pull
 // request: those that name their own commits.
@@ -74,9 +44,9 @@ func (h *issueCommentHandler) bisect(ctx context.Context, client *github.Client,
 	if h.deps.Bisects == nil {
 		return reply("bisects are not enabled on this perfgate server.")
 	}
-	started, err := h.deps.Bisects.StartBisect(ctx, BisectRequest{InstallationID: installationID, Owner: owner, Repo: repo, Number: number,
+	started, err := h.deps.Bisects.StartBisect(ctx, request.Bisect{InstallationID: installationID, Owner: owner, Repo: repo, Number: number,
 		Good: cmd.Good, Bad: cmd.Bad, By: by, DeliveryID: deliveryID})
-	var refused *BisectRefusal
+	var refused *request.BisectRefusal
 	if errors.As(err, &refused) {
 		log.Info().Str("reason", refused.Reason).Msg("bisect refused")
 		return reply(fmt.Sprintf("`%s` was not started: %s", usage(cmd), refused.Reason))
@@ -88,7 +58,7 @@ func (h *issueCommentHandler) bisect(ctx context.Context, client *github.Client,
 	return reply(startedReply(cmd, started))
 }
 
-func startedReply(cmd command.Command, s BisectStarted) string {
+func startedReply(cmd command.Command, s request.BisectStarted) string {
 	commits := fmt.Sprintf("%d commits", s.Commits)
 	if s.Commits == 1 {
 		commits = "1 commit"

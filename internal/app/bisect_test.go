@@ -9,20 +9,22 @@ import (
 	"testing"
 
 	"github.com/perfgate/perfgate/internal/githubtest"
+	"github.com/perfgate/perfgate/internal/githubtest/ghtest"
+	"github.com/perfgate/perfgate/internal/request"
 )
 
 // fakeBisects records what `/perf bisect` asked for and answers as told.
 type fakeBisects struct {
-	asked []BisectRequest
+	asked []request.Bisect
 	err   error
 }
 
-func (f *fakeBisects) StartBisect(_ context.Context, r BisectRequest) (BisectStarted, error) {
+func (f *fakeBisects) StartBisect(_ context.Context, r request.Bisect) (request.BisectStarted, error) {
 	f.asked = append(f.asked, r)
 	if f.err != nil {
-		return BisectStarted{}, f.err
+		return request.BisectStarted{}, f.err
 	}
-	return BisectStarted{ID: 1, Good: "1111111111111111111111111111111111111111", Bad: "2222222222222222222222222222222222222222",
+	return request.BisectStarted{ID: 1, Good: "1111111111111111111111111111111111111111", Bad: "2222222222222222222222222222222222222222",
 		Metric: "tpot_p90", Tier: "quick", Commits: 16, Steps: 4, MaxJobs: 24}, nil
 }
 
@@ -31,7 +33,7 @@ func (f *fakeBisects) StartBisect(_ context.Context, r BisectRequest) (BisectSta
 func commentEvent(t *testing.T, body, login string, onPR bool) []byte {
 	t.Helper()
 	var ev map[string]any
-	if err := json.Unmarshal(githubtest.Fixture(t, "issue_comment/created.retest.json"), &ev); err != nil {
+	if err := json.Unmarshal(ghtest.Fixture(t, "issue_comment/created.retest.json"), &ev); err != nil {
 		t.Fatal(err)
 	}
 	c := ev["comment"].(map[string]any)
@@ -76,7 +78,7 @@ func TestBisectCommand(t *testing.T) {
 			wantReply: []string{"Bisect started"}, wantAsked: 1},
 		{name: "reader refused", body: "/perf bisect v0.26.0 main", login: "octocat",
 			wantReply: []string{"`/perf bisect v0.26.0 main` needs the maintain or admin role; you have read access"}},
-		{name: "refusal answered", body: "/perf bisect v9 main", login: "monalisa", err: &BisectRefusal{Reason: "GitHub knows no commit, branch or tag `v9`"},
+		{name: "refusal answered", body: "/perf bisect v9 main", login: "monalisa", err: &request.BisectRefusal{Reason: "GitHub knows no commit, branch or tag `v9`"},
 			wantReply: []string{"`/perf bisect v9 main` was not started: GitHub knows no commit, branch or tag `v9`"}, wantAsked: 1},
 		{name: "bad usage on an issue answered", body: "/perf bisect main", login: "monalisa",
 			wantReply: []string{"got 1"}},

@@ -6,6 +6,8 @@ import (
 
 	"github.com/google/go-github/v62/github"
 	"github.com/palantir/go-githubapp/githubapp"
+	"github.com/perfgate/perfgate/internal/check"
+	"github.com/perfgate/perfgate/internal/repoconfig"
 )
 
 // checkRunHandler re-runs a check when GitHub's "Re-run" or perfgate's own
@@ -29,7 +31,7 @@ func (h *checkRunHandler) Handle(ctx context.Context, eventType, deliveryID stri
 	if id := run.GetApp().GetID(); id != 0 && id != h.appID {
 		return nil
 	}
-	tier, ok := TierFromCheckName(run.GetName())
+	tier, ok := check.TierFromCheckName(run.GetName())
 	if !ok {
 		return nil
 	}
@@ -101,22 +103,22 @@ func (h *checkRunHandler) Handle(ctx context.Context, eventType, deliveryID stri
 
 // buttonConfig loads the config for a button press; a broken or missing
 // one is answered (ok false, no error).
-func (h *checkRunHandler) buttonConfig(ctx context.Context, client *github.Client, t prTarget, tier Tier, deliveryID string, answer func(string) error) (RepoConfig, bool, error) {
+func (h *checkRunHandler) buttonConfig(ctx context.Context, client *github.Client, t prTarget, tier check.Tier, deliveryID string, answer func(string) error) (RepoConfig, bool, error) {
 	cfg, state, err := h.loadConfig(ctx, client, t, tier, deliveryID)
 	switch {
 	case err != nil:
 		return cfg, false, err
 	case state == configInvalid:
-		return cfg, false, answer(fmt.Sprintf("`%s` is invalid, so nothing was run; see the failing check run.", ConfigPath))
+		return cfg, false, answer(fmt.Sprintf("`%s` is invalid, so nothing was run; see the failing check run.", repoconfig.Path))
 	case state == configMissing:
-		return cfg, false, answer(fmt.Sprintf("this repository has no `%s`, so perfgate does not gate it and nothing was run: %s", ConfigPath, DocsURL))
+		return cfg, false, answer(fmt.Sprintf("this repository has no `%s`, so perfgate does not gate it and nothing was run: %s", repoconfig.Path, check.DocsURL))
 	}
 	return cfg, true, nil
 }
 
 // approveButton is "Approve" on a fork commit's waiting check: it approves
 // exactly the commit that check is about, and runs its tier.
-func (h *checkRunHandler) approveButton(ctx context.Context, client *github.Client, t prTarget, tier Tier, prHead, sender, deliveryID string, answer func(string) error) error {
+func (h *checkRunHandler) approveButton(ctx context.Context, client *github.Client, t prTarget, tier check.Tier, prHead, sender, deliveryID string, answer func(string) error) error {
 	if t.number == 0 {
 		return answer("only a pull request's commit can be approved; nothing was run.")
 	}
@@ -139,7 +141,7 @@ func (h *checkRunHandler) approveButton(ctx context.Context, client *github.Clie
 		}
 		return answer(refusal)
 	}
-	if tier == TierQuick {
+	if tier == check.TierQuick {
 		err = h.quickRun(ctx, client, t, cfg, "check_run.approve", sender, deliveryID)
 	} else {
 		err = h.mergeRun(ctx, t, cfg, "check_run.approve", sender, a, deliveryID)
@@ -147,7 +149,7 @@ func (h *checkRunHandler) approveButton(ctx context.Context, client *github.Clie
 	if err != nil {
 		return err
 	}
-	return answer(fmt.Sprintf("approved commit `%s` to run on perfgate's runners; the `%s` check follows. A new push needs a new approval.", short(t.headSHA), CheckName(tier)))
+	return answer(fmt.Sprintf("approved commit `%s` to run on perfgate's runners; the `%s` check follows. A new push needs a new approval.", short(t.headSHA), check.CheckName(tier)))
 }
 
 // prNumberOf reads the PR from external_id (set by perfgate, present for

@@ -6,6 +6,7 @@ import (
 
 	"github.com/google/go-github/v62/github"
 	"github.com/palantir/go-githubapp/githubapp"
+	"github.com/perfgate/perfgate/internal/check"
 	"github.com/rs/zerolog"
 )
 
@@ -41,7 +42,7 @@ func (h *checkSuiteHandler) Handle(ctx context.Context, eventType, deliveryID st
 		return err
 	}
 	t.headSHA = suite.GetHeadSHA() // re-run what was run, even if the PR moved on
-	cfg, state, err := h.loadConfig(ctx, client, t, TierQuick, deliveryID)
+	cfg, state, err := h.loadConfig(ctx, client, t, check.TierQuick, deliveryID)
 	if state != configOK {
 		return err
 	}
@@ -50,7 +51,7 @@ func (h *checkSuiteHandler) Handle(ctx context.Context, eventType, deliveryID st
 		zerolog.Ctx(ctx).Info().Str("sha", t.headSHA).Msg("re-run of a fork commit nobody approved: nothing run")
 		return err
 	}
-	req := h.runRequest(t, cfg, TierQuick, "check_suite.rerequested", ev.GetSender().GetLogin(), deliveryID)
+	req := h.runRequest(t, cfg, check.TierQuick, "check_suite.rerequested", ev.GetSender().GetLogin(), deliveryID)
 	req.Confirm = true
 	return h.queueRun(ctx, req)
 }

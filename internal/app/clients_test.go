@@ -9,13 +9,14 @@ import (
 	"github.com/google/go-github/v62/github"
 
 	"github.com/perfgate/perfgate/internal/githubtest"
+	"github.com/perfgate/perfgate/internal/githubtest/ghtest"
 )
 
 // A token GitHub revoked before its expiry answers 401: the client drops
 // it, fetches a new one and retries the call once — instead of failing
 // every call until the local clock says the token is old.
 func TestRevokedTokenRenewedOn401(t *testing.T) {
-	gh := githubtest.New(t)
+	gh := ghtest.New(t)
 	gh.SetPullRequest("acme/inference", 17, []byte(`{"number":17}`))
 	cc, err := NewClientCreator(gh.AppConfig(), 5*time.Second, RetryPolicy{MaxAttempts: 1})
 	if err != nil {
@@ -65,7 +66,7 @@ func TestRevokedTokenRenewedOn401(t *testing.T) {
 // When the installation itself is gone, the new token cannot be had either:
 // the call fails once, it does not loop.
 func TestUnauthorizedAfterRenewalFails(t *testing.T) {
-	gh := githubtest.New(t)
+	gh := ghtest.New(t)
 	cc, err := NewClientCreator(gh.AppConfig(), 5*time.Second, RetryPolicy{MaxAttempts: 1})
 	if err != nil {
 		t.Fatal(err)

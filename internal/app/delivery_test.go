@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/perfgate/perfgate/internal/githubtest"
+	"github.com/perfgate/perfgate/internal/githubtest/ghtest"
 )
 
 // rawPost opens a connection and sends a webhook request's headers
@@ -76,7 +77,7 @@ func TestInFlightBudgetAndSlowBodies(t *testing.T) {
 // refused before it is stored, however large.
 func TestStreamedSignature(t *testing.T) {
 	h := newHarness(t)
-	body := githubtest.Fixture(t, "pull_request/opened.json")
+	body := ghtest.Fixture(t, "pull_request/opened.json")
 	req, _ := githubtest.NewDelivery("http://x"+WebhookPath, "pull_request", "ok-1", body, []byte(githubtest.WebhookSecret))
 	rec := httptest.NewRecorder()
 	h.app.Handler().ServeHTTP(rec, req)

@@ -8,7 +8,9 @@ import (
 
 	"github.com/google/go-github/v62/github"
 
+	"github.com/perfgate/perfgate/internal/check"
 	"github.com/perfgate/perfgate/internal/command"
+	"github.com/perfgate/perfgate/internal/request"
 )
 
 // Findings take a regression from its verdict to its cause: profiling
@@ -16,57 +18,10 @@ import (
 // causes (internal/dispatch implements it).
 type Findings interface {
 	// Profile queues a profiling pass of the PR's base and head.
-	Profile(ctx context.Context, r ProfileRequest) (ProfileQueued, error)
+	Profile(ctx context.Context, r request.Profile) (request.ProfileQueued, error)
 	// RootCause records the cause of the PR's last regression verdict;
 	// ErrNoRegression when the PR has none.
-	RootCause(ctx context.Context, r RootCauseRequest) (RootCauseRecorded, error)
-}
-
-// ErrNoRegression: the PR has no regression verdict to record a cause of.
-var ErrNoRegression = errors.New("no regression verdict on this pull request")
-
-// ProfileRequest asks for a profiling pass.
-type ProfileRequest struct {
-	InstallationID int64
-	Owner, Repo    string
-	PR             int
-	HeadSHA        string
-	BaseSHA        string
-	BaseRef        string
-	ConfigRef      string // the branch whose config decides (see RunRequest)
-	By             string
-	Trigger        string // "/perf profile"
-	DeliveryID     string
-}
-
-// ProfileQueued says what was queued: the job, or the pass already queued
-// or running for the same commits.
-type ProfileQueued struct {
-	JobID    int64
-	Already  bool
-	Requests int
-}
-
-// RootCauseRequest is a maintainer's `/perf rootcause`.
-type RootCauseRequest struct {
-	Owner, Repo string
-	PR          int
-	PRURL       string
-	HeadSHA     string
-	Cause       string
-	Fix         string
-	By          string
-}
-
-// RootCauseRecorded is what the knowledge base kept.
-type RootCauseRecorded struct {
-	ID         int64
-	Commit     string // the commit the regression verdict measured
-	Tier       string
-	Phenomenon string // "tpot_p99 +25%, ttft_p90 −8%"
-	// Profile is the profile diff's top findings, "" when no profile of
-	// the PR finished.
-	Profile string
+	RootCause(ctx context.Context, r request.RootCause) (request.RootCauseRecorded, error)
 }
 
 // profileCommand runs `/perf profile`.
@@ -76,12 +31,12 @@ func (h *issueCommentHandler) profileCommand(ctx context.Context, client *github
 	}
 	// A profile runs the PR's code like a measurement: a fork's commit
 	// needs its approval first.
-	cfg, msg, ok, err := h.runnable(ctx, client, t, TierQuick, deliveryID)
+	cfg, msg, ok, err := h.runnable(ctx, client, t, check.TierQuick, deliveryID)
 	if !ok {
 		return msg, err
 	}
-	q, err := h.deps.Findings.Profile(ctx, ProfileRequest{InstallationID: t.installationID, Owner: t.owner, Repo: t.repo, PR: t.number,
-		HeadSHA: t.headSHA, BaseSHA: t.baseSHA, BaseRef: t.baseRef, ConfigRef: cfg.Ref, By: by, Trigger: "/perf profile", DeliveryID: deliveryID})
+	q, err := h.deps.Findings.Profile(ctx, request.Profile{InstallationID: t.installationID, Owner: t.owner, Repo: t.repo, PR: t.number,
+		HeadSHA: t.headSHA, BaseSHA: t.baseSHA, BaseRef: t.baseRef, ConfigRef: cfg.Ref, By: by, Trigger: "/perf profile", DeliveryID: deliveryID, Config: cfg.Full})
 	if err != nil {
 		return "", fmt.Errorf("queue profile of %s#%d: %w", t.fullName(), t.number, err)
 	}
@@ -98,9 +53,9 @@ func (h *issueCommentHandler) rootCauseCommand(ctx context.Context, t prTarget, 
 	if h.deps.Findings == nil {
 		return "the knowledge base is not enabled on this perfgate server, so nothing was recorded.", nil
 	}
-	r, err := h.deps.Findings.RootCause(ctx, RootCauseRequest{Owner: t.owner, Repo: t.repo, PR: t.number, PRURL: prURL,
+	r, err := h.deps.Findings.RootCause(ctx, request.RootCause{Owner: t.owner, Repo: t.repo, PR: t.number, PRURL: prURL,
 		HeadSHA: t.headSHA, Cause: cmd.Reason, Fix: cmd.Fix, By: by})
-	if errors.Is(err, ErrNoRegression) {
+	if errors.Is(err, request.ErrNoRegression) {
 		return "this pull request has no regression verdict, so there is no phenomenon to record a cause for and nothing was recorded. " +
 			"Record the cause on the pull request whose check found the regression.", nil
 	}
@@ -109,7 +64,7 @@ func (h *issueCommentHandler) rootCauseCommand(ctx context.Context, t prTarget, 
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "Recorded in the knowledge base (entry %d):\n\n", r.ID)
-	fmt.Fprintf(&b, "- **phenomenon**: %s (the `%s` verdict on `%s`)\n", r.Phenomenon, CheckName(Tier(r.Tier)), short(r.Commit))
+	fmt.Fprintf(&b, "- **phenomenon**: %s (the `%s` verdict on `%s`)\n", r.Phenomenon, check.CheckName(check.Tier(r.Tier)), short(r.Commit))
 	if r.Profile != "" {
 		fmt.Fprintf(&b, "- **profile**: %s\n", r.Profile)
 	} else {

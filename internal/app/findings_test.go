@@ -7,31 +7,32 @@ import (
 	"testing"
 	"time"
 
+	"github.com/perfgate/perfgate/internal/request"
 	"github.com/rs/zerolog"
 )
 
 type fakeFindings struct {
 	mu       sync.Mutex
-	profiles []ProfileRequest
-	causes   []RootCauseRequest
+	profiles []request.Profile
+	causes   []request.RootCause
 	noRegr   bool
 }
 
-func (f *fakeFindings) Profile(_ context.Context, r ProfileRequest) (ProfileQueued, error) {
+func (f *fakeFindings) Profile(_ context.Context, r request.Profile) (request.ProfileQueued, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.profiles = append(f.profiles, r)
-	return ProfileQueued{JobID: int64(40 + len(f.profiles)), Already: len(f.profiles) > 1, Requests: 64}, nil
+	return request.ProfileQueued{JobID: int64(40 + len(f.profiles)), Already: len(f.profiles) > 1, Requests: 64}, nil
 }
 
-func (f *fakeFindings) RootCause(_ context.Context, r RootCauseRequest) (RootCauseRecorded, error) {
+func (f *fakeFindings) RootCause(_ context.Context, r request.RootCause) (request.RootCauseRecorded, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.noRegr {
-		return RootCauseRecorded{}, ErrNoRegression
+		return request.RootCauseRecorded{}, request.ErrNoRegression
 	}
 	f.causes = append(f.causes, r)
-	return RootCauseRecorded{ID: 7, Commit: "9f4c3e1a2b7d8e6f", Tier: "quick", Phenomenon: "tpot_p90 +18%",
+	return request.RootCauseRecorded{ID: 7, Commit: "9f4c3e1a2b7d8e6f", Tier: "quick", Phenomenon: "tpot_p90 +18%",
 		Profile: "prefill interruptions of decode went up by 102%"}, nil
 }
 

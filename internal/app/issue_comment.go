@@ -12,7 +12,10 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/perfgate/perfgate/internal/backoff"
+	"github.com/perfgate/perfgate/internal/check"
 	"github.com/perfgate/perfgate/internal/command"
+	"github.com/perfgate/perfgate/internal/repoconfig"
+	"github.com/perfgate/perfgate/internal/request"
 )
 
 // issueCommentHandler runs `/perf` commands posted on pull requests. Every
@@ -47,7 +50,7 @@ func (h *issueCommentHandler) Handle(ctx context.Context, eventType, deliveryID 
 	owner, name := repo.GetOwner().GetLogin(), repo.GetName()
 	commenter := ev.GetComment().GetUser().GetLogin()
 	commentID := ev.GetComment().GetID()
-	if err := h.deps.Outbox.React(ctx, Reaction{Key: fmt.Sprintf("eyes:%s:%d", repo.GetFullName(), commentID), InstallationID: installationID,
+	if err := h.deps.Outbox.React(ctx, request.Reaction{Key: fmt.Sprintf("eyes:%s:%d", repo.GetFullName(), commentID), InstallationID: installationID,
 		Owner: owner, Repo: name, CommentID: commentID, Content: "eyes"}); err != nil {
 		return fmt.Errorf("react to command comment: %w", err)
 	}
@@ -103,7 +106,7 @@ func (h *issueCommentHandler) Handle(ctx context.Context, eventType, deliveryID 
 func (h *issueCommentHandler) run(ctx context.Context, client *github.Client, t prTarget, cmd command.Command, by string, a access, commentURL string, commentedAt time.Time, deliveryID string) (string, error) {
 	switch cmd.Kind {
 	case command.Retest:
-		tier := Tier(cmd.Tier)
+		tier := check.Tier(cmd.Tier)
 		cfg, msg, ok, err := h.runnable(ctx, client, t, tier, deliveryID)
 		if !ok {
 			return msg, err
@@ -113,16 +116,16 @@ func (h *issueCommentHandler) run(ctx context.Context, client *github.Client, t 
 		if err := h.queueRun(ctx, req); err != nil {
 			return "", err
 		}
-		return fmt.Sprintf("Re-testing `%s` on `%s`.", CheckName(tier), short(t.headSHA)), nil
+		return fmt.Sprintf("Re-testing `%s` on `%s`.", check.CheckName(tier), short(t.headSHA)), nil
 
 	case command.Approve:
-		cfg, msg, ok, err := h.configured(ctx, client, t, TierQuick, deliveryID)
+		cfg, msg, ok, err := h.configured(ctx, client, t, check.TierQuick, deliveryID)
 		if !ok {
 			return msg, err
 		}
 		// Bound to the commit the approver names: if the PR moved on, what
 		// they reviewed is not what would run.
-		var seen []SeenHead
+		var seen []request.SeenHead
 		hist, known := h.deps.Approvals.(HeadHistory)
 		if known && len(cmd.SHA) < len(t.headSHA) && strings.HasPrefix(t.headSHA, cmd.SHA) {
 			if seen, err = hist.Heads(ctx, t.fullName(), t.number); err != nil {
@@ -140,7 +143,7 @@ func (h *issueCommentHandler) run(ctx context.Context, client *github.Client, t 
 			return "", err
 		}
 		return fmt.Sprintf("Approved commit `%s` to run on perfgate's runners; the `%s` check follows (`/perf retest merge` runs the merge tier). A new push needs a new approval.",
-			short(t.headSHA), CheckName(TierQuick)), nil
+			short(t.headSHA), check.CheckName(check.TierQuick)), nil
 
 	case command.Profile:
 		return h.profileCommand(ctx, client, t, by, deliveryID)
@@ -152,7 +155,7 @@ func (h *issueCommentHandler) run(ctx context.Context, client *github.Client, t 
 		if h.deps.Acks == nil {
 			return "acknowledgements are not enabled on this perfgate server.", nil
 		}
-		tiers, err := h.deps.Acks.Ack(ctx, Ack{Owner: t.owner, Repo: t.repo, PR: t.number, HeadSHA: t.headSHA, By: by, Reason: cmd.Reason, CommentURL: commentURL})
+		tiers, err := h.deps.Acks.Ack(ctx, request.Ack{Owner: t.owner, Repo: t.repo, PR: t.number, HeadSHA: t.headSHA, By: by, Reason: cmd.Reason, CommentURL: commentURL})
 		if err != nil {
 			return "", fmt.Errorf("acknowledge on %s#%d: %w", t.fullName(), t.number, err)
 		}
@@ -161,7 +164,7 @@ func (h *issueCommentHandler) run(ctx context.Context, client *github.Client, t 
 		}
 		names := make([]string, len(tiers))
 		for i, tier := range tiers {
-			names[i] = "`" + CheckName(tier) + "`"
+			names[i] = "`" + check.CheckName(tier) + "`"
 		}
 		return fmt.Sprintf("Acknowledged: %s passes as inconclusive; recorded in the audit log. A retest can still decide it.", strings.Join(names, ", ")), nil
 
@@ -169,28 +172,28 @@ func (h *issueCommentHandler) run(ctx context.Context, client *github.Client, t 
 		if h.deps.Appeals == nil {
 			return "appeals are not enabled on this perfgate server.", nil
 		}
-		cfg, msg, ok, err := h.runnable(ctx, client, t, TierQuick, deliveryID)
+		cfg, msg, ok, err := h.runnable(ctx, client, t, check.TierQuick, deliveryID)
 		if !ok {
 			return msg, err
 		}
-		if err := h.deps.Appeals.Open(ctx, Appeal{Owner: t.owner, Repo: t.repo, PR: t.number, HeadSHA: t.headSHA, By: by, Reason: cmd.Reason, CommentURL: commentURL}); err != nil {
+		if err := h.deps.Appeals.Open(ctx, request.Appeal{Owner: t.owner, Repo: t.repo, PR: t.number, HeadSHA: t.headSHA, By: by, Reason: cmd.Reason, CommentURL: commentURL}); err != nil {
 			return "", fmt.Errorf("open appeal on %s#%d: %w", t.fullName(), t.number, err)
 		}
-		req := h.runRequest(t, cfg, TierQuick, "/perf appeal", by, deliveryID)
+		req := h.runRequest(t, cfg, check.TierQuick, "/perf appeal", by, deliveryID)
 		req.Confirm = true
 		if err := h.queueRun(ctx, req); err != nil {
 			return "", err
 		}
 		return fmt.Sprintf("Appeal recorded:\n\n> %s\n\nRe-testing `%s` on `%s`. A maintainer can then `/perf appeal accept` or `/perf appeal reject [reason]`.",
-			cmd.Reason, CheckName(TierQuick), short(t.headSHA)), nil
+			cmd.Reason, check.CheckName(check.TierQuick), short(t.headSHA)), nil
 
 	case command.AppealAccept, command.AppealReject:
 		if h.deps.Appeals == nil {
 			return "appeals are not enabled on this perfgate server.", nil
 		}
 		accept := cmd.Kind == command.AppealAccept
-		err := h.deps.Appeals.Decide(ctx, Decision{Owner: t.owner, Repo: t.repo, PR: t.number, HeadSHA: t.headSHA, Accept: accept, By: by, Reason: cmd.Reason, CommentURL: commentURL})
-		if errors.Is(err, ErrNoOpenAppeal) {
+		err := h.deps.Appeals.Decide(ctx, request.Decision{Owner: t.owner, Repo: t.repo, PR: t.number, HeadSHA: t.headSHA, Accept: accept, By: by, Reason: cmd.Reason, CommentURL: commentURL})
+		if errors.Is(err, request.ErrNoOpenAppeal) {
 			return "there is no open appeal on this pull request; the author opens one with `/perf appeal <reason>`.", nil
 		}
 		if err != nil {
@@ -212,7 +215,7 @@ func (h *issueCommentHandler) run(ctx context.Context, client *github.Client, t 
 // runnable loads the config for a command that runs the PR's code (a
 // measurement, a profile) and checks the commit may run under the fork
 // policy; when either says no it returns the reply that says why.
-func (h *issueCommentHandler) runnable(ctx context.Context, client *github.Client, t prTarget, tier Tier, deliveryID string) (RepoConfig, string, bool, error) {
+func (h *issueCommentHandler) runnable(ctx context.Context, client *github.Client, t prTarget, tier check.Tier, deliveryID string) (RepoConfig, string, bool, error) {
 	cfg, msg, ok, err := h.configured(ctx, client, t, tier, deliveryID)
 	if !ok {
 		return cfg, msg, false, err
@@ -229,15 +232,15 @@ func (h *issueCommentHandler) runnable(ctx context.Context, client *github.Clien
 
 // configured loads the config for a command that runs the benchmark; when
 // the config is broken or missing it returns the reply that says so.
-func (h *issueCommentHandler) configured(ctx context.Context, client *github.Client, t prTarget, tier Tier, deliveryID string) (RepoConfig, string, bool, error) {
+func (h *issueCommentHandler) configured(ctx context.Context, client *github.Client, t prTarget, tier check.Tier, deliveryID string) (RepoConfig, string, bool, error) {
 	cfg, state, err := h.loadConfig(ctx, client, t, tier, deliveryID)
 	switch {
 	case err != nil:
 		return cfg, "", false, err
 	case state == configInvalid:
-		return cfg, fmt.Sprintf("`%s` is invalid, so nothing was run; see the failing check run.", ConfigPath), false, nil
+		return cfg, fmt.Sprintf("`%s` is invalid, so nothing was run; see the failing check run.", repoconfig.Path), false, nil
 	case state == configMissing:
-		return cfg, fmt.Sprintf("this repository has no `%s`, so perfgate does not gate it and nothing was run. Add the file (an empty one uses the defaults): %s", ConfigPath, DocsURL), false, nil
+		return cfg, fmt.Sprintf("this repository has no `%s`, so perfgate does not gate it and nothing was run. Add the file (an empty one uses the defaults): %s", repoconfig.Path, check.DocsURL), false, nil
 	}
 	return cfg, "", true, nil
 }

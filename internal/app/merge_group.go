@@ -8,6 +8,8 @@ import (
 
 	"github.com/google/go-github/v62/github"
 	"github.com/palantir/go-githubapp/githubapp"
+	"github.com/perfgate/perfgate/internal/check"
+	"github.com/perfgate/perfgate/internal/repoconfig"
 )
 
 // mergeGroupHandler runs the merge tier for GitHub's merge queue. The queue
@@ -45,7 +47,7 @@ func (h *mergeGroupHandler) Handle(ctx context.Context, eventType, deliveryID st
 		installationID: installationID, owner: repo.GetOwner().GetLogin(), repo: repo.GetName(), number: pr,
 		headSHA: mg.GetHeadSHA(), baseSHA: mg.GetBaseSHA(), baseRef: mg.GetBaseRef(), defaultBranch: repo.GetDefaultBranch(),
 	}
-	cfg, state, err := h.loadConfig(ctx, client, t, TierMerge, deliveryID)
+	cfg, state, err := h.loadConfig(ctx, client, t, check.TierMerge, deliveryID)
 	if state != configOK {
 		return err
 	}
@@ -56,14 +58,14 @@ func (h *mergeGroupHandler) Handle(ctx context.Context, eventType, deliveryID st
 	if msg, ok, err := h.groupRuns(ctx, client, t, cfg); err != nil {
 		return err
 	} else if !ok {
-		return h.conclude(ctx, t, TierMerge, msg.verdict, msg.out, deliveryID)
+		return h.conclude(ctx, t, check.TierMerge, msg.verdict, msg.out, deliveryID)
 	}
-	return h.queueRun(ctx, h.runRequest(t, cfg, TierMerge, "merge_group", ev.GetSender().GetLogin(), deliveryID))
+	return h.queueRun(ctx, h.runRequest(t, cfg, check.TierMerge, "merge_group", ev.GetSender().GetLogin(), deliveryID))
 }
 
 type groupRefusal struct {
-	verdict Verdict
-	out     Output
+	verdict check.Phase
+	out     check.Output
 }
 
 // groupRuns decides whether a merge group may run under the fork policy,
@@ -72,7 +74,7 @@ type groupRefusal struct {
 // cannot be told runs nothing: it may hold a fork's code.
 func (h *mergeGroupHandler) groupRuns(ctx context.Context, client *github.Client, t prTarget, cfg RepoConfig) (groupRefusal, bool, error) {
 	if t.number == 0 {
-		return groupRefusal{VerdictWaiting, Output{Title: "Pull request not known",
+		return groupRefusal{check.Waiting, check.Output{Title: "Pull request not known",
 			Summary: "perfgate could not tell which pull request this merge group holds (its ref names none), so it did not run the group's code: it may be a fork's. Re-queue the pull request."}}, false, nil
 	}
 	repo := &github.Repository{Owner: &github.User{Login: &t.owner}, Name: &t.repo, FullName: github.String(t.fullName())}
@@ -89,11 +91,11 @@ func (h *mergeGroupHandler) groupRuns(ctx context.Context, client *github.Client
 	}
 	switch st {
 	case forkNever:
-		return groupRefusal{VerdictSkipped, Output{Title: "Fork pull requests do not run here",
+		return groupRefusal{check.Skipped, check.Output{Title: "Fork pull requests do not run here",
 			Summary: fmt.Sprintf("This merge group holds #%d, which comes from a fork, and this repository's `%s` (on `%s`) says `triggers.forks: never`: "+
-				"perfgate never runs a fork's code on its GPU runners, in a merge group either, so the group was not measured.", t.number, ConfigPath, cfg.Ref)}}, false, nil
+				"perfgate never runs a fork's code on its GPU runners, in a merge group either, so the group was not measured.", t.number, repoconfig.Path, cfg.Ref)}}, false, nil
 	case forkWaits:
-		return groupRefusal{VerdictWaiting, Output{Title: "Waiting for approval",
+		return groupRefusal{check.Waiting, check.Output{Title: "Waiting for approval",
 			Summary: fmt.Sprintf("This merge group holds #%d, which comes from a fork, and nobody has approved running its head commit `%s`, so perfgate did not run the group. "+
 				"After reviewing it, %s can comment `/perf approve %s` on the pull request, then re-queue it.", t.number, pr.headSHA, approverWords(cfg.Forks), pr.headSHA)}}, false, nil
 	}

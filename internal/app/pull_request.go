@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/go-github/v62/github"
 	"github.com/palantir/go-githubapp/githubapp"
+	"github.com/perfgate/perfgate/internal/check"
 	"github.com/rs/zerolog"
 )
 
@@ -56,7 +57,7 @@ func (h *pullRequestHandler) Handle(ctx context.Context, eventType, deliveryID s
 			return fmt.Errorf("supersede runs of %s#%d: %w", t.fullName(), t.number, err)
 		}
 	}
-	cfg, state, err := h.loadConfig(ctx, client, t, TierQuick, deliveryID)
+	cfg, state, err := h.loadConfig(ctx, client, t, check.TierQuick, deliveryID)
 	if state != configOK {
 		return err
 	}
@@ -67,7 +68,7 @@ func (h *pullRequestHandler) Handle(ctx context.Context, eventType, deliveryID s
 // fork's PR the label is the labeler's approval of the commit they saw,
 // when triggers.forks lets them approve.
 func (h *pullRequestHandler) labeled(ctx context.Context, client *github.Client, t prTarget, label, by, deliveryID string) error {
-	cfg, state, err := h.loadConfig(ctx, client, t, TierMerge, deliveryID)
+	cfg, state, err := h.loadConfig(ctx, client, t, check.TierMerge, deliveryID)
 	if state != configOK {
 		return err
 	}

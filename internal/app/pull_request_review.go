@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/go-github/v62/github"
 	"github.com/palantir/go-githubapp/githubapp"
+	"github.com/perfgate/perfgate/internal/check"
 )
 
 // pullRequestReviewHandler runs the merge tier on an approving review.
@@ -40,7 +41,7 @@ func (h *pullRequestReviewHandler) Handle(ctx context.Context, eventType, delive
 		log.Info().Str("reviewer", reviewer).Msg("approval by a non-writer; merge tier not run")
 		return nil
 	}
-	cfg, state, err := h.loadConfig(ctx, client, t, TierMerge, deliveryID)
+	cfg, state, err := h.loadConfig(ctx, client, t, check.TierMerge, deliveryID)
 	if state != configOK {
 		return err
 	}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/google/go-github/v62/github"
 	"github.com/palantir/go-githubapp/githubapp"
+	"github.com/perfgate/perfgate/internal/request"
 )
 
 // releaseHandler passes published releases on for baseline promotion.
@@ -23,7 +24,7 @@ func (h *releaseHandler) Handle(ctx context.Context, eventType, deliveryID strin
 	}
 	installationID := githubapp.GetInstallationIDFromEvent(&ev)
 	ctx, log := githubapp.PrepareRepoContext(ctx, installationID, ev.GetRepo())
-	rel := Release{
+	rel := request.Release{
 		InstallationID: installationID, Owner: ev.GetRepo().GetOwner().GetLogin(), Repo: ev.GetRepo().GetName(),
 		Tag: ev.GetRelease().GetTagName(), TargetCommit: ev.GetRelease().GetTargetCommitish(), By: ev.GetSender().GetLogin(),
 	}

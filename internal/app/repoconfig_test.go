@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/perfgate/perfgate/internal/config"
+	"github.com/perfgate/perfgate/internal/repoconfig"
 )
 
 func TestMatchPath(t *testing.T) {
@@ -51,7 +52,7 @@ func TestRepoConfigOf(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			cfg, err := config.Parse(ConfigPath, []byte(tt.yaml))
+			cfg, err := config.Parse(repoconfig.Path, []byte(tt.yaml))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -59,17 +60,5 @@ func TestRepoConfigOf(t *testing.T) {
 				t.Errorf("RepoConfigOf = %+v", rc)
 			}
 		})
-	}
-}
-
-func TestConclusionMapping(t *testing.T) {
-	want := map[Verdict]string{
-		VerdictPass: "success", VerdictWarning: "neutral", VerdictEscalated: "failure", VerdictInconclusive: "neutral",
-		VerdictSkipped: "skipped", VerdictConfigError: "failure", VerdictWaiting: "action_required", VerdictError: "failure",
-	}
-	for v, c := range want {
-		if got := Conclusion(v); got != c {
-			t.Errorf("Conclusion(%s) = %s, want %s", v, got, c)
-		}
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/palantir/go-githubapp/githubapp"
 
 	"github.com/perfgate/perfgate/internal/githubtest"
+	"github.com/perfgate/perfgate/internal/githubtest/ghtest"
 )
 
 // retryClient is an installation client against the fake, with the retry
@@ -63,7 +64,7 @@ func TestRetryTransport(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			gh := githubtest.New(t)
+			gh := ghtest.New(t)
 			gh.SetPullRequest("acme/inference", 17, []byte(`{"number":17}`))
 			tt.script(gh)
 			var waits []time.Duration
@@ -120,7 +121,7 @@ func TestRetryNeverRepeatsACreate(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			gh := githubtest.New(t)
+			gh := ghtest.New(t)
 			tt.script(gh)
 			var waits []time.Duration
 			err := tt.call(retryClient(t, gh, time.Now(), &waits))
@@ -149,7 +150,7 @@ func createComment(c *github.Client) error {
 // A PATCH sets a state: sending it again after a 502 is safe, body and all.
 func TestRetryReplaysPatch(t *testing.T) {
 	t.Parallel()
-	gh := githubtest.New(t)
+	gh := ghtest.New(t)
 	var waits []time.Duration
 	c := retryClient(t, gh, time.Now(), &waits)
 	run, _, err := c.Checks.CreateCheckRun(context.Background(), "acme", "inference", github.CreateCheckRunOptions{Name: "perfgate / quick", HeadSHA: "9f4c3e1a2b7d8e6f5a4b3c2d1e0f9a8b7c6d5e4f"})

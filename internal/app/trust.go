@@ -9,6 +9,9 @@ import (
 	"time"
 
 	"github.com/google/go-github/v62/github"
+	"github.com/perfgate/perfgate/internal/check"
+	"github.com/perfgate/perfgate/internal/repoconfig"
+	"github.com/perfgate/perfgate/internal/request"
 	"github.com/rs/zerolog"
 )
 
@@ -155,15 +158,15 @@ func approverWords(p ForkPolicy) string {
 // concludeFork records the check of a fork's commit that may not run: a
 // skipped one under `forks: never`, else one waiting for an approval of
 // this commit.
-func (b *base) concludeFork(ctx context.Context, t prTarget, tier Tier, st forkState, cfg RepoConfig, deliveryID string) error {
+func (b *base) concludeFork(ctx context.Context, t prTarget, tier check.Tier, st forkState, cfg RepoConfig, deliveryID string) error {
 	if st == forkNever {
-		return b.conclude(ctx, t, tier, VerdictSkipped, Output{
+		return b.conclude(ctx, t, tier, check.Skipped, check.Output{
 			Title: "Fork pull requests do not run here",
 			Summary: fmt.Sprintf("This pull request comes from a fork, and this repository's `%s` (on `%s`) says `triggers.forks: never`: "+
-				"perfgate never runs a fork's code on its GPU runners. The merge queue, which measures the merged code in this repository, still gates it.", ConfigPath, cfg.Ref),
+				"perfgate never runs a fork's code on its GPU runners. The merge queue, which measures the merged code in this repository, still gates it.", repoconfig.Path, cfg.Ref),
 		}, deliveryID)
 	}
-	return b.conclude(ctx, t, tier, VerdictWaiting, Output{
+	return b.conclude(ctx, t, tier, check.Waiting, check.Output{
 		Title: "Waiting for approval",
 		Summary: fmt.Sprintf("This pull request comes from a fork. perfgate runs a fork's code on its GPU runners only after %s has reviewed the commit and approved it: "+
 			"press **Approve** on this check, or comment `/perf approve %s`. An approval is for commit `%s` only: a new push needs a new approval.",
@@ -175,7 +178,7 @@ func (b *base) concludeFork(ctx context.Context, t prTarget, tier Tier, st forkS
 // commit nobody approved.
 func notApprovedReply(t prTarget, st forkState, cfg RepoConfig) string {
 	if st == forkNever {
-		return fmt.Sprintf("this pull request comes from a fork and this repository never runs a fork's code (`triggers.forks: never` in `%s` on `%s`), so nothing was run.", ConfigPath, cfg.Ref)
+		return fmt.Sprintf("this pull request comes from a fork and this repository never runs a fork's code (`triggers.forks: never` in `%s` on `%s`), so nothing was run.", repoconfig.Path, cfg.Ref)
 	}
 	return fmt.Sprintf("commit `%s` comes from a fork and nobody has approved running it, so nothing was run. After reviewing it, %s can comment `/perf approve %s` or press **Approve** on the check; a new push needs a new approval.",
 		short(t.headSHA), approverWords(cfg.Forks), t.headSHA)
@@ -187,9 +190,9 @@ func notApprovedReply(t prTarget, st forkState, cfg RepoConfig) string {
 func (b *base) approve(ctx context.Context, t prTarget, cfg RepoConfig, by string, a access, via string) (refusal string, ok bool, err error) {
 	switch {
 	case !t.fork:
-		return fmt.Sprintf("this pull request's code lives in the repository itself: it runs without an approval (`%s`).", CheckName(TierQuick)), false, nil
+		return fmt.Sprintf("this pull request's code lives in the repository itself: it runs without an approval (`%s`).", check.CheckName(check.TierQuick)), false, nil
 	case cfg.Forks == ForksNever:
-		return fmt.Sprintf("this repository never runs a fork's code (`triggers.forks: never` in `%s` on `%s`), so nothing was approved or run.", ConfigPath, cfg.Ref), false, nil
+		return fmt.Sprintf("this repository never runs a fork's code (`triggers.forks: never` in `%s` on `%s`), so nothing was approved or run.", repoconfig.Path, cfg.Ref), false, nil
 	case !mayApprove(cfg.Forks, a):
 		need := "the maintain or admin role"
 		if cfg.Forks == ForksWrite {
@@ -199,7 +202,7 @@ func (b *base) approve(ctx context.Context, t prTarget, cfg RepoConfig, by strin
 	case b.deps.Approvals == nil:
 		return "approvals are not enabled on this perfgate server, so a fork's code cannot run.", false, nil
 	}
-	err = b.deps.Approvals.Approve(ctx, Approval{Owner: t.owner, Repo: t.repo, PR: t.number, HeadSHA: t.headSHA, By: by, Role: accessWord(a), Via: via})
+	err = b.deps.Approvals.Approve(ctx, request.Approval{Owner: t.owner, Repo: t.repo, PR: t.number, HeadSHA: t.headSHA, By: by, Role: accessWord(a), Via: via})
 	if err != nil {
 		return "", false, fmt.Errorf("approve %s@%s: %w", t.fullName(), short(t.headSHA), err)
 	}
@@ -213,8 +216,8 @@ func (b *base) approve(ctx context.Context, t prTarget, cfg RepoConfig, by strin
 func (b *base) quickRun(ctx context.Context, client *github.Client, t prTarget, cfg RepoConfig, trigger, by, deliveryID string) error {
 	log := zerolog.Ctx(ctx)
 	if t.draft && cfg.Drafts == DraftsSkip {
-		return b.conclude(ctx, t, TierQuick, VerdictSkipped,
-			Output{Title: "Draft pull request", Summary: "perfgate runs when the pull request is marked ready for review."}, deliveryID)
+		return b.conclude(ctx, t, check.TierQuick, check.Skipped,
+			check.Output{Title: "Draft pull request", Summary: "perfgate runs when the pull request is marked ready for review."}, deliveryID)
 	}
 	matched, capped, err := changesGatedFile(ctx, client, t, cfg)
 	if err != nil {
@@ -225,8 +228,8 @@ func (b *base) quickRun(ctx context.Context, client *github.Client, t prTarget, 
 			log.Info().Msg("no gated paths changed; no check posted")
 			return nil
 		}
-		return b.conclude(ctx, t, TierQuick, VerdictSkipped,
-			Output{Title: "No gated changes", Summary: "no " + strings.Join(cfg.Paths, " or ") + " changes"}, deliveryID)
+		return b.conclude(ctx, t, check.TierQuick, check.Skipped,
+			check.Output{Title: "No gated changes", Summary: "no " + strings.Join(cfg.Paths, " or ") + " changes"}, deliveryID)
 	}
 	if capped {
 		log.Info().Msg("PR lists the maximum number of files; gating it")
@@ -236,9 +239,9 @@ func (b *base) quickRun(ctx context.Context, client *github.Client, t prTarget, 
 		return err
 	}
 	if st != forkRuns {
-		return b.concludeFork(ctx, t, TierQuick, st, cfg, deliveryID)
+		return b.concludeFork(ctx, t, check.TierQuick, st, cfg, deliveryID)
 	}
-	return b.queueRun(ctx, b.runRequest(t, cfg, TierQuick, trigger, by, deliveryID))
+	return b.queueRun(ctx, b.runRequest(t, cfg, check.TierQuick, trigger, by, deliveryID))
 }
 
 // mergeRun records the merge tier for t's head commit (an approving
@@ -258,22 +261,15 @@ func (b *base) mergeRun(ctx context.Context, t prTarget, cfg RepoConfig, trigger
 		}
 	}
 	if st != forkRuns {
-		return b.concludeFork(ctx, t, TierMerge, st, cfg, deliveryID)
+		return b.concludeFork(ctx, t, check.TierMerge, st, cfg, deliveryID)
 	}
-	return b.queueRun(ctx, b.runRequest(t, cfg, TierMerge, trigger, by, deliveryID))
-}
-
-// SeenHead is a commit perfgate recorded as a pull request's head, and
-// when it first did.
-type SeenHead struct {
-	SHA   string
-	First time.Time
+	return b.queueRun(ctx, b.runRequest(t, cfg, check.TierMerge, trigger, by, deliveryID))
 }
 
 // HeadHistory is what an Approvals may also know: the heads perfgate has
 // recorded for a pull request. Without it only a full SHA approves.
 type HeadHistory interface {
-	Heads(ctx context.Context, repo string, pr int) ([]SeenHead, error)
+	Heads(ctx context.Context, repo string, pr int) ([]request.SeenHead, error)
 }
 
 // approvedHead decides whether `/perf approve named`, commented at
@@ -283,7 +279,7 @@ type HeadHistory interface {
 // and no other head of the PR it recorded shares the prefix — a prefix
 // is 28 bits, and a fork can grind a second commit to match it and push
 // that in place of the one reviewed. It returns the refusal otherwise.
-func approvedHead(named, head string, seen []SeenHead, known bool, commentedAt time.Time) (refusal string, ok bool) {
+func approvedHead(named, head string, seen []request.SeenHead, known bool, commentedAt time.Time) (refusal string, ok bool) {
 	named = strings.ToLower(named)
 	if !strings.HasPrefix(head, named) {
 		return fmt.Sprintf("`%s` is not this pull request's head commit (it is `%s` now), so nothing was approved or run. Review the new commit and approve it: `/perf approve %s`.",

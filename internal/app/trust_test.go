@@ -10,31 +10,35 @@ import (
 	"testing"
 	"time"
 
+	"github.com/perfgate/perfgate/internal/check"
 	"github.com/perfgate/perfgate/internal/githubtest"
+	"github.com/perfgate/perfgate/internal/githubtest/ghtest"
+	"github.com/perfgate/perfgate/internal/repoconfig"
+	"github.com/perfgate/perfgate/internal/request"
 )
 
 // fakeApprovals remembers approved commits, as the store does, and the
 // heads perfgate recorded for PR #17.
 type fakeApprovals struct {
 	mu       sync.Mutex
-	approved map[string]Approval
-	heads    []SeenHead
+	approved map[string]request.Approval
+	heads    []request.SeenHead
 }
 
-func (f *fakeApprovals) Heads(ctx context.Context, repo string, pr int) ([]SeenHead, error) {
+func (f *fakeApprovals) Heads(ctx context.Context, repo string, pr int) ([]request.SeenHead, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return append([]SeenHead(nil), f.heads...), nil
+	return append([]request.SeenHead(nil), f.heads...), nil
 }
 
 // seen records sha as a head perfgate saw at at.
 func (f *fakeApprovals) seen(sha string, at time.Time) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.heads = append(f.heads, SeenHead{SHA: sha, First: at})
+	f.heads = append(f.heads, request.SeenHead{SHA: sha, First: at})
 }
 
-func (f *fakeApprovals) Approve(ctx context.Context, a Approval) error {
+func (f *fakeApprovals) Approve(ctx context.Context, a request.Approval) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	k := a.Owner + "/" + a.Repo + "@" + a.HeadSHA
@@ -51,10 +55,10 @@ func (f *fakeApprovals) Approved(ctx context.Context, repo, sha string) (bool, e
 	return ok, nil
 }
 
-func (f *fakeApprovals) list() []Approval {
+func (f *fakeApprovals) list() []request.Approval {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	var out []Approval
+	var out []request.Approval
 	for _, a := range f.approved {
 		out = append(out, a)
 	}
@@ -64,11 +68,11 @@ func (f *fakeApprovals) list() []Approval {
 // fakeAcks answers `/perf ack` with the tiers it holds.
 type fakeAcks struct {
 	mu    sync.Mutex
-	tiers []Tier
-	acks  []Ack
+	tiers []check.Tier
+	acks  []request.Ack
 }
 
-func (f *fakeAcks) Ack(ctx context.Context, a Ack) ([]Tier, error) {
+func (f *fakeAcks) Ack(ctx context.Context, a request.Ack) ([]check.Tier, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.acks = append(f.acks, a)
@@ -83,7 +87,7 @@ func (f *fakeAcks) Ack(ctx context.Context, a Ack) ([]Tier, error) {
 func trustHarness(t *testing.T, forks string) (*harness, *fakeApprovals, *fakeAcks) {
 	t.Helper()
 	// The fork's head was recorded long before any comment of the tests.
-	appr := &fakeApprovals{approved: map[string]Approval{}, heads: []SeenHead{{SHA: headSHA, First: time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)}}}
+	appr := &fakeApprovals{approved: map[string]request.Approval{}, heads: []request.SeenHead{{SHA: headSHA, First: time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)}}}
 	acks := &fakeAcks{}
 	h := newHarness(t)
 	a, err := New(h.app.cfg, Deps{Dispatcher: h.disp, Inbox: h.inbox, Outbox: h.out, Appeals: h.appeals, Approvals: appr, Acks: acks})
@@ -93,7 +97,7 @@ func trustHarness(t *testing.T, forks string) (*harness, *fakeApprovals, *fakeAc
 	h.app = a
 	h.setPR(t, "pull_request/opened.fork.json", nil)
 	if forks != "" {
-		h.gh.SetContent(repoName, "main", ConfigPath, []byte("triggers:\n  forks: "+forks+"\n"))
+		h.gh.SetContent(repoName, "main", repoconfig.Path, []byte("triggers:\n  forks: "+forks+"\n"))
 	}
 	return h, appr, acks
 }
@@ -102,7 +106,7 @@ func trustHarness(t *testing.T, forks string) (*harness, *fakeApprovals, *fakeAc
 func payload(t *testing.T, fixture string, edit func(map[string]any)) []byte {
 	t.Helper()
 	var m map[string]any
-	if err := json.Unmarshal(githubtest.Fixture(t, fixture), &m); err != nil {
+	if err := json.Unmarshal(ghtest.Fixture(t, fixture), &m); err != nil {
 		t.Fatal(err)
 	}
 	if edit != nil {
@@ -189,25 +193,25 @@ func TestForkPolicies(t *testing.T) {
 	}
 	tests := []struct {
 		forks       string
-		opened      Verdict
+		opened      check.Phase
 		openedTitle string
 		attempts    []attempt
 	}{
-		{"never", VerdictSkipped, "Fork pull requests do not run here", []attempt{
+		{"never", check.Skipped, "Fork pull requests do not run here", []attempt{
 			{"admin", "comment", false, "never runs a fork's code"},
 			{"admin", "button", false, "never runs a fork's code"},
 		}},
-		{"maintainer", VerdictWaiting, "Waiting for approval", []attempt{
+		{"maintainer", check.Waiting, "Waiting for approval", []attempt{
 			{"write", "comment", false, "needs the approval of someone with the maintain or admin role"},
 			{"write", "button", false, "needs the approval of someone with the maintain or admin role"},
 			{"maintain", "comment", true, "Approved commit `9f4c3e1`"},
 			{"admin", "button", true, "approved commit `9f4c3e1`"},
 		}},
-		{"", VerdictWaiting, "Waiting for approval", []attempt{ // the default is maintainer
+		{"", check.Waiting, "Waiting for approval", []attempt{ // the default is maintainer
 			{"write", "comment", false, "maintain or admin role"},
 			{"maintain", "comment", true, "Approved commit"},
 		}},
-		{"write", VerdictWaiting, "Waiting for approval", []attempt{
+		{"write", check.Waiting, "Waiting for approval", []attempt{
 			{"read", "comment", false, "needs write access"},
 			{"triage", "button", false, "needs the approval of someone with write access"},
 			{"write", "comment", true, "Approved commit `9f4c3e1`"},
@@ -221,7 +225,7 @@ func TestForkPolicies(t *testing.T) {
 				h, appr, _ := trustHarness(t, tt.forks)
 				h.deliver(t, "pull_request", "pull_request/opened.fork.json")
 				c := h.disp.Concluded()
-				if len(c) != 1 || c[0].Verdict != tt.opened || c[0].Output.Title != tt.openedTitle || len(h.disp.Runs()) != 0 {
+				if len(c) != 1 || c[0].Phase != tt.opened || c[0].Output.Title != tt.openedTitle || len(h.disp.Runs()) != 0 {
 					t.Fatalf("fork PR opened: concluded %+v, runs %+v; want one %s check and nothing run", c, h.disp.Runs(), tt.opened)
 				}
 				// A writer's /perf retest is not an approval.
@@ -246,7 +250,7 @@ func TestForkPolicies(t *testing.T) {
 					}
 					return
 				}
-				if len(runs) != 1 || runs[0].HeadSHA != headSHA || runs[0].Tier != TierQuick || !runs[0].Fork {
+				if len(runs) != 1 || runs[0].HeadSHA != headSHA || runs[0].Tier != check.TierQuick || !runs[0].Fork {
 					t.Fatalf("runs after approval = %+v, want one quick run of the approved fork commit", runs)
 				}
 				if a := appr.list(); len(a) != 1 || a[0].HeadSHA != headSHA || a[0].By != "monalisa" || a[0].Role != at.role {
@@ -280,7 +284,7 @@ func TestApprovalBoundToSHA(t *testing.T) {
 	}))
 	h.setPR(t, "pull_request/opened.fork.json", func(pr map[string]any) { pr["head"].(map[string]any)["sha"] = newSHA })
 	c := h.disp.Concluded()
-	if len(h.disp.Runs()) != 1 || len(c) != 1 || c[0].HeadSHA != newSHA || c[0].Verdict != VerdictWaiting || !strings.Contains(c[0].Output.Summary, "/perf approve "+newSHA+"`") {
+	if len(h.disp.Runs()) != 1 || len(c) != 1 || c[0].HeadSHA != newSHA || c[0].Phase != check.Waiting || !strings.Contains(c[0].Output.Summary, "/perf approve "+newSHA+"`") {
 		t.Fatalf("after a push: runs %+v, concluded %+v; want the new commit waiting for its own approval", h.disp.Runs(), c)
 	}
 
@@ -328,13 +332,13 @@ func TestForkMergeTier(t *testing.T) {
 			}))
 			runs := h.disp.Runs()
 			if tc.wantRun {
-				if len(runs) != 1 || runs[0].Tier != TierMerge || len(appr.list()) != 1 || appr.list()[0].Via != "pull_request_review.approved" {
+				if len(runs) != 1 || runs[0].Tier != check.TierMerge || len(appr.list()) != 1 || appr.list()[0].Via != "pull_request_review.approved" {
 					t.Fatalf("runs %+v, approvals %+v; want the merge tier run on the reviewed commit", runs, appr.list())
 				}
 				return
 			}
 			c := h.disp.Concluded()
-			if len(runs) != 0 || len(c) != 1 || c[0].Tier != TierMerge || c[0].Verdict != VerdictWaiting {
+			if len(runs) != 0 || len(c) != 1 || c[0].Tier != check.TierMerge || c[0].Phase != check.Waiting {
 				t.Fatalf("runs %+v, concluded %+v; want a waiting merge check", runs, c)
 			}
 		})
@@ -379,7 +383,7 @@ func TestConfigFromNonProtectedBaseIgnored(t *testing.T) {
 				h.gh.SetBranchRules(repoName, "release-2", tc.rules)
 			}
 			// The base branch's config lets any writer approve a fork.
-			h.gh.SetContent(repoName, "release-2", ConfigPath, []byte("triggers:\n  forks: write\n"))
+			h.gh.SetContent(repoName, "release-2", repoconfig.Path, []byte("triggers:\n  forks: write\n"))
 			toRelease := func(pr map[string]any) { pr["base"].(map[string]any)["ref"] = "release-2" }
 			h.setPR(t, "pull_request/opened.fork.json", toRelease)
 			h.deliverRaw(t, "pull_request", payload(t, "pull_request/opened.fork.json", func(m map[string]any) { toRelease(m["pull_request"].(map[string]any)) }))
@@ -387,7 +391,7 @@ func TestConfigFromNonProtectedBaseIgnored(t *testing.T) {
 			h.command(t, "monalisa", "/perf approve 9f4c3e1")
 
 			refs := map[string]bool{}
-			for _, r := range h.gh.RequestsTo("GET", "/repos/acme/inference/contents/"+ConfigPath) {
+			for _, r := range h.gh.RequestsTo("GET", "/repos/acme/inference/contents/"+repoconfig.Path) {
 				refs[r.Query.Get("ref")] = true
 			}
 			if tc.trusted {
@@ -430,7 +434,7 @@ func TestAckCommand(t *testing.T) {
 	if !strings.Contains(h.lastComment(t), "no check of this pull request waits for an acknowledgement") {
 		t.Errorf("ack with nothing held: %q", h.lastComment(t))
 	}
-	acks.tiers = []Tier{TierMerge}
+	acks.tiers = []check.Tier{check.TierMerge}
 	h.command(t, "monalisa", "/perf ack runner noise this week")
 	if reply := h.lastComment(t); !strings.Contains(reply, "Acknowledged: `perfgate / merge` passes as inconclusive") {
 		t.Errorf("reply %q", reply)
@@ -453,18 +457,18 @@ func TestApprovePrefixBoundToSeenHead(t *testing.T) {
 	commented := time.Date(2024, 5, 14, 10, 0, 0, 0, time.UTC) // the fixture comment's created_at
 	for _, tc := range []struct {
 		name    string
-		heads   []SeenHead
+		heads   []request.SeenHead
 		comment string
 		wantRun bool
 		reply   string
 	}{
-		{"prefix of the only head seen before the comment", []SeenHead{{ground, commented.Add(-time.Hour)}}, "/perf approve 9f4c3e1", true, "Approved commit"},
-		{"prefix shared with an earlier head", []SeenHead{{reviewed, commented.Add(-time.Hour)}, {ground, commented.Add(-time.Minute)}}, "/perf approve 9f4c3e1", false,
+		{"prefix of the only head seen before the comment", []request.SeenHead{{SHA: ground, First: commented.Add(-time.Hour)}}, "/perf approve 9f4c3e1", true, "Approved commit"},
+		{"prefix shared with an earlier head", []request.SeenHead{{SHA: reviewed, First: commented.Add(-time.Hour)}, {SHA: ground, First: commented.Add(-time.Minute)}}, "/perf approve 9f4c3e1", false,
 			"names more than one commit this pull request has had as its head"},
-		{"head pushed after the comment", []SeenHead{{ground, commented.Add(time.Second)}}, "/perf approve 9f4c3e1a", false, "became this pull request's head after your comment"},
+		{"head pushed after the comment", []request.SeenHead{{SHA: ground, First: commented.Add(time.Second)}}, "/perf approve 9f4c3e1a", false, "became this pull request's head after your comment"},
 		{"head not recorded yet", nil, "/perf approve 9f4c3e1", false, "became this pull request's head after your comment"},
-		{"full SHA of the head", []SeenHead{{reviewed, commented.Add(-time.Hour)}, {ground, commented.Add(time.Second)}}, "/perf approve " + strings.ToUpper(ground), true, "Approved commit"},
-		{"full SHA of the reviewed commit", []SeenHead{{reviewed, commented.Add(-time.Hour)}, {ground, commented.Add(-time.Minute)}}, "/perf approve " + reviewed, false, "is not this pull request's head commit"},
+		{"full SHA of the head", []request.SeenHead{{SHA: reviewed, First: commented.Add(-time.Hour)}, {SHA: ground, First: commented.Add(time.Second)}}, "/perf approve " + strings.ToUpper(ground), true, "Approved commit"},
+		{"full SHA of the reviewed commit", []request.SeenHead{{SHA: reviewed, First: commented.Add(-time.Hour)}, {SHA: ground, First: commented.Add(-time.Minute)}}, "/perf approve " + reviewed, false, "is not this pull request's head commit"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h, appr, _ := trustHarness(t, "write")
@@ -506,12 +510,12 @@ func TestMergeGroupForkPolicy(t *testing.T) {
 		name, forks string
 		fork        bool
 		approved    bool
-		verdict     Verdict // when nothing runs
+		verdict     check.Phase // when nothing runs
 		says        string
 	}{
 		{"own branch runs", "never", false, false, "", ""},
-		{"fork under forks: never", "never", true, true, VerdictSkipped, "`triggers.forks: never`"},
-		{"unapproved fork head waits", "maintainer", true, false, VerdictWaiting, "/perf approve " + headSHA + "`"},
+		{"fork under forks: never", "never", true, true, check.Skipped, "`triggers.forks: never`"},
+		{"unapproved fork head waits", "maintainer", true, false, check.Waiting, "/perf approve " + headSHA + "`"},
 		{"approved fork head runs", "maintainer", true, true, "", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -520,7 +524,7 @@ func TestMergeGroupForkPolicy(t *testing.T) {
 				h.setPR(t, "pull_request/opened.json", nil)
 			}
 			if tc.approved {
-				appr.approved[repoName+"@"+headSHA] = Approval{HeadSHA: headSHA}
+				appr.approved[repoName+"@"+headSHA] = request.Approval{HeadSHA: headSHA}
 			}
 			h.deliverRaw(t, "merge_group", payload(t, "merge_group/checks_requested.json", nil))
 			runs, c := h.disp.Runs(), h.disp.Concluded()
@@ -530,7 +534,7 @@ func TestMergeGroupForkPolicy(t *testing.T) {
 				}
 				return
 			}
-			if len(runs) != 0 || len(c) != 1 || c[0].HeadSHA != mergeSHA || c[0].Verdict != tc.verdict || !strings.Contains(c[0].Output.Summary, tc.says) {
+			if len(runs) != 0 || len(c) != 1 || c[0].HeadSHA != mergeSHA || c[0].Phase != tc.verdict || !strings.Contains(c[0].Output.Summary, tc.says) {
 				t.Fatalf("runs %+v, concluded %+v; want %s saying %q", runs, c, tc.verdict, tc.says)
 			}
 		})
@@ -543,7 +547,7 @@ func TestMergeGroupForkPolicy(t *testing.T) {
 // push waits for a new approval.
 func TestForkLabelApprovesHeadAtLabel(t *testing.T) {
 	h, appr, _ := trustHarness(t, "maintainer")
-	h.gh.SetContent(repoName, "main", ConfigPath, []byte("triggers:\n  forks: maintainer\n  merge_label: perfgate/merge-gate\n"))
+	h.gh.SetContent(repoName, "main", repoconfig.Path, []byte("triggers:\n  forks: maintainer\n  merge_label: perfgate/merge-gate\n"))
 	h.gh.SetPermission(repoName, "monalisa", "write", "maintain")
 	// GitHub already has the next push when perfgate handles the label.
 	h.setPR(t, "pull_request/opened.fork.json", func(pr map[string]any) { pr["head"].(map[string]any)["sha"] = newSHA })
@@ -551,7 +555,7 @@ func TestForkLabelApprovesHeadAtLabel(t *testing.T) {
 		m["pull_request"].(map[string]any)["head"].(map[string]any)["repo"].(map[string]any)["full_name"] = "forker/inference"
 		m["sender"].(map[string]any)["login"] = "monalisa"
 	}))
-	if runs := h.disp.Runs(); len(runs) != 1 || runs[0].HeadSHA != headSHA || runs[0].Tier != TierMerge {
+	if runs := h.disp.Runs(); len(runs) != 1 || runs[0].HeadSHA != headSHA || runs[0].Tier != check.TierMerge {
 		t.Fatalf("runs %+v; want the merge tier on the labelled head", runs)
 	}
 	if l := appr.list(); len(l) != 1 || l[0].HeadSHA != headSHA {
@@ -561,7 +565,7 @@ func TestForkLabelApprovesHeadAtLabel(t *testing.T) {
 		m["action"] = "synchronize"
 		m["pull_request"].(map[string]any)["head"].(map[string]any)["sha"] = newSHA
 	}))
-	if c := h.disp.Concluded(); len(h.disp.Runs()) != 1 || len(c) != 1 || c[0].HeadSHA != newSHA || c[0].Verdict != VerdictWaiting {
+	if c := h.disp.Concluded(); len(h.disp.Runs()) != 1 || len(c) != 1 || c[0].HeadSHA != newSHA || c[0].Phase != check.Waiting {
 		t.Fatalf("after a push: runs %+v, concluded %+v; want the new head waiting", h.disp.Runs(), c)
 	}
 }

@@ -10,10 +10,11 @@ import (
 
 	"github.com/perfgate/perfgate/internal/bisect"
 	"github.com/perfgate/perfgate/internal/githubtest"
+	"github.com/perfgate/perfgate/internal/githubtest/ghtest"
 )
 
 func TestGitHubLister(t *testing.T) {
-	repo := githubtest.NewGitRepo(t)
+	repo := ghtest.NewGitRepo(t)
 	good := repo.Commit("initial", map[string]string{"inference_engine/knob": "1"})
 	want := []string{good}
 	want = append(want, repo.Commits(102, func(i int) (string, map[string]string) {
@@ -31,7 +32,7 @@ func TestGitHubLister(t *testing.T) {
 	bad := repo.Commit("after the merge (#105)", map[string]string{"inference_engine/knob": "105"})
 	want = append(want, bad)
 
-	gh := githubtest.New(t)
+	gh := ghtest.New(t)
 	gh.SetGitRepo("acme/llm", repo.Dir)
 	cc, err := githubapp.NewDefaultCachingClientCreator(gh.AppConfig())
 	if err != nil {

@@ -10,9 +10,10 @@ import (
 	"github.com/google/go-github/v62/github"
 
 	"github.com/perfgate/perfgate/internal/agentapi"
-	"github.com/perfgate/perfgate/internal/app"
 	"github.com/perfgate/perfgate/internal/bisect"
 	"github.com/perfgate/perfgate/internal/config"
+	"github.com/perfgate/perfgate/internal/repoconfig"
+	"github.com/perfgate/perfgate/internal/request"
 	"github.com/perfgate/perfgate/internal/store"
 )
 
@@ -30,7 +31,7 @@ const DefaultMetric = "tpot_median"
 const DefaultMaxCommits = 1000
 
 // ConfigFunc reads a repository's perfgate config at a ref: app's
-// ContentsConfigLoader.Full (app.ErrNotConfigured for a repository
+// ContentsConfigLoader.Full (repoconfig.ErrNotConfigured for a repository
 // without one, an error with ValidationErrors for a broken one).
 type ConfigFunc func(ctx context.Context, client *github.Client, owner, repo, ref string) (*config.Config, error)
 
@@ -38,7 +39,7 @@ type ConfigFunc func(ctx context.Context, client *github.Client, owner, repo, re
 // two commits through GitHub, checks the repository's config on its
 // default branch, lists the commits between with the compare API and
 // starts the bisect on the Runner. Whatever the asker can fix is an
-// *app.BisectRefusal saying how.
+// *request.BisectRefusal saying how.
 type Asker struct {
 	Runner  *Runner
 	Store   Store
@@ -50,32 +51,30 @@ type Asker struct {
 	Metric     string
 }
 
-var _ app.Bisects = (*Asker)(nil)
-
 // StartBisect implements app.Bisects.
-func (a *Asker) StartBisect(ctx context.Context, r app.BisectRequest) (app.BisectStarted, error) {
+func (a *Asker) StartBisect(ctx context.Context, r request.Bisect) (request.BisectStarted, error) {
 	full := r.Owner + "/" + r.Repo
 	client, err := a.Clients.NewInstallationClient(r.InstallationID)
 	if err != nil {
-		return app.BisectStarted{}, fmt.Errorf("installation client %d: %w", r.InstallationID, err)
+		return request.BisectStarted{}, fmt.Errorf("installation client %d: %w", r.InstallationID, err)
 	}
 	// Every job is planned from the config at the default branch's head.
 	def, cfgSHA, err := defaultHead(ctx, client, r.Owner, r.Repo)
 	if err != nil {
-		return app.BisectStarted{}, err
+		return request.BisectStarted{}, err
 	}
 	cfg, err := a.Configs(ctx, client, r.Owner, r.Repo, cfgSHA)
 	var invalid interface{ ValidationErrors() []string }
 	switch {
-	case errors.Is(err, app.ErrNotConfigured):
-		return app.BisectStarted{}, refuse("this repository has no `%s` on `%s`, so perfgate has no benchmark to measure the commits with. Add the file (an empty one uses the defaults) and ask again.", config.DefaultPath, def)
+	case errors.Is(err, repoconfig.ErrNotConfigured):
+		return request.BisectStarted{}, refuse("this repository has no `%s` on `%s`, so perfgate has no benchmark to measure the commits with. Add the file (an empty one uses the defaults) and ask again.", config.DefaultPath, def)
 	case errors.As(err, &invalid):
-		return app.BisectStarted{}, refuse("`%s` on `%s` is invalid (%v): fix it, then ask again.", config.DefaultPath, def, err)
+		return request.BisectStarted{}, refuse("`%s` on `%s` is invalid (%v): fix it, then ask again.", config.DefaultPath, def, err)
 	case err != nil:
-		return app.BisectStarted{}, fmt.Errorf("config of %s at %s: %w", full, def, err)
+		return request.BisectStarted{}, fmt.Errorf("config of %s at %s: %w", full, def, err)
 	}
 	if _, err := agentapi.PlanFromConfig(cfg, Tier); err != nil {
-		return app.BisectStarted{}, refuse("`%s` on `%s` gives no %s tier to measure with (%v).", config.DefaultPath, def, Tier, err)
+		return request.BisectStarted{}, refuse("`%s` on `%s` gives no %s tier to measure with (%v).", config.DefaultPath, def, Tier, err)
 	}
 	metric := a.Metric
 	if metric == "" {
@@ -83,28 +82,28 @@ func (a *Asker) StartBisect(ctx context.Context, r app.BisectRequest) (app.Bisec
 	}
 	good, err := resolve(ctx, client, r.Owner, r.Repo, r.Good, "good")
 	if err != nil {
-		return app.BisectStarted{}, err
+		return request.BisectStarted{}, err
 	}
 	bad, err := resolve(ctx, client, r.Owner, r.Repo, r.Bad, "bad")
 	if err != nil {
-		return app.BisectStarted{}, err
+		return request.BisectStarted{}, err
 	}
 	if good == bad {
-		return app.BisectStarted{}, refuse("`%s` and `%s` are the same commit `%.7s`: give a good commit before the bad one.", r.Good, r.Bad, good)
+		return request.BisectStarted{}, refuse("`%s` and `%s` are the same commit `%.7s`: give a good commit before the bad one.", r.Good, r.Bad, good)
 	}
 	commits, err := bisect.GitHubLister{Client: client}.ListCommits(ctx, full, good, bad)
 	if errors.Is(err, bisect.ErrRange) {
-		return app.BisectStarted{}, &app.BisectRefusal{Reason: strings.TrimSuffix(err.Error(), ": "+bisect.ErrRange.Error()) + "."}
+		return request.BisectStarted{}, &request.BisectRefusal{Reason: strings.TrimSuffix(err.Error(), ": "+bisect.ErrRange.Error()) + "."}
 	}
 	if err != nil {
-		return app.BisectStarted{}, err
+		return request.BisectStarted{}, err
 	}
 	limit := a.MaxCommits
 	if limit <= 0 {
 		limit = DefaultMaxCommits
 	}
 	if n := len(commits) - 1; n > limit {
-		return app.BisectStarted{}, refuse("there are %d commits after `%.7s` up to `%.7s`, more than the %d a bisect takes: narrow the range (a nightly or release known to be good nearer the bad commit) and ask again.", n, good, bad, limit)
+		return request.BisectStarted{}, refuse("there are %d commits after `%.7s` up to `%.7s`, more than the %d a bisect takes: narrow the range (a nightly or release known to be good nearer the bad commit) and ask again.", n, good, bad, limit)
 	}
 	unit := ""
 	if m, ok := config.LookupMetric(metric); ok {
@@ -118,10 +117,10 @@ func (a *Asker) StartBisect(ctx context.Context, r app.BisectRequest) (app.Bisec
 	if errors.Is(err, ErrStopped) {
 		// Its first job could not be planned: asking again would stop
 		// again.
-		return app.BisectStarted{}, refuse("the bisect stopped before its first job: %v.", err)
+		return request.BisectStarted{}, refuse("the bisect stopped before its first job: %v.", err)
 	}
 	if err != nil {
-		return app.BisectStarted{}, err
+		return request.BisectStarted{}, err
 	}
 	return startedOf(started)
 }
@@ -129,10 +128,10 @@ func (a *Asker) StartBisect(ctx context.Context, r app.BisectRequest) (app.Bisec
 // running answers a request for a range a bisect already runs: the same
 // request again (a retried delivery) is that bisect; anyone else's is
 // refused, saying where its result goes.
-func (a *Asker) running(ctx context.Context, rec store.BisectRecord, good, bad string) (app.BisectStarted, error) {
+func (a *Asker) running(ctx context.Context, rec store.BisectRecord, good, bad string) (request.BisectStarted, error) {
 	recs, err := a.Store.ListBisects(ctx, store.BisectFilter{Repo: rec.Repo, Status: store.BisectRunning})
 	if err != nil {
-		return app.BisectStarted{}, err
+		return request.BisectStarted{}, err
 	}
 	for _, b := range recs {
 		if b.GoodSHA != good || b.BadSHA != bad || b.Metric != rec.Metric {
@@ -145,18 +144,18 @@ func (a *Asker) running(ctx context.Context, rec store.BisectRecord, good, bad s
 		if b.Number != 0 {
 			where = fmt.Sprintf("its result will be posted on #%d", b.Number)
 		}
-		return app.BisectStarted{}, refuse("a bisect of `%.7s`..`%.7s` on `%s` is already running (bisect %d, asked by %s): %s.", good, bad, rec.Metric, b.ID, b.RequestedBy, where)
+		return request.BisectStarted{}, refuse("a bisect of `%.7s`..`%.7s` on `%s` is already running (bisect %d, asked by %s): %s.", good, bad, rec.Metric, b.ID, b.RequestedBy, where)
 	}
-	return app.BisectStarted{}, fmt.Errorf("bisect %.7s..%.7s of %s: conflict, but no running bisect of that range", good, bad, rec.Repo)
+	return request.BisectStarted{}, fmt.Errorf("bisect %.7s..%.7s of %s: conflict, but no running bisect of that range", good, bad, rec.Repo)
 }
 
-func startedOf(rec store.BisectRecord) (app.BisectStarted, error) {
+func startedOf(rec store.BisectRecord) (request.BisectStarted, error) {
 	s, err := bisect.Load(rec.State)
 	if err != nil {
-		return app.BisectStarted{}, err
+		return request.BisectStarted{}, err
 	}
 	n := len(s.Commits) - 1
-	return app.BisectStarted{ID: rec.ID, Good: rec.GoodSHA, Bad: rec.BadSHA, Metric: rec.Metric, Tier: Tier,
+	return request.BisectStarted{ID: rec.ID, Good: rec.GoodSHA, Bad: rec.BadSHA, Metric: rec.Metric, Tier: Tier,
 		Commits: n, Steps: ceilLog2(n), MaxJobs: s.Config.MaxJobs}, nil
 }
 
@@ -189,7 +188,7 @@ func resolve(ctx context.Context, client *github.Client, owner, repo, ref, end s
 }
 
 func refuse(format string, args ...any) error {
-	return &app.BisectRefusal{Reason: fmt.Sprintf(format, args...)}
+	return &request.BisectRefusal{Reason: fmt.Sprintf(format, args...)}
 }
 
 func ceilLog2(n int) int {

@@ -14,11 +14,14 @@ import (
 	"github.com/palantir/go-githubapp/githubapp"
 
 	"github.com/perfgate/perfgate/internal/agentapi"
-	"github.com/perfgate/perfgate/internal/app"
 	"github.com/perfgate/perfgate/internal/bisect"
 	"github.com/perfgate/perfgate/internal/bisectjob"
 	"github.com/perfgate/perfgate/internal/config"
 	"github.com/perfgate/perfgate/internal/githubtest"
+	"github.com/perfgate/perfgate/internal/githubtest/ghtest"
+	"github.com/perfgate/perfgate/internal/jobstate"
+	"github.com/perfgate/perfgate/internal/repoconfig"
+	"github.com/perfgate/perfgate/internal/request"
 	"github.com/perfgate/perfgate/internal/result"
 	"github.com/perfgate/perfgate/internal/store"
 )
@@ -29,16 +32,16 @@ type askFixture struct {
 	ctx    context.Context
 	st     store.Store
 	gh     *githubtest.Server
-	git    *githubtest.GitRepo
+	git    *ghtest.GitRepo
 	main   []string // main's commits, oldest first
 	side   string   // a commit not on main
 	asker  *bisectjob.Asker
 	outbox *memOutbox
 }
 
-type memOutbox struct{ comments []app.Comment }
+type memOutbox struct{ comments []request.Comment }
 
-func (o *memOutbox) Comment(_ context.Context, c app.Comment) error {
+func (o *memOutbox) Comment(_ context.Context, c request.Comment) error {
 	for _, have := range o.comments {
 		if have.Key == c.Key {
 			return nil
@@ -56,7 +59,7 @@ func newAskFixture(t *testing.T, n int) *askFixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	f := &askFixture{ctx: ctx, st: st, gh: githubtest.New(t), git: githubtest.NewGitRepo(t), outbox: &memOutbox{}}
+	f := &askFixture{ctx: ctx, st: st, gh: ghtest.New(t), git: ghtest.NewGitRepo(t), outbox: &memOutbox{}}
 	f.main = append(f.main, f.git.Commit("perfgate config", map[string]string{config.DefaultPath: "tiers:\n  quick:\n    repeats: 3\n"}))
 	f.main = append(f.main, f.git.Commits(n, func(i int) (string, map[string]string) {
 		return fmt.Sprintf("change %d (#%d)", i+1, 100+i+1), map[string]string{"engine/knob": fmt.Sprint(i + 1)}
@@ -70,15 +73,15 @@ func newAskFixture(t *testing.T, n int) *askFixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	configs := app.ContentsConfigLoader{}.Full
+	configs := repoconfig.Loader{}.Full
 	spec := bisectjob.QuickTier{Store: st, Clients: cc, Configs: configs}
 	runner := bisectjob.New(st, spec.Spec, bisectjob.OutboxReporter{Outbox: f.outbox, Clients: cc})
 	f.asker = &bisectjob.Asker{Runner: runner, Store: st, Clients: cc, Configs: configs}
 	return f
 }
 
-func (f *askFixture) ask(good, bad, by string) (app.BisectStarted, error) {
-	return f.asker.StartBisect(f.ctx, app.BisectRequest{InstallationID: githubtest.InstallationID, Owner: "acme", Repo: "llm",
+func (f *askFixture) ask(good, bad, by string) (request.BisectStarted, error) {
+	return f.asker.StartBisect(f.ctx, request.Bisect{InstallationID: githubtest.InstallationID, Owner: "acme", Repo: "llm",
 		Number: 42, Good: good, Bad: bad, By: by})
 }
 
@@ -168,7 +171,7 @@ func TestAskRefusesWithWhy(t *testing.T) {
 	}
 
 	// A repository without a perfgate config has nothing to measure with.
-	g := githubtest.NewGitRepo(t)
+	g := ghtest.NewGitRepo(t)
 	g.Commit("one", map[string]string{"a": "1"})
 	g.Commit("two", map[string]string{"a": "2"})
 	f.gh.SetGitRepo(repo, g.Dir)
@@ -179,7 +182,7 @@ func TestAskRefusesWithWhy(t *testing.T) {
 }
 
 func isRefusal(err error, want string) bool {
-	var r *app.BisectRefusal
+	var r *request.BisectRefusal
 	return errors.As(err, &r) && strings.Contains(r.Reason, want)
 }
 
@@ -207,11 +210,11 @@ func TestQuickTierPinsAndStopsAreReported(t *testing.T) {
 			t.Fatal(err)
 		}
 		if _, _, err := f.st.PutResult(f.ctx, store.ResultUpload{JobID: job.ID, LeaseID: job.LeaseID, RunIndex: i, Side: sl.Side, Pair: sl.Pair, GPUUUID: "GPU-first-card",
-			IdempotencyKey: fmt.Sprint(i), Kind: store.KindMeasured, Summary: data, Samples: data}); err != nil {
+			IdempotencyKey: fmt.Sprint(i), Kind: jobstate.KindMeasured, Summary: data, Samples: data}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	done, err := f.st.Finish(f.ctx, job.ID, job.LeaseID, store.StatusSucceeded, "")
+	done, err := f.st.Finish(f.ctx, job.ID, job.LeaseID, jobstate.Succeeded, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -315,7 +318,7 @@ func TestReportNamesTheCulpritsPR(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	spec := bisectjob.QuickTier{Store: f.st, Clients: cc, Configs: app.ContentsConfigLoader{}.Full}
+	spec := bisectjob.QuickTier{Store: f.st, Clients: cc, Configs: repoconfig.Loader{}.Full}
 	f.asker.Runner = bisectjob.New(f.st, spec.Spec, bisectjob.OutboxReporter{Outbox: f.outbox, Clients: cc})
 	if _, err := f.ask("v1", "main", "maintainer"); err != nil {
 		t.Fatal(err)
@@ -348,11 +351,11 @@ func TestReportNamesTheCulpritsPR(t *testing.T) {
 				t.Fatal(err)
 			}
 			if _, _, err := f.st.PutResult(f.ctx, store.ResultUpload{JobID: job.ID, LeaseID: job.LeaseID, RunIndex: i, Side: sl.Side, Pair: sl.Pair, GPUUUID: "GPU-card",
-				IdempotencyKey: fmt.Sprint(i), Kind: store.KindMeasured, Summary: data, Samples: data}); err != nil {
+				IdempotencyKey: fmt.Sprint(i), Kind: jobstate.KindMeasured, Summary: data, Samples: data}); err != nil {
 				t.Fatal(err)
 			}
 		}
-		done, err := f.st.Finish(f.ctx, job.ID, job.LeaseID, store.StatusSucceeded, "")
+		done, err := f.st.Finish(f.ctx, job.ID, job.LeaseID, jobstate.Succeeded, "")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -375,7 +378,7 @@ func TestReportNamesTheCulpritsPR(t *testing.T) {
 func TestStoppedAtStartIsARefusal(t *testing.T) {
 	f := newAskFixture(t, 4)
 	broken := func(context.Context, *github.Client, string, string, string) (*config.Config, error) {
-		return nil, &app.ConfigError{Path: config.DefaultPath, Problems: []string{"tiers.quick.prompts: must be positive"}}
+		return nil, &repoconfig.Error{Path: config.DefaultPath, Problems: []string{"tiers.quick.prompts: must be positive"}}
 	}
 	spec := bisectjob.QuickTier{Store: f.st, Clients: f.asker.Clients, Configs: broken}
 	f.asker.Runner = bisectjob.New(f.st, spec.Spec, bisectjob.OutboxReporter{Outbox: f.outbox})

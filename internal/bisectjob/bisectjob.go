@@ -19,6 +19,7 @@ import (
 	"github.com/perfgate/perfgate/internal/agentapi"
 	"github.com/perfgate/perfgate/internal/backoff"
 	"github.com/perfgate/perfgate/internal/bisect"
+	"github.com/perfgate/perfgate/internal/jobstate"
 	"github.com/perfgate/perfgate/internal/result"
 	"github.com/perfgate/perfgate/internal/store"
 )
@@ -123,7 +124,7 @@ func (r *Runner) JobDone(ctx context.Context, job store.Job) (bool, error) {
 	if job.Kind != Kind {
 		return false, nil
 	}
-	if job.Status == store.StatusQueued || job.Status == store.StatusRunning {
+	if job.Status == jobstate.Queued || job.Status == jobstate.Running {
 		return true, nil
 	}
 	log := zerolog.Ctx(ctx).With().Int64("job_id", job.ID).Str("repo", job.Repo).Logger()
@@ -145,14 +146,14 @@ func (r *Runner) JobDone(ctx context.Context, job store.Job) (bool, error) {
 		return true, nil
 	}
 	switch job.Status {
-	case store.StatusSucceeded:
+	case jobstate.Succeeded:
 		m, verr := r.values(ctx, job, s.Config.Metric)
 		if verr != nil {
 			err = s.Fail(req, verr.Error())
 		} else {
 			err = s.Observe(req, m)
 		}
-	case store.StatusCancelled:
+	case jobstate.Cancelled:
 		// Someone stopped the measurement (a cancelled job, a drained
 		// runner): the bisect stops and says so rather than guessing.
 		return true, r.failBisect(ctx, rec, fmt.Errorf("job %d measuring %.7s was cancelled: %s", job.ID, job.HeadSHA, job.FailureReason))
@@ -204,7 +205,7 @@ func (r *Runner) Resume(ctx context.Context) error {
 			if err == nil && !job.FinishedAt.IsZero() && now.Sub(job.FinishedAt) < ResumeQuiet {
 				continue // the judge takes it
 			}
-			if err == nil && job.Status == store.StatusQueued && job.GPUUUID != "" && !job.CancelRequested {
+			if err == nil && job.Status == jobstate.Queued && job.GPUUUID != "" && !job.CancelRequested {
 				if !listed {
 					if agents, err = r.st.ListAgents(ctx); err != nil {
 						errs = append(errs, fmt.Errorf("resume bisects: %w", err))
@@ -319,7 +320,7 @@ func (r *Runner) values(ctx context.Context, job store.Job, metric string) (bise
 	}
 	head, base := map[int]*result.Result{}, map[int]*result.Result{}
 	for _, row := range rows {
-		if row.Kind != store.KindMeasured || row.Attempt != job.Attempts {
+		if row.Kind != jobstate.KindMeasured || row.Attempt != job.Attempts {
 			continue
 		}
 		data := row.Samples

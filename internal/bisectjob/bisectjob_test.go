@@ -19,6 +19,8 @@ import (
 	"github.com/perfgate/perfgate/internal/bisect"
 	"github.com/perfgate/perfgate/internal/bisectjob"
 	"github.com/perfgate/perfgate/internal/githubtest"
+	"github.com/perfgate/perfgate/internal/githubtest/ghtest"
+	"github.com/perfgate/perfgate/internal/jobstate"
 	"github.com/perfgate/perfgate/internal/result"
 	"github.com/perfgate/perfgate/internal/store"
 )
@@ -49,7 +51,7 @@ func (a *agent) work(ctx context.Context) (store.Job, bool) {
 	}
 	a.claimed = append(a.claimed, job)
 	if a.broken[job.HeadSHA] {
-		done, err := a.st.Finish(ctx, job.ID, job.LeaseID, store.StatusFailed, "engine exited during start-up (exit status 1)")
+		done, err := a.st.Finish(ctx, job.ID, job.LeaseID, jobstate.Failed, "engine exited during start-up (exit status 1)")
 		if err != nil {
 			a.t.Fatal(err)
 		}
@@ -69,11 +71,11 @@ func (a *agent) work(ctx context.Context) (store.Job, bool) {
 			a.t.Fatal(err)
 		}
 		if _, _, err := a.st.PutResult(ctx, store.ResultUpload{JobID: job.ID, LeaseID: job.LeaseID, RunIndex: sl.RunIndex, Side: sl.Side, Pair: sl.Pair,
-			IdempotencyKey: fmt.Sprintf("job-%d-run-%d", job.ID, sl.RunIndex), Kind: store.KindMeasured, Summary: data, Samples: data}); err != nil {
+			IdempotencyKey: fmt.Sprintf("job-%d-run-%d", job.ID, sl.RunIndex), Kind: jobstate.KindMeasured, Summary: data, Samples: data}); err != nil {
 			a.t.Fatal(err)
 		}
 	}
-	done, err := a.st.Finish(ctx, job.ID, job.LeaseID, store.StatusSucceeded, "")
+	done, err := a.st.Finish(ctx, job.ID, job.LeaseID, jobstate.Succeeded, "")
 	if err != nil {
 		a.t.Fatal(err)
 	}
@@ -95,7 +97,7 @@ func newFixture(t *testing.T, n, planted int, broken ...int) *fixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	f := &fixture{ctx: ctx, st: st, gh: githubtest.New(t),
+	f := &fixture{ctx: ctx, st: st, gh: ghtest.New(t),
 		agent: &agent{t: t, st: st, rng: rand.New(rand.NewPCG(1, 2)), level: map[string]float64{}, broken: map[string]bool{}}}
 	for i := 0; i <= n; i++ {
 		sha := fmt.Sprintf("%x", sha1.Sum([]byte{byte(i)}))

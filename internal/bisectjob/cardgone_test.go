@@ -15,6 +15,7 @@ import (
 	"github.com/perfgate/perfgate/internal/bisectjob"
 	"github.com/perfgate/perfgate/internal/fleet"
 	"github.com/perfgate/perfgate/internal/githubtest"
+	"github.com/perfgate/perfgate/internal/jobstate"
 	"github.com/perfgate/perfgate/internal/store"
 )
 
@@ -78,7 +79,7 @@ func newPinnedEnv(t *testing.T) *pinnedEnv {
 	if e.job, err = st.GetJob(e.ctx, e.rec.JobID); err != nil {
 		t.Fatal(err)
 	}
-	if e.job.Status != store.StatusQueued || e.job.GPUUUID != card {
+	if e.job.Status != jobstate.Queued || e.job.GPUUUID != card {
 		t.Fatalf("pending job %d: %s on %q, want queued on %s", e.job.ID, e.job.Status, e.job.GPUUUID, card)
 	}
 	return e
@@ -198,12 +199,12 @@ func TestPinnedCardGone(t *testing.T) {
 				t.Fatal(err)
 			}
 			if !tt.stop {
-				if st := e.status(t); st != store.BisectRunning || job.Status != store.StatusQueued || len(e.outbox.comments) != 0 {
+				if st := e.status(t); st != store.BisectRunning || job.Status != jobstate.Queued || len(e.outbox.comments) != 0 {
 					t.Fatalf("bisect %s, job %s, comments %+v; want it still waiting", st, job.Status, e.outbox.comments)
 				}
 				return
 			}
-			if st := e.status(t); st != store.BisectFailed || job.Status != store.StatusCancelled {
+			if st := e.status(t); st != store.BisectFailed || job.Status != jobstate.Cancelled {
 				t.Fatalf("bisect %s, job %s; want it stopped and the job cancelled", st, job.Status)
 			}
 			if len(e.outbox.comments) != 1 || e.outbox.comments[0].Number != 7 {

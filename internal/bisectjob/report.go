@@ -9,8 +9,8 @@ import (
 	"github.com/google/go-github/v62/github"
 	"github.com/rs/zerolog"
 
-	"github.com/perfgate/perfgate/internal/app"
 	"github.com/perfgate/perfgate/internal/bisect"
+	"github.com/perfgate/perfgate/internal/request"
 	"github.com/perfgate/perfgate/internal/store"
 )
 
@@ -71,7 +71,7 @@ func cut(body string) string {
 // Outbox queues GitHub writes (the dispatcher's outbox: each is sent and
 // retried until GitHub confirms it, once per key).
 type Outbox interface {
-	Comment(ctx context.Context, c app.Comment) error
+	Comment(ctx context.Context, c request.Comment) error
 }
 
 // OutboxReporter reports through the outbox: the finished bisect as a
@@ -154,6 +154,6 @@ func (o OutboxReporter) post(ctx context.Context, rec store.BisectRecord, what, 
 	if !ok {
 		return fmt.Errorf("report bisect %d: repository %q is not owner/name", rec.ID, rec.Repo)
 	}
-	return o.Outbox.Comment(ctx, app.Comment{Key: fmt.Sprintf("bisect:%d:%s", rec.ID, what), InstallationID: rec.InstallationID,
+	return o.Outbox.Comment(ctx, request.Comment{Key: fmt.Sprintf("bisect:%d:%s", rec.ID, what), InstallationID: rec.InstallationID,
 		Owner: owner, Repo: name, Number: rec.Number, Body: body})
 }

@@ -10,9 +10,10 @@ import (
 	"github.com/google/go-github/v62/github"
 
 	"github.com/perfgate/perfgate/internal/agentapi"
-	"github.com/perfgate/perfgate/internal/app"
 	"github.com/perfgate/perfgate/internal/backoff"
 	"github.com/perfgate/perfgate/internal/bisect"
+	"github.com/perfgate/perfgate/internal/jobstate"
+	"github.com/perfgate/perfgate/internal/repoconfig"
 	"github.com/perfgate/perfgate/internal/store"
 )
 
@@ -47,7 +48,7 @@ func (q QuickTier) Spec(ctx context.Context, rec store.BisectRecord, req bisect.
 	}
 	cfg, err := q.Configs(ctx, client, owner, name, def)
 	var invalid interface{ ValidationErrors() []string }
-	if errors.Is(err, app.ErrNotConfigured) || errors.As(err, &invalid) {
+	if errors.Is(err, repoconfig.ErrNotConfigured) || errors.As(err, &invalid) {
 		return store.JobSpec{}, backoff.Permanent(fmt.Errorf("the config on %s: %w", def, err))
 	}
 	if err != nil {
@@ -105,7 +106,7 @@ func (q QuickTier) card(ctx context.Context, rec store.BisectRecord) (string, er
 		return "", fmt.Errorf("bisect %d's previous job's results: %w", rec.ID, err)
 	}
 	for _, r := range res {
-		if r.Kind == store.KindMeasured && r.GPUUUID != "" {
+		if r.Kind == jobstate.KindMeasured && r.GPUUUID != "" {
 			return r.GPUUUID, nil
 		}
 	}

@@ -12,69 +12,20 @@ package checkstate
 import (
 	"errors"
 	"time"
+
+	"github.com/perfgate/perfgate/internal/check"
 )
-
-// Phase is where a check run is. The values are the store's state strings.
-type Phase string
-
-// Phases.
-const (
-	None          Phase = ""             // no check run for this commit yet
-	Queued        Phase = "queued"       // jobs queued, none started
-	InProgress    Phase = "in_progress"  // a runner is measuring
-	Passed        Phase = "passed"       // no regression
-	Warned        Phase = "warned"       // a regression, not yet blocking; the clock runs
-	Escalated     Phase = "escalated"    // a regression unresolved past its deadline: blocking
-	Accepted      Phase = "accepted"     // a regression accepted on appeal
-	Inconclusive  Phase = "inconclusive" // the evidence cannot decide (or the runner failed)
-	NeedsAck      Phase = "needs_ack"    // inconclusive on a tier that holds it until a maintainer acknowledges it
-	Errored       Phase = "errored"      // the commit's engine could not be measured
-	Skipped       Phase = "skipped"      // nothing gated changed, or a draft
-	Superseded    Phase = "superseded"   // a newer push replaced the commit before it was judged
-	Closed        Phase = "closed"       // the pull request was closed before the check ended
-	Waiting       Phase = "waiting"      // a fork's code waits for a maintainer
-	ConfigError   Phase = "config_error" // .github/perfgate.yml is broken
-	NotConfigured Phase = "not_configured"
-)
-
-// Open reports whether the phase still waits for jobs.
-func (p Phase) Open() bool { return p == Queued || p == InProgress }
-
-// Check is how GitHub shows the phase: the check run's status and, once
-// completed, its conclusion. For required checks GitHub counts neutral and
-// skipped as passing, so a warning is neutral and only an escalated
-// regression, a broken config or a broken engine block.
-func (p Phase) Check() (status, conclusion string) {
-	switch p {
-	case Queued, None:
-		return "queued", ""
-	case InProgress:
-		return "in_progress", ""
-	case Passed, Accepted:
-		return "completed", "success"
-	case Warned, Inconclusive, NotConfigured:
-		return "completed", "neutral"
-	case Skipped:
-		return "completed", "skipped"
-	case Superseded, Closed:
-		return "completed", "cancelled"
-	case Waiting, NeedsAck:
-		return "completed", "action_required"
-	default: // escalated, errored, config error: fail safe
-		return "completed", "failure"
-	}
-}
 
 // State is what the lifecycle remembers of a check run.
 type State struct {
-	Phase Phase
+	Phase check.Phase
 	// Deadline is the escalation clock of the commit's regression (zero:
 	// none). It belongs to the commit: a re-run keeps it.
 	Deadline time.Time
 	// Held is Escalated or Accepted when an earlier run of this commit
 	// reached it: a re-run that confirms the regression keeps it rather
 	// than starting a fresh warning.
-	Held Phase
+	Held check.Phase
 }
 
 // Kind names an event.
@@ -131,7 +82,7 @@ type Event struct {
 	// (Broken).
 	RunnerFault bool
 	// Phase is the verdict of a Concluded event.
-	Phase Phase
+	Phase check.Phase
 	// Tier is the check's tier, for rules that depend on it.
 	Tier string
 	// NeedsAck: the tier does not pass an inconclusive verdict

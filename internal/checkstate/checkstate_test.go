@@ -6,6 +6,8 @@ import (
 	"reflect"
 	"testing"
 	"time"
+
+	"github.com/perfgate/perfgate/internal/check"
 )
 
 var (
@@ -14,8 +16,8 @@ var (
 	after    = 48 * time.Hour
 )
 
-var allPhases = []Phase{None, Queued, InProgress, Passed, Warned, Escalated, Accepted, Inconclusive, NeedsAck, Errored,
-	Skipped, Superseded, Closed, Waiting, ConfigError, NotConfigured}
+var allPhases = []check.Phase{check.None, check.Queued, check.InProgress, check.Passed, check.Warned, check.Escalated, check.Accepted, check.Inconclusive, check.NeedsAck, check.Errored,
+	check.Skipped, check.Superseded, check.Closed, check.Waiting, check.ConfigError, check.NotConfigured}
 
 var allKinds = []Kind{Requested, Concluded, Started, Progressed, GatePass, GateRegression, GateUndecided, Broken,
 	DeadlinePassed, AppealAccepted, Acked, NewerPush, PRClosed, QueueMoved}
@@ -48,85 +50,85 @@ type row struct {
 var table = []row{
 	// Requested: from anywhere, a new GitHub run; the clock and a held
 	// regression carry over.
-	{"first run", State{}, Event{Kind: Requested}, State{Phase: Queued}, fx(SyncCheck, NewCheck)},
-	{"retest of a warning keeps the clock", State{Phase: Warned, Deadline: deadline}, Event{Kind: Requested},
-		State{Phase: Queued, Deadline: deadline}, fx(SyncCheck, NewCheck)},
-	{"retest of an escalation holds it", State{Phase: Escalated}, Event{Kind: Requested}, State{Phase: Queued, Held: Escalated}, fx(SyncCheck, NewCheck)},
-	{"retest of an accepted regression holds it", State{Phase: Accepted, Held: Accepted}, Event{Kind: Requested}, State{Phase: Queued, Held: Accepted}, fx(SyncCheck, NewCheck)},
-	{"retest while a retest runs keeps what it held", State{Phase: InProgress, Held: Escalated, Deadline: deadline}, Event{Kind: Requested},
-		State{Phase: Queued, Held: Escalated, Deadline: deadline}, fx(SyncCheck, NewCheck)},
-	{"re-run after a pass holds nothing", State{Phase: Passed, Held: Accepted}, Event{Kind: Requested}, State{Phase: Queued}, fx(SyncCheck, NewCheck)},
-	{"reopened after close", State{Phase: Closed}, Event{Kind: Requested}, State{Phase: Queued}, fx(SyncCheck, NewCheck)},
-	{"fork approved after waiting", State{Phase: Waiting}, Event{Kind: Requested}, State{Phase: Queued}, fx(SyncCheck, NewCheck)},
-	{"retest of a held inconclusive check", State{Phase: NeedsAck}, Event{Kind: Requested}, State{Phase: Queued}, fx(SyncCheck, NewCheck)},
+	{"first run", State{}, Event{Kind: Requested}, State{Phase: check.Queued}, fx(SyncCheck, NewCheck)},
+	{"retest of a warning keeps the clock", State{Phase: check.Warned, Deadline: deadline}, Event{Kind: Requested},
+		State{Phase: check.Queued, Deadline: deadline}, fx(SyncCheck, NewCheck)},
+	{"retest of an escalation holds it", State{Phase: check.Escalated}, Event{Kind: Requested}, State{Phase: check.Queued, Held: check.Escalated}, fx(SyncCheck, NewCheck)},
+	{"retest of an accepted regression holds it", State{Phase: check.Accepted, Held: check.Accepted}, Event{Kind: Requested}, State{Phase: check.Queued, Held: check.Accepted}, fx(SyncCheck, NewCheck)},
+	{"retest while a retest runs keeps what it held", State{Phase: check.InProgress, Held: check.Escalated, Deadline: deadline}, Event{Kind: Requested},
+		State{Phase: check.Queued, Held: check.Escalated, Deadline: deadline}, fx(SyncCheck, NewCheck)},
+	{"re-run after a pass holds nothing", State{Phase: check.Passed, Held: check.Accepted}, Event{Kind: Requested}, State{Phase: check.Queued}, fx(SyncCheck, NewCheck)},
+	{"reopened after close", State{Phase: check.Closed}, Event{Kind: Requested}, State{Phase: check.Queued}, fx(SyncCheck, NewCheck)},
+	{"fork approved after waiting", State{Phase: check.Waiting}, Event{Kind: Requested}, State{Phase: check.Queued}, fx(SyncCheck, NewCheck)},
+	{"retest of a held inconclusive check", State{Phase: check.NeedsAck}, Event{Kind: Requested}, State{Phase: check.Queued}, fx(SyncCheck, NewCheck)},
 
 	// Concluded without a run.
-	{"skipped", State{}, Event{Kind: Concluded, Phase: Skipped}, State{Phase: Skipped}, fx(SyncCheck, NewCheck)},
-	{"config broken while a run is queued", State{Phase: Queued}, Event{Kind: Concluded, Phase: ConfigError},
-		State{Phase: ConfigError}, fx(SyncCheck, NewCheck, CancelJobs)},
-	{"waiting replaces a warning and its clock", State{Phase: Warned, Deadline: deadline}, Event{Kind: Concluded, Phase: Waiting},
-		State{Phase: Waiting}, fx(SyncCheck, NewCheck)},
+	{"skipped", State{}, Event{Kind: Concluded, Phase: check.Skipped}, State{Phase: check.Skipped}, fx(SyncCheck, NewCheck)},
+	{"config broken while a run is queued", State{Phase: check.Queued}, Event{Kind: Concluded, Phase: check.ConfigError},
+		State{Phase: check.ConfigError}, fx(SyncCheck, NewCheck, CancelJobs)},
+	{"waiting replaces a warning and its clock", State{Phase: check.Warned, Deadline: deadline}, Event{Kind: Concluded, Phase: check.Waiting},
+		State{Phase: check.Waiting}, fx(SyncCheck, NewCheck)},
 
-	{"started", State{Phase: Queued, Deadline: deadline}, Event{Kind: Started}, State{Phase: InProgress, Deadline: deadline}, fx(SyncCheck)},
-	{"progress while queued", State{Phase: Queued}, Event{Kind: Progressed}, State{Phase: InProgress}, fx(SyncCheck)},
-	{"progress while running", State{Phase: InProgress, Held: Accepted}, Event{Kind: Progressed}, State{Phase: InProgress, Held: Accepted}, fx(SyncCheck)},
-	{"queue moved", State{Phase: Queued}, Event{Kind: QueueMoved}, State{Phase: Queued}, fx(SyncCheck)},
-	{"queue moved keeps a retest's clock and hold", State{Phase: Queued, Deadline: deadline, Held: Escalated}, Event{Kind: QueueMoved},
-		State{Phase: Queued, Deadline: deadline, Held: Escalated}, fx(SyncCheck)},
+	{"started", State{Phase: check.Queued, Deadline: deadline}, Event{Kind: Started}, State{Phase: check.InProgress, Deadline: deadline}, fx(SyncCheck)},
+	{"progress while queued", State{Phase: check.Queued}, Event{Kind: Progressed}, State{Phase: check.InProgress}, fx(SyncCheck)},
+	{"progress while running", State{Phase: check.InProgress, Held: check.Accepted}, Event{Kind: Progressed}, State{Phase: check.InProgress, Held: check.Accepted}, fx(SyncCheck)},
+	{"queue moved", State{Phase: check.Queued}, Event{Kind: QueueMoved}, State{Phase: check.Queued}, fx(SyncCheck)},
+	{"queue moved keeps a retest's clock and hold", State{Phase: check.Queued, Deadline: deadline, Held: check.Escalated}, Event{Kind: QueueMoved},
+		State{Phase: check.Queued, Deadline: deadline, Held: check.Escalated}, fx(SyncCheck)},
 
 	// The gate.
-	{"pass", State{Phase: InProgress}, Event{Kind: GatePass}, State{Phase: Passed}, fx(SyncCheck, "gate.pass")},
-	{"pass resolves a warned commit", State{Phase: InProgress, Deadline: deadline}, Event{Kind: GatePass}, State{Phase: Passed}, fx(SyncCheck, "regression.resolved", "gate.pass")},
-	{"pass resolves an escalation", State{Phase: Queued, Held: Escalated}, Event{Kind: GatePass}, State{Phase: Passed}, fx(SyncCheck, "regression.resolved", "gate.pass")},
-	{"fresh regression warns", State{Phase: InProgress}, Event{Kind: GateRegression, Now: now, EscalateAfter: after},
-		State{Phase: Warned, Deadline: now.Add(after)}, fx(SyncCheck, WarnAuthor, "gate.regression")},
-	{"regression again keeps the clock, no second warning", State{Phase: InProgress, Deadline: deadline}, Event{Kind: GateRegression, Now: now.Add(time.Hour), EscalateAfter: after},
-		State{Phase: Warned, Deadline: deadline}, fx(SyncCheck, "gate.regression")},
-	{"escalation confirmed stays blocking", State{Phase: InProgress, Held: Escalated}, Event{Kind: GateRegression, Now: now, EscalateAfter: after},
-		State{Phase: Escalated, Held: Escalated}, fx(SyncCheck, "gate.regression")},
-	{"accepted regression confirmed stays accepted", State{Phase: InProgress, Held: Accepted, Deadline: deadline}, Event{Kind: GateRegression, Now: now},
-		State{Phase: Accepted, Held: Accepted}, fx(SyncCheck, "gate.regression")},
-	{"appeal accepted while the retest ran", State{Phase: InProgress, Deadline: deadline}, Event{Kind: GateRegression, Now: now, AcceptedOnAppeal: true},
-		State{Phase: Accepted, Held: Accepted}, fx(SyncCheck, "gate.regression")},
-	{"regression on the first runs while a retest is queued", State{Phase: Queued}, Event{Kind: GateRegression, Now: now, EscalateAfter: after},
-		State{Phase: Warned, Deadline: now.Add(after)}, fx(SyncCheck, WarnAuthor, "gate.regression")},
-	{"undecided while queued", State{Phase: Queued}, Event{Kind: GateUndecided}, State{Phase: Inconclusive}, fx(SyncCheck, "gate.inconclusive")},
-	{"undecided", State{Phase: InProgress, Deadline: deadline, Held: Escalated}, Event{Kind: GateUndecided}, State{Phase: Inconclusive}, fx(SyncCheck, "gate.inconclusive")},
-	{"undecided on a needs_ack tier holds the check", State{Phase: InProgress}, Event{Kind: GateUndecided, NeedsAck: true},
-		State{Phase: NeedsAck}, fx(SyncCheck, "gate.inconclusive")},
-	{"undecided on a needs_ack tier drops an escalation's hold", State{Phase: Queued, Held: Escalated, Deadline: deadline}, Event{Kind: GateUndecided, NeedsAck: true},
-		State{Phase: NeedsAck}, fx(SyncCheck, "gate.inconclusive")},
-	{"a maintainer's ack passes a held inconclusive check", State{Phase: NeedsAck}, Event{Kind: Acked},
-		State{Phase: Inconclusive}, fx(SyncCheck, "inconclusive.acknowledged")},
-	{"an ack leaves no clock behind", State{Phase: NeedsAck, Deadline: deadline}, Event{Kind: Acked},
-		State{Phase: Inconclusive}, fx(SyncCheck, "inconclusive.acknowledged")},
-	{"runner lost", State{Phase: InProgress}, Event{Kind: Broken, RunnerFault: true}, State{Phase: Inconclusive}, fx(SyncCheck, "gate.broken")},
-	{"engine failed", State{Phase: Queued, Deadline: deadline}, Event{Kind: Broken}, State{Phase: Errored}, fx(SyncCheck, "gate.broken")},
+	{"pass", State{Phase: check.InProgress}, Event{Kind: GatePass}, State{Phase: check.Passed}, fx(SyncCheck, "gate.pass")},
+	{"pass resolves a warned commit", State{Phase: check.InProgress, Deadline: deadline}, Event{Kind: GatePass}, State{Phase: check.Passed}, fx(SyncCheck, "regression.resolved", "gate.pass")},
+	{"pass resolves an escalation", State{Phase: check.Queued, Held: check.Escalated}, Event{Kind: GatePass}, State{Phase: check.Passed}, fx(SyncCheck, "regression.resolved", "gate.pass")},
+	{"fresh regression warns", State{Phase: check.InProgress}, Event{Kind: GateRegression, Now: now, EscalateAfter: after},
+		State{Phase: check.Warned, Deadline: now.Add(after)}, fx(SyncCheck, WarnAuthor, "gate.regression")},
+	{"regression again keeps the clock, no second warning", State{Phase: check.InProgress, Deadline: deadline}, Event{Kind: GateRegression, Now: now.Add(time.Hour), EscalateAfter: after},
+		State{Phase: check.Warned, Deadline: deadline}, fx(SyncCheck, "gate.regression")},
+	{"escalation confirmed stays blocking", State{Phase: check.InProgress, Held: check.Escalated}, Event{Kind: GateRegression, Now: now, EscalateAfter: after},
+		State{Phase: check.Escalated, Held: check.Escalated}, fx(SyncCheck, "gate.regression")},
+	{"accepted regression confirmed stays accepted", State{Phase: check.InProgress, Held: check.Accepted, Deadline: deadline}, Event{Kind: GateRegression, Now: now},
+		State{Phase: check.Accepted, Held: check.Accepted}, fx(SyncCheck, "gate.regression")},
+	{"appeal accepted while the retest ran", State{Phase: check.InProgress, Deadline: deadline}, Event{Kind: GateRegression, Now: now, AcceptedOnAppeal: true},
+		State{Phase: check.Accepted, Held: check.Accepted}, fx(SyncCheck, "gate.regression")},
+	{"regression on the first runs while a retest is queued", State{Phase: check.Queued}, Event{Kind: GateRegression, Now: now, EscalateAfter: after},
+		State{Phase: check.Warned, Deadline: now.Add(after)}, fx(SyncCheck, WarnAuthor, "gate.regression")},
+	{"undecided while queued", State{Phase: check.Queued}, Event{Kind: GateUndecided}, State{Phase: check.Inconclusive}, fx(SyncCheck, "gate.inconclusive")},
+	{"undecided", State{Phase: check.InProgress, Deadline: deadline, Held: check.Escalated}, Event{Kind: GateUndecided}, State{Phase: check.Inconclusive}, fx(SyncCheck, "gate.inconclusive")},
+	{"undecided on a needs_ack tier holds the check", State{Phase: check.InProgress}, Event{Kind: GateUndecided, NeedsAck: true},
+		State{Phase: check.NeedsAck}, fx(SyncCheck, "gate.inconclusive")},
+	{"undecided on a needs_ack tier drops an escalation's hold", State{Phase: check.Queued, Held: check.Escalated, Deadline: deadline}, Event{Kind: GateUndecided, NeedsAck: true},
+		State{Phase: check.NeedsAck}, fx(SyncCheck, "gate.inconclusive")},
+	{"a maintainer's ack passes a held inconclusive check", State{Phase: check.NeedsAck}, Event{Kind: Acked},
+		State{Phase: check.Inconclusive}, fx(SyncCheck, "inconclusive.acknowledged")},
+	{"an ack leaves no clock behind", State{Phase: check.NeedsAck, Deadline: deadline}, Event{Kind: Acked},
+		State{Phase: check.Inconclusive}, fx(SyncCheck, "inconclusive.acknowledged")},
+	{"runner lost", State{Phase: check.InProgress}, Event{Kind: Broken, RunnerFault: true}, State{Phase: check.Inconclusive}, fx(SyncCheck, "gate.broken")},
+	{"engine failed", State{Phase: check.Queued, Deadline: deadline}, Event{Kind: Broken}, State{Phase: check.Errored}, fx(SyncCheck, "gate.broken")},
 
 	// The clock.
-	{"deadline escalates a warning", State{Phase: Warned, Deadline: deadline}, Event{Kind: DeadlinePassed},
-		State{Phase: Escalated, Held: Escalated}, fx(SyncCheck, AnnounceEscalation, "regression.escalated")},
-	{"deadline on an accepted commit is cleared", State{Phase: Accepted, Held: Accepted, Deadline: deadline}, Event{Kind: DeadlinePassed}, State{Phase: Accepted, Held: Accepted}, nil},
+	{"deadline escalates a warning", State{Phase: check.Warned, Deadline: deadline}, Event{Kind: DeadlinePassed},
+		State{Phase: check.Escalated, Held: check.Escalated}, fx(SyncCheck, AnnounceEscalation, "regression.escalated")},
+	{"deadline on an accepted commit is cleared", State{Phase: check.Accepted, Held: check.Accepted, Deadline: deadline}, Event{Kind: DeadlinePassed}, State{Phase: check.Accepted, Held: check.Accepted}, nil},
 
-	{"appeal accepted on a warning", State{Phase: Warned, Deadline: deadline}, Event{Kind: AppealAccepted}, State{Phase: Accepted, Held: Accepted}, fx(SyncCheck)},
-	{"appeal accepted on an escalation", State{Phase: Escalated, Held: Escalated}, Event{Kind: AppealAccepted}, State{Phase: Accepted, Held: Accepted}, fx(SyncCheck)},
-	{"appeal accepted on a warning whose clock a push stopped", State{Phase: Warned}, Event{Kind: AppealAccepted}, State{Phase: Accepted, Held: Accepted}, fx(SyncCheck)},
-	{"appeal accepted on an escalation with a stale clock", State{Phase: Escalated, Deadline: deadline}, Event{Kind: AppealAccepted}, State{Phase: Accepted, Held: Accepted}, fx(SyncCheck)},
+	{"appeal accepted on a warning", State{Phase: check.Warned, Deadline: deadline}, Event{Kind: AppealAccepted}, State{Phase: check.Accepted, Held: check.Accepted}, fx(SyncCheck)},
+	{"appeal accepted on an escalation", State{Phase: check.Escalated, Held: check.Escalated}, Event{Kind: AppealAccepted}, State{Phase: check.Accepted, Held: check.Accepted}, fx(SyncCheck)},
+	{"appeal accepted on a warning whose clock a push stopped", State{Phase: check.Warned}, Event{Kind: AppealAccepted}, State{Phase: check.Accepted, Held: check.Accepted}, fx(SyncCheck)},
+	{"appeal accepted on an escalation with a stale clock", State{Phase: check.Escalated, Deadline: deadline}, Event{Kind: AppealAccepted}, State{Phase: check.Accepted, Held: check.Accepted}, fx(SyncCheck)},
 
-	{"newer push concludes a queued check", State{Phase: Queued, Deadline: deadline}, Event{Kind: NewerPush}, State{Phase: Superseded}, fx(SyncCheck, CancelJobs)},
-	{"newer push concludes a running check", State{Phase: InProgress}, Event{Kind: NewerPush}, State{Phase: Superseded}, fx(SyncCheck, CancelJobs)},
+	{"newer push concludes a queued check", State{Phase: check.Queued, Deadline: deadline}, Event{Kind: NewerPush}, State{Phase: check.Superseded}, fx(SyncCheck, CancelJobs)},
+	{"newer push concludes a running check", State{Phase: check.InProgress}, Event{Kind: NewerPush}, State{Phase: check.Superseded}, fx(SyncCheck, CancelJobs)},
 
-	{"closed PR cancels a queued check", State{Phase: Queued}, Event{Kind: PRClosed}, State{Phase: Closed}, fx(SyncCheck, CancelJobs, "check.closed")},
-	{"closed PR cancels a running check", State{Phase: InProgress, Held: Escalated, Deadline: deadline}, Event{Kind: PRClosed}, State{Phase: Closed}, fx(SyncCheck, CancelJobs, "check.closed")},
+	{"closed PR cancels a queued check", State{Phase: check.Queued}, Event{Kind: PRClosed}, State{Phase: check.Closed}, fx(SyncCheck, CancelJobs, "check.closed")},
+	{"closed PR cancels a running check", State{Phase: check.InProgress, Held: check.Escalated, Deadline: deadline}, Event{Kind: PRClosed}, State{Phase: check.Closed}, fx(SyncCheck, CancelJobs, "check.closed")},
 }
 
 // The gate, the push and the close act on a queued check (a retest's jobs
 // judged with the first, a runner lost before it started) exactly as on a
 // running one, with the clock and without.
 func init() {
-	for _, p := range []Phase{Queued, InProgress} {
+	for _, p := range []check.Phase{check.Queued, check.InProgress} {
 		for _, clock := range []time.Time{{}, deadline} {
-			withClock := func(ph Phase) State { return State{Phase: ph, Deadline: clock} }
+			withClock := func(ph check.Phase) State { return State{Phase: ph, Deadline: clock} }
 			warnedAt := clock
 			warn := fx(SyncCheck, "gate.regression")
 			if clock.IsZero() {
@@ -137,15 +139,15 @@ func init() {
 				pass = fx(SyncCheck, "regression.resolved", "gate.pass")
 			}
 			for _, r := range []row{
-				{"progress", withClock(p), Event{Kind: Progressed}, withClock(InProgress), fx(SyncCheck)},
-				{"pass", withClock(p), Event{Kind: GatePass}, State{Phase: Passed}, pass},
-				{"regression", withClock(p), Event{Kind: GateRegression, Now: now, EscalateAfter: after}, State{Phase: Warned, Deadline: warnedAt}, warn},
-				{"undecided", withClock(p), Event{Kind: GateUndecided}, State{Phase: Inconclusive}, fx(SyncCheck, "gate.inconclusive")},
-				{"undecided, needs ack", withClock(p), Event{Kind: GateUndecided, NeedsAck: true}, State{Phase: NeedsAck}, fx(SyncCheck, "gate.inconclusive")},
-				{"runner lost", withClock(p), Event{Kind: Broken, RunnerFault: true}, State{Phase: Inconclusive}, fx(SyncCheck, "gate.broken")},
-				{"engine failed", withClock(p), Event{Kind: Broken}, State{Phase: Errored}, fx(SyncCheck, "gate.broken")},
-				{"newer push", withClock(p), Event{Kind: NewerPush}, State{Phase: Superseded}, fx(SyncCheck, CancelJobs)},
-				{"PR closed", withClock(p), Event{Kind: PRClosed}, State{Phase: Closed}, fx(SyncCheck, CancelJobs, "check.closed")},
+				{"progress", withClock(p), Event{Kind: Progressed}, withClock(check.InProgress), fx(SyncCheck)},
+				{"pass", withClock(p), Event{Kind: GatePass}, State{Phase: check.Passed}, pass},
+				{"regression", withClock(p), Event{Kind: GateRegression, Now: now, EscalateAfter: after}, State{Phase: check.Warned, Deadline: warnedAt}, warn},
+				{"undecided", withClock(p), Event{Kind: GateUndecided}, State{Phase: check.Inconclusive}, fx(SyncCheck, "gate.inconclusive")},
+				{"undecided, needs ack", withClock(p), Event{Kind: GateUndecided, NeedsAck: true}, State{Phase: check.NeedsAck}, fx(SyncCheck, "gate.inconclusive")},
+				{"runner lost", withClock(p), Event{Kind: Broken, RunnerFault: true}, State{Phase: check.Inconclusive}, fx(SyncCheck, "gate.broken")},
+				{"engine failed", withClock(p), Event{Kind: Broken}, State{Phase: check.Errored}, fx(SyncCheck, "gate.broken")},
+				{"newer push", withClock(p), Event{Kind: NewerPush}, State{Phase: check.Superseded}, fx(SyncCheck, CancelJobs)},
+				{"PR closed", withClock(p), Event{Kind: PRClosed}, State{Phase: check.Closed}, fx(SyncCheck, CancelJobs, "check.closed")},
 				{"deadline waits for the run", withClock(p), Event{Kind: DeadlinePassed}, State{}, nil},
 			} {
 				r.name = fmt.Sprintf("%s while %s (clock %v)", r.name, p, !clock.IsZero())
@@ -156,11 +158,11 @@ func init() {
 				table = append(table, r)
 			}
 		}
-		table = append(table, row{fmt.Sprintf("concluded while %s cancels its jobs", p), State{Phase: p}, Event{Kind: Concluded, Phase: NotConfigured},
-			State{Phase: NotConfigured}, fx(SyncCheck, NewCheck, CancelJobs)})
+		table = append(table, row{fmt.Sprintf("concluded while %s cancels its jobs", p), State{Phase: p}, Event{Kind: Concluded, Phase: check.NotConfigured},
+			State{Phase: check.NotConfigured}, fx(SyncCheck, NewCheck, CancelJobs)})
 	}
-	table = append(table, row{"started with a clock", State{Phase: Queued, Deadline: deadline}, Event{Kind: Started}, State{Phase: InProgress, Deadline: deadline}, fx(SyncCheck)},
-		row{"started", State{Phase: Queued}, Event{Kind: Started}, State{Phase: InProgress}, fx(SyncCheck)})
+	table = append(table, row{"started with a clock", State{Phase: check.Queued, Deadline: deadline}, Event{Kind: Started}, State{Phase: check.InProgress, Deadline: deadline}, fx(SyncCheck)},
+		row{"started", State{Phase: check.Queued}, Event{Kind: Started}, State{Phase: check.InProgress}, fx(SyncCheck)})
 }
 
 // ignoredRows are named events that must do nothing.
@@ -168,17 +170,17 @@ var ignoredRows []row
 
 func TestIgnored(t *testing.T) {
 	extra := []row{
-		{"late result on a superseded check", State{Phase: Superseded}, Event{Kind: GateRegression}, State{}, nil},
-		{"late result on a closed PR's check", State{Phase: Closed}, Event{Kind: GatePass}, State{}, nil},
-		{"second escalation", State{Phase: Escalated, Held: Escalated}, Event{Kind: DeadlinePassed}, State{}, nil},
-		{"appeal on a passed check", State{Phase: Passed}, Event{Kind: AppealAccepted}, State{}, nil},
-		{"appeal while the retest runs", State{Phase: InProgress, Deadline: deadline}, Event{Kind: AppealAccepted}, State{}, nil},
-		{"start of a running check", State{Phase: InProgress}, Event{Kind: Started}, State{}, nil},
-		{"push over a check with no clock", State{Phase: Passed}, Event{Kind: NewerPush}, State{}, nil},
-		{"ack of a passing inconclusive check", State{Phase: Inconclusive}, Event{Kind: Acked}, State{}, nil},
-		{"ack while the runs are measured", State{Phase: InProgress}, Event{Kind: Acked}, State{}, nil},
-		{"ack of a regression", State{Phase: Warned, Deadline: deadline}, Event{Kind: Acked}, State{}, nil},
-		{"appeal of a held inconclusive check", State{Phase: NeedsAck}, Event{Kind: AppealAccepted}, State{}, nil},
+		{"late result on a superseded check", State{Phase: check.Superseded}, Event{Kind: GateRegression}, State{}, nil},
+		{"late result on a closed PR's check", State{Phase: check.Closed}, Event{Kind: GatePass}, State{}, nil},
+		{"second escalation", State{Phase: check.Escalated, Held: check.Escalated}, Event{Kind: DeadlinePassed}, State{}, nil},
+		{"appeal on a passed check", State{Phase: check.Passed}, Event{Kind: AppealAccepted}, State{}, nil},
+		{"appeal while the retest runs", State{Phase: check.InProgress, Deadline: deadline}, Event{Kind: AppealAccepted}, State{}, nil},
+		{"start of a running check", State{Phase: check.InProgress}, Event{Kind: Started}, State{}, nil},
+		{"push over a check with no clock", State{Phase: check.Passed}, Event{Kind: NewerPush}, State{}, nil},
+		{"ack of a passing inconclusive check", State{Phase: check.Inconclusive}, Event{Kind: Acked}, State{}, nil},
+		{"ack while the runs are measured", State{Phase: check.InProgress}, Event{Kind: Acked}, State{}, nil},
+		{"ack of a regression", State{Phase: check.Warned, Deadline: deadline}, Event{Kind: Acked}, State{}, nil},
+		{"appeal of a held inconclusive check", State{Phase: check.NeedsAck}, Event{Kind: AppealAccepted}, State{}, nil},
 	}
 	for _, r := range append(ignoredRows, extra...) {
 		if _, effects, err := Transition(r.from, r.ev); !errors.Is(err, ErrIgnored) || effects != nil {
@@ -191,11 +193,11 @@ func TestIgnored(t *testing.T) {
 // deadline that passes on anything but a warning, a newer push, a closed PR.
 func init() {
 	for _, p := range allPhases {
-		if p == None || p.Open() {
+		if p == check.None || p.Open() {
 			continue
 		}
 		for _, k := range []Kind{DeadlinePassed, NewerPush, PRClosed} {
-			if k == DeadlinePassed && p == Warned {
+			if k == DeadlinePassed && p == check.Warned {
 				continue // escalates: its own row
 			}
 			table = append(table, row{fmt.Sprintf("%s on %s clears the clock", k, p),
@@ -236,14 +238,14 @@ func TestEveryOtherEventIgnored(t *testing.T) {
 	var variants []State
 	for _, p := range allPhases {
 		for _, d := range []time.Time{{}, deadline} {
-			for _, h := range []Phase{None, Escalated, Accepted} {
+			for _, h := range []check.Phase{check.None, check.Escalated, check.Accepted} {
 				variants = append(variants, State{Phase: p, Deadline: d, Held: h})
 			}
 		}
 	}
 	for _, s := range variants {
 		for _, k := range allKinds {
-			_, _, err := Transition(s, Event{Kind: k, Phase: Skipped, Now: now, EscalateAfter: after})
+			_, _, err := Transition(s, Event{Kind: k, Phase: check.Skipped, Now: now, EscalateAfter: after})
 			if err == nil && !listed[key(s, k)] && k != Requested && k != Concluded {
 				t.Errorf("%s applies in %+v but no table row covers it", k, s)
 			}
@@ -265,13 +267,13 @@ func mustApply(s State, k Kind) bool {
 	case GatePass, GateRegression, GateUndecided, Broken, NewerPush, PRClosed, Progressed:
 		return s.Phase.Open()
 	case Started, QueueMoved:
-		return s.Phase == Queued
+		return s.Phase == check.Queued
 	case AppealAccepted:
-		return s.Phase == Warned || s.Phase == Escalated
+		return s.Phase == check.Warned || s.Phase == check.Escalated
 	case Acked:
-		return s.Phase == NeedsAck
+		return s.Phase == check.NeedsAck
 	case DeadlinePassed:
-		return s.Phase == Warned && !s.Deadline.IsZero()
+		return s.Phase == check.Warned && !s.Deadline.IsZero()
 	}
 	return false
 }
@@ -286,8 +288,8 @@ func key(s State, k Kind) string {
 // as completed on GitHub.
 func TestEveryVerdictCompletesTheCheck(t *testing.T) {
 	for _, k := range []Kind{GatePass, GateRegression, GateUndecided, Broken, NewerPush, PRClosed} {
-		for _, p := range []Phase{Queued, InProgress} {
-			for _, h := range []Phase{None, Escalated, Accepted} {
+		for _, p := range []check.Phase{check.Queued, check.InProgress} {
+			for _, h := range []check.Phase{check.None, check.Escalated, check.Accepted} {
 				got, _, err := Transition(State{Phase: p, Held: h}, Event{Kind: k, Now: now, EscalateAfter: after})
 				if err != nil {
 					t.Fatalf("%s on %s: %v", k, p, err)
@@ -300,7 +302,7 @@ func TestEveryVerdictCompletesTheCheck(t *testing.T) {
 	}
 	for _, p := range allPhases {
 		status, conclusion := p.Check()
-		if p.Open() || p == None {
+		if p.Open() || p == check.None {
 			if status == "completed" {
 				t.Errorf("open phase %s shows completed", p)
 			}

@@ -1,30 +1,34 @@
 package checkstate
 
-import "time"
+import (
+	"time"
+
+	"github.com/perfgate/perfgate/internal/check"
+)
 
 // rule is one row of the lifecycle: on event on, from a phase from accepts,
 // when the guard (if any) holds, the state becomes what to returns.
 type rule struct {
 	on   Kind
-	from func(Phase) bool
+	from func(check.Phase) bool
 	when func(State, Event) bool
 	to   func(State, Event) (State, []Effect)
 }
 
 // Phase sets for the from column.
-func anyPhase(Phase) bool    { return true }
-func isOpen(p Phase) bool    { return p.Open() }
-func queued(p Phase) bool    { return p == Queued }
-func settled(p Phase) bool   { return p != None && !p.Open() }
-func regressed(p Phase) bool { return p == Warned || p == Escalated }
-func is(want Phase) func(Phase) bool {
-	return func(p Phase) bool { return p == want }
+func anyPhase(check.Phase) bool    { return true }
+func isOpen(p check.Phase) bool    { return p.Open() }
+func queued(p check.Phase) bool    { return p == check.Queued }
+func settled(p check.Phase) bool   { return p != check.None && !p.Open() }
+func regressed(p check.Phase) bool { return p == check.Warned || p == check.Escalated }
+func is(want check.Phase) func(check.Phase) bool {
+	return func(p check.Phase) bool { return p == want }
 }
 
 // Guards.
 func hasClock(s State, _ Event) bool      { return !s.Deadline.IsZero() }
-func heldEscalated(s State, _ Event) bool { return s.Held == Escalated }
-func heldAccepted(s State, e Event) bool  { return s.Held == Accepted || e.AcceptedOnAppeal }
+func heldEscalated(s State, _ Event) bool { return s.Held == check.Escalated }
+func heldAccepted(s State, e Event) bool  { return s.Held == check.Accepted || e.AcceptedOnAppeal }
 
 func sync(more ...Effect) []Effect { return append([]Effect{{Kind: SyncCheck}}, more...) }
 func audit(action string) Effect   { return Effect{Kind: Audit, Action: action} }
@@ -38,7 +42,7 @@ var rules = []rule{
 	// A new run of the commit: a fresh GitHub check run, the commit's clock
 	// kept, an escalated or accepted regression held for the new verdict.
 	{on: Requested, from: anyPhase, to: func(s State, e Event) (State, []Effect) {
-		return State{Phase: Queued, Deadline: s.Deadline, Held: carried(s)}, sync(Effect{Kind: NewCheck})
+		return State{Phase: check.Queued, Deadline: s.Deadline, Held: carried(s)}, sync(Effect{Kind: NewCheck})
 	}},
 	// A verdict without a run replaces whatever ran before.
 	{on: Concluded, from: isOpen, to: func(s State, e Event) (State, []Effect) {
@@ -49,11 +53,11 @@ var rules = []rule{
 	}},
 
 	{on: Started, from: queued, to: func(s State, e Event) (State, []Effect) {
-		s.Phase = InProgress
+		s.Phase = check.InProgress
 		return s, sync()
 	}},
 	{on: Progressed, from: isOpen, to: func(s State, e Event) (State, []Effect) {
-		s.Phase = InProgress
+		s.Phase = check.InProgress
 		return s, sync()
 	}},
 	// Still queued, with a new position or wait to show.
@@ -63,50 +67,50 @@ var rules = []rule{
 
 	// The gate's verdicts, on an open check only: a late result on a
 	// superseded, closed or replaced check is ignored.
-	{on: GatePass, from: isOpen, when: func(s State, _ Event) bool { return !s.Deadline.IsZero() || s.Held == Escalated },
+	{on: GatePass, from: isOpen, when: func(s State, _ Event) bool { return !s.Deadline.IsZero() || s.Held == check.Escalated },
 		to: func(s State, e Event) (State, []Effect) {
-			return State{Phase: Passed}, sync(audit("regression.resolved"), audit("gate.pass"))
+			return State{Phase: check.Passed}, sync(audit("regression.resolved"), audit("gate.pass"))
 		}},
 	{on: GatePass, from: isOpen, to: func(s State, e Event) (State, []Effect) {
-		return State{Phase: Passed}, sync(audit("gate.pass"))
+		return State{Phase: check.Passed}, sync(audit("gate.pass"))
 	}},
 	// Confirmed on a re-run: still blocking, or still accepted.
 	{on: GateRegression, from: isOpen, when: heldEscalated, to: func(s State, e Event) (State, []Effect) {
-		return State{Phase: Escalated, Held: Escalated}, sync(audit("gate.regression"))
+		return State{Phase: check.Escalated, Held: check.Escalated}, sync(audit("gate.regression"))
 	}},
 	{on: GateRegression, from: isOpen, when: heldAccepted, to: func(s State, e Event) (State, []Effect) {
-		return State{Phase: Accepted, Held: Accepted}, sync(audit("gate.regression"))
+		return State{Phase: check.Accepted, Held: check.Accepted}, sync(audit("gate.regression"))
 	}},
 	// A regression seen again on the same commit keeps its clock (a past
 	// deadline is escalated by the next escalation pass) and does not warn
 	// the author twice.
 	{on: GateRegression, from: isOpen, when: hasClock, to: func(s State, e Event) (State, []Effect) {
-		return State{Phase: Warned, Deadline: s.Deadline}, sync(audit("gate.regression"))
+		return State{Phase: check.Warned, Deadline: s.Deadline}, sync(audit("gate.regression"))
 	}},
 	{on: GateRegression, from: isOpen, to: func(s State, e Event) (State, []Effect) {
-		return State{Phase: Warned, Deadline: e.Now.Add(e.EscalateAfter)}, sync(Effect{Kind: WarnAuthor}, audit("gate.regression"))
+		return State{Phase: check.Warned, Deadline: e.Now.Add(e.EscalateAfter)}, sync(Effect{Kind: WarnAuthor}, audit("gate.regression"))
 	}},
 	// An inconclusive verdict on a tier that does not pass one holds the
 	// check (action required) until a maintainer acknowledges it or more
 	// runs decide.
 	{on: GateUndecided, from: isOpen, when: func(_ State, e Event) bool { return e.NeedsAck }, to: func(s State, e Event) (State, []Effect) {
-		return State{Phase: NeedsAck}, sync(audit("gate.inconclusive"))
+		return State{Phase: check.NeedsAck}, sync(audit("gate.inconclusive"))
 	}},
 	{on: GateUndecided, from: isOpen, to: func(s State, e Event) (State, []Effect) {
-		return State{Phase: Inconclusive}, sync(audit("gate.inconclusive"))
+		return State{Phase: check.Inconclusive}, sync(audit("gate.inconclusive"))
 	}},
 	{on: Broken, from: isOpen, when: func(_ State, e Event) bool { return e.RunnerFault }, to: func(s State, e Event) (State, []Effect) {
-		return State{Phase: Inconclusive}, sync(audit("gate.broken"))
+		return State{Phase: check.Inconclusive}, sync(audit("gate.broken"))
 	}},
 	{on: Broken, from: isOpen, to: func(s State, e Event) (State, []Effect) {
-		return State{Phase: Errored}, sync(audit("gate.broken"))
+		return State{Phase: check.Errored}, sync(audit("gate.broken"))
 	}},
 
 	// The clock: a warning past its deadline blocks. While a re-run
 	// measures the commit its verdict decides, so the deadline waits; on
 	// any other phase the clock no longer applies and is cleared.
-	{on: DeadlinePassed, from: is(Warned), when: hasClock, to: func(s State, e Event) (State, []Effect) {
-		return State{Phase: Escalated, Held: Escalated}, sync(Effect{Kind: AnnounceEscalation}, audit("regression.escalated"))
+	{on: DeadlinePassed, from: is(check.Warned), when: hasClock, to: func(s State, e Event) (State, []Effect) {
+		return State{Phase: check.Escalated, Held: check.Escalated}, sync(Effect{Kind: AnnounceEscalation}, audit("regression.escalated"))
 	}},
 	{on: DeadlinePassed, from: settled, when: hasClock, to: func(s State, e Event) (State, []Effect) {
 		s.Deadline = time.Time{}
@@ -115,19 +119,19 @@ var rules = []rule{
 
 	// A maintainer's `/perf ack`: the held inconclusive check passes as
 	// inconclusive (neutral), and the audit log says who let it through.
-	{on: Acked, from: is(NeedsAck), to: func(s State, e Event) (State, []Effect) {
-		return State{Phase: Inconclusive}, sync(audit("inconclusive.acknowledged"))
+	{on: Acked, from: is(check.NeedsAck), to: func(s State, e Event) (State, []Effect) {
+		return State{Phase: check.Inconclusive}, sync(audit("inconclusive.acknowledged"))
 	}},
 
 	{on: AppealAccepted, from: regressed, to: func(s State, e Event) (State, []Effect) {
-		return State{Phase: Accepted, Held: Accepted}, sync()
+		return State{Phase: check.Accepted, Held: check.Accepted}, sync()
 	}},
 
 	// A newer push: an open check is concluded (its jobs stopped); a
 	// settled one keeps its conclusion but loses its clock — the new
 	// commit gets its own.
 	{on: NewerPush, from: isOpen, to: func(s State, e Event) (State, []Effect) {
-		return State{Phase: Superseded}, sync(Effect{Kind: CancelJobs})
+		return State{Phase: check.Superseded}, sync(Effect{Kind: CancelJobs})
 	}},
 	{on: NewerPush, from: settled, when: hasClock, to: func(s State, e Event) (State, []Effect) {
 		s.Deadline = time.Time{}
@@ -137,7 +141,7 @@ var rules = []rule{
 	// A closed pull request: nothing runs, nothing escalates. Reopening it
 	// requests a new run.
 	{on: PRClosed, from: isOpen, to: func(s State, e Event) (State, []Effect) {
-		return State{Phase: Closed}, sync(Effect{Kind: CancelJobs}, audit("check.closed"))
+		return State{Phase: check.Closed}, sync(Effect{Kind: CancelJobs}, audit("check.closed"))
 	}},
 	{on: PRClosed, from: settled, when: hasClock, to: func(s State, e Event) (State, []Effect) {
 		s.Deadline = time.Time{}
@@ -147,12 +151,12 @@ var rules = []rule{
 
 // carried is the regression a re-run holds: what an escalated or accepted
 // check reached, or what an open one (a re-run of a re-run) carried.
-func carried(s State) Phase {
+func carried(s State) check.Phase {
 	switch {
-	case s.Phase == Escalated || s.Phase == Accepted:
+	case s.Phase == check.Escalated || s.Phase == check.Accepted:
 		return s.Phase
 	case s.Phase.Open():
 		return s.Held
 	}
-	return None
+	return check.None
 }

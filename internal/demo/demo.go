@@ -34,6 +34,7 @@ import (
 	"github.com/perfgate/perfgate/internal/gate"
 	"github.com/perfgate/perfgate/internal/githubtest"
 	"github.com/perfgate/perfgate/internal/gpu"
+	"github.com/perfgate/perfgate/internal/jobstate"
 	"github.com/perfgate/perfgate/internal/result"
 	"github.com/perfgate/perfgate/internal/server"
 	"github.com/perfgate/perfgate/internal/store"
@@ -252,7 +253,9 @@ func Start(ctx context.Context, dir string, log zerolog.Logger, opts ...StartOpt
 	}
 	h.Server = srv
 	bctx, stopBackground := context.WithCancel(ctx)
-	h.stop = append(h.stop, stopBackground)
+	// Stopping waits for the workers, so the store (closed later: the
+	// stops run last first) never closes under one.
+	h.stop = append(h.stop, func() { stopBackground(); _ = srv.Wait() })
 	if err := srv.RunBackground(bctx); err != nil {
 		h.Close()
 		return nil, err
@@ -463,7 +466,7 @@ func (h *Harness) WaitCheck(ctx context.Context, done func(githubtest.CheckRun) 
 
 // MeasuredAt summarises the measured runs of the commit sha's jobs.
 func (h *Harness) MeasuredAt(ctx context.Context, sha string) (Measured, error) {
-	jobs, err := h.Store.ListJobs(ctx, store.JobFilter{Repo: repo, HeadSHA: sha, Status: store.StatusSucceeded})
+	jobs, err := h.Store.ListJobs(ctx, store.JobFilter{Repo: repo, HeadSHA: sha, Status: jobstate.Succeeded})
 	if err != nil {
 		return Measured{}, err
 	}
@@ -666,9 +669,9 @@ func (h *Harness) measure(ctx context.Context, cfg *config.Config, sha string) (
 			return nil, err
 		}
 		switch j.Status {
-		case store.StatusSucceeded:
+		case jobstate.Succeeded:
 			return decodeRuns(ctx, h.Store, j)
-		case store.StatusFailed, store.StatusCancelled:
+		case jobstate.Failed, jobstate.Cancelled:
 			return nil, fmt.Errorf("job %d %s: %s", j.ID, j.Status, j.FailureReason)
 		}
 		select {
@@ -687,7 +690,7 @@ func decodeRuns(ctx context.Context, st store.Store, j store.Job) ([]*result.Res
 	sort.SliceStable(res, func(a, b int) bool { return res[a].RunIndex < res[b].RunIndex })
 	var runs []*result.Result
 	for _, r := range res {
-		if r.Kind != store.KindMeasured || r.Attempt != j.Attempts {
+		if r.Kind != jobstate.KindMeasured || r.Attempt != j.Attempts {
 			continue
 		}
 		rr, err := result.Parse(r.Samples)

@@ -4,16 +4,28 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/perfgate/perfgate/internal/app"
 	"github.com/perfgate/perfgate/internal/checkstate"
+	"github.com/perfgate/perfgate/internal/request"
 	"github.com/perfgate/perfgate/internal/store"
 )
 
+// commandsStore is what the maintainers' commands (appeals.go, trust.go:
+// appeals, approvals, acknowledgements) use.
+type commandsStore interface {
+	CreateAppeal(ctx context.Context, a store.Appeal) (store.Appeal, error)
+	DecideAppeal(ctx context.Context, id int64, status store.AppealStatus, decidedBy string) (store.Appeal, error)
+	ListAppeals(ctx context.Context, repo string, pr int) ([]store.Appeal, error)
+	ApproveCommit(ctx context.Context, a store.Approval) (store.Approval, bool, error)
+	GetApproval(ctx context.Context, repo, sha string) (store.Approval, error)
+	GetCheckRunByID(ctx context.Context, id int64) (store.CheckRun, error)
+	ListCheckRuns(ctx context.Context, repo string, pr int) ([]store.CheckRun, error)
+}
+
 // Open implements app.Appeals: the reason is recorded (the app posts it on
 // the PR and queues the confirming retest).
-func (s *Service) Open(ctx context.Context, a app.Appeal) error {
+func (s *Service) Open(ctx context.Context, a request.Appeal) error {
 	repo := a.Owner + "/" + a.Repo
-	if _, err := s.st.CreateAppeal(ctx, store.Appeal{Repo: repo, PRNumber: a.PR, HeadSHA: a.HeadSHA, Author: a.By, Reason: a.Reason, Status: store.AppealOpen}); err != nil {
+	if _, err := s.commanding().CreateAppeal(ctx, store.Appeal{Repo: repo, PRNumber: a.PR, HeadSHA: a.HeadSHA, Author: a.By, Reason: a.Reason, Status: store.AppealOpen}); err != nil {
 		return err
 	}
 	s.audit(ctx, a.By, "appeal.opened", repo, a.PR, map[string]any{"sha": a.HeadSHA, "reason": a.Reason, "comment": a.CommentURL})
@@ -26,9 +38,9 @@ const acceptedNotePrefix = "accepted on appeal by "
 // Decide implements app.Appeals. Accepting records the regression as
 // accepted and turns the check green; the baseline does not move. Rejecting
 // leaves the warning and its clock as they are.
-func (s *Service) Decide(ctx context.Context, d app.Decision) error {
+func (s *Service) Decide(ctx context.Context, d request.Decision) error {
 	repo := d.Owner + "/" + d.Repo
-	appeals, err := s.st.ListAppeals(ctx, repo, d.PR)
+	appeals, err := s.commanding().ListAppeals(ctx, repo, d.PR)
 	if err != nil {
 		return err
 	}
@@ -40,13 +52,13 @@ func (s *Service) Decide(ctx context.Context, d app.Decision) error {
 		}
 	}
 	if open == nil {
-		return app.ErrNoOpenAppeal
+		return request.ErrNoOpenAppeal
 	}
 	status, action := store.AppealRejected, "appeal.rejected"
 	if d.Accept {
 		status, action = store.AppealAccepted, "appeal.accepted"
 	}
-	if _, err := s.st.DecideAppeal(ctx, open.ID, status, d.By); err != nil {
+	if _, err := s.commanding().DecideAppeal(ctx, open.ID, status, d.By); err != nil {
 		return err
 	}
 	s.audit(ctx, d.By, action, repo, d.PR, map[string]any{"appeal_id": open.ID, "sha": d.HeadSHA, "reason": d.Reason, "comment": d.CommentURL})
@@ -71,7 +83,7 @@ func (s *Service) acceptedAppeals(ctx context.Context, cr store.CheckRun) []stri
 	if cr.PRNumber == 0 {
 		return nil
 	}
-	appeals, err := s.st.ListAppeals(ctx, cr.Repo, cr.PRNumber)
+	appeals, err := s.commanding().ListAppeals(ctx, cr.Repo, cr.PRNumber)
 	if err != nil {
 		s.log.Error().Err(err).Str("repo", cr.Repo).Int("pr", cr.PRNumber).Msg("list appeals")
 		return nil

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/perfgate/perfgate/internal/jobstate"
 	"github.com/perfgate/perfgate/internal/store"
 )
 
@@ -90,7 +91,7 @@ func TestQueuedWarningDroppedOnClosedPR(t *testing.T) {
 	for i, r := range quickRuns(3) {
 		upload(t, l.st, j, i, r)
 	}
-	if _, err := l.st.Finish(l.ctx, j.ID, j.LeaseID, store.StatusSucceeded, ""); err != nil {
+	if _, err := l.st.Finish(l.ctx, j.ID, j.LeaseID, jobstate.Succeeded, ""); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := l.svc.JudgePass(l.ctx); err != nil {

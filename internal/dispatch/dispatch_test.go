@@ -15,11 +15,13 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/perfgate/perfgate/internal/agentapi"
-	"github.com/perfgate/perfgate/internal/app"
 	"github.com/perfgate/perfgate/internal/backoff"
 	"github.com/perfgate/perfgate/internal/config"
 	"github.com/perfgate/perfgate/internal/githubtest"
+	"github.com/perfgate/perfgate/internal/githubtest/ghtest"
+	"github.com/perfgate/perfgate/internal/jobstate"
 	"github.com/perfgate/perfgate/internal/outbox"
+	"github.com/perfgate/perfgate/internal/request"
 	"github.com/perfgate/perfgate/internal/result"
 	"github.com/perfgate/perfgate/internal/store"
 )
@@ -142,12 +144,12 @@ func TestSupersedeClearsOldDeadline(t *testing.T) {
 // nothing and says why in the audit log.
 func TestReleasePromotesVerifiedRuns(t *testing.T) {
 	ctx := context.Background()
-	gh := githubtest.New(t)
+	gh := ghtest.New(t)
 	clock := &testClock{t: time.Date(2026, 12, 2, 9, 0, 0, 0, time.UTC)}
 	svc, st := newService(t, gh, filepath.Join(t.TempDir(), "db"), clock)
 	defer st.Close()
 
-	if err := svc.ReleasePublished(ctx, app.Release{InstallationID: githubtest.InstallationID, Owner: "acme", Repo: "inference", Tag: "v1.0.0", TargetCommit: headSHA, By: "octocat"}); err != nil {
+	if err := svc.ReleasePublished(ctx, request.Release{InstallationID: githubtest.InstallationID, Owner: "acme", Repo: "inference", Tag: "v1.0.0", TargetCommit: headSHA, By: "octocat"}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := st.LatestBaseline(ctx, testRepo, "nightly"); err == nil {
@@ -180,14 +182,14 @@ func TestReleasePromotesVerifiedRuns(t *testing.T) {
 	for i, r := range verifiedRuns(5) {
 		full, _ := json.Marshal(r)
 		if _, _, err := st.PutResult(ctx, store.ResultUpload{JobID: job.ID, LeaseID: claimed.LeaseID, IdempotencyKey: "m" + string(rune('0'+i)),
-			RunIndex: i, Kind: store.KindMeasured, Summary: full, Samples: full}); err != nil {
+			RunIndex: i, Kind: jobstate.KindMeasured, Summary: full, Samples: full}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := st.Finish(ctx, job.ID, claimed.LeaseID, store.StatusSucceeded, ""); err != nil {
+	if _, err := st.Finish(ctx, job.ID, claimed.LeaseID, jobstate.Succeeded, ""); err != nil {
 		t.Fatal(err)
 	}
-	if err := svc.ReleasePublished(ctx, app.Release{InstallationID: githubtest.InstallationID, Owner: "acme", Repo: "inference", Tag: "v1.1.0", TargetCommit: headSHA, By: "octocat"}); err != nil {
+	if err := svc.ReleasePublished(ctx, request.Release{InstallationID: githubtest.InstallationID, Owner: "acme", Repo: "inference", Tag: "v1.1.0", TargetCommit: headSHA, By: "octocat"}); err != nil {
 		t.Fatal(err)
 	}
 	b, err := st.LatestBaseline(ctx, testRepo, "nightly")

@@ -8,9 +8,25 @@ import (
 	"strings"
 	"time"
 
+	"github.com/perfgate/perfgate/internal/baseline"
 	"github.com/perfgate/perfgate/internal/checkstate"
 	"github.com/perfgate/perfgate/internal/store"
 )
+
+// timerStore is what the timers room (escalate.go, started.go,
+// queuenote.go, nightly.go) uses: the open and due check runs, the jobs,
+// the queue and the runners.
+type timerStore interface {
+	baseline.Store
+	DueCheckRuns(ctx context.Context) ([]store.CheckRun, error)
+	GetJob(ctx context.Context, jobID int64) (store.Job, error)
+	ListOpenCheckRuns(ctx context.Context) ([]store.CheckRun, error)
+	ListJobs(ctx context.Context, f store.JobFilter) ([]store.Job, error)
+	ListAgents(ctx context.Context) ([]store.Agent, error)
+	ListAttempts(ctx context.Context, f store.AttemptFilter) ([]store.Attempt, error)
+	ListQueue(ctx context.Context) ([]store.QueueEntry, error)
+	PutTrend(ctx context.Context, p store.TrendPoint) error
+}
 
 // Escalate turns every warned check whose deadline has passed into a
 // blocking failure and says so on the PR. Deadlines live in the store, so a
@@ -18,7 +34,7 @@ import (
 // several replicas one queues the comment; the outbox posts it and the
 // failing check, retrying until GitHub takes them.
 func (s *Service) Escalate(ctx context.Context) error {
-	due, err := s.st.DueCheckRuns(ctx)
+	due, err := s.timing().DueCheckRuns(ctx)
 	if err != nil {
 		return err
 	}
@@ -65,7 +81,7 @@ func (s *Service) openJobsJudged(ctx context.Context, cr store.CheckRun) (bool, 
 	}
 	var last store.Job
 	for _, id := range ids {
-		j, err := s.st.GetJob(ctx, id)
+		j, err := s.timing().GetJob(ctx, id)
 		if err != nil {
 			return false, store.Job{}, err
 		}
@@ -85,7 +101,7 @@ func (s *Service) openJobsJudged(ctx context.Context, cr store.CheckRun) (bool, 
 // reason if that fails — no check stays open after its jobs end. An open
 // check with no jobs at all is concluded too.
 func (s *Service) Reconcile(ctx context.Context) error {
-	open, err := s.st.ListOpenCheckRuns(ctx)
+	open, err := s.timing().ListOpenCheckRuns(ctx)
 	if err != nil {
 		return err
 	}

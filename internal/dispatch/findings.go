@@ -12,12 +12,26 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/perfgate/perfgate/internal/agentapi"
-	"github.com/perfgate/perfgate/internal/app"
 	"github.com/perfgate/perfgate/internal/backoff"
+	"github.com/perfgate/perfgate/internal/check"
 	"github.com/perfgate/perfgate/internal/config"
+	"github.com/perfgate/perfgate/internal/jobstate"
+	"github.com/perfgate/perfgate/internal/kb"
 	"github.com/perfgate/perfgate/internal/profile"
+	"github.com/perfgate/perfgate/internal/request"
 	"github.com/perfgate/perfgate/internal/store"
 )
+
+// findingsStore is what the findings room (findings.go, knowledge.go:
+// profiles and the knowledge base) uses.
+type findingsStore interface {
+	kb.Store
+	Enqueue(ctx context.Context, spec store.JobSpec) (store.Job, error)
+	ListArtifacts(ctx context.Context, jobID int64) ([]store.Artifact, error)
+	ListJobs(ctx context.Context, f store.JobFilter) ([]store.Job, error)
+	AppendAudit(ctx context.Context, e store.AuditEntry) (store.AuditEntry, error)
+	ListCheckRuns(ctx context.Context, repo string, pr int) ([]store.CheckRun, error)
+}
 
 // TraceFiles opens stored artifacts by their SHA-256 (artifact.Dir).
 type TraceFiles interface {
@@ -61,16 +75,16 @@ type profileSnapshot struct {
 
 // Profile implements app.Findings: it queues one job that profiles the
 // PR's base and head on one card, one after the other.
-func (s *Service) Profile(ctx context.Context, r app.ProfileRequest) (app.ProfileQueued, error) {
+func (s *Service) Profile(ctx context.Context, r request.Profile) (request.ProfileQueued, error) {
 	if s.findings == nil {
-		return app.ProfileQueued{}, backoff.Permanent(errors.New("profiling is not enabled on this server"))
+		return request.ProfileQueued{}, backoff.Permanent(errors.New("profiling is not enabled on this server"))
 	}
-	cfg, err := s.configAt(ctx, r.InstallationID, r.Owner, r.Repo, r.ConfigRef, r.BaseRef, r.BaseSHA)
+	cfg, err := s.configAt(ctx, r.Config, r.InstallationID, r.Owner, r.Repo, r.ConfigRef, r.BaseRef, r.BaseSHA)
 	if err != nil {
-		return app.ProfileQueued{}, err
+		return request.ProfileQueued{}, err
 	}
 	return s.queueProfile(ctx, cfg, profileTarget{repo: r.Owner + "/" + r.Repo, installationID: r.InstallationID, pr: r.PR,
-		head: r.HeadSHA, base: r.BaseSHA, tier: string(app.TierQuick)}, profileMeta{Trigger: r.Trigger, By: r.By}, false)
+		head: r.HeadSHA, base: r.BaseSHA, tier: string(check.TierQuick)}, profileMeta{Trigger: r.Trigger, By: r.By}, false)
 }
 
 type profileTarget struct {
@@ -84,43 +98,43 @@ type profileTarget struct {
 // queueProfile queues a profiling pass unless one of the same commits is
 // queued or running — or, with anyEarlier, has ever run (a regression
 // re-judged after a retest is profiled once).
-func (s *Service) queueProfile(ctx context.Context, cfg *config.Config, t profileTarget, meta profileMeta, anyEarlier bool) (app.ProfileQueued, error) {
+func (s *Service) queueProfile(ctx context.Context, cfg *config.Config, t profileTarget, meta profileMeta, anyEarlier bool) (request.ProfileQueued, error) {
 	p := cfg.Profile
 	if earlier, ok, err := s.profileJob(ctx, t.repo, t.head, t.base, anyEarlier); err != nil {
-		return app.ProfileQueued{}, err
+		return request.ProfileQueued{}, err
 	} else if ok {
-		return app.ProfileQueued{JobID: earlier.ID, Already: true, Requests: p.Requests}, nil
+		return request.ProfileQueued{JobID: earlier.ID, Already: true, Requests: p.Requests}, nil
 	}
 	plan, err := agentapi.PlanAt(cfg, t.tier, agentapi.Commits{Repo: t.repo, Head: t.head})
 	if err != nil {
-		return app.ProfileQueued{}, backoff.Permanent(fmt.Errorf("plan profile: %w", err))
+		return request.ProfileQueued{}, backoff.Permanent(fmt.Errorf("plan profile: %w", err))
 	}
 	plan.BaseSHA = t.base
 	plan.Profile = &agentapi.ProfilePlan{Requests: p.Requests, Command: append([]string(nil), p.Command...),
 		Timeout: agentapi.Duration(p.Timeout.D()), MaxBytes: int64(p.MaxBytes)}
 	if err := plan.Validate(); err != nil {
-		return app.ProfileQueued{}, backoff.Permanent(fmt.Errorf("plan profile: %w", err))
+		return request.ProfileQueued{}, backoff.Permanent(fmt.Errorf("plan profile: %w", err))
 	}
 	meta.Tier = t.tier
 	snap, err := jsonOf(profileSnapshot{Plan: plan, ProfileOf: &meta})
 	if err != nil {
-		return app.ProfileQueued{}, err
+		return request.ProfileQueued{}, err
 	}
-	job, err := s.st.Enqueue(ctx, store.JobSpec{Tier: agentapi.KindProfile, Kind: agentapi.KindProfile, Repo: t.repo,
+	job, err := s.finding().Enqueue(ctx, store.JobSpec{Tier: agentapi.KindProfile, Kind: agentapi.KindProfile, Repo: t.repo,
 		InstallationID: t.installationID, PRNumber: t.pr, HeadSHA: t.head, BaseSHA: t.base, Config: snap,
 		Labels: cfg.Runner.Labels, GPUUUID: plan.GPUUUID})
 	if err != nil {
-		return app.ProfileQueued{}, fmt.Errorf("queue profile of %s: %w", short(t.head), err)
+		return request.ProfileQueued{}, fmt.Errorf("queue profile of %s: %w", short(t.head), err)
 	}
 	zerolog.Ctx(ctx).Info().Int64("job_id", job.ID).Str("head", t.head).Str("base", t.base).Str("trigger", meta.Trigger).
 		Msg("profiling pass queued")
-	return app.ProfileQueued{JobID: job.ID, Requests: p.Requests}, nil
+	return request.ProfileQueued{JobID: job.ID, Requests: p.Requests}, nil
 }
 
 // profileJob finds a profiling pass of head against base that is queued or
 // running (or, with finished, any that succeeded too), newest first.
 func (s *Service) profileJob(ctx context.Context, repo, head, base string, finished bool) (store.Job, bool, error) {
-	jobs, err := s.st.ListJobs(ctx, store.JobFilter{Repo: repo, HeadSHA: head, Tier: agentapi.KindProfile, Newest: true})
+	jobs, err := s.finding().ListJobs(ctx, store.JobFilter{Repo: repo, HeadSHA: head, Tier: agentapi.KindProfile, Newest: true})
 	if err != nil {
 		return store.Job{}, false, fmt.Errorf("list profiles of %s: %w", short(head), err)
 	}
@@ -129,9 +143,9 @@ func (s *Service) profileJob(ctx context.Context, repo, head, base string, finis
 			continue
 		}
 		switch j.Status {
-		case store.StatusQueued, store.StatusRunning:
+		case jobstate.Queued, jobstate.Running:
 			return j, true, nil
-		case store.StatusSucceeded:
+		case jobstate.Succeeded:
 			if finished {
 				return j, true, nil
 			}
@@ -198,10 +212,10 @@ func (s *Service) profileDone(ctx context.Context, job store.Job) error {
 		return nil
 	}
 	key := fmt.Sprintf("profile:%d:%d", job.ID, job.Attempts)
-	if job.Status == store.StatusCancelled {
+	if job.Status == jobstate.Cancelled {
 		return nil // superseded by a push or the PR closed: nobody waits for it
 	}
-	if job.Status != store.StatusSucceeded {
+	if job.Status != jobstate.Succeeded {
 		body := fmt.Sprintf("perfgate could not profile `%s` against `%s` (job %d %s: %s). `/perf profile` tries again.",
 			short(job.HeadSHA), short(job.BaseSHA), job.ID, job.Status, orWhy(job.FailureReason))
 		return s.postComment(ctx, key, job, body)
@@ -232,7 +246,7 @@ var errNoTraces = errors.New("no scheduler trace for base and head")
 
 // profileDiff reads a pass's traces and diffs base against head.
 func (s *Service) profileDiff(ctx context.Context, job store.Job) (*profile.Diff, []store.Artifact, error) {
-	arts, err := s.st.ListArtifacts(ctx, job.ID)
+	arts, err := s.finding().ListArtifacts(ctx, job.ID)
 	if err != nil {
 		return nil, nil, err
 	}

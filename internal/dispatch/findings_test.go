@@ -11,12 +11,14 @@ import (
 	"time"
 
 	"github.com/perfgate/perfgate/internal/agentapi"
-	"github.com/perfgate/perfgate/internal/app"
 	"github.com/perfgate/perfgate/internal/artifact"
+	"github.com/perfgate/perfgate/internal/check"
 	"github.com/perfgate/perfgate/internal/config"
 	"github.com/perfgate/perfgate/internal/githubtest"
+	"github.com/perfgate/perfgate/internal/jobstate"
 	"github.com/perfgate/perfgate/internal/kb"
 	"github.com/perfgate/perfgate/internal/profile"
+	"github.com/perfgate/perfgate/internal/request"
 	"github.com/perfgate/perfgate/internal/result"
 	"github.com/perfgate/perfgate/internal/store"
 )
@@ -31,8 +33,8 @@ func (f files) Open(sum string) (io.ReadCloser, error) { return f.d.Open(sum) }
 func (l *lifecycle) regress(pr int, sha string, runs func() []*result.Result) store.CheckRun {
 	l.t.Helper()
 	l.n++
-	if err := l.svc.RequestRun(l.ctx, app.RunRequest{InstallationID: githubtest.InstallationID, Owner: "acme", Repo: "inference", PR: pr,
-		HeadSHA: sha, BaseSHA: headSHA, BaseRef: "main", Tier: app.TierQuick, Trigger: "test", Author: "octocat",
+	if err := l.svc.RequestRun(l.ctx, request.Run{InstallationID: githubtest.InstallationID, Owner: "acme", Repo: "inference", PR: pr,
+		HeadSHA: sha, BaseSHA: headSHA, BaseRef: "main", Tier: check.TierQuick, Trigger: "test", Author: "octocat",
 		DeliveryID: fmt.Sprintf("d-%d", l.n)}); err != nil {
 		l.t.Fatal(err)
 	}
@@ -89,10 +91,10 @@ func TestKnowledgeBaseMatchesRepeatedRegression(t *testing.T) {
 	if doc := l.svc.docOf(first); doc.Report == nil || doc.Report.Verdict != "regression" {
 		t.Fatalf("PR #17: verdict %+v, want a regression", doc.Report)
 	}
-	if _, err := l.svc.RootCause(l.ctx, app.RootCauseRequest{Owner: "acme", Repo: "inference", PR: 99, Cause: "x", By: "m"}); !errors.Is(err, app.ErrNoRegression) {
+	if _, err := l.svc.RootCause(l.ctx, request.RootCause{Owner: "acme", Repo: "inference", PR: 99, Cause: "x", By: "m"}); !errors.Is(err, request.ErrNoRegression) {
 		t.Errorf("root cause on a PR without a regression: %v, want ErrNoRegression", err)
 	}
-	rec, err := l.svc.RootCause(l.ctx, app.RootCauseRequest{Owner: "acme", Repo: "inference", PR: 17, PRURL: "https://github.com/acme/inference/pull/17",
+	rec, err := l.svc.RootCause(l.ctx, request.RootCause{Owner: "acme", Repo: "inference", PR: 17, PRURL: "https://github.com/acme/inference/pull/17",
 		HeadSHA: sha17, Cause: "fused softmax recomputes the attention", Fix: "#30", By: "maintainer"})
 	if err != nil {
 		t.Fatal(err)
@@ -155,7 +157,7 @@ func TestProfilePassPostsWhereTheTimeWent(t *testing.T) {
 	l.baseline(1.3)
 	l.regress(17, newSHA, func() []*result.Result { return quickRuns(3) })
 
-	req := app.ProfileRequest{InstallationID: githubtest.InstallationID, Owner: "acme", Repo: "inference", PR: 17, HeadSHA: newSHA, BaseSHA: headSHA,
+	req := request.Profile{InstallationID: githubtest.InstallationID, Owner: "acme", Repo: "inference", PR: 17, HeadSHA: newSHA, BaseSHA: headSHA,
 		BaseRef: "main", By: "writer", Trigger: "/perf profile"}
 	q, err := l.svc.Profile(l.ctx, req)
 	if err != nil || q.JobID == 0 || q.Already || q.Requests != 64 {
@@ -181,7 +183,7 @@ func TestProfilePassPostsWhereTheTimeWent(t *testing.T) {
 		}
 	}
 	before := len(l.gh.Comments())
-	if _, err := l.st.Finish(l.ctx, j.ID, j.LeaseID, store.StatusSucceeded, ""); err != nil {
+	if _, err := l.st.Finish(l.ctx, j.ID, j.LeaseID, jobstate.Succeeded, ""); err != nil {
 		t.Fatal(err)
 	}
 	l.judge()
@@ -195,7 +197,7 @@ func TestProfilePassPostsWhereTheTimeWent(t *testing.T) {
 			t.Errorf("profile comment lacks %q:\n%s", want, body)
 		}
 	}
-	rec, err := l.svc.RootCause(l.ctx, app.RootCauseRequest{Owner: "acme", Repo: "inference", PR: 17, HeadSHA: newSHA, Cause: "prefill eagerness turned up", By: "m"})
+	rec, err := l.svc.RootCause(l.ctx, request.RootCause{Owner: "acme", Repo: "inference", PR: 17, HeadSHA: newSHA, Cause: "prefill eagerness turned up", By: "m"})
 	if err != nil || !strings.Contains(rec.Profile, "prefill interruptions of decode went up") {
 		t.Fatalf("root cause after the profile = %+v, %v; want the profile's finding", rec, err)
 	}
@@ -222,7 +224,7 @@ func TestProfilePassPostsWhereTheTimeWent(t *testing.T) {
 		t.Fatal(err)
 	}
 	l.judge()
-	if j, err := l.st.GetJob(l.ctx, q3.JobID); err != nil || j.Status != store.StatusCancelled {
+	if j, err := l.st.GetJob(l.ctx, q3.JobID); err != nil || j.Status != jobstate.Cancelled {
 		t.Fatalf("the closed PR's profile job: %+v %v, want cancelled", j.Status, err)
 	}
 	for _, c := range l.gh.Comments()[n:] {

@@ -5,10 +5,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/perfgate/perfgate/internal/app"
 	"github.com/perfgate/perfgate/internal/baseline"
+	"github.com/perfgate/perfgate/internal/check"
 	"github.com/perfgate/perfgate/internal/config"
 	"github.com/perfgate/perfgate/internal/gate"
+	"github.com/perfgate/perfgate/internal/request"
 	"github.com/perfgate/perfgate/internal/result"
 	"github.com/perfgate/perfgate/internal/store"
 )
@@ -126,8 +127,8 @@ func TestNeedsAckUntilAcknowledged(t *testing.T) {
 		t.Errorf("row %s, looks %+v; want needs_ack after two looks", cr.State, l.doc(headSHA).Looks)
 	}
 
-	tiers, err := l.svc.Ack(l.ctx, app.Ack{Owner: "acme", Repo: "inference", PR: 17, HeadSHA: headSHA, By: "maintainer", Reason: "noisy week"})
-	if err != nil || len(tiers) != 1 || tiers[0] != app.TierQuick {
+	tiers, err := l.svc.Ack(l.ctx, request.Ack{Owner: "acme", Repo: "inference", PR: 17, HeadSHA: headSHA, By: "maintainer", Reason: "noisy week"})
+	if err != nil || len(tiers) != 1 || tiers[0] != check.TierQuick {
 		t.Fatalf("ack = %v, %v", tiers, err)
 	}
 	l.flush()
@@ -148,7 +149,7 @@ func TestNeedsAckUntilAcknowledged(t *testing.T) {
 	if !found {
 		t.Errorf("no inconclusive.acknowledged entry by the maintainer in %+v", audit)
 	}
-	if tiers, err := l.svc.Ack(l.ctx, app.Ack{Owner: "acme", Repo: "inference", PR: 17, HeadSHA: headSHA, By: "maintainer"}); err != nil || len(tiers) != 0 {
+	if tiers, err := l.svc.Ack(l.ctx, request.Ack{Owner: "acme", Repo: "inference", PR: 17, HeadSHA: headSHA, By: "maintainer"}); err != nil || len(tiers) != 0 {
 		t.Errorf("a second ack: %v, %v; want nothing to acknowledge", tiers, err)
 	}
 }
@@ -187,7 +188,7 @@ func TestAckReachesTheMergeGroupCheck(t *testing.T) {
 	if c := l.check(id); c.Conclusion != "action_required" {
 		t.Fatalf("held check: %s", c.Conclusion)
 	}
-	tiers, err := l.svc.Ack(l.ctx, app.Ack{Owner: "acme", Repo: "inference", PR: 17, HeadSHA: headSHA, By: "maintainer"})
+	tiers, err := l.svc.Ack(l.ctx, request.Ack{Owner: "acme", Repo: "inference", PR: 17, HeadSHA: headSHA, By: "maintainer"})
 	if err != nil || len(tiers) != 1 {
 		t.Fatalf("ack = %v, %v", tiers, err)
 	}

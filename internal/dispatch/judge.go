@@ -12,16 +12,31 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/perfgate/perfgate/internal/agentapi"
-	"github.com/perfgate/perfgate/internal/app"
-	"github.com/perfgate/perfgate/internal/backoff"
 	"github.com/perfgate/perfgate/internal/baseline"
+	"github.com/perfgate/perfgate/internal/check"
 	"github.com/perfgate/perfgate/internal/checkstate"
 	"github.com/perfgate/perfgate/internal/config"
 	"github.com/perfgate/perfgate/internal/gate"
+	"github.com/perfgate/perfgate/internal/jobstate"
 	"github.com/perfgate/perfgate/internal/report"
 	"github.com/perfgate/perfgate/internal/result"
 	"github.com/perfgate/perfgate/internal/store"
 )
+
+// judgeStore is what the judge room (judge.go, matrix.go, paired.go,
+// trend.go) uses: a check's jobs and their results, the baselines it
+// compares against, and the jobs it adds.
+type judgeStore interface {
+	baseline.Store
+	CancelJob(ctx context.Context, jobID int64, reason string) (store.Job, error)
+	Enqueue(ctx context.Context, spec store.JobSpec) (store.Job, error)
+	GetCheckRun(ctx context.Context, repo, headSHA, tier string) (store.CheckRun, error)
+	GetCheckRunByID(ctx context.Context, id int64) (store.CheckRun, error)
+	GetJob(ctx context.Context, jobID int64) (store.Job, error)
+	ListCheckRuns(ctx context.Context, repo string, pr int) ([]store.CheckRun, error)
+	ListResults(ctx context.Context, jobID int64) ([]store.Result, error)
+	ListJobs(ctx context.Context, f store.JobFilter) ([]store.Job, error)
+}
 
 // verdictDoc is what a check run row keeps of its last judgement, enough to
 // re-render it (escalation, an accepted appeal) without re-running the gate.
@@ -63,107 +78,32 @@ func (doc verdictDoc) withLooks(looks map[string]gate.Looks) verdictDoc {
 	return doc
 }
 
-// judging is the judge worker's configuration.
-type judging struct {
-	policy backoff.Policy
-	poll   time.Duration
-	wake   chan struct{}
-}
-
 // JobDone is the agent API's hook: a job finished, failed or was given up
-// on. The finished job waits in the store until the judge has judged it,
-// so this only wakes the judge: judging never runs inside an agent's
-// request, and a crash between the finish and the verdict loses nothing.
-func (s *Service) JobDone(ctx context.Context, job store.Job) { s.WakeJudge() }
+// on. The finished job waits in the store until its consumer has taken it
+// (the completion router), so this only wakes the router: judging never
+// runs inside an agent's request, and a crash between the finish and the
+// verdict loses nothing.
+func (s *Service) JobDone(ctx context.Context, job store.Job) { s.router.Wake() }
 
-// WakeJudge makes an idle judge look for finished jobs now.
-func (s *Service) WakeJudge() {
-	select {
-	case s.judging.wake <- struct{}{}:
-	default:
-	}
-}
+// WakeJudge makes an idle router look for finished jobs now.
+func (s *Service) WakeJudge() { s.router.Wake() }
 
-// RunJudge judges finished jobs until ctx ends.
-func (s *Service) RunJudge(ctx context.Context) {
-	t := time.NewTicker(s.judging.poll)
-	defer t.Stop()
-	for {
-		for {
-			n, err := s.JudgePass(ctx)
-			if err != nil && ctx.Err() == nil {
-				s.log.Error().Err(err).Msg("judge pass")
-			}
-			if n == 0 || err != nil || ctx.Err() != nil {
-				break
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-s.judging.wake:
-		case <-t.C:
-		}
-	}
-}
+// RunJudge hands finished jobs to their consumers until ctx ends: a
+// check's jobs to the judge, the other kinds to theirs (HandleKind).
+func (s *Service) RunJudge(ctx context.Context) { s.router.Run(ctx) }
 
-// judgeLease bounds one judgement (the gate, a store write, perhaps one
-// GitHub read); another replica takes the job over after it.
-const judgeLease = 2 * time.Minute
-
-// JudgePass judges a batch of finished jobs and returns how many it
-// handled. A judgement that fails is tried again with backoff; one that
-// keeps failing concludes its check with the reason, so no check stays
-// open after its jobs end.
-func (s *Service) JudgePass(ctx context.Context) (int, error) {
-	claims, err := s.st.ClaimFinishedJobs(ctx, 16, judgeLease)
-	if err != nil {
-		return 0, err
-	}
-	for _, c := range claims {
-		s.judgeClaim(ctx, c)
-	}
-	return len(claims), nil
-}
-
-func (s *Service) judgeClaim(ctx context.Context, c store.JudgeClaim) {
-	job := c.Job
-	log := s.log.With().Int64("job_id", job.ID).Str("repo", job.Repo).Int("pr", job.PRNumber).Str("tier", job.Tier).Int("attempt", c.Attempt).Logger()
-	jctx, cancel := context.WithTimeout(log.WithContext(ctx), judgeLease)
-	err := s.jobDone(jctx, job)
-	cancel()
-	if ctx.Err() != nil {
-		return
-	}
-	if err != nil {
-		d := s.judging.policy.Next(s.now(), c.Attempt, err)
-		if !d.GiveUp {
-			log.Warn().Err(err).Time("retry_at", d.At).Msg("judging a finished job failed; will retry")
-			if rerr := s.st.RetryJudge(ctx, job.ID, c.LeaseID, d.At); rerr != nil {
-				log.Warn().Err(rerr).Msg("reschedule judging")
-			}
-			return
-		}
-		log.Error().Err(err).Msg("cannot judge a finished job: concluding its check with the reason")
-		if cerr := s.cannotJudge(jctx, job, err); cerr != nil {
-			log.Error().Err(cerr).Msg("conclude a check that cannot be judged")
-			if rerr := s.st.RetryJudge(ctx, job.ID, c.LeaseID, s.now().Add(s.judging.policy.Max)); rerr != nil {
-				log.Warn().Err(rerr).Msg("reschedule judging")
-			}
-			return
-		}
-	}
-	if err := s.st.JobJudged(ctx, job.ID, c.LeaseID); err != nil {
-		log.Warn().Err(err).Msg("record a judged job")
-	}
-}
+// JudgePass hands over a batch of finished jobs and returns how many it
+// claimed. A consumer that fails is called again with backoff; a check's
+// job that keeps failing concludes its check with the reason, so no check
+// stays open after its jobs end.
+func (s *Service) JudgePass(ctx context.Context) (int, error) { return s.router.Pass(ctx) }
 
 // cannotJudge concludes the check of a job perfgate failed to judge, saying
 // why. It is perfgate's failure, not the commit's, so it does not block.
 func (s *Service) cannotJudge(ctx context.Context, job store.Job, cause error) error {
 	for range 5 {
 		cr, ok, err := s.checkOf(ctx, job)
-		if err != nil || !ok || !checkstate.Phase(cr.State).Open() {
+		if err != nil || !ok || !check.Phase(cr.State).Open() {
 			return err
 		}
 		err = s.broken(ctx, cr, true, []string{fmt.Sprintf("perfgate could not judge job %d: %v", job.ID, cause)})
@@ -202,17 +142,14 @@ func (s *Service) settle(ctx context.Context, cr store.CheckRun, st step) error 
 }
 
 func (s *Service) jobDoneOnce(ctx context.Context, job store.Job) error {
-	if h, ok := s.kinds[job.Kind]; ok {
-		return h(ctx, job) // cancelled ones too: its owner decides
-	}
-	if job.Status == store.StatusCancelled {
+	if job.Status == jobstate.Cancelled {
 		return nil // superseded, closed or replaced: that check is concluded
 	}
 	cr, ok, err := s.checkOf(ctx, job)
 	if err != nil || !ok {
 		return err // not found: a job queued by hand, or one a retest replaced
 	}
-	if !checkstate.Phase(cr.State).Open() {
+	if !check.Phase(cr.State).Open() {
 		return nil // already concluded (superseded, closed, judged by another)
 	}
 	if job.Kind == kindBaseline {
@@ -248,7 +185,7 @@ func (s *Service) judgeRow(ctx context.Context, cr store.CheckRun, job store.Job
 	if len(ev.runs) == 0 {
 		return s.fail(ctx, cr, job, ev)
 	}
-	snap, err := baseline.Latest(ctx, s.st, cr.Repo, cr.Tier)
+	snap, err := baseline.Latest(ctx, s.judging(), cr.Repo, cr.Tier)
 	if errors.Is(err, store.ErrNotFound) {
 		return s.measureBaseline(ctx, cr, job)
 	}
@@ -267,9 +204,9 @@ func (s *Service) checkOf(ctx context.Context, job store.Job) (store.CheckRun, b
 		err error
 	)
 	if job.CheckRunID != 0 {
-		cr, err = s.st.GetCheckRunByID(ctx, job.CheckRunID)
+		cr, err = s.judging().GetCheckRunByID(ctx, job.CheckRunID)
 	} else {
-		cr, err = s.st.GetCheckRun(ctx, job.Repo, job.HeadSHA, job.Tier)
+		cr, err = s.judging().GetCheckRun(ctx, job.Repo, job.HeadSHA, job.Tier)
 	}
 	if errors.Is(err, store.ErrNotFound) {
 		return store.CheckRun{}, false, nil
@@ -285,11 +222,11 @@ func (s *Service) checkOf(ctx context.Context, job store.Job) (store.CheckRun, b
 
 func (s *Service) pending(ctx context.Context, ids []int64) (bool, error) {
 	for _, id := range ids {
-		j, err := s.st.GetJob(ctx, id)
+		j, err := s.judging().GetJob(ctx, id)
 		if err != nil {
 			return false, err
 		}
-		if j.Status == store.StatusQueued || j.Status == store.StatusRunning {
+		if j.Status == jobstate.Queued || j.Status == jobstate.Running {
 			return true, nil
 		}
 	}
@@ -312,22 +249,22 @@ type evidence struct {
 func (s *Service) runsOf(ctx context.Context, ids []int64) (evidence, error) {
 	var ev evidence
 	for _, id := range ids {
-		j, err := s.st.GetJob(ctx, id)
+		j, err := s.judging().GetJob(ctx, id)
 		if err != nil {
 			return evidence{}, err
 		}
-		if j.Status != store.StatusSucceeded {
+		if j.Status != jobstate.Succeeded {
 			if j.FailureReason != "" {
 				ev.failures = append(ev.failures, fmt.Sprintf("job %d: %s", j.ID, j.FailureReason))
 			}
 			continue
 		}
-		res, err := s.st.ListResults(ctx, id)
+		res, err := s.judging().ListResults(ctx, id)
 		if err != nil {
 			return evidence{}, err
 		}
 		for _, r := range res {
-			if r.Kind != store.KindMeasured || r.Attempt != j.Attempts {
+			if r.Kind != jobstate.KindMeasured || r.Attempt != j.Attempts {
 				continue // warm-ups, and runs of an attempt that was lost
 			}
 			if r.Side == agentapi.SideBase {
@@ -354,7 +291,7 @@ func (s *Service) measureBaseline(ctx context.Context, cr store.CheckRun, job st
 		return nil // already measuring it (a retried judgement)
 	}
 	if job.BaseSHA == "" {
-		return s.settle(ctx, cr, step{ev: checkstate.Event{Kind: checkstate.GateUndecided}, out: app.Output{
+		return s.settle(ctx, cr, step{ev: checkstate.Event{Kind: checkstate.GateUndecided}, out: check.Output{
 			Title:   "No baseline",
 			Summary: fmt.Sprintf("There is no `%s` baseline for this repository yet and this run has no base commit to measure. Promote one with `perfgate baseline promote`.", cr.Tier),
 		}})
@@ -368,7 +305,7 @@ func (s *Service) measureBaseline(ctx context.Context, cr store.CheckRun, job st
 	if err != nil {
 		return err
 	}
-	bj, err := s.st.Enqueue(ctx, store.JobSpec{
+	bj, err := s.judging().Enqueue(ctx, store.JobSpec{
 		Tier: job.Tier, Kind: kindBaseline, Repo: job.Repo, InstallationID: job.InstallationID, PRNumber: job.PRNumber,
 		HeadSHA: job.BaseSHA, BaseSHA: job.BaseSHA, Config: snapshot, Labels: job.Labels, GPUUUID: s.cardOf(ctx, cr.JobIDs),
 		CheckRunID: cr.ID,
@@ -378,13 +315,13 @@ func (s *Service) measureBaseline(ctx context.Context, cr store.CheckRun, job st
 	}
 	zerolog.Ctx(ctx).Info().Int64("baseline_job", bj.ID).Str("base_sha", job.BaseSHA).Msg("no baseline: measuring the base commit")
 	doc.BaselineJob = bj.ID
-	err = s.settle(ctx, cr, step{ev: checkstate.Event{Kind: checkstate.Progressed}, doc: &doc, out: app.Output{
+	err = s.settle(ctx, cr, step{ev: checkstate.Event{Kind: checkstate.Progressed}, doc: &doc, out: check.Output{
 		Title:   "Measuring the baseline",
 		Summary: fmt.Sprintf("There is no `%s` baseline yet, so perfgate is measuring the base commit `%s` on the same runner class; the comparison follows.", cr.Tier, short(job.BaseSHA)),
 	}})
 	if errors.Is(err, errMoved) {
 		// Not recorded on the row: this measurement is nobody's.
-		if _, cerr := s.st.CancelJob(ctx, bj.ID, "the check it measured for changed"); cerr != nil {
+		if _, cerr := s.judging().CancelJob(ctx, bj.ID, "the check it measured for changed"); cerr != nil {
 			return errors.Join(err, cerr)
 		}
 	}
@@ -415,7 +352,7 @@ func (s *Service) baselineDone(ctx context.Context, cr store.CheckRun, job store
 	meta := baseline.Meta{Repo: job.Repo, Key: job.Tier, Version: "base-" + short(job.HeadSHA), Commit: job.HeadSHA, By: "perfgate",
 		Reason: fmt.Sprintf("first baseline, measured for PR #%d", job.PRNumber)}
 	against := 0
-	if saved, _, err := baseline.Promote(ctx, s.st, base.runs, meta, tier); err != nil {
+	if saved, _, err := baseline.Promote(ctx, s.judging(), base.runs, meta, tier); err != nil {
 		notes = append(notes, "the base commit's runs were compared but not stored as the baseline: "+err.Error())
 	} else {
 		against = saved.Version
@@ -442,7 +379,7 @@ type judgement struct {
 // commit's look budget as this check spent it so far, and the session
 // (job) of each candidate run.
 func (s *Service) options(ctx context.Context, cr store.CheckRun, key string, against int, sessions []string) (gate.Options, error) {
-	opt, err := baseline.Options(ctx, s.st, cr.Repo, key, against, s.docOf(cr).Looks[key])
+	opt, err := baseline.Options(ctx, s.judging(), cr.Repo, key, against, s.docOf(cr).Looks[key])
 	if err != nil {
 		return gate.Options{}, err
 	}
@@ -506,7 +443,7 @@ func (s *Service) publish(ctx context.Context, cr store.CheckRun, job store.Job,
 			acceptedBy = s.acceptedAppeals(ctx, cr)
 			ev.AcceptedOnAppeal = len(acceptedBy) > 0
 		}
-		if prior.Held == string(checkstate.Accepted) || ev.AcceptedOnAppeal {
+		if prior.Held == string(check.Accepted) || ev.AcceptedOnAppeal {
 			doc.Notes = append(doc.Notes, acceptedNotes(prior.Notes)...)
 			doc.Notes = append(doc.Notes, acceptedBy...)
 		}
@@ -555,7 +492,7 @@ func (s *Service) prLooks(ctx context.Context, cr store.CheckRun, key string, ow
 	if tree == "" {
 		return own
 	}
-	rows, err := s.st.ListCheckRuns(ctx, cr.Repo, cr.PRNumber)
+	rows, err := s.judging().ListCheckRuns(ctx, cr.Repo, cr.PRNumber)
 	if err != nil {
 		return own
 	}
@@ -595,7 +532,7 @@ func (s *Service) settleBudget(ctx context.Context, ids []int64, tier config.Tie
 	b := settling{budget: float64(tier.SettleGPUMinutes)}
 	var minutes, runs float64
 	for _, id := range ids {
-		j, err := s.st.GetJob(ctx, id)
+		j, err := s.judging().GetJob(ctx, id)
 		if err != nil {
 			continue
 		}
@@ -695,7 +632,7 @@ func (s *Service) extend(ctx context.Context, cr store.CheckRun, job store.Job, 
 			Tier: job.Tier, Kind: kindExtend, Repo: job.Repo, InstallationID: job.InstallationID, PRNumber: job.PRNumber,
 			HeadSHA: cr.HeadSHA, BaseSHA: job.BaseSHA, Config: snapshot, Labels: job.Labels, GPUUUID: snap.GPUUUID,
 		}},
-		out: app.Output{
+		out: check.Output{
 			Title:   "Adding runs",
 			Summary: fmt.Sprintf("The runs so far could not settle the comparison; perfgate is adding %s on the same card (within the tier's settle_gpu_minutes) and will decide on all of them.", what),
 		},
@@ -735,7 +672,7 @@ func (s *Service) broken(ctx context.Context, cr store.CheckRun, runnerFault boo
 	}
 	return s.settle(ctx, cr, step{
 		ev:     checkstate.Event{Kind: checkstate.Broken, RunnerFault: runnerFault},
-		out:    app.Output{Title: "The benchmark failed", Summary: c.Summary, Text: c.Text},
+		out:    check.Output{Title: "The benchmark failed", Summary: c.Summary, Text: c.Text},
 		detail: map[string]any{"reasons": reasons},
 	})
 }

@@ -7,7 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/perfgate/perfgate/internal/githubtest"
+	"github.com/perfgate/perfgate/internal/githubtest/ghtest"
+	"github.com/perfgate/perfgate/internal/jobstate"
 	"github.com/perfgate/perfgate/internal/store"
 )
 
@@ -17,7 +18,7 @@ import (
 func TestHandleKind(t *testing.T) {
 	ctx := context.Background()
 	clock := &testClock{t: time.Date(2026, 5, 1, 9, 0, 0, 0, time.UTC)}
-	gh := githubtest.New(t)
+	gh := ghtest.New(t)
 	svc, st := newService(t, gh, "sqlite://"+filepath.Join(t.TempDir(), "db.sqlite"), clock)
 	var got []int64
 	fail := true
@@ -41,7 +42,7 @@ func TestHandleKind(t *testing.T) {
 	if err != nil || claimed.ID != job.ID {
 		t.Fatalf("claim: %v %v", claimed.ID, err)
 	}
-	if _, err := st.Finish(ctx, job.ID, claimed.LeaseID, store.StatusSucceeded, ""); err != nil {
+	if _, err := st.Finish(ctx, job.ID, claimed.LeaseID, jobstate.Succeeded, ""); err != nil {
 		t.Fatal(err)
 	}
 	for range 5 {

@@ -10,10 +10,11 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/perfgate/perfgate/internal/agentapi"
-	"github.com/perfgate/perfgate/internal/app"
 	"github.com/perfgate/perfgate/internal/gate"
+	"github.com/perfgate/perfgate/internal/jobstate"
 	"github.com/perfgate/perfgate/internal/kb"
 	"github.com/perfgate/perfgate/internal/profile"
+	"github.com/perfgate/perfgate/internal/request"
 	"github.com/perfgate/perfgate/internal/store"
 )
 
@@ -21,19 +22,19 @@ import (
 // verdict's phenomenon — the metrics that moved and, when a profile of
 // the PR finished, its diff's fingerprint — with the cause in the
 // knowledge base.
-func (s *Service) RootCause(ctx context.Context, r app.RootCauseRequest) (app.RootCauseRecorded, error) {
+func (s *Service) RootCause(ctx context.Context, r request.RootCause) (request.RootCauseRecorded, error) {
 	repo := r.Owner + "/" + r.Repo
 	cr, rep, ok, err := s.lastRegression(ctx, repo, r.PR)
 	if err != nil {
-		return app.RootCauseRecorded{}, err
+		return request.RootCauseRecorded{}, err
 	}
 	if !ok {
-		return app.RootCauseRecorded{}, app.ErrNoRegression
+		return request.RootCauseRecorded{}, request.ErrNoRegression
 	}
 	sig := signatureOf(rep)
-	out := app.RootCauseRecorded{Commit: cr.HeadSHA, Tier: cr.Tier}
+	out := request.RootCauseRecorded{Commit: cr.HeadSHA, Tier: cr.Tier}
 	if job, found, err := s.lastProfile(ctx, repo, r.PR); err != nil {
-		return app.RootCauseRecorded{}, err
+		return request.RootCauseRecorded{}, err
 	} else if found {
 		if d, _, err := s.profileDiff(ctx, job); err == nil {
 			fp := d.Fingerprint()
@@ -41,14 +42,14 @@ func (s *Service) RootCause(ctx context.Context, r app.RootCauseRequest) (app.Ro
 			out.Profile = profileWords(*d)
 		}
 	}
-	rec, err := kb.New(s.st).Record(ctx, kb.Record{Repo: repo, Number: r.PR, URL: r.PRURL, Commit: cr.HeadSHA, CulpritPR: r.PR,
+	rec, err := kb.New(s.finding()).Record(ctx, kb.Record{Repo: repo, Number: r.PR, URL: r.PRURL, Commit: cr.HeadSHA, CulpritPR: r.PR,
 		Summary: phenomenonOf(sig), Cause: r.Cause, FixURL: r.Fix, Signature: sig, By: r.By})
 	if err != nil {
-		return app.RootCauseRecorded{}, err
+		return request.RootCauseRecorded{}, err
 	}
 	out.ID, out.Phenomenon = rec.ID, rec.Summary
 	if e, err := auditEntry(r.By, "rootcause.recorded", repo, r.PR, map[string]any{"id": rec.ID, "cause": r.Cause, "fix": r.Fix}); err == nil {
-		if _, err := s.st.AppendAudit(ctx, e); err != nil {
+		if _, err := s.finding().AppendAudit(ctx, e); err != nil {
 			zerolog.Ctx(ctx).Warn().Err(err).Msg("audit root cause")
 		}
 	}
@@ -58,7 +59,7 @@ func (s *Service) RootCause(ctx context.Context, r app.RootCauseRequest) (app.Ro
 // lastRegression is the PR's most recently judged check whose verdict is
 // a regression.
 func (s *Service) lastRegression(ctx context.Context, repo string, pr int) (store.CheckRun, *gate.Report, bool, error) {
-	rows, err := s.st.ListCheckRuns(ctx, repo, pr)
+	rows, err := s.finding().ListCheckRuns(ctx, repo, pr)
 	if err != nil {
 		return store.CheckRun{}, nil, false, fmt.Errorf("check runs of %s#%d: %w", repo, pr, err)
 	}
@@ -73,7 +74,7 @@ func (s *Service) lastRegression(ctx context.Context, repo string, pr int) (stor
 
 // lastProfile is the PR's newest profiling pass that succeeded.
 func (s *Service) lastProfile(ctx context.Context, repo string, pr int) (store.Job, bool, error) {
-	jobs, err := s.st.ListJobs(ctx, store.JobFilter{Repo: repo, PRNumber: pr, Tier: agentapi.KindProfile, Status: store.StatusSucceeded, Newest: true})
+	jobs, err := s.finding().ListJobs(ctx, store.JobFilter{Repo: repo, PRNumber: pr, Tier: agentapi.KindProfile, Status: jobstate.Succeeded, Newest: true})
 	if err != nil {
 		return store.Job{}, false, fmt.Errorf("profiles of %s#%d: %w", repo, pr, err)
 	}
@@ -113,7 +114,7 @@ func (s *Service) kbMatch(ctx context.Context, cr store.CheckRun, job store.Job,
 	queued := false
 	if s.findings != nil && job.BaseSHA != "" {
 		if pj, ok, err := s.profileJob(ctx, cr.Repo, cr.HeadSHA, job.BaseSHA, true); err == nil && ok {
-			if pj.Status == store.StatusSucceeded {
+			if pj.Status == jobstate.Succeeded {
 				if d, _, err := s.profileDiff(ctx, pj); err == nil {
 					fp := d.Fingerprint()
 					sig.Profile = &fp
@@ -136,7 +137,7 @@ func (s *Service) kbMatch(ctx context.Context, cr store.CheckRun, job store.Job,
 // kbRecords are the repository's recorded causes, less the check's own
 // PR's.
 func (s *Service) kbRecords(ctx context.Context, cr store.CheckRun) []kb.Record {
-	rows, err := s.st.ListRootCauses(ctx, cr.Repo)
+	rows, err := s.finding().ListRootCauses(ctx, cr.Repo)
 	if err != nil {
 		zerolog.Ctx(ctx).Warn().Err(err).Msg("read the knowledge base")
 		return nil

@@ -10,11 +10,13 @@ import (
 	"time"
 
 	"github.com/perfgate/perfgate/internal/agentapi"
-	"github.com/perfgate/perfgate/internal/app"
 	"github.com/perfgate/perfgate/internal/artifact"
+	"github.com/perfgate/perfgate/internal/check"
 	"github.com/perfgate/perfgate/internal/config"
 	"github.com/perfgate/perfgate/internal/githubtest"
+	"github.com/perfgate/perfgate/internal/jobstate"
 	"github.com/perfgate/perfgate/internal/profile"
+	"github.com/perfgate/perfgate/internal/request"
 	"github.com/perfgate/perfgate/internal/result"
 	"github.com/perfgate/perfgate/internal/store"
 )
@@ -46,8 +48,8 @@ func scaledTrace(n, interrupt int, factor float64) []byte {
 func (l *lifecycle) regressProfiled(dir *artifact.Dir, pr int, sha string, head []byte) (notes, comment string) {
 	l.t.Helper()
 	l.n++
-	if err := l.svc.RequestRun(l.ctx, app.RunRequest{InstallationID: githubtest.InstallationID, Owner: "acme", Repo: "inference", PR: pr,
-		HeadSHA: sha, BaseSHA: headSHA, BaseRef: "main", Tier: app.TierQuick, Trigger: "test", Author: "octocat",
+	if err := l.svc.RequestRun(l.ctx, request.Run{InstallationID: githubtest.InstallationID, Owner: "acme", Repo: "inference", PR: pr,
+		HeadSHA: sha, BaseSHA: headSHA, BaseRef: "main", Tier: check.TierQuick, Trigger: "test", Author: "octocat",
 		DeliveryID: fmt.Sprintf("kb-%d", l.n)}); err != nil {
 		l.t.Fatal(err)
 	}
@@ -85,7 +87,7 @@ func (l *lifecycle) regressProfiled(dir *artifact.Dir, pr int, sha string, head 
 			l.t.Fatal(err)
 		}
 	}
-	if _, err := l.st.Finish(l.ctx, prof.ID, prof.LeaseID, store.StatusSucceeded, ""); err != nil {
+	if _, err := l.st.Finish(l.ctx, prof.ID, prof.LeaseID, jobstate.Succeeded, ""); err != nil {
 		l.t.Fatal(err)
 	}
 	l.judge()
@@ -124,7 +126,7 @@ func TestKnowledgeBaseWaitsForTheProfile(t *testing.T) {
 	if strings.Contains(notes, "🔎") {
 		t.Errorf("PR #17 with an empty knowledge base: %s", notes)
 	}
-	rec, err := l.svc.RootCause(l.ctx, app.RootCauseRequest{Owner: "acme", Repo: "inference", PR: 17, PRURL: "https://github.com/acme/inference/pull/17",
+	rec, err := l.svc.RootCause(l.ctx, request.RootCause{Owner: "acme", Repo: "inference", PR: 17, PRURL: "https://github.com/acme/inference/pull/17",
 		HeadSHA: sha17, Cause: "scheduler eagerness turned up", By: "maintainer"})
 	if err != nil || rec.Profile == "" {
 		t.Fatalf("root cause = %+v, %v; want it recorded with the profile", rec, err)
@@ -162,14 +164,14 @@ func TestKnowledgeBaseUsesAFinishedProfile(t *testing.T) {
 	l.baseline(1.3)
 	const sha17, sha18 = "1111111111111111111111111111111111111111", "2222222222222222222222222222222222222222"
 	l.regressProfiled(dir, 17, sha17, trace(400, 1))
-	if _, err := l.svc.RootCause(l.ctx, app.RootCauseRequest{Owner: "acme", Repo: "inference", PR: 17, HeadSHA: sha17, Cause: "scheduler eagerness turned up", By: "m"}); err != nil {
+	if _, err := l.svc.RootCause(l.ctx, request.RootCause{Owner: "acme", Repo: "inference", PR: 17, HeadSHA: sha17, Cause: "scheduler eagerness turned up", By: "m"}); err != nil {
 		t.Fatal(err)
 	}
 	l.regressProfiled(dir, 18, sha18, trace(400, 1))
 	// A retest of #18: its profile is in.
 	l.n++
-	if err := l.svc.RequestRun(l.ctx, app.RunRequest{InstallationID: githubtest.InstallationID, Owner: "acme", Repo: "inference", PR: 18,
-		HeadSHA: sha18, BaseSHA: headSHA, BaseRef: "main", Tier: app.TierQuick, Trigger: "/perf retest", Author: "octocat",
+	if err := l.svc.RequestRun(l.ctx, request.Run{InstallationID: githubtest.InstallationID, Owner: "acme", Repo: "inference", PR: 18,
+		HeadSHA: sha18, BaseSHA: headSHA, BaseRef: "main", Tier: check.TierQuick, Trigger: "/perf retest", Author: "octocat",
 		DeliveryID: fmt.Sprintf("kb-%d", l.n)}); err != nil {
 		t.Fatal(err)
 	}

@@ -15,11 +15,14 @@ import (
 	"github.com/palantir/go-githubapp/githubapp"
 
 	"github.com/perfgate/perfgate/internal/agentapi"
-	"github.com/perfgate/perfgate/internal/app"
 	"github.com/perfgate/perfgate/internal/baseline"
+	"github.com/perfgate/perfgate/internal/check"
 	"github.com/perfgate/perfgate/internal/config"
 	"github.com/perfgate/perfgate/internal/githubtest"
+	"github.com/perfgate/perfgate/internal/githubtest/ghtest"
+	"github.com/perfgate/perfgate/internal/jobstate"
 	"github.com/perfgate/perfgate/internal/outbox"
+	"github.com/perfgate/perfgate/internal/request"
 	"github.com/perfgate/perfgate/internal/result"
 	"github.com/perfgate/perfgate/internal/store"
 )
@@ -44,7 +47,7 @@ type lifecycle struct {
 
 func newLifecycle(t *testing.T) *lifecycle {
 	t.Helper()
-	l := &lifecycle{t: t, ctx: context.Background(), gh: githubtest.New(t), clock: &testClock{t: time.Date(2026, 12, 2, 9, 0, 0, 0, time.UTC)},
+	l := &lifecycle{t: t, ctx: context.Background(), gh: ghtest.New(t), clock: &testClock{t: time.Date(2026, 12, 2, 9, 0, 0, 0, time.UTC)},
 		dsn: filepath.Join(t.TempDir(), "db")}
 	l.open()
 	ag, err := l.st.RegisterAgent(l.ctx, store.AgentRegistration{Name: "runner", Labels: []string{"gpu"}, TokenHash: store.HashToken("t")})
@@ -124,8 +127,8 @@ func (l *lifecycle) baseline(factor float64) {
 func (l *lifecycle) request(sha string, confirm bool) int64 {
 	l.t.Helper()
 	l.n++
-	if err := l.svc.RequestRun(l.ctx, app.RunRequest{InstallationID: githubtest.InstallationID, Owner: "acme", Repo: "inference", PR: 17,
-		HeadSHA: sha, BaseSHA: headSHA, BaseRef: "main", Tier: app.TierQuick, Trigger: "test", Confirm: confirm, Author: "octocat",
+	if err := l.svc.RequestRun(l.ctx, request.Run{InstallationID: githubtest.InstallationID, Owner: "acme", Repo: "inference", PR: 17,
+		HeadSHA: sha, BaseSHA: headSHA, BaseRef: "main", Tier: check.TierQuick, Trigger: "test", Confirm: confirm, Author: "octocat",
 		DeliveryID: fmt.Sprintf("d-%d", l.n)}); err != nil {
 		l.t.Fatal(err)
 	}
@@ -150,7 +153,7 @@ func (l *lifecycle) succeed(j store.Job, runs []*result.Result) {
 	for i, r := range runs {
 		upload(l.t, l.st, j, i, r)
 	}
-	if _, err := l.st.Finish(l.ctx, j.ID, j.LeaseID, store.StatusSucceeded, ""); err != nil {
+	if _, err := l.st.Finish(l.ctx, j.ID, j.LeaseID, jobstate.Succeeded, ""); err != nil {
 		l.t.Fatal(err)
 	}
 	l.judge()
@@ -159,7 +162,7 @@ func (l *lifecycle) succeed(j store.Job, runs []*result.Result) {
 // failJob finishes a claimed job as failed with reason.
 func (l *lifecycle) failJob(j store.Job, reason string) {
 	l.t.Helper()
-	if _, err := l.st.Finish(l.ctx, j.ID, j.LeaseID, store.StatusFailed, reason); err != nil {
+	if _, err := l.st.Finish(l.ctx, j.ID, j.LeaseID, jobstate.Failed, reason); err != nil {
 		l.t.Fatal(err)
 	}
 	l.judge()
@@ -409,11 +412,11 @@ func TestReleasePromotesEachMatrixCell(t *testing.T) {
 		for i, r := range verifiedRuns(5) {
 			upload(t, l.st, j, i, r)
 		}
-		if _, err := l.st.Finish(l.ctx, j.ID, j.LeaseID, store.StatusSucceeded, ""); err != nil {
+		if _, err := l.st.Finish(l.ctx, j.ID, j.LeaseID, jobstate.Succeeded, ""); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := l.svc.ReleasePublished(l.ctx, app.Release{InstallationID: githubtest.InstallationID, Owner: "acme", Repo: "inference", Tag: "v2.0.0", TargetCommit: headSHA, By: "octocat"}); err != nil {
+	if err := l.svc.ReleasePublished(l.ctx, request.Release{InstallationID: githubtest.InstallationID, Owner: "acme", Repo: "inference", Tag: "v2.0.0", TargetCommit: headSHA, By: "octocat"}); err != nil {
 		t.Fatal(err)
 	}
 	for _, key := range []string{"nightly/c=1", "nightly/c=16"} {
@@ -474,10 +477,10 @@ func TestRetestKeepsAnAcceptedAppeal(t *testing.T) {
 	l.baseline(1.3)
 	l.request(headSHA, false)
 	l.runAll()
-	if err := l.svc.Open(l.ctx, app.Appeal{Owner: "acme", Repo: "inference", PR: 17, HeadSHA: headSHA, By: "octocat", Reason: "the new scheduler trades latency for memory"}); err != nil {
+	if err := l.svc.Open(l.ctx, request.Appeal{Owner: "acme", Repo: "inference", PR: 17, HeadSHA: headSHA, By: "octocat", Reason: "the new scheduler trades latency for memory"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := l.svc.Decide(l.ctx, app.Decision{Owner: "acme", Repo: "inference", PR: 17, HeadSHA: headSHA, Accept: true, By: "maintainer"}); err != nil {
+	if err := l.svc.Decide(l.ctx, request.Decision{Owner: "acme", Repo: "inference", PR: 17, HeadSHA: headSHA, Accept: true, By: "maintainer"}); err != nil {
 		t.Fatal(err)
 	}
 	l.flush()
@@ -504,11 +507,11 @@ func TestAcceptWhileAppealRetestRuns(t *testing.T) {
 	l.baseline(1.3)
 	l.request(headSHA, false)
 	l.runAll()
-	if err := l.svc.Open(l.ctx, app.Appeal{Owner: "acme", Repo: "inference", PR: 17, HeadSHA: headSHA, By: "octocat", Reason: "memory for latency"}); err != nil {
+	if err := l.svc.Open(l.ctx, request.Appeal{Owner: "acme", Repo: "inference", PR: 17, HeadSHA: headSHA, By: "octocat", Reason: "memory for latency"}); err != nil {
 		t.Fatal(err)
 	}
 	retest := l.request(headSHA, true) // queued: the row is no longer "warned"
-	if err := l.svc.Decide(l.ctx, app.Decision{Owner: "acme", Repo: "inference", PR: 17, HeadSHA: headSHA, Accept: true, By: "maintainer"}); err != nil {
+	if err := l.svc.Decide(l.ctx, request.Decision{Owner: "acme", Repo: "inference", PR: 17, HeadSHA: headSHA, Accept: true, By: "maintainer"}); err != nil {
 		t.Fatal(err)
 	}
 	l.flush()

@@ -7,7 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/perfgate/perfgate/internal/app"
+	"github.com/perfgate/perfgate/internal/check"
+	"github.com/perfgate/perfgate/internal/jobstate"
 	"github.com/perfgate/perfgate/internal/store"
 )
 
@@ -74,11 +75,11 @@ func TestUnjudgeableResultConcludesWithReason(t *testing.T) {
 	j := l.claim()
 	for i := range 3 {
 		if _, _, err := l.st.PutResult(l.ctx, store.ResultUpload{JobID: j.ID, LeaseID: j.LeaseID, IdempotencyKey: string(rune('a' + i)),
-			RunIndex: i, Kind: store.KindMeasured, Summary: []byte(`{}`), Samples: []byte(`{}`)}); err != nil {
+			RunIndex: i, Kind: jobstate.KindMeasured, Summary: []byte(`{}`), Samples: []byte(`{}`)}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := l.st.Finish(l.ctx, j.ID, j.LeaseID, store.StatusSucceeded, ""); err != nil {
+	if _, err := l.st.Finish(l.ctx, j.ID, j.LeaseID, jobstate.Succeeded, ""); err != nil {
 		t.Fatal(err)
 	}
 	l.judge()
@@ -102,7 +103,7 @@ func TestFinishedJobJudgedAfterRestart(t *testing.T) {
 	for i, r := range quickRuns(3) {
 		upload(t, l.st, j, i, r)
 	}
-	if _, err := l.st.Finish(l.ctx, j.ID, j.LeaseID, store.StatusSucceeded, ""); err != nil {
+	if _, err := l.st.Finish(l.ctx, j.ID, j.LeaseID, jobstate.Succeeded, ""); err != nil {
 		t.Fatal(err)
 	}
 	l.restart() // nothing judged it before the "crash"
@@ -170,7 +171,7 @@ func TestDetailsLinkPerCheckRun(t *testing.T) {
 	l := newLifecycle(t)
 	l.svc.detailsURL = "https://perfgate.example"
 	l.request(headSHA, false)
-	l.svc.details = func(repo, sha string, tier app.Tier) string {
+	l.svc.details = func(repo, sha string, tier check.Tier) string {
 		return "https://perfgate.example/r/" + repo + "/checks/" + sha + "/" + string(tier) + "?access=x"
 	}
 	l.request(newSHA, false)

@@ -77,7 +77,7 @@ func cellKey(tier, cell string) string {
 func (s *Service) cellsOf(ctx context.Context, ids []int64) (map[string][]int64, error) {
 	cells := map[string][]int64{}
 	for _, id := range ids {
-		j, err := s.st.GetJob(ctx, id)
+		j, err := s.judging().GetJob(ctx, id)
 		if err != nil {
 			return nil, err
 		}
@@ -131,10 +131,10 @@ func (s *Service) judgeMatrix(ctx context.Context, cr store.CheckRun, job store.
 		}
 		key := cellKey(cr.Tier, label)
 		s.recordTrend(ctx, cr, key, cells[label][0], cand, tier)
-		snap, err := baseline.Latest(ctx, s.st, cr.Repo, key)
+		snap, err := baseline.Latest(ctx, s.judging(), cr.Repo, key)
 		if errors.Is(err, store.ErrNotFound) {
 			meta := baseline.Meta{Repo: cr.Repo, Key: key, Version: "nightly-" + short(cr.HeadSHA), Commit: cr.HeadSHA, By: "perfgate", Reason: "first nightly of this matrix cell"}
-			if _, _, perr := baseline.Promote(ctx, s.st, cand, meta, tier); perr != nil {
+			if _, _, perr := baseline.Promote(ctx, s.judging(), cand, meta, tier); perr != nil {
 				notes = append(notes, fmt.Sprintf("%s: first runs not stored as a baseline: %v", label, perr))
 			} else {
 				notes = append(notes, fmt.Sprintf("%s: first nightly, promoted as the cell's baseline", label))

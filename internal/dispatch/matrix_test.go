@@ -10,10 +10,13 @@ import (
 	"time"
 
 	"github.com/perfgate/perfgate/internal/agentapi"
-	"github.com/perfgate/perfgate/internal/app"
 	"github.com/perfgate/perfgate/internal/baseline"
+	"github.com/perfgate/perfgate/internal/check"
 	"github.com/perfgate/perfgate/internal/config"
 	"github.com/perfgate/perfgate/internal/githubtest"
+	"github.com/perfgate/perfgate/internal/githubtest/ghtest"
+	"github.com/perfgate/perfgate/internal/jobstate"
+	"github.com/perfgate/perfgate/internal/request"
 	"github.com/perfgate/perfgate/internal/result"
 	"github.com/perfgate/perfgate/internal/store"
 )
@@ -52,7 +55,7 @@ func TestMatrixPlans(t *testing.T) {
 // gets its first; the check shows every cell and takes the worst verdict.
 func TestNightlyMatrixJudgedPerCell(t *testing.T) {
 	ctx := context.Background()
-	gh := githubtest.New(t)
+	gh := ghtest.New(t)
 	clock := &testClock{t: time.Date(2026, 12, 2, 3, 0, 0, 0, time.UTC)}
 	svc, st := newService(t, gh, filepath.Join(t.TempDir(), "db"), clock)
 	defer st.Close()
@@ -73,8 +76,8 @@ func TestNightlyMatrixJudgedPerCell(t *testing.T) {
 	if _, _, err := baseline.Promote(ctx, st, base, baseline.Meta{Repo: testRepo, Key: "nightly/c=1", Version: "v1", Commit: headSHA, By: "t"}, tier); err != nil {
 		t.Fatal(err)
 	}
-	if err := svc.RequestRun(ctx, app.RunRequest{InstallationID: githubtest.InstallationID, Owner: "acme", Repo: "inference",
-		HeadSHA: headSHA, BaseSHA: headSHA, BaseRef: "main", Tier: app.TierNightly, Trigger: "nightly", DeliveryID: "nightly-1"}); err != nil {
+	if err := svc.RequestRun(ctx, request.Run{InstallationID: githubtest.InstallationID, Owner: "acme", Repo: "inference",
+		HeadSHA: headSHA, BaseSHA: headSHA, BaseRef: "main", Tier: check.TierNightly, Trigger: "nightly", DeliveryID: "nightly-1"}); err != nil {
 		t.Fatal(err)
 	}
 	row, err := st.GetCheckRun(ctx, testRepo, headSHA, "nightly")
@@ -93,7 +96,7 @@ func TestNightlyMatrixJudgedPerCell(t *testing.T) {
 		for i, r := range verifiedRuns(5) {
 			upload(t, st, c, i, r)
 		}
-		if _, err := st.Finish(ctx, c.ID, c.LeaseID, store.StatusSucceeded, ""); err != nil {
+		if _, err := st.Finish(ctx, c.ID, c.LeaseID, jobstate.Succeeded, ""); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -130,7 +133,7 @@ func upload(t *testing.T, st store.Store, job store.Job, i int, r *result.Result
 	t.Helper()
 	full, _ := json.Marshal(r)
 	if _, _, err := st.PutResult(context.Background(), store.ResultUpload{JobID: job.ID, LeaseID: job.LeaseID, IdempotencyKey: fmt.Sprintf("m%d", i),
-		RunIndex: i, Kind: store.KindMeasured, Summary: full, Samples: full}); err != nil {
+		RunIndex: i, Kind: jobstate.KindMeasured, Summary: full, Samples: full}); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -11,10 +11,13 @@ import (
 	"github.com/palantir/go-githubapp/githubapp"
 	"github.com/robfig/cron/v3"
 
-	"github.com/perfgate/perfgate/internal/app"
 	"github.com/perfgate/perfgate/internal/baseline"
+	"github.com/perfgate/perfgate/internal/check"
 	"github.com/perfgate/perfgate/internal/config"
 	"github.com/perfgate/perfgate/internal/gate"
+	"github.com/perfgate/perfgate/internal/jobstate"
+	"github.com/perfgate/perfgate/internal/repoconfig"
+	"github.com/perfgate/perfgate/internal/request"
 	"github.com/perfgate/perfgate/internal/result"
 	"github.com/perfgate/perfgate/internal/store"
 )
@@ -59,10 +62,10 @@ func (n *nightlyRuns) run(ctx context.Context, repos []string) {
 	for _, r := range repos {
 		rctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 		err := n.s.Nightly(rctx, n.clients, r)
-		var cerr *app.ConfigError
+		var cerr *repoconfig.Error
 		switch {
 		case err == nil:
-		case errors.As(err, &cerr) || errors.Is(err, app.ErrNotConfigured):
+		case errors.As(err, &cerr) || errors.Is(err, repoconfig.ErrNotConfigured):
 			// The repository's config, not GitHub's weather: its check
 			// says so, and retrying cannot help tonight.
 			n.s.log.Error().Err(err).Str("repo", r).Msg("nightly run")
@@ -116,23 +119,23 @@ func (s *Service) Nightly(ctx context.Context, clients githubapp.ClientCreator, 
 		return fmt.Errorf("get %s default branch: %w", fullName, err)
 	}
 	sha := branch.GetCommit().GetSHA()
-	err = s.RequestRun(ctx, app.RunRequest{
+	err = s.RequestRun(ctx, request.Run{
 		InstallationID: inst.GetID(), Owner: owner, Repo: name, HeadSHA: sha, BaseSHA: sha, BaseRef: repo.GetDefaultBranch(),
-		Tier: app.TierNightly, Trigger: "nightly", RequestedBy: "perfgate", DeliveryID: "nightly-" + s.now().UTC().Format("2006-01-02"),
+		Tier: check.TierNightly, Trigger: "nightly", RequestedBy: "perfgate", DeliveryID: "nightly-" + s.now().UTC().Format("2006-01-02"),
 	})
 	if err != nil {
 		// Nothing will run tonight: say so on a concluded check, quoting
 		// a broken config's problems, rather than stay silent.
-		c := app.ConcludeRequest{InstallationID: inst.GetID(), Owner: owner, Repo: name, HeadSHA: sha, Tier: app.TierNightly,
-			Verdict: app.VerdictError, Output: app.Output{Title: "Could not queue the nightly", Summary: "perfgate failed to record tonight's run: " + err.Error()}}
-		var cerr *app.ConfigError
+		c := request.Conclude{InstallationID: inst.GetID(), Owner: owner, Repo: name, HeadSHA: sha, Tier: check.TierNightly,
+			Phase: check.Errored, Output: check.Output{Title: "Could not queue the nightly", Summary: "perfgate failed to record tonight's run: " + err.Error()}}
+		var cerr *repoconfig.Error
 		switch {
 		case errors.As(err, &cerr):
-			c.Verdict = app.VerdictConfigError
-			c.Output = app.Output{Title: "Invalid " + cerr.Path, Summary: fmt.Sprintf("perfgate could not read `%s` on `%s`:\n\n- %s\n", cerr.Path, repo.GetDefaultBranch(), strings.Join(cerr.Problems, "\n- "))}
-		case errors.Is(err, app.ErrNotConfigured):
-			c.Verdict = app.VerdictNotConfigured
-			c.Output = app.Output{Title: "perfgate is not configured", Summary: fmt.Sprintf("The nightly is scheduled for %s, but it has no `%s` on `%s`: %s", fullName, app.ConfigPath, repo.GetDefaultBranch(), app.DocsURL)}
+			c.Phase = check.ConfigError
+			c.Output = check.Output{Title: "Invalid " + cerr.Path, Summary: fmt.Sprintf("perfgate could not read `%s` on `%s`:\n\n- %s\n", cerr.Path, repo.GetDefaultBranch(), strings.Join(cerr.Problems, "\n- "))}
+		case errors.Is(err, repoconfig.ErrNotConfigured):
+			c.Phase = check.NotConfigured
+			c.Output = check.Output{Title: "perfgate is not configured", Summary: fmt.Sprintf("The nightly is scheduled for %s, but it has no `%s` on `%s`: %s", fullName, repoconfig.Path, repo.GetDefaultBranch(), check.DocsURL)}
 		}
 		if xerr := s.Conclude(ctx, c); xerr != nil {
 			err = errors.Join(err, xerr)
@@ -151,7 +154,7 @@ func (s *Service) recordTrend(ctx context.Context, cr store.CheckRun, key string
 		if !ok {
 			continue
 		}
-		if err := s.st.PutTrend(ctx, store.TrendPoint{Repo: cr.Repo, Key: key, Metric: name, Date: day, Value: v, JobID: jobID}); err != nil {
+		if err := s.timing().PutTrend(ctx, store.TrendPoint{Repo: cr.Repo, Key: key, Metric: name, Date: day, Value: v, JobID: jobID}); err != nil {
 			s.log.Error().Err(err).Str("metric", name).Msg("store trend point")
 		}
 	}
@@ -162,7 +165,7 @@ func (s *Service) recordTrend(ctx context.Context, cr store.CheckRun, key string
 // baseline version named by the tag — under the baseline rules, so a
 // release that is slower than the current baseline is refused and audited,
 // never promoted silently.
-func (s *Service) ReleasePublished(ctx context.Context, r app.Release) error {
+func (s *Service) ReleasePublished(ctx context.Context, r request.Release) error {
 	repo := r.Owner + "/" + r.Repo
 	if !isSHA(r.TargetCommit) {
 		// target_commitish is usually a branch: the release is its head.
@@ -176,7 +179,7 @@ func (s *Service) ReleasePublished(ctx context.Context, r app.Release) error {
 		}
 		r.TargetCommit = sha
 	}
-	jobs, err := s.st.ListJobs(ctx, store.JobFilter{Repo: repo, HeadSHA: r.TargetCommit, Status: store.StatusSucceeded})
+	jobs, err := s.timing().ListJobs(ctx, store.JobFilter{Repo: repo, HeadSHA: r.TargetCommit, Status: jobstate.Succeeded})
 	if err != nil {
 		return err
 	}
@@ -184,7 +187,7 @@ func (s *Service) ReleasePublished(ctx context.Context, r app.Release) error {
 	// measure different loads and are promoted cell by cell, never pooled.
 	byKey := map[string][]int64{}
 	for _, j := range jobs {
-		if j.Tier != string(app.TierNightly) && j.Tier != string(app.TierMerge) {
+		if j.Tier != string(check.TierNightly) && j.Tier != string(check.TierMerge) {
 			continue
 		}
 		key := j.Tier
@@ -204,7 +207,7 @@ func (s *Service) ReleasePublished(ctx context.Context, r app.Release) error {
 			return err
 		}
 		runs := ev.runs
-		job, err := s.st.GetJob(ctx, ids[len(ids)-1])
+		job, err := s.timing().GetJob(ctx, ids[len(ids)-1])
 		if err != nil {
 			return err
 		}
@@ -214,7 +217,7 @@ func (s *Service) ReleasePublished(ctx context.Context, r app.Release) error {
 		}
 		meta := baseline.Meta{Repo: repo, Key: key, Version: r.Tag, Commit: r.TargetCommit, By: r.By, Reason: "release " + r.Tag}
 		detail := map[string]any{"tag": r.Tag, "commit": r.TargetCommit, "tier": job.Tier, "key": key, "runs": len(runs), "promoted": true}
-		if _, _, err := baseline.Promote(ctx, s.st, runs, meta, tier); err != nil {
+		if _, _, err := baseline.Promote(ctx, s.timing(), runs, meta, tier); err != nil {
 			detail["promoted"], detail["why"] = false, err.Error()
 		}
 		s.audit(ctx, r.By, "release.published", repo, 0, detail)

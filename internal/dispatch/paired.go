@@ -10,6 +10,7 @@ import (
 
 	"github.com/perfgate/perfgate/internal/agentapi"
 	"github.com/perfgate/perfgate/internal/gate"
+	"github.com/perfgate/perfgate/internal/jobstate"
 	"github.com/perfgate/perfgate/internal/result"
 	"github.com/perfgate/perfgate/internal/store"
 )
@@ -22,7 +23,7 @@ const pairHistoryJobs = 8
 // one job (an interleaved plan): those are judged pair by pair.
 func (s *Service) interleaved(ctx context.Context, ids []int64) (bool, error) {
 	for _, id := range ids {
-		j, err := s.st.GetJob(ctx, id)
+		j, err := s.judging().GetJob(ctx, id)
 		if err != nil {
 			return false, err
 		}
@@ -53,17 +54,17 @@ type sidedEvidence struct {
 func (s *Service) sidedOf(ctx context.Context, ids []int64) (sidedEvidence, error) {
 	ev := sidedEvidence{commits: map[string]string{}}
 	for _, id := range ids {
-		j, err := s.st.GetJob(ctx, id)
+		j, err := s.judging().GetJob(ctx, id)
 		if err != nil {
 			return sidedEvidence{}, err
 		}
-		if j.Status != store.StatusSucceeded {
+		if j.Status != jobstate.Succeeded {
 			if j.FailureReason != "" {
 				ev.failures = append(ev.failures, fmt.Sprintf("job %d: %s", j.ID, j.FailureReason))
 			}
 			continue
 		}
-		res, err := s.st.ListResults(ctx, id)
+		res, err := s.judging().ListResults(ctx, id)
 		if err != nil {
 			return sidedEvidence{}, err
 		}
@@ -71,7 +72,7 @@ func (s *Service) sidedOf(ctx context.Context, ids []int64) (sidedEvidence, erro
 		var order []string
 		session := strconv.FormatInt(id, 10)
 		for _, r := range res {
-			if r.Kind != store.KindMeasured || r.Attempt != j.Attempts {
+			if r.Kind != jobstate.KindMeasured || r.Attempt != j.Attempts {
 				continue
 			}
 			if r.Side == "" {
@@ -181,7 +182,7 @@ func (s *Service) pairHistory(ctx context.Context, cr store.CheckRun, job store.
 	if err != nil {
 		return nil, err
 	}
-	jobs, err := s.st.ListJobs(ctx, store.JobFilter{Repo: cr.Repo, Tier: cr.Tier, Status: store.StatusSucceeded, Newest: true, Limit: 4 * pairHistoryJobs})
+	jobs, err := s.judging().ListJobs(ctx, store.JobFilter{Repo: cr.Repo, Tier: cr.Tier, Status: jobstate.Succeeded, Newest: true, Limit: 4 * pairHistoryJobs})
 	if err != nil {
 		return nil, err
 	}

@@ -11,8 +11,10 @@ import (
 	"time"
 
 	"github.com/perfgate/perfgate/internal/agentapi"
-	"github.com/perfgate/perfgate/internal/app"
+	"github.com/perfgate/perfgate/internal/check"
 	"github.com/perfgate/perfgate/internal/githubtest"
+	"github.com/perfgate/perfgate/internal/jobstate"
+	"github.com/perfgate/perfgate/internal/request"
 	"github.com/perfgate/perfgate/internal/store"
 )
 
@@ -23,8 +25,8 @@ const baseSHA = "b0b1b2b3b4b5b6b7b8b9babbbcbdbebfc0c1c2c3"
 func (l *lifecycle) requestMerge(sha string, confirm bool) int64 {
 	l.t.Helper()
 	l.n++
-	if err := l.svc.RequestRun(l.ctx, app.RunRequest{InstallationID: githubtest.InstallationID, Owner: "acme", Repo: "inference", PR: 17,
-		HeadSHA: sha, BaseSHA: baseSHA, BaseRef: "main", Tier: app.TierMerge, Trigger: "pull_request_review.approved", Confirm: confirm,
+	if err := l.svc.RequestRun(l.ctx, request.Run{InstallationID: githubtest.InstallationID, Owner: "acme", Repo: "inference", PR: 17,
+		HeadSHA: sha, BaseSHA: baseSHA, BaseRef: "main", Tier: check.TierMerge, Trigger: "pull_request_review.approved", Confirm: confirm,
 		Author: "octocat", DeliveryID: fmt.Sprintf("m-%d", l.n)}); err != nil {
 		l.t.Fatal(err)
 	}
@@ -77,12 +79,12 @@ func (l *lifecycle) runPaired(j store.Job, head, noise float64, rng *rand.Rand) 
 			l.t.Fatal(err)
 		}
 		if _, _, err := l.st.PutResult(context.Background(), store.ResultUpload{JobID: j.ID, LeaseID: j.LeaseID, IdempotencyKey: fmt.Sprintf("p%d", slot.RunIndex),
-			RunIndex: slot.RunIndex, Kind: store.KindMeasured, Side: slot.Side, Pair: slot.Pair, GPUUUID: r.Perfgate.Environment.GPUUUID,
+			RunIndex: slot.RunIndex, Kind: jobstate.KindMeasured, Side: slot.Side, Pair: slot.Pair, GPUUUID: r.Perfgate.Environment.GPUUUID,
 			Summary: full, Samples: full}); err != nil {
 			l.t.Fatal(err)
 		}
 	}
-	if _, err := l.st.Finish(l.ctx, j.ID, j.LeaseID, store.StatusSucceeded, ""); err != nil {
+	if _, err := l.st.Finish(l.ctx, j.ID, j.LeaseID, jobstate.Succeeded, ""); err != nil {
 		l.t.Fatal(err)
 	}
 	l.judge()

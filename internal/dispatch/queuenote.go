@@ -7,9 +7,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/perfgate/perfgate/internal/app"
+	"github.com/perfgate/perfgate/internal/check"
 	"github.com/perfgate/perfgate/internal/checkstate"
 	"github.com/perfgate/perfgate/internal/fleet"
+	"github.com/perfgate/perfgate/internal/jobstate"
 	"github.com/perfgate/perfgate/internal/store"
 )
 
@@ -30,7 +31,7 @@ const (
 // changes and at most once per QueueNoteEvery; each rewrite is a
 // lifecycle step whose GitHub write goes through the outbox.
 func (s *Service) UpdateQueueNotes(ctx context.Context) error {
-	entries, err := s.st.ListQueue(ctx)
+	entries, err := s.timing().ListQueue(ctx)
 	if err != nil {
 		return err
 	}
@@ -40,7 +41,7 @@ func (s *Service) UpdateQueueNotes(ctx context.Context) error {
 		byCheck = map[int64]fleet.Queued{}
 	)
 	for _, e := range entries {
-		if e.Status == store.StatusRunning {
+		if e.Status == jobstate.Running {
 			running = append(running, e)
 			continue
 		}
@@ -53,7 +54,7 @@ func (s *Service) UpdateQueueNotes(ctx context.Context) error {
 	if len(byCheck) == 0 {
 		return nil
 	}
-	recent, err := s.st.ListAttempts(ctx, store.AttemptFilter{Succeeded: true, Limit: 1000})
+	recent, err := s.timing().ListAttempts(ctx, store.AttemptFilter{Succeeded: true, Limit: 1000})
 	if err != nil {
 		return err
 	}
@@ -62,7 +63,7 @@ func (s *Service) UpdateQueueNotes(ctx context.Context) error {
 		samples = append(samples, fleet.Sample{Tier: a.Tier, Pool: a.Pool, Took: a.EndedAt.Sub(a.StartedAt)})
 	}
 	dur := fleet.NewDurations(samples)
-	agents, err := s.st.ListAgents(ctx)
+	agents, err := s.timing().ListAgents(ctx)
 	if err != nil {
 		return err
 	}
@@ -78,7 +79,7 @@ func (s *Service) UpdateQueueNotes(ctx context.Context) error {
 			Available: !a.Drained && now.Sub(a.LastSeenAt) <= fleet.OnlineWindow})
 	}
 	places := fleet.Estimate(queue, runners, dur.Of)
-	open, err := s.st.ListOpenCheckRuns(ctx)
+	open, err := s.timing().ListOpenCheckRuns(ctx)
 	if err != nil {
 		return err
 	}
@@ -97,7 +98,7 @@ func (s *Service) UpdateQueueNotes(ctx context.Context) error {
 		}
 		summary := queueSummary(cr, q, places[q.ID], dur)
 		_, _, err := s.apply(ctx, cr, step{ev: checkstate.Event{Kind: checkstate.QueueMoved},
-			out: app.Output{Title: title, Summary: summary}})
+			out: check.Output{Title: title, Summary: summary}})
 		if err != nil && !errors.Is(err, errIgnored) {
 			errs = append(errs, fmt.Errorf("queue note of check %d: %w", cr.ID, err))
 		}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/perfgate/perfgate/internal/githubtest"
+	"github.com/perfgate/perfgate/internal/jobstate"
 	"github.com/perfgate/perfgate/internal/store"
 )
 
@@ -74,7 +75,7 @@ func TestQueuedCheckShowsPositionAndEstimate(t *testing.T) {
 	}
 	// Recent run times are learnt: jobs that take 4 minutes.
 	l.clock.add(2 * time.Minute)
-	if _, err := l.st.Finish(l.ctx, running.ID, running.LeaseID, store.StatusSucceeded, ""); err != nil {
+	if _, err := l.st.Finish(l.ctx, running.ID, running.LeaseID, jobstate.Succeeded, ""); err != nil {
 		t.Fatal(err)
 	}
 	if c := note(); c.Title != "Queued: 2 ahead, about 8 min" {
@@ -100,7 +101,7 @@ func TestQueuedCheckShowsPositionAndEstimate(t *testing.T) {
 			}
 			break
 		}
-		if _, err := l.st.Finish(l.ctx, j.ID, j.LeaseID, store.StatusSucceeded, ""); err != nil {
+		if _, err := l.st.Finish(l.ctx, j.ID, j.LeaseID, jobstate.Succeeded, ""); err != nil {
 			t.Fatal(err)
 		}
 	}

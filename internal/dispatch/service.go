@@ -18,12 +18,50 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/perfgate/perfgate/internal/agentapi"
-	"github.com/perfgate/perfgate/internal/app"
 	"github.com/perfgate/perfgate/internal/backoff"
+	"github.com/perfgate/perfgate/internal/check"
 	"github.com/perfgate/perfgate/internal/checkstate"
 	"github.com/perfgate/perfgate/internal/config"
+	"github.com/perfgate/perfgate/internal/dispatch/completion"
+	"github.com/perfgate/perfgate/internal/jobstate"
+	"github.com/perfgate/perfgate/internal/repoconfig"
+	"github.com/perfgate/perfgate/internal/request"
 	"github.com/perfgate/perfgate/internal/store"
 )
+
+// Store is the store the dispatcher needs: each room declares the part it
+// uses next to its code, and this is their union (store.Store is one).
+type Store interface {
+	lifecycleStore
+	judgeStore
+	timerStore
+	findingsStore
+	commandsStore
+	completion.Queue
+}
+
+// The rooms' views of the store: a room reaches the store only through
+// its own, so it can call nothing its interface does not declare.
+func (s *Service) lifecycle() lifecycleStore { return s.st }
+func (s *Service) judging() judgeStore       { return s.st }
+func (s *Service) timing() timerStore        { return s.st }
+func (s *Service) finding() findingsStore    { return s.st }
+func (s *Service) commanding() commandsStore { return s.st }
+
+// lifecycleStore is what the lifecycle and publish room (RequestRun,
+// Conclude, Supersede, Close, and every step's apply in step.go) uses: a
+// check run's row, changed with its effects and jobs in one transaction.
+type lifecycleStore interface {
+	ApplyCheck(ctx context.Context, ch store.CheckChange) (store.CheckRun, bool, error)
+	PutEffect(ctx context.Context, e store.Effect) (created bool, err error)
+	AppendAudit(ctx context.Context, e store.AuditEntry) (store.AuditEntry, error)
+	CancelPRJobs(ctx context.Context, repo string, pr int, reason string) (store.Superseded, error)
+	CancelSuperseded(ctx context.Context, repo string, pr int, newHeadSHA string) (store.Superseded, error)
+	GetCheckRun(ctx context.Context, repo, headSHA, tier string) (store.CheckRun, error)
+	GetCheckRunByID(ctx context.Context, id int64) (store.CheckRun, error)
+	ListCheckRuns(ctx context.Context, repo string, pr int) ([]store.CheckRun, error)
+	ListResults(ctx context.Context, jobID int64) ([]store.Result, error)
+}
 
 // Clients gives installation-scoped GitHub clients (githubapp.ClientCreator
 // satisfies it).
@@ -34,42 +72,37 @@ type Clients interface {
 // Service implements app.Dispatcher, app.Outbox, app.Appeals and
 // app.Releases, and judges finished jobs.
 type Service struct {
-	st         store.Store
+	st         Store
 	clients    Clients
-	configs    app.ContentsConfigLoader
+	configs    repoconfig.Loader
 	detailsURL string
-	details    func(repo, headSHA string, tier app.Tier) string
+	details    func(repo, headSHA string, tier check.Tier) string
 	now        func() time.Time
 	log        zerolog.Logger
 	written    func()
-	judging    judging
-	kinds      map[string]KindHandler
-	findings   *findings // profiles and the knowledge base (findings.go); nil: off
+	router     *completion.Router // finished jobs to their consumers; the judge takes a check's
+	findings   *findings          // profiles and the knowledge base (findings.go); nil: off
 }
 
 // KindHandler takes a finished job of a kind that belongs to no check run
-// (a bisect's measurement, a profiling pass). The judge calls it as it
-// judges a check's job: once per finished job, again with backoff when it
-// returns an error, and the job counts as judged once it returns nil.
-type KindHandler func(ctx context.Context, job store.Job) error
+// (a bisect's measurement, a profiling pass): once per finished job,
+// cancelled ones too, again with backoff when it returns an error; the job
+// counts as taken once it returns nil.
+type KindHandler = completion.Consumer
 
-// HandleKind routes finished jobs of kind to h. Call it before RunJudge.
-func (s *Service) HandleKind(kind string, h KindHandler) {
-	if s.kinds == nil {
-		s.kinds = map[string]KindHandler{}
-	}
-	s.kinds[kind] = h
-}
+// HandleKind routes finished jobs of kind to h, their own consumer, past
+// the check-run judge. Call it before RunJudge.
+func (s *Service) HandleKind(kind string, h KindHandler) { s.router.Route(kind, h, nil) }
 
 // Options configure a Service.
 type Options struct {
-	Store   store.Store
+	Store   Store
 	Clients Clients
 	// DetailsURL, when set, links each check run to the perfgate server.
 	DetailsURL string
 	// Details, when set, is each check run's own "Details" link (its
 	// dashboard page); it wins over DetailsURL.
-	Details func(repo, headSHA string, tier app.Tier) string
+	Details func(repo, headSHA string, tier check.Tier) string
 	// Now is the clock for deadlines; it must agree with the store's.
 	Now func() time.Time
 	Log zerolog.Logger
@@ -90,21 +123,22 @@ func New(o Options) *Service {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	if o.JudgePolicy.Base <= 0 {
-		o.JudgePolicy = backoff.Policy{Base: time.Second, Max: 2 * time.Minute, MaxAttempts: 8}
-	}
-	if o.JudgePoll <= 0 {
-		o.JudgePoll = time.Second
-	}
-	return &Service{st: o.Store, clients: o.Clients, detailsURL: o.DetailsURL, details: o.Details, now: o.Now, log: o.Log, written: o.Written,
-		judging: judging{policy: o.JudgePolicy, poll: o.JudgePoll, wake: make(chan struct{}, 1)}}
+	s := &Service{st: o.Store, clients: o.Clients, detailsURL: o.DetailsURL, details: o.Details, now: o.Now, log: o.Log, written: o.Written,
+		router: completion.New(completion.Options{Queue: o.Store, Policy: o.JudgePolicy, Poll: o.JudgePoll, Now: o.Now, Log: o.Log})}
+	s.router.Otherwise(s.jobDone, s.cannotJudge)
+	return s
 }
 
-// configAt loads the repository's full config at the ref the handler
-// decided by (the default branch's, or a protected base branch's), else
-// the base branch, else the base commit. A missing or invalid config is
-// permanent: the config, not GitHub's weather, so retrying cannot help.
-func (s *Service) configAt(ctx context.Context, installationID int64, owner, repo, configRef, baseRef, baseSHA string) (*config.Config, error) {
+// configAt is the repository's config a request plans from: the one the
+// handler read and decided by (given), parsed once; else, for a request
+// that carries none (the nightly), the file read now at the ref the
+// handler names, else the base branch, else the base commit. A missing or
+// invalid config is permanent: the config, not GitHub's weather, so
+// retrying cannot help.
+func (s *Service) configAt(ctx context.Context, given *config.Config, installationID int64, owner, repo, configRef, baseRef, baseSHA string) (*config.Config, error) {
+	if given != nil {
+		return given, nil
+	}
 	client, err := s.clients.NewInstallationClient(installationID)
 	if err != nil {
 		return nil, fmt.Errorf("installation client %d: %w", installationID, err)
@@ -117,8 +151,8 @@ func (s *Service) configAt(ctx context.Context, installationID int64, owner, rep
 		ref = baseSHA
 	}
 	cfg, err := s.configs.Full(ctx, client, owner, repo, ref)
-	var cerr *app.ConfigError
-	if errors.Is(err, app.ErrNotConfigured) || errors.As(err, &cerr) {
+	var cerr *repoconfig.Error
+	if errors.Is(err, repoconfig.ErrNotConfigured) || errors.As(err, &cerr) {
 		return nil, backoff.Permanent(err)
 	}
 	return cfg, err
@@ -134,8 +168,8 @@ const (
 // config into a plan and records the check run and its jobs in one
 // transaction, before returning, so a crash after the webhook's 2xx loses
 // nothing and a retried delivery asks once.
-func (s *Service) RequestRun(ctx context.Context, req app.RunRequest) error {
-	cfg, err := s.configAt(ctx, req.InstallationID, req.Owner, req.Repo, req.ConfigRef, req.BaseRef, req.BaseSHA)
+func (s *Service) RequestRun(ctx context.Context, req request.Run) error {
+	cfg, err := s.configAt(ctx, req.Config, req.InstallationID, req.Owner, req.Repo, req.ConfigRef, req.BaseRef, req.BaseSHA)
 	if err != nil {
 		return err
 	}
@@ -190,11 +224,11 @@ func (s *Service) RequestRun(ctx context.Context, req app.RunRequest) error {
 		_, applied, err := s.apply(ctx, prev, step{
 			ev:       checkstate.Event{Kind: checkstate.Requested, Tier: string(req.Tier)},
 			doc:      &doc,
-			out:      app.Output{Title: "Queued", Summary: fmt.Sprintf("Waiting for a runner to benchmark `%s` (%s tier).", short(req.HeadSHA), req.Tier)},
+			out:      check.Output{Title: "Queued", Summary: fmt.Sprintf("Waiting for a runner to benchmark `%s` (%s tier).", short(req.HeadSHA), req.Tier)},
 			jobIDs:   jobIDs,
 			jobs:     specs,
 			key:      key,
-			replaced: [2]string{"Replaced by a newer run", fmt.Sprintf("A newer run of `%s` (%s) replaced this one before it finished; see the latest `%s` check.", short(req.HeadSHA), req.Trigger, app.CheckName(req.Tier))},
+			replaced: [2]string{"Replaced by a newer run", fmt.Sprintf("A newer run of `%s` (%s) replaced this one before it finished; see the latest `%s` check.", short(req.HeadSHA), req.Trigger, check.CheckName(req.Tier))},
 			actor:    req.RequestedBy,
 			action:   "run.requested",
 			detail:   map[string]any{"trigger": req.Trigger, "delivery": req.DeliveryID, "jobs": len(specs)},
@@ -204,14 +238,14 @@ func (s *Service) RequestRun(ctx context.Context, req app.RunRequest) error {
 }
 
 // requestKey identifies a delivery's request for one tier.
-func requestKey(deliveryID string, tier app.Tier) string {
+func requestKey(deliveryID string, tier check.Tier) string {
 	if deliveryID == "" {
 		return ""
 	}
 	return deliveryID + "/" + string(tier)
 }
 
-func jobSpec(req app.RunRequest, cfg *config.Config, plan agentapi.Plan, cell string) (store.JobSpec, error) {
+func jobSpec(req request.Run, cfg *config.Config, plan agentapi.Plan, cell string) (store.JobSpec, error) {
 	snap, err := newSnapshot(cfg, plan)
 	if err != nil {
 		return store.JobSpec{}, err
@@ -230,7 +264,7 @@ func jobSpec(req app.RunRequest, cfg *config.Config, plan agentapi.Plan, cell st
 
 // Conclude implements app.Dispatcher: a check decided without a run
 // (skipped, waiting for a maintainer, broken or missing config).
-func (s *Service) Conclude(ctx context.Context, c app.ConcludeRequest) error {
+func (s *Service) Conclude(ctx context.Context, c request.Conclude) error {
 	repo := c.Owner + "/" + c.Repo
 	return s.retryCAS(ctx, func() (bool, error) {
 		prev, found, err := s.row(ctx, repo, c.HeadSHA, string(c.Tier))
@@ -246,49 +280,30 @@ func (s *Service) Conclude(ctx context.Context, c app.ConcludeRequest) error {
 		}
 		prev.PRNumber, prev.InstallationID = c.PR, c.InstallationID
 		_, applied, err := s.apply(ctx, prev, step{
-			ev: checkstate.Event{Kind: checkstate.Concluded, Phase: phaseOf(c.Verdict), Tier: string(c.Tier)},
+			ev: checkstate.Event{Kind: checkstate.Concluded, Phase: c.Phase, Tier: string(c.Tier)},
 			// The verdict goes; the commit's look budget stays with it.
 			doc:          &verdictDoc{Looks: s.docOf(prev).Looks},
 			out:          c.Output,
 			key:          key,
-			replaced:     [2]string{"Replaced", fmt.Sprintf("perfgate concluded `%s` without a run: %s", app.CheckName(c.Tier), c.Output.Title)},
+			replaced:     [2]string{"Replaced", fmt.Sprintf("perfgate concluded `%s` without a run: %s", check.CheckName(c.Tier), c.Output.Title)},
 			cancelReason: "concluded without a run: " + c.Output.Title,
 		})
 		return applied, err
 	})
 }
 
-// phaseOf is the lifecycle phase of a verdict given without a run.
-func phaseOf(v app.Verdict) checkstate.Phase {
-	switch v {
-	case app.VerdictSkipped:
-		return checkstate.Skipped
-	case app.VerdictWaiting:
-		return checkstate.Waiting
-	case app.VerdictConfigError:
-		return checkstate.ConfigError
-	case app.VerdictNotConfigured:
-		return checkstate.NotConfigured
-	case app.VerdictPass:
-		return checkstate.Passed
-	case app.VerdictInconclusive:
-		return checkstate.Inconclusive
-	}
-	return checkstate.Errored
-}
-
 // Supersede implements app.Dispatcher: a new push cancels the PR's older
 // queued jobs, asks running ones to stop, concludes the older commits' open
 // checks and stops their clocks (the new SHA gets its own).
 func (s *Service) Supersede(ctx context.Context, repo string, pr int, newHeadSHA string) error {
-	if _, err := s.st.CancelSuperseded(ctx, repo, pr, newHeadSHA); err != nil {
+	if _, err := s.lifecycle().CancelSuperseded(ctx, repo, pr, newHeadSHA); err != nil {
 		return err
 	}
 	return s.eachRow(ctx, repo, pr, func(cr store.CheckRun) bool { return cr.HeadSHA != newHeadSHA }, step{
 		ev:           checkstate.Event{Kind: checkstate.NewerPush},
 		cancelReason: "superseded by " + short(newHeadSHA),
-		outFor: func(cr store.CheckRun) app.Output {
-			return app.Output{Title: "Superseded by a newer push",
+		outFor: func(cr store.CheckRun) check.Output {
+			return check.Output{Title: "Superseded by a newer push",
 				Summary: fmt.Sprintf("The pull request moved on to `%s`; perfgate measures that commit instead of `%s`.", short(newHeadSHA), short(cr.HeadSHA))}
 		},
 	})
@@ -298,21 +313,21 @@ func (s *Service) Supersede(ctx context.Context, repo string, pr int, newHeadSHA
 // cancelled, its open checks concluded as cancelled and its clocks
 // stopped, so nothing escalates or mentions its author afterwards.
 func (s *Service) Close(ctx context.Context, repo string, pr int, by string) error {
-	if _, err := s.st.CancelPRJobs(ctx, repo, pr, "pull request closed"); err != nil {
+	if _, err := s.lifecycle().CancelPRJobs(ctx, repo, pr, "pull request closed"); err != nil {
 		return err
 	}
 	return s.eachRow(ctx, repo, pr, nil, step{
 		ev:           checkstate.Event{Kind: checkstate.PRClosed},
 		cancelReason: "pull request closed",
 		actor:        by,
-		out: app.Output{Title: "PR closed",
+		out: check.Output{Title: "PR closed",
 			Summary: "The pull request was closed before perfgate finished, so nothing more runs for it. Reopening it measures it again."},
 	})
 }
 
 // eachRow applies st to every check run of the PR that keep selects.
 func (s *Service) eachRow(ctx context.Context, repo string, pr int, keep func(store.CheckRun) bool, st step) error {
-	runs, err := s.st.ListCheckRuns(ctx, repo, pr)
+	runs, err := s.lifecycle().ListCheckRuns(ctx, repo, pr)
 	if err != nil {
 		return err
 	}
@@ -322,7 +337,7 @@ func (s *Service) eachRow(ctx context.Context, repo string, pr int, keep func(st
 			continue
 		}
 		err := s.retryCAS(ctx, func() (bool, error) {
-			cur, err := s.st.GetCheckRunByID(ctx, cr.ID)
+			cur, err := s.lifecycle().GetCheckRunByID(ctx, cr.ID)
 			if err != nil {
 				return false, err
 			}
@@ -341,7 +356,7 @@ func (s *Service) eachRow(ctx context.Context, repo string, pr int, keep func(st
 
 // row reads the check run of (repo, sha, tier), reporting whether it exists.
 func (s *Service) row(ctx context.Context, repo, sha, tier string) (store.CheckRun, bool, error) {
-	cr, err := s.st.GetCheckRun(ctx, repo, sha, tier)
+	cr, err := s.lifecycle().GetCheckRun(ctx, repo, sha, tier)
 	if errors.Is(err, store.ErrNotFound) {
 		return store.CheckRun{}, false, nil
 	}
@@ -351,12 +366,12 @@ func (s *Service) row(ctx context.Context, repo, sha, tier string) (store.CheckR
 // cardOf returns the GPU the jobs' measured runs used, for pinning a retest.
 func (s *Service) cardOf(ctx context.Context, jobIDs []int64) string {
 	for i := len(jobIDs) - 1; i >= 0; i-- {
-		res, err := s.st.ListResults(ctx, jobIDs[i])
+		res, err := s.lifecycle().ListResults(ctx, jobIDs[i])
 		if err != nil {
 			continue
 		}
 		for _, r := range res {
-			if r.Kind == store.KindMeasured && r.GPUUUID != "" {
+			if r.Kind == jobstate.KindMeasured && r.GPUUUID != "" {
 				return r.GPUUUID
 			}
 		}
@@ -374,7 +389,7 @@ func (s *Service) audit(ctx context.Context, actor, action, repo string, pr int,
 	if actor == "" {
 		actor = "perfgate"
 	}
-	if _, err := s.st.AppendAudit(ctx, store.AuditEntry{Actor: actor, Action: action, Repo: repo, PRNumber: pr, Detail: raw}); err != nil {
+	if _, err := s.lifecycle().AppendAudit(ctx, store.AuditEntry{Actor: actor, Action: action, Repo: repo, PRNumber: pr, Detail: raw}); err != nil {
 		s.log.Error().Err(err).Str("action", action).Msg("audit log write failed")
 	}
 }

@@ -5,8 +5,9 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/perfgate/perfgate/internal/app"
+	"github.com/perfgate/perfgate/internal/check"
 	"github.com/perfgate/perfgate/internal/checkstate"
+	"github.com/perfgate/perfgate/internal/jobstate"
 	"github.com/perfgate/perfgate/internal/store"
 )
 
@@ -15,7 +16,7 @@ import (
 // so it works whichever replica handed out the job; the step is a
 // compare-and-set, so one replica makes each.
 func (s *Service) SyncStarted(ctx context.Context) error {
-	jobs, err := s.st.ListJobs(ctx, store.JobFilter{Status: store.StatusRunning})
+	jobs, err := s.timing().ListJobs(ctx, store.JobFilter{Status: jobstate.Running})
 	if err != nil {
 		return err
 	}
@@ -29,7 +30,7 @@ func (s *Service) SyncStarted(ctx context.Context) error {
 			what = "Measuring the baseline"
 		}
 		if _, _, err := s.apply(ctx, cr, step{ev: checkstate.Event{Kind: checkstate.Started},
-			out: app.Output{Title: what, Summary: fmt.Sprintf("A runner is benchmarking `%s` (%s tier, attempt %d).", short(j.HeadSHA), j.Tier, j.Attempts)}}); err != nil && err != errIgnored {
+			out: check.Output{Title: what, Summary: fmt.Sprintf("A runner is benchmarking `%s` (%s tier, attempt %d).", short(j.HeadSHA), j.Tier, j.Attempts)}}); err != nil && err != errIgnored {
 			return err
 		}
 	}

@@ -8,9 +8,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/perfgate/perfgate/internal/app"
+	"github.com/perfgate/perfgate/internal/check"
 	"github.com/perfgate/perfgate/internal/checkstate"
 	"github.com/perfgate/perfgate/internal/report"
+	"github.com/perfgate/perfgate/internal/request"
 	"github.com/perfgate/perfgate/internal/store"
 )
 
@@ -27,8 +28,8 @@ type step struct {
 	// out is what the check shows in its new phase; with no title the
 	// verdict is rendered from doc (gate verdicts, escalation, an accepted
 	// appeal). outFor, when set, computes it per row.
-	out    app.Output
-	outFor func(store.CheckRun) app.Output
+	out    check.Output
+	outFor func(store.CheckRun) check.Output
 	// jobIDs, when not nil, replace the row's jobs; jobs are queued and
 	// appended.
 	jobIDs []int64
@@ -55,7 +56,7 @@ var errIgnored = checkstate.ErrIgnored
 // does not apply.
 func (s *Service) apply(ctx context.Context, cr store.CheckRun, st step) (store.CheckRun, bool, error) {
 	prior := s.docOf(cr)
-	from := checkstate.State{Phase: checkstate.Phase(cr.State), Deadline: cr.Deadline, Held: checkstate.Phase(prior.Held)}
+	from := checkstate.State{Phase: check.Phase(cr.State), Deadline: cr.Deadline, Held: check.Phase(prior.Held)}
 	if st.ev.Now.IsZero() {
 		st.ev.Now = s.now()
 	}
@@ -112,13 +113,13 @@ func (s *Service) apply(ctx context.Context, cr store.CheckRun, st step) (store.
 				if err != nil {
 					return cr, false, fmt.Errorf("render check run: %w", err)
 				}
-				out = app.Output{Title: c.Title, Summary: c.Summary, Text: c.Text}
+				out = check.Output{Title: c.Title, Summary: c.Summary, Text: c.Text}
 			}
 			ch.Desired = s.desired(cr, next.Phase, out)
 		case checkstate.NewCheck:
 			if cr.ID != 0 {
 				ch.NewGeneration = true
-				ch.CancelOld = &store.CheckCancelBody{Name: app.CheckName(app.Tier(cr.Tier)), Title: st.replaced[0], Summary: st.replaced[1]}
+				ch.CancelOld = &store.CheckCancelBody{Name: check.CheckName(check.Tier(cr.Tier)), Title: st.replaced[0], Summary: st.replaced[1]}
 			}
 		case checkstate.CancelJobs:
 			ch.CancelJobs = cr.JobIDs
@@ -173,7 +174,7 @@ func (s *Service) apply(ctx context.Context, cr store.CheckRun, st step) (store.
 		}
 		ch.Audit = append(ch.Audit, entry)
 	}
-	row, applied, err := s.st.ApplyCheck(ctx, ch)
+	row, applied, err := s.lifecycle().ApplyCheck(ctx, ch)
 	if err != nil {
 		return cr, false, err
 	}
@@ -199,47 +200,22 @@ func (s *Service) retryCAS(ctx context.Context, fn func() (bool, error)) error {
 }
 
 // desired is what GitHub should show for a check run row in phase p.
-func (s *Service) desired(cr store.CheckRun, p checkstate.Phase, out app.Output) *store.CheckOutput {
+func (s *Service) desired(cr store.CheckRun, p check.Phase, out check.Output) *store.CheckOutput {
 	status, conclusion := p.Check()
 	c := &store.CheckOutput{
-		Name: app.CheckName(app.Tier(cr.Tier)), Status: status, Conclusion: conclusion,
-		Title: out.Title, Summary: app.Truncate(out.Summary, app.MaxOutput), Text: app.Truncate(out.Text, app.MaxOutput),
+		Name: check.CheckName(check.Tier(cr.Tier)), Status: status, Conclusion: conclusion,
+		Title: out.Title, Summary: check.Truncate(out.Summary, check.MaxOutput), Text: check.Truncate(out.Text, check.MaxOutput),
 		DetailsURL: s.detailsURL,
 	}
 	if s.details != nil {
-		c.DetailsURL = s.details(cr.Repo, cr.HeadSHA, app.Tier(cr.Tier))
+		c.DetailsURL = s.details(cr.Repo, cr.HeadSHA, check.Tier(cr.Tier))
 	}
 	if status == "completed" {
-		for _, b := range app.Buttons(verdictOf(p)) {
+		for _, b := range check.Buttons(p) {
 			c.Actions = append(c.Actions, store.CheckAction{Label: b.Label, Description: b.Description, Identifier: b.Identifier})
 		}
 	}
 	return c
-}
-
-// verdictOf names a settled phase as the app's verdicts (for buttons).
-func verdictOf(p checkstate.Phase) app.Verdict {
-	switch p {
-	case checkstate.Passed, checkstate.Accepted:
-		return app.VerdictPass
-	case checkstate.Warned:
-		return app.VerdictWarning
-	case checkstate.Escalated:
-		return app.VerdictEscalated
-	case checkstate.Inconclusive, checkstate.NeedsAck:
-		return app.VerdictInconclusive
-	case checkstate.Errored:
-		return app.VerdictError
-	case checkstate.Skipped:
-		return app.VerdictSkipped
-	case checkstate.Waiting:
-		return app.VerdictWaiting
-	case checkstate.ConfigError:
-		return app.VerdictConfigError
-	case checkstate.NotConfigured:
-		return app.VerdictNotConfigured
-	}
-	return ""
 }
 
 // docOf decodes a row's verdict document; an unreadable one is logged and
@@ -263,12 +239,12 @@ func (s *Service) view(cr store.CheckRun, doc verdictDoc) report.View {
 		v.Verdict = report.VerdictOf(doc.Report.Verdict)
 	}
 	v.Tier = cr.Tier
-	switch checkstate.Phase(cr.State) {
-	case checkstate.Escalated:
+	switch check.Phase(cr.State) {
+	case check.Escalated:
 		v.Verdict = report.Escalated
-	case checkstate.Accepted:
+	case check.Accepted:
 		v.Verdict = report.Accepted
-	case checkstate.NeedsAck:
+	case check.NeedsAck:
 		v.Verdict, v.NeedsAck = report.Inconclusive, true
 	}
 	return v
@@ -299,7 +275,7 @@ func withDeadline(detail map[string]any, deadline time.Time) map[string]any {
 }
 
 // Comment implements app.Outbox: a PR comment, posted by the outbox.
-func (s *Service) Comment(ctx context.Context, c app.Comment) error {
+func (s *Service) Comment(ctx context.Context, c request.Comment) error {
 	eff, err := commentEffect(c.Key, c.InstallationID, c.Owner+"/"+c.Repo, c.Number, c.Body)
 	if err != nil {
 		return err
@@ -308,7 +284,7 @@ func (s *Service) Comment(ctx context.Context, c app.Comment) error {
 }
 
 // React implements app.Outbox: a reaction to a comment.
-func (s *Service) React(ctx context.Context, r app.Reaction) error {
+func (s *Service) React(ctx context.Context, r request.Reaction) error {
 	raw, err := json.Marshal(store.ReactionBody{CommentID: r.CommentID, Content: r.Content})
 	if err != nil {
 		return fmt.Errorf("encode reaction: %w", err)
@@ -320,7 +296,7 @@ func (s *Service) putEffect(ctx context.Context, e store.Effect) error {
 	if e.Key == "" {
 		return errors.New("GitHub write without a key: it could be posted twice")
 	}
-	if _, err := s.st.PutEffect(ctx, e); err != nil {
+	if _, err := s.lifecycle().PutEffect(ctx, e); err != nil {
 		return err
 	}
 	if s.written != nil {

@@ -3,7 +3,7 @@ package dispatch
 import (
 	"context"
 
-	"github.com/perfgate/perfgate/internal/app"
+	"github.com/perfgate/perfgate/internal/check"
 	"github.com/perfgate/perfgate/internal/store"
 )
 
@@ -13,12 +13,12 @@ import (
 // queue's group (the commit that lands on the default branch). The merge
 // tier's key is "merge"; a day keeps its last merge group.
 func (s *Service) onDefaultBranch(ctx context.Context, cr store.CheckRun) bool {
-	if cr.Tier == string(app.TierNightly) {
+	if cr.Tier == string(check.TierNightly) {
 		return true
 	}
-	if cr.Tier != string(app.TierMerge) || len(cr.JobIDs) == 0 {
+	if cr.Tier != string(check.TierMerge) || len(cr.JobIDs) == 0 {
 		return false
 	}
-	j, err := s.st.GetJob(ctx, cr.JobIDs[0])
+	j, err := s.judging().GetJob(ctx, cr.JobIDs[0])
 	return err == nil && j.Kind == "merge_group"
 }

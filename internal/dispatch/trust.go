@@ -7,21 +7,22 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/perfgate/perfgate/internal/app"
+	"github.com/perfgate/perfgate/internal/check"
 	"github.com/perfgate/perfgate/internal/checkstate"
+	"github.com/perfgate/perfgate/internal/request"
 	"github.com/perfgate/perfgate/internal/store"
 )
 
 // Approve implements app.Approvals: the approval of one fork commit is
 // stored with its audit entry.
-func (s *Service) Approve(ctx context.Context, a app.Approval) error {
-	_, _, err := s.st.ApproveCommit(ctx, store.Approval{Repo: a.Owner + "/" + a.Repo, HeadSHA: a.HeadSHA, PRNumber: a.PR, By: a.By, Role: a.Role, Via: a.Via})
+func (s *Service) Approve(ctx context.Context, a request.Approval) error {
+	_, _, err := s.commanding().ApproveCommit(ctx, store.Approval{Repo: a.Owner + "/" + a.Repo, HeadSHA: a.HeadSHA, PRNumber: a.PR, By: a.By, Role: a.Role, Via: a.Via})
 	return err
 }
 
 // Approved implements app.Approvals.
 func (s *Service) Approved(ctx context.Context, repo, sha string) (bool, error) {
-	_, err := s.st.GetApproval(ctx, repo, sha)
+	_, err := s.commanding().GetApproval(ctx, repo, sha)
 	if errors.Is(err, store.ErrNotFound) {
 		return false, nil
 	}
@@ -31,18 +32,18 @@ func (s *Service) Approved(ctx context.Context, repo, sha string) (bool, error) 
 // Heads implements app.HeadHistory: the commits perfgate recorded a check
 // of for the pull request, each with when it first did. A `/perf approve`
 // prefix is taken only when it names exactly one of them.
-func (s *Service) Heads(ctx context.Context, repo string, pr int) ([]app.SeenHead, error) {
-	runs, err := s.st.ListCheckRuns(ctx, repo, pr)
+func (s *Service) Heads(ctx context.Context, repo string, pr int) ([]request.SeenHead, error) {
+	runs, err := s.commanding().ListCheckRuns(ctx, repo, pr)
 	if err != nil {
 		return nil, err
 	}
 	first := map[string]int{}
-	var out []app.SeenHead
+	var out []request.SeenHead
 	for _, cr := range runs {
 		i, ok := first[cr.HeadSHA]
 		if !ok {
 			first[cr.HeadSHA] = len(out)
-			out = append(out, app.SeenHead{SHA: cr.HeadSHA, First: cr.CreatedAt})
+			out = append(out, request.SeenHead{SHA: cr.HeadSHA, First: cr.CreatedAt})
 			continue
 		}
 		if cr.CreatedAt.Before(out[i].First) {
@@ -56,15 +57,15 @@ func (s *Service) Heads(ctx context.Context, repo string, pr int) ([]app.SeenHea
 // holds as inconclusive (needs_ack) passes as inconclusive, with an audit
 // entry naming the maintainer — the head commit's, and a merge queue's
 // check of a merge group made from the pull request (another SHA).
-func (s *Service) Ack(ctx context.Context, a app.Ack) ([]app.Tier, error) {
+func (s *Service) Ack(ctx context.Context, a request.Ack) ([]check.Tier, error) {
 	repo := a.Owner + "/" + a.Repo
-	runs, err := s.st.ListCheckRuns(ctx, repo, a.PR)
+	runs, err := s.commanding().ListCheckRuns(ctx, repo, a.PR)
 	if err != nil {
 		return nil, err
 	}
-	var tiers []app.Tier
+	var tiers []check.Tier
 	for _, cr := range runs {
-		if cr.State != string(checkstate.NeedsAck) {
+		if cr.State != string(check.NeedsAck) {
 			continue
 		}
 		note := fmt.Sprintf("%s@%s: the inconclusive result passes", acknowledgedNotePrefix, a.By)
@@ -73,7 +74,7 @@ func (s *Service) Ack(ctx context.Context, a app.Ack) ([]app.Tier, error) {
 		}
 		applied := false
 		err := s.retryCAS(ctx, func() (bool, error) {
-			cur, err := s.st.GetCheckRunByID(ctx, cr.ID)
+			cur, err := s.commanding().GetCheckRunByID(ctx, cr.ID)
 			if err != nil {
 				return false, err
 			}
@@ -93,7 +94,7 @@ func (s *Service) Ack(ctx context.Context, a app.Ack) ([]app.Tier, error) {
 			return tiers, err
 		}
 		if applied {
-			tiers = append(tiers, app.Tier(cr.Tier))
+			tiers = append(tiers, check.Tier(cr.Tier))
 			if cr.HeadSHA != a.HeadSHA {
 				zerolog.Ctx(ctx).Info().Str("sha", cr.HeadSHA).Str("tier", cr.Tier).Msg("acknowledged the check of a merge group of the pull request")
 			}

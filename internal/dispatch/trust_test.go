@@ -6,8 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/perfgate/perfgate/internal/app"
-	"github.com/perfgate/perfgate/internal/githubtest"
+	"github.com/perfgate/perfgate/internal/check"
+	"github.com/perfgate/perfgate/internal/githubtest/ghtest"
+	"github.com/perfgate/perfgate/internal/request"
 )
 
 // Heads lists every commit perfgate recorded a check of for the pull
@@ -16,26 +17,26 @@ import (
 func TestHeadsOfPR(t *testing.T) {
 	ctx := context.Background()
 	clock := &testClock{t: time.Date(2026, 12, 2, 9, 0, 0, 0, time.UTC)}
-	svc, st := newService(t, githubtest.New(t), filepath.Join(t.TempDir(), "db"), clock)
+	svc, st := newService(t, ghtest.New(t), filepath.Join(t.TempDir(), "db"), clock)
 	defer st.Close()
 	const (
 		first  = "9f4c3e1000000000000000000000000000000000"
 		second = "9f4c3e1a2b7d8e6f5a4b3c2d1e0f9a8b7c6d5e4f"
 	)
-	wait := func(sha string, tier app.Tier, pr int) {
+	wait := func(sha string, tier check.Tier, pr int) {
 		t.Helper()
-		if err := svc.Conclude(ctx, app.ConcludeRequest{InstallationID: 1, Owner: "acme", Repo: "inference", PR: pr, HeadSHA: sha, Tier: tier,
-			Verdict: app.VerdictWaiting, Output: app.Output{Title: "Waiting for approval", Summary: "s"}}); err != nil {
+		if err := svc.Conclude(ctx, request.Conclude{InstallationID: 1, Owner: "acme", Repo: "inference", PR: pr, HeadSHA: sha, Tier: tier,
+			Phase: check.Waiting, Output: check.Output{Title: "Waiting for approval", Summary: "s"}}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	t0 := clock.now()
-	wait(first, app.TierQuick, 17)
+	wait(first, check.TierQuick, 17)
 	clock.add(time.Minute)
-	wait(first, app.TierMerge, 17) // a second check of the same head
+	wait(first, check.TierMerge, 17) // a second check of the same head
 	clock.add(time.Hour)
-	wait(second, app.TierQuick, 17)
-	wait("ab12cd34ef56ab12cd34ef56ab12cd34ef56ab12", app.TierQuick, 18) // another PR
+	wait(second, check.TierQuick, 17)
+	wait("ab12cd34ef56ab12cd34ef56ab12cd34ef56ab12", check.TierQuick, 18) // another PR
 	heads, err := svc.Heads(ctx, "acme/inference", 17)
 	if err != nil {
 		t.Fatal(err)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/perfgate/perfgate/internal/drift"
 	"github.com/perfgate/perfgate/internal/githubtest"
+	"github.com/perfgate/perfgate/internal/githubtest/ghtest"
 	"github.com/perfgate/perfgate/internal/history"
 	"github.com/perfgate/perfgate/internal/store"
 )
@@ -102,7 +103,7 @@ func newPass(t *testing.T, st store.Store, gh *githubtest.Server, slackURL strin
 func TestPassOpensOneIssuePerStepAndIsIdempotent(t *testing.T) {
 	ctx := context.Background()
 	st, dsn := seeded(t, 30, 20)
-	gh := githubtest.New(t)
+	gh := ghtest.New(t)
 	sink := &slackSink{}
 	slack := httptest.NewServer(sink)
 	defer slack.Close()
@@ -175,7 +176,7 @@ func TestPassOpensOneIssuePerStepAndIsIdempotent(t *testing.T) {
 func TestPassFindsItsIssueAfterLosingTheNumber(t *testing.T) {
 	ctx := context.Background()
 	st, _ := seeded(t, 30, 20)
-	gh := githubtest.New(t)
+	gh := ghtest.New(t)
 	if _, err := newPass(t, st, gh, "").Run(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -204,7 +205,7 @@ func TestPassFindsItsIssueAfterLosingTheNumber(t *testing.T) {
 func TestPassWithoutAStepOpensNothing(t *testing.T) {
 	ctx := context.Background()
 	st, _ := seeded(t, 30, -1)
-	gh := githubtest.New(t)
+	gh := ghtest.New(t)
 	sum, err := newPass(t, st, gh, "").Run(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -217,7 +218,7 @@ func TestPassWithoutAStepOpensNothing(t *testing.T) {
 func TestSlackFailureIsRetriedNextPass(t *testing.T) {
 	ctx := context.Background()
 	st, _ := seeded(t, 30, 20)
-	gh := githubtest.New(t)
+	gh := ghtest.New(t)
 	down := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { http.Error(w, "no_service", http.StatusNotFound) }))
 	sum, err := newPass(t, st, gh, down.URL).Run(ctx)
 	down.Close()

@@ -8,7 +8,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/perfgate/perfgate/internal/drift"
-	"github.com/perfgate/perfgate/internal/githubtest"
+	"github.com/perfgate/perfgate/internal/githubtest/ghtest"
 	"github.com/perfgate/perfgate/internal/store"
 )
 
@@ -19,7 +19,7 @@ import (
 func TestRegressedSeesTheIssue(t *testing.T) {
 	ctx := context.Background()
 	st, _ := seeded(t, 30, 20)
-	gh := githubtest.New(t)
+	gh := ghtest.New(t)
 	cc, err := githubapp.NewDefaultCachingClientCreator(gh.AppConfig())
 	if err != nil {
 		t.Fatal(err)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/perfgate/perfgate/internal/drift"
 	"github.com/perfgate/perfgate/internal/githubtest"
+	"github.com/perfgate/perfgate/internal/githubtest/ghtest"
 	"github.com/perfgate/perfgate/internal/history"
 	"github.com/perfgate/perfgate/internal/store"
 )
@@ -56,7 +57,7 @@ func replayNights(t *testing.T, spec history.Spec, from int) (replay, *githubtes
 	if err != nil {
 		t.Fatal(err)
 	}
-	gh := githubtest.New(t)
+	gh := ghtest.New(t)
 	sink := &slackSink{}
 	slack := httptest.NewServer(sink)
 	t.Cleanup(slack.Close)
@@ -179,7 +180,7 @@ func TestOneSlowNightIsConfirmedFirst(t *testing.T) {
 	st, _ := seededSpec(t, history.Spec{Repo: repo, Cells: []string{"c=1", "c=64"}, Days: 30, StepDay: 29, Step: 0.15, Noise: 0.01,
 		Requests: 60, Runs: 3, ReleaseDay: -1, InstallationID: githubtest.InstallationID, Seed: 3, End: end})
 	day := func(d int) time.Time { return end.AddDate(0, 0, d-29) }
-	gh := githubtest.New(t)
+	gh := ghtest.New(t)
 	sink := &slackSink{}
 	view := &nightView{Store: st, night: day(29).Add(23 * time.Hour)}
 	pass := newSlackPass(t, view, gh, sink, func() time.Time { return view.night })
@@ -210,7 +211,7 @@ func TestVanishedStepIsRetracted(t *testing.T) {
 	st, _ := seededSpec(t, history.Spec{Repo: repo, Cells: []string{"c=1", "c=64"}, Days: 30, StepDay: 20, Step: 0.10, Noise: 0.01,
 		Requests: 60, Runs: 3, ReleaseDay: -1, InstallationID: githubtest.InstallationID, Seed: 3, End: end})
 	day := func(d int) time.Time { return end.AddDate(0, 0, d-29) }
-	gh := githubtest.New(t)
+	gh := ghtest.New(t)
 	sink := &slackSink{}
 	pass := newSlackPass(t, st, gh, sink, func() time.Time { return end })
 	if sum, err := pass.Run(ctx); err != nil || len(sum.Errors) > 0 || len(gh.Issues()) != 1 || sink.count() != 1 {

@@ -6,10 +6,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"net/http"
-	"os"
 	"path/filepath"
 	"runtime"
-	"testing"
 )
 
 // Sign returns the X-Hub-Signature-256 value GitHub sends for body:
@@ -38,17 +36,6 @@ func NewDelivery(target, event, deliveryID string, body, secret []byte) (*http.R
 		req.Header.Set("X-Hub-Signature-256", Sign(secret, body))
 	}
 	return req, nil
-}
-
-// Fixture reads testdata/webhooks/<name> from the repository root, e.g.
-// Fixture(t, "pull_request/opened.json").
-func Fixture(t testing.TB, name string) []byte {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join(FixtureDir(), filepath.FromSlash(name)))
-	if err != nil {
-		t.Fatalf("read webhook fixture: %v", err)
-	}
-	return b
 }
 
 // FixtureDir is the absolute path of testdata/webhooks.

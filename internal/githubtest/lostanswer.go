@@ -3,7 +3,6 @@ package githubtest
 import (
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"strconv"
 	"strings"
 	"sync"
@@ -49,7 +48,7 @@ func (s *Server) takeLost(method, path string) *failure {
 // applyThenLose runs the real handler into a recorder that nobody reads,
 // then answers the failure.
 func applyThenLose(next http.Handler, w *statusRecorder, r *http.Request, f *failure) {
-	next.ServeHTTP(httptest.NewRecorder(), r)
+	next.ServeHTTP(discard{header: http.Header{}}, r)
 	writeRaw(w, f.status, f.body)
 }
 
@@ -119,3 +118,11 @@ func (s *Server) StallAll() (release func()) {
 		})
 	}
 }
+
+// discard is a response nobody reads: the effect of a call whose answer is
+// lost.
+type discard struct{ header http.Header }
+
+func (d discard) Header() http.Header       { return d.header }
+func (discard) Write(b []byte) (int, error) { return len(b), nil }
+func (discard) WriteHeader(int)             {}

@@ -1,4 +1,4 @@
-// Package githubtest is a fake GitHub REST API for tests: an httptest.Server
+// Package githubtest is a fake GitHub REST API for tests and the demo: an HTTP server
 // that go-github and go-githubapp's real clients talk to. It issues
 // installation tokens only for a correctly signed app JWT, demands those
 // tokens on every other call, validates requests the way GitHub does
@@ -14,13 +14,12 @@ import (
 	"encoding/pem"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"strconv"
 	"strings"
 	"sync"
-	"testing"
 	"time"
 
 	"github.com/palantir/go-githubapp/githubapp"
@@ -44,11 +43,15 @@ type Request struct {
 	Status int            // what the fake answered
 }
 
-// Server is the fake GitHub. Create it with New.
+// Server is the fake GitHub. Start it (tests: ghtest.New, which closes it
+// when the test ends).
 type Server struct {
-	*httptest.Server
-	Key    *rsa.PrivateKey
-	KeyPEM []byte
+	// URL is the fake's base address, "http://127.0.0.1:port".
+	URL      string
+	srv      *http.Server
+	inflight sync.WaitGroup // handlers still running; Close waits for them
+	Key      *rsa.PrivateKey
+	KeyPEM   []byte
 
 	mu             sync.Mutex
 	requests       []Request
@@ -130,16 +133,6 @@ var (
 	testKey *rsa.PrivateKey
 )
 
-// New starts a fake GitHub that knows installation 4242 and closes it when
-// the test ends. The app's RSA key is generated once per test binary; no key
-// is ever committed.
-func New(t testing.TB) *Server {
-	t.Helper()
-	s := Start()
-	t.Cleanup(s.Close)
-	return s
-}
-
 // Start starts a fake GitHub outside a test (the demo's local GitHub); the
 // caller closes it.
 func Start() *Server {
@@ -164,8 +157,27 @@ func Start() *Server {
 		downloads:     map[string]download{},
 		nextID:        1000,
 	}
-	s.Server = httptest.NewServer(s.routes())
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		panic(fmt.Sprintf("githubtest: listen: %v", err))
+	}
+	s.URL = "http://" + ln.Addr().String()
+	routes := s.routes()
+	s.srv = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.inflight.Add(1)
+		defer s.inflight.Done()
+		routes.ServeHTTP(w, r)
+	}), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = s.srv.Serve(ln) }() // returns http.ErrServerClosed on Close
 	return s
+}
+
+// Close stops the fake: it closes the listener and every connection, then
+// waits for the handlers still running (a stalled one waits for its
+// release), as httptest's Close does.
+func (s *Server) Close() {
+	_ = s.srv.Close() // the only error is the listener's, already closing
+	s.inflight.Wait()
 }
 
 // AppConfig returns a go-githubapp configuration pointing at the fake.

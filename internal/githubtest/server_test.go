@@ -1,4 +1,4 @@
-package githubtest
+package githubtest_test
 
 import (
 	"context"
@@ -16,9 +16,11 @@ import (
 
 	"github.com/google/go-github/v62/github"
 	"github.com/palantir/go-githubapp/githubapp"
+	"github.com/perfgate/perfgate/internal/githubtest"
+	"github.com/perfgate/perfgate/internal/githubtest/ghtest"
 )
 
-func installationClient(t *testing.T, s *Server, keyPEM []byte) *github.Client {
+func installationClient(t *testing.T, s *githubtest.Server, keyPEM []byte) *github.Client {
 	t.Helper()
 	cfg := s.AppConfig()
 	if keyPEM != nil {
@@ -28,7 +30,7 @@ func installationClient(t *testing.T, s *Server, keyPEM []byte) *github.Client {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := cc.NewInstallationClient(InstallationID)
+	c, err := cc.NewInstallationClient(githubtest.InstallationID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,7 +38,7 @@ func installationClient(t *testing.T, s *Server, keyPEM []byte) *github.Client {
 }
 
 func TestTokenNeedsAppKey(t *testing.T) {
-	s := New(t)
+	s := ghtest.New(t)
 	other, err := rsa.GenerateKey(rand.Reader, 1024)
 	if err != nil {
 		t.Fatal(err)
@@ -67,7 +69,7 @@ func TestTokenNeedsAppKey(t *testing.T) {
 }
 
 func TestUnknownTokenRefused(t *testing.T) {
-	s := New(t)
+	s := ghtest.New(t)
 	c := github.NewClient(nil).WithAuthToken("ghs_made_up")
 	c.BaseURL.Host = strings.TrimPrefix(s.URL, "http://")
 	c.BaseURL.Scheme = "http"
@@ -78,7 +80,7 @@ func TestUnknownTokenRefused(t *testing.T) {
 }
 
 func TestCheckRunValidation(t *testing.T) {
-	s := New(t)
+	s := ghtest.New(t)
 	c := installationClient(t, s, nil)
 	ctx := context.Background()
 	sha := strings.Repeat("a", 40)
@@ -142,11 +144,11 @@ func TestCheckRunValidation(t *testing.T) {
 }
 
 func TestFilesPaginationAndCap(t *testing.T) {
-	s := New(t)
+	s := ghtest.New(t)
 	c := installationClient(t, s, nil)
-	var files []File
+	var files []githubtest.File
 	for i := range 3005 {
-		files = append(files, File{Filename: fmt.Sprintf("f%04d", i)})
+		files = append(files, githubtest.File{Filename: fmt.Sprintf("f%04d", i)})
 	}
 	s.SetFiles("acme/inference", 17, files)
 	opts := &github.ListOptions{PerPage: 100}
@@ -170,7 +172,7 @@ func TestFilesPaginationAndCap(t *testing.T) {
 }
 
 func TestContentsAndPermission(t *testing.T) {
-	s := New(t)
+	s := ghtest.New(t)
 	c := installationClient(t, s, nil)
 	ctx := context.Background()
 	s.SetContent("acme/inference", "main", ".github/perfgate.yml", []byte("paths: [\"model/**\"]\n"))
@@ -193,7 +195,7 @@ func TestContentsAndPermission(t *testing.T) {
 }
 
 func TestScriptedFailures(t *testing.T) {
-	s := New(t)
+	s := ghtest.New(t)
 	c := installationClient(t, s, nil)
 	ctx := context.Background()
 	s.SetPullRequest("acme/inference", 17, json.RawMessage(`{"number":17}`))
@@ -213,10 +215,10 @@ func TestScriptedFailures(t *testing.T) {
 // A repository backed by git serves its files at any ref from git, and
 // GitHub's branch API says which branches are protected.
 func TestContentsFromGitAndBranches(t *testing.T) {
-	s := New(t)
+	s := ghtest.New(t)
 	c := installationClient(t, s, nil)
 	ctx := context.Background()
-	r := NewGitRepo(t)
+	r := ghtest.NewGitRepo(t)
 	first := r.Commit("config", map[string]string{".github/perfgate.yml": "paths: [\"model/**\"]\n"})
 	r.Git("checkout", "--quiet", "-b", "release")
 	r.Commit("relax", map[string]string{".github/perfgate.yml": "paths: [\"nothing/**\"]\n"})

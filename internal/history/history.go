@@ -20,6 +20,7 @@ import (
 	"github.com/perfgate/perfgate/internal/baseline"
 	"github.com/perfgate/perfgate/internal/config"
 	"github.com/perfgate/perfgate/internal/gate"
+	"github.com/perfgate/perfgate/internal/jobstate"
 	"github.com/perfgate/perfgate/internal/result"
 	"github.com/perfgate/perfgate/internal/store"
 )
@@ -202,7 +203,7 @@ func storeJob(ctx context.Context, st store.Store, repo string, installation int
 			return store.Job{}, err
 		}
 		if _, _, err := st.PutResult(ctx, store.ResultUpload{JobID: job.ID, LeaseID: job.LeaseID, IdempotencyKey: fmt.Sprintf("seed-%d", i),
-			RunIndex: i, Kind: store.KindMeasured, GPUUUID: r.Perfgate.Environment.GPUUUID, Environment: env, Samples: raw}); err != nil {
+			RunIndex: i, Kind: jobstate.KindMeasured, GPUUUID: r.Perfgate.Environment.GPUUUID, Environment: env, Samples: raw}); err != nil {
 			return store.Job{}, err
 		}
 	}
@@ -213,7 +214,7 @@ func storeJob(ctx context.Context, st store.Store, repo string, installation int
 	if _, err := st.AppendLog(ctx, job.ID, job.LeaseID, 0, []byte(logText)); err != nil {
 		return store.Job{}, err
 	}
-	return st.Finish(ctx, job.ID, job.LeaseID, store.StatusSucceeded, "")
+	return st.Finish(ctx, job.ID, job.LeaseID, jobstate.Succeeded, "")
 }
 
 // storeCheck records the night's check run with the verdict of all cells.

@@ -10,6 +10,7 @@ import (
 	"github.com/bradleyfalzon/ghinstallation/v2"
 
 	"github.com/perfgate/perfgate/internal/githubtest"
+	"github.com/perfgate/perfgate/internal/githubtest/ghtest"
 	"github.com/perfgate/perfgate/internal/metrics"
 	"github.com/perfgate/perfgate/internal/metrics/metricstest"
 )
@@ -20,7 +21,7 @@ import (
 // once, and so is the token POST.
 func TestGitHubTransportCountsTokenFetchOnce(t *testing.T) {
 	t.Parallel()
-	gh := githubtest.New(t)
+	gh := ghtest.New(t)
 	m := metrics.New(nil)
 	apps, err := ghinstallation.NewAppsTransport(m.GitHubTransport(http.DefaultTransport), githubtest.AppID, gh.KeyPEM)
 	if err != nil {

@@ -13,6 +13,8 @@ import (
 	"github.com/palantir/go-githubapp/githubapp"
 
 	"github.com/perfgate/perfgate/internal/githubtest"
+	"github.com/perfgate/perfgate/internal/githubtest/ghtest"
+	"github.com/perfgate/perfgate/internal/jobstate"
 	"github.com/perfgate/perfgate/internal/metrics"
 	"github.com/perfgate/perfgate/internal/metrics/metricstest"
 	"github.com/perfgate/perfgate/internal/store"
@@ -55,7 +57,7 @@ func TestMetricsFamiliesMoveWithEvents(t *testing.T) {
 	if _, err := st.AgentByTokenHash(ctx, store.HashToken("t")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.Finish(ctx, job.ID, job.LeaseID, store.StatusSucceeded, ""); err != nil {
+	if _, err := st.Finish(ctx, job.ID, job.LeaseID, jobstate.Succeeded, ""); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := st.CancelSuperseded(ctx, "acme/x", 1, "d"); err != nil {
@@ -64,7 +66,7 @@ func TestMetricsFamiliesMoveWithEvents(t *testing.T) {
 
 	// GitHub: a check run concluded through a client with the transport;
 	// the fake answers with rate-limit headers only on scripted failures.
-	gh := githubtest.New(t)
+	gh := ghtest.New(t)
 	gh.RateLimitNext("GET", "/rate_limit_probe", 1, now.Add(time.Hour))
 	cc, err := githubapp.NewDefaultCachingClientCreator(gh.AppConfig(), githubapp.WithClientMiddleware(m.GitHubTransport))
 	if err != nil {

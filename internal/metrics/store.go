@@ -9,6 +9,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/perfgate/perfgate/internal/jobstate"
 	"github.com/perfgate/perfgate/internal/store"
 )
 
@@ -26,8 +27,8 @@ type instrumentedStore struct {
 
 func (s *instrumentedStore) Enqueue(ctx context.Context, spec store.JobSpec) (store.Job, error) {
 	j, err := s.Store.Enqueue(ctx, spec)
-	if err == nil && j.Status == store.StatusQueued {
-		s.m.moveJob(j, "", store.StatusQueued)
+	if err == nil && j.Status == jobstate.Queued {
+		s.m.moveJob(j, "", jobstate.Queued)
 	}
 	return j, err
 }
@@ -35,15 +36,15 @@ func (s *instrumentedStore) Enqueue(ctx context.Context, spec store.JobSpec) (st
 func (s *instrumentedStore) Claim(ctx context.Context, req store.ClaimRequest) (store.Job, error) {
 	j, err := s.Store.Claim(ctx, req)
 	if err == nil {
-		s.m.moveJob(j, store.StatusQueued, store.StatusRunning)
+		s.m.moveJob(j, jobstate.Queued, jobstate.Running)
 	}
 	return j, err
 }
 
-func (s *instrumentedStore) Finish(ctx context.Context, jobID int64, leaseID string, status store.Status, reason string) (store.Job, error) {
+func (s *instrumentedStore) Finish(ctx context.Context, jobID int64, leaseID string, status jobstate.Status, reason string) (store.Job, error) {
 	j, err := s.Store.Finish(ctx, jobID, leaseID, status, reason)
 	if err == nil {
-		s.m.moveJob(j, store.StatusRunning, j.Status)
+		s.m.moveJob(j, jobstate.Running, j.Status)
 		s.m.jobFinished(j)
 	}
 	return j, err
@@ -52,8 +53,8 @@ func (s *instrumentedStore) Finish(ctx context.Context, jobID int64, leaseID str
 func (s *instrumentedStore) ReapExpired(ctx context.Context) ([]store.Job, error) {
 	jobs, err := s.Store.ReapExpired(ctx)
 	for _, j := range jobs {
-		s.m.moveJob(j, store.StatusRunning, j.Status)
-		if j.Status != store.StatusQueued {
+		s.m.moveJob(j, jobstate.Running, j.Status)
+		if j.Status != jobstate.Queued {
 			s.m.jobFinished(j)
 		}
 	}
@@ -63,7 +64,7 @@ func (s *instrumentedStore) ReapExpired(ctx context.Context) ([]store.Job, error
 func (s *instrumentedStore) CancelSuperseded(ctx context.Context, repo string, pr int, sha string) (store.Superseded, error) {
 	sup, err := s.Store.CancelSuperseded(ctx, repo, pr, sha)
 	for _, j := range sup.Cancelled {
-		s.m.moveJob(j, store.StatusQueued, store.StatusCancelled)
+		s.m.moveJob(j, jobstate.Queued, jobstate.Cancelled)
 	}
 	return sup, err
 }
@@ -71,7 +72,7 @@ func (s *instrumentedStore) CancelSuperseded(ctx context.Context, repo string, p
 func (s *instrumentedStore) CancelPRJobs(ctx context.Context, repo string, pr int, reason string) (store.Superseded, error) {
 	sup, err := s.Store.CancelPRJobs(ctx, repo, pr, reason)
 	for _, j := range sup.Cancelled {
-		s.m.moveJob(j, store.StatusQueued, store.StatusCancelled)
+		s.m.moveJob(j, jobstate.Queued, jobstate.Cancelled)
 	}
 	return sup, err
 }
@@ -81,7 +82,7 @@ func (s *instrumentedStore) CancelPRJobs(ctx context.Context, repo string, pr in
 func (s *instrumentedStore) ApplyCheck(ctx context.Context, ch store.CheckChange) (store.CheckRun, bool, error) {
 	var queued []store.Job
 	for _, id := range ch.CancelJobs {
-		if j, err := s.Store.GetJob(ctx, id); err == nil && j.Status == store.StatusQueued {
+		if j, err := s.Store.GetJob(ctx, id); err == nil && j.Status == jobstate.Queued {
 			queued = append(queued, j)
 		}
 	}
@@ -90,11 +91,11 @@ func (s *instrumentedStore) ApplyCheck(ctx context.Context, ch store.CheckChange
 		return cr, applied, err
 	}
 	for _, spec := range ch.AddJobs {
-		s.m.moveJob(store.Job{JobSpec: spec}, "", store.StatusQueued)
+		s.m.moveJob(store.Job{JobSpec: spec}, "", jobstate.Queued)
 	}
 	for _, j := range queued {
-		if now, err := s.Store.GetJob(ctx, j.ID); err == nil && now.Status == store.StatusCancelled {
-			s.m.moveJob(j, store.StatusQueued, store.StatusCancelled)
+		if now, err := s.Store.GetJob(ctx, j.ID); err == nil && now.Status == jobstate.Cancelled {
+			s.m.moveJob(j, jobstate.Queued, jobstate.Cancelled)
 		}
 	}
 	return cr, applied, err
@@ -104,8 +105,8 @@ func (s *instrumentedStore) CancelJob(ctx context.Context, jobID int64, reason s
 	j, err := s.Store.CancelJob(ctx, jobID, reason)
 	// Only a queued job is cancelled at once; a running one is asked to
 	// stop and finishes through Finish.
-	if err == nil && j.Status == store.StatusCancelled {
-		s.m.moveJob(j, store.StatusQueued, store.StatusCancelled)
+	if err == nil && j.Status == jobstate.Cancelled {
+		s.m.moveJob(j, jobstate.Queued, jobstate.Cancelled)
 	}
 	return j, err
 }
@@ -127,12 +128,12 @@ func (s *instrumentedStore) RegisterAgent(ctx context.Context, reg store.AgentRe
 }
 
 // moveJob moves j between the queued and running gauges.
-func (m *Metrics) moveJob(j store.Job, from, to store.Status) {
+func (m *Metrics) moveJob(j store.Job, from, to jobstate.Status) {
 	tier, labels := j.Tier, labelKey(j.Labels)
-	if from == store.StatusQueued || from == store.StatusRunning {
+	if from == jobstate.Queued || from == jobstate.Running {
 		m.queue.WithLabelValues(string(from), tier, labels).Dec()
 	}
-	if to == store.StatusQueued || to == store.StatusRunning {
+	if to == jobstate.Queued || to == jobstate.Running {
 		m.queue.WithLabelValues(string(to), tier, labels).Inc()
 	}
 }
@@ -167,7 +168,7 @@ type Lister interface {
 // wrapper does not see) are corrected.
 func (m *Metrics) Resync(ctx context.Context, st Lister) error {
 	counts := map[[3]string]int{}
-	for _, status := range []store.Status{store.StatusQueued, store.StatusRunning} {
+	for _, status := range []jobstate.Status{jobstate.Queued, jobstate.Running} {
 		jobs, err := st.ListJobs(ctx, store.JobFilter{Status: status})
 		if err != nil {
 			return fmt.Errorf("metrics: list %s jobs: %w", status, err)

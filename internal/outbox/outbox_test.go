@@ -16,6 +16,7 @@ import (
 	"github.com/perfgate/perfgate/internal/app"
 	"github.com/perfgate/perfgate/internal/backoff"
 	"github.com/perfgate/perfgate/internal/githubtest"
+	"github.com/perfgate/perfgate/internal/githubtest/ghtest"
 	"github.com/perfgate/perfgate/internal/store"
 )
 
@@ -46,7 +47,7 @@ func newEnv(t *testing.T) *env {
 // newEnvPolicy is newEnv with the transport's retry policy.
 func newEnvPolicy(t *testing.T, p app.RetryPolicy) *env {
 	t.Helper()
-	e := &env{t: t, ctx: context.Background(), gh: githubtest.New(t), clock: &clock{t: time.Date(2026, 12, 2, 9, 0, 0, 0, time.UTC)}}
+	e := &env{t: t, ctx: context.Background(), gh: ghtest.New(t), clock: &clock{t: time.Date(2026, 12, 2, 9, 0, 0, 0, time.UTC)}}
 	st, err := store.Open(e.ctx, filepath.Join(t.TempDir(), "db"), store.WithClock(e.clock.now))
 	if err != nil {
 		t.Fatal(err)

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/perfgate/perfgate/internal/config"
-	"github.com/perfgate/perfgate/internal/githubtest"
+	"github.com/perfgate/perfgate/internal/githubtest/ghtest"
 )
 
 // BenchmarkWebhookAck measures how long GitHub waits for its 2xx: a server
@@ -30,7 +30,7 @@ func BenchmarkWebhookAck(b *testing.B) {
 		n    = 4 * rate
 	)
 	for b.Loop() {
-		l := &loop{t: b, gh: githubtest.New(b), dsn: filepath.Join(b.TempDir(), "perfgate.db"), prs: map[int]string{}, instance: "bench"}
+		l := &loop{t: b, gh: ghtest.New(b), dsn: filepath.Join(b.TempDir(), "perfgate.db"), prs: map[int]string{}, instance: "bench"}
 		l.gh.SetContent(testRepo, "main", config.DefaultPath, []byte("# the defaults\n"))
 		l.start()
 		bodies := make([][]byte, n)

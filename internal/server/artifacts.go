@@ -13,7 +13,7 @@ import (
 	"github.com/rs/zerolog"
 	"gopkg.in/yaml.v3"
 
-	"github.com/perfgate/perfgate/internal/agentapi"
+	"github.com/perfgate/perfgate/internal/agentserver"
 	"github.com/perfgate/perfgate/internal/artifact"
 	"github.com/perfgate/perfgate/internal/store"
 	"github.com/perfgate/perfgate/internal/web"
@@ -197,7 +197,7 @@ func (t traceFiles) Open(sum string) (io.ReadCloser, error) {
 
 // artifactParts are the artifact directory as the agent API and the
 // dashboard take it: nil interfaces when there is none.
-func artifactParts(d *artifact.Dir) (agentapi.ArtifactFiles, web.ArtifactFiles) {
+func artifactParts(d *artifact.Dir) (agentserver.ArtifactFiles, web.ArtifactFiles) {
 	if d == nil {
 		return nil, nil
 	}

@@ -19,7 +19,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/perfgate/perfgate/internal/agentapi"
-	"github.com/perfgate/perfgate/internal/githubtest"
+	"github.com/perfgate/perfgate/internal/githubtest/ghtest"
 	"github.com/perfgate/perfgate/internal/store"
 	"github.com/perfgate/perfgate/internal/store/storetest"
 )
@@ -30,7 +30,7 @@ import (
 // the upload is refused with 413 naming the cap.
 func TestArtifactUploadAndDownload(t *testing.T) {
 	ctx := context.Background()
-	gh := githubtest.New(t)
+	gh := ghtest.New(t)
 	gh.SetPrivate("acme/inference", true)
 	gh.SetPrivate("acme/other", true)
 	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "db"))
@@ -160,7 +160,7 @@ func TestArtifactSettings(t *testing.T) {
 // tmp/ stays; a link to a swept artifact answers 404 saying why.
 func TestArtifactRetentionSweep(t *testing.T) {
 	ctx := context.Background()
-	gh := githubtest.New(t)
+	gh := ghtest.New(t)
 	gh.SetPrivate("acme/inference", true)
 	clock := storetest.NewClock()
 	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "db"), store.WithClock(clock.Now))

@@ -18,7 +18,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/perfgate/perfgate/internal/app"
-	"github.com/perfgate/perfgate/internal/githubtest"
+	"github.com/perfgate/perfgate/internal/githubtest/ghtest"
 	"github.com/perfgate/perfgate/internal/store"
 )
 
@@ -43,7 +43,7 @@ func BenchmarkUnauthenticatedBodies(b *testing.B) {
 }
 
 func unauthenticatedBodies(b *testing.B, mode string, conns int) (uint64, map[int]int) {
-	gh := githubtest.New(b)
+	gh := ghtest.New(b)
 	st, err := store.Open(context.Background(), filepath.Join(b.TempDir(), "db"))
 	if err != nil {
 		b.Fatal(err)

@@ -8,9 +8,9 @@ import (
 	"github.com/palantir/go-githubapp/githubapp"
 	"github.com/rs/zerolog"
 
-	"github.com/perfgate/perfgate/internal/app"
 	"github.com/perfgate/perfgate/internal/bisect"
 	"github.com/perfgate/perfgate/internal/bisectjob"
+	"github.com/perfgate/perfgate/internal/repoconfig"
 	"github.com/perfgate/perfgate/internal/store"
 )
 
@@ -29,24 +29,15 @@ type bisects struct {
 	asker  *bisectjob.Asker
 }
 
-// StartBisect implements app.Bisects for the app, which is built before
-// the bisect wiring it calls.
-func (b *bisects) StartBisect(ctx context.Context, r app.BisectRequest) (app.BisectStarted, error) {
-	if b.asker == nil {
-		return app.BisectStarted{}, errors.New("bisects are not wired yet")
-	}
-	return b.asker.StartBisect(ctx, r)
-}
-
-// wire builds the runner over the store, the app's GitHub clients and the
+// newBisects builds the runner over the store, the GitHub clients and the
 // dispatcher's outbox, and routes bisect jobs' ends to it.
-func (b *bisects) wire(s *Server, clients githubapp.ClientCreator) {
-	configs := app.ContentsConfigLoader{}.Full
+func newBisects(s *Server, clients githubapp.ClientCreator) *bisects {
+	configs := repoconfig.Loader{}.Full
 	spec := bisectjob.QuickTier{Store: s.st, Clients: clients, Configs: configs}
-	b.runner = bisectjob.New(s.st, spec.Spec, bisectjob.OutboxReporter{Outbox: s.dispatch, Clients: clients})
-	b.runner.CardGrace = s.cfg.Loop.BisectCardGrace
-	b.runner.Now = s.now // the store's clock: the demo and tests move it
-	b.asker = &bisectjob.Asker{Runner: b.runner, Store: s.st, Clients: clients, Configs: configs}
+	runner := bisectjob.New(s.st, spec.Spec, bisectjob.OutboxReporter{Outbox: s.dispatch, Clients: clients})
+	runner.CardGrace = s.cfg.Loop.BisectCardGrace
+	runner.Now = s.now // the store's clock: the demo and tests move it
+	b := &bisects{runner: runner, asker: &bisectjob.Asker{Runner: runner, Store: s.st, Clients: clients, Configs: configs}}
 	s.dispatch.HandleKind(bisectjob.Kind, func(ctx context.Context, job store.Job) error {
 		_, err := b.runner.JobDone(ctx, job)
 		if errors.Is(err, bisectjob.ErrStopped) {
@@ -56,14 +47,12 @@ func (b *bisects) wire(s *Server, clients githubapp.ClientCreator) {
 		}
 		return err
 	})
+	return b
 }
 
 // fromChangePoint starts the bisect of a regression change point on the
 // default branch, once, reporting to its issue.
 func (b *bisects) fromChangePoint(ctx context.Context, cp store.ChangePointRecord) error {
-	if b.asker == nil {
-		return errors.New("bisects are not wired yet")
-	}
 	started, err := b.asker.StartFromChangePoint(ctx, cp)
 	if errors.Is(err, bisect.ErrRange) {
 		// Commits GitHub does not know (history from elsewhere), a range

@@ -10,7 +10,8 @@ import (
 
 	"github.com/perfgate/perfgate/internal/agentapi"
 	"github.com/perfgate/perfgate/internal/config"
-	"github.com/perfgate/perfgate/internal/githubtest"
+	"github.com/perfgate/perfgate/internal/githubtest/ghtest"
+	"github.com/perfgate/perfgate/internal/jobstate"
 	"github.com/perfgate/perfgate/internal/result"
 	"github.com/perfgate/perfgate/internal/store"
 )
@@ -23,7 +24,7 @@ import (
 // end-to-end test runs the sim).
 func TestBisectThroughTheServer(t *testing.T) {
 	l := newLoop(t)
-	git := githubtest.NewGitRepo(t)
+	git := ghtest.NewGitRepo(t)
 	good := git.Commit("perfgate config", map[string]string{config.DefaultPath: "# the defaults\n"})
 	shas := git.Commits(12, func(i int) (string, map[string]string) {
 		return fmt.Sprintf("change %d (#%d)", i+1, 100+i+1), map[string]string{"engine/knob": fmt.Sprint(i + 1)}
@@ -65,11 +66,11 @@ func TestBisectThroughTheServer(t *testing.T) {
 				}
 				raw, _ := json.Marshal(&result.Result{Completed: 100, Metrics: map[string]float64{"median_tpot_ms": v}})
 				if _, _, err := l.st.PutResult(ctx, store.ResultUpload{JobID: j.ID, LeaseID: j.LeaseID, IdempotencyKey: fmt.Sprint(i), RunIndex: i, Side: sl.Side, Pair: sl.Pair,
-					GPUUUID: "GPU-one", Kind: store.KindMeasured, Summary: raw, Samples: raw}); err != nil {
+					GPUUUID: "GPU-one", Kind: jobstate.KindMeasured, Summary: raw, Samples: raw}); err != nil {
 					return
 				}
 			}
-			if done, err := l.st.Finish(ctx, j.ID, j.LeaseID, store.StatusSucceeded, ""); err == nil {
+			if done, err := l.st.Finish(ctx, j.ID, j.LeaseID, jobstate.Succeeded, ""); err == nil {
 				jobs <- done
 				l.srv.Dispatch().JobDone(ctx, done)
 			}
@@ -77,7 +78,7 @@ func TestBisectThroughTheServer(t *testing.T) {
 	}()
 
 	var ev map[string]any
-	if err := json.Unmarshal(githubtest.Fixture(t, "issue_comment/created.retest.json"), &ev); err != nil {
+	if err := json.Unmarshal(ghtest.Fixture(t, "issue_comment/created.retest.json"), &ev); err != nil {
 		t.Fatal(err)
 	}
 	issue, comment := ev["issue"].(map[string]any), ev["comment"].(map[string]any)
@@ -131,7 +132,7 @@ func TestBisectThroughTheServer(t *testing.T) {
 // that asked — through the outbox, naming the card.
 func TestBisectStopsWhenItsCardIsGone(t *testing.T) {
 	l := newTunedLoop(t, func(c *LoopConfig) { c.BisectResumeEvery, c.BisectCardGrace = 50*time.Millisecond, time.Second })
-	git := githubtest.NewGitRepo(t)
+	git := ghtest.NewGitRepo(t)
 	good := git.Commit("perfgate config", map[string]string{config.DefaultPath: "# the defaults\n"})
 	git.Commits(8, func(i int) (string, map[string]string) {
 		return fmt.Sprintf("change %d", i+1), map[string]string{"engine/knob": fmt.Sprint(i + 1)}
@@ -164,18 +165,18 @@ func TestBisectStopsWhenItsCardIsGone(t *testing.T) {
 				i := sl.RunIndex
 				raw, _ := json.Marshal(&result.Result{Completed: 100, Metrics: map[string]float64{"median_tpot_ms": 10 + 0.01*float64(i)}})
 				if _, _, err := l.st.PutResult(ctx, store.ResultUpload{JobID: j.ID, LeaseID: j.LeaseID, IdempotencyKey: fmt.Sprint(i), RunIndex: i, Side: sl.Side, Pair: sl.Pair,
-					GPUUUID: "GPU-one", Kind: store.KindMeasured, Summary: raw, Samples: raw}); err != nil {
+					GPUUUID: "GPU-one", Kind: jobstate.KindMeasured, Summary: raw, Samples: raw}); err != nil {
 					return
 				}
 			}
-			if done, err := l.st.Finish(ctx, j.ID, j.LeaseID, store.StatusSucceeded, ""); err == nil {
+			if done, err := l.st.Finish(ctx, j.ID, j.LeaseID, jobstate.Succeeded, ""); err == nil {
 				l.srv.Dispatch().JobDone(ctx, done)
 			}
 		}
 	}()
 
 	var ev map[string]any
-	if err := json.Unmarshal(githubtest.Fixture(t, "issue_comment/created.retest.json"), &ev); err != nil {
+	if err := json.Unmarshal(ghtest.Fixture(t, "issue_comment/created.retest.json"), &ev); err != nil {
 		t.Fatal(err)
 	}
 	issue, comment := ev["issue"].(map[string]any), ev["comment"].(map[string]any)
@@ -223,7 +224,7 @@ func TestBisectStopsWhenItsCardIsGone(t *testing.T) {
 		if err != nil {
 			break
 		}
-		if j.GPUUUID != "" && (j.Kind != "bisect" || j.GPUUUID != "GPU-one" || j.Status != store.StatusCancelled) {
+		if j.GPUUUID != "" && (j.Kind != "bisect" || j.GPUUUID != "GPU-one" || j.Status != jobstate.Cancelled) {
 			t.Errorf("job %d: kind %q, card %q, %s; want a bisect job on GPU-one, cancelled", j.ID, j.Kind, j.GPUUUID, j.Status)
 		}
 		if strings.Contains(j.FailureReason, "card GPU-one is gone") {

@@ -10,7 +10,7 @@ import (
 
 	"github.com/palantir/go-githubapp/githubapp"
 
-	"github.com/perfgate/perfgate/internal/app"
+	"github.com/perfgate/perfgate/internal/check"
 	"github.com/perfgate/perfgate/internal/drift"
 	"github.com/perfgate/perfgate/internal/web"
 )
@@ -49,7 +49,7 @@ func (s *Server) dashboardParts(cfg Config, clients githubapp.ClientCreator, art
 
 // detailsLink is each check run's "Details" link: its dashboard page,
 // signed so it opens for a private repository too.
-func (s *Server) detailsLink(repo, sha string, tier app.Tier) string {
+func (s *Server) detailsLink(repo, sha string, tier check.Tier) string {
 	return s.web.CheckRunURL(repo, sha, string(tier))
 }
 

@@ -11,7 +11,7 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/perfgate/perfgate/internal/githubtest"
+	"github.com/perfgate/perfgate/internal/githubtest/ghtest"
 	"github.com/perfgate/perfgate/internal/store"
 )
 
@@ -20,7 +20,7 @@ import (
 // signed Details link.
 func TestDashboardIsMounted(t *testing.T) {
 	ctx := context.Background()
-	gh := githubtest.New(t)
+	gh := ghtest.New(t)
 	gh.SetPrivate("acme/secret", true)
 	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "db"))
 	if err != nil {

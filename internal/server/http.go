@@ -7,9 +7,8 @@ import (
 	"net/http"
 	"time"
 
-	"golang.org/x/net/netutil"
-
 	"github.com/perfgate/perfgate/internal/agentapi"
+	"golang.org/x/net/netutil"
 )
 
 func (h *HTTPConfig) setDefaults(longPoll time.Duration) {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/perfgate/perfgate/internal/app"
 	"github.com/perfgate/perfgate/internal/githubtest"
+	"github.com/perfgate/perfgate/internal/githubtest/ghtest"
 	"github.com/perfgate/perfgate/internal/store"
 )
 
@@ -23,7 +24,7 @@ import (
 // up front: the delivery waited 5 s and got 503, which GitHub does not
 // retry by itself.)
 func TestSlowBodyDoesNotStarveDeliveries(t *testing.T) {
-	gh := githubtest.New(t)
+	gh := ghtest.New(t)
 	st, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "db"))
 	if err != nil {
 		t.Fatal(err)
@@ -61,7 +62,7 @@ func TestSlowBodyDoesNotStarveDeliveries(t *testing.T) {
 	}
 
 	req, err := githubtest.NewDelivery("http://"+ln.Addr().String()+app.WebhookPath, "pull_request", "legit-1",
-		githubtest.Fixture(t, "pull_request/opened.json"), []byte(githubtest.WebhookSecret))
+		ghtest.Fixture(t, "pull_request/opened.json"), []byte(githubtest.WebhookSecret))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,7 +22,9 @@ import (
 // Prepare) it is the full server at once; without, it serves the setup
 // page and becomes the full server, without a restart, when the manifest
 // flow completes. /healthz, /readyz and /metrics answer in both modes.
-func Launch(ctx context.Context, cfg Config, prep Prepared, st store.Store, ln net.Listener, log zerolog.Logger) error {
+// It returns only after the server's workers have stopped, so the caller
+// may close st then.
+func Launch(ctx context.Context, cfg Config, prep Prepared, st store.Store, ln net.Listener, log zerolog.Logger) (err error) {
 	if cfg.Metrics == nil {
 		cfg.Metrics = metrics.New(nil)
 	}
@@ -37,6 +39,15 @@ func Launch(ctx context.Context, cfg Config, prep Prepared, st store.Store, ln n
 
 	var current atomic.Pointer[http.Handler]
 	var srv atomic.Pointer[Server]
+	// The workers run under a context Launch ends on every return, and
+	// Launch waits for them: the store outlives them.
+	ctx, stopWorkers := context.WithCancel(ctx)
+	defer func() {
+		stopWorkers()
+		if s := srv.Load(); s != nil {
+			err = errors.Join(err, s.Wait())
+		}
+	}()
 	var startMu sync.Mutex
 	start := func(c Config) error {
 		startMu.Lock()
@@ -120,9 +131,9 @@ func Launch(ctx context.Context, cfg Config, prep Prepared, st store.Store, ln n
 		}
 	case <-ctx.Done():
 	}
-	// The workers stop with ctx; deliveries, GitHub writes and judgements
-	// they did not finish stay in the store for the next start (or
-	// another replica).
+	// The workers stop with ctx (and the deferred stopWorkers), and Launch
+	// waits for them; deliveries, GitHub writes and judgements they did not
+	// finish stay in the store for the next start (or another replica).
 	shutdown, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	return hs.Shutdown(shutdown)

@@ -16,6 +16,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/perfgate/perfgate/internal/githubtest"
+	"github.com/perfgate/perfgate/internal/githubtest/ghtest"
 	"github.com/perfgate/perfgate/internal/metrics/metricstest"
 	"github.com/perfgate/perfgate/internal/setup"
 	"github.com/perfgate/perfgate/internal/setup/setuptest"
@@ -70,13 +71,13 @@ func launch(t *testing.T, gh *githubtest.Server, dataDir string) (base string, p
 // accepts webhooks signed with the new secret and authenticates to GitHub
 // with the new key. A restart then starts from the stored credentials.
 func TestLaunchSetupModeToServing(t *testing.T) {
-	gh := githubtest.New(t)
+	gh := ghtest.New(t)
 	dataDir := filepath.Join(t.TempDir(), "state")
 	base, prep, logs := launch(t, gh, dataDir)
 	if !prep.Setup {
 		t.Fatal("no credentials, yet not in setup mode")
 	}
-	body := githubtest.Fixture(t, "pull_request/opened.json")
+	body := ghtest.Fixture(t, "pull_request/opened.json")
 	deliver := func(secret, id string) int {
 		req, err := githubtest.NewDelivery(base+"/api/github/hook", "pull_request", id, body, []byte(secret))
 		if err != nil {
@@ -164,7 +165,7 @@ func TestLaunchSetupModeToServing(t *testing.T) {
 }
 
 func TestLaunchRestartUsesStoredCredentials(t *testing.T) {
-	gh := githubtest.New(t)
+	gh := ghtest.New(t)
 	dataDir := t.TempDir()
 	if err := setup.Save(dataDir, setup.Credentials{AppID: githubtest.AppID, Slug: "perfgate", WebhookSecret: "stored-webhook-secret-0123456789", PrivateKeyPEM: string(gh.KeyPEM)}); err != nil {
 		t.Fatal(err)
@@ -173,7 +174,7 @@ func TestLaunchRestartUsesStoredCredentials(t *testing.T) {
 	if prep.Setup || prep.Stored == nil {
 		t.Fatalf("prepared %+v", prep)
 	}
-	req, err := githubtest.NewDelivery(base+"/api/github/hook", "pull_request", "r-1", githubtest.Fixture(t, "pull_request/opened.json"), []byte("stored-webhook-secret-0123456789"))
+	req, err := githubtest.NewDelivery(base+"/api/github/hook", "pull_request", "r-1", ghtest.Fixture(t, "pull_request/opened.json"), []byte("stored-webhook-secret-0123456789"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,6 +21,8 @@ import (
 	"github.com/perfgate/perfgate/internal/baseline"
 	"github.com/perfgate/perfgate/internal/config"
 	"github.com/perfgate/perfgate/internal/githubtest"
+	"github.com/perfgate/perfgate/internal/githubtest/ghtest"
+	"github.com/perfgate/perfgate/internal/jobstate"
 	"github.com/perfgate/perfgate/internal/result"
 	"github.com/perfgate/perfgate/internal/store"
 )
@@ -71,7 +73,7 @@ func newLoop(t *testing.T) *loop {
 // newTunedLoop is newLoop with tune applied to the loop settings.
 func newTunedLoop(t *testing.T, tune func(*LoopConfig)) *loop {
 	t.Helper()
-	l := &loop{t: t, gh: githubtest.New(t), dsn: filepath.Join(t.TempDir(), "perfgate.db"), prs: map[int]string{}, tune: tune}
+	l := &loop{t: t, gh: ghtest.New(t), dsn: filepath.Join(t.TempDir(), "perfgate.db"), prs: map[int]string{}, tune: tune}
 	l.gh.SetContent(testRepo, "main", config.DefaultPath, []byte("# the defaults\n"))
 	l.start()
 	t.Cleanup(func() { l.kill() })
@@ -104,7 +106,7 @@ func (l *loop) start() {
 	hs := srv.HTTPServer()
 	go hs.Serve(srv.Listener(ln))
 	l.st, l.srv, l.url = st, srv, "http://"+ln.Addr().String()
-	l.stop = func() { cancel(); hs.Close(); st.Close() }
+	l.stop = func() { cancel(); _ = srv.Wait(); hs.Close(); st.Close() }
 }
 
 // kill stops the server where it stands: its workers' contexts end
@@ -125,7 +127,7 @@ func (l *loop) kill() {
 func (l *loop) addPR(n int) []byte {
 	l.t.Helper()
 	var ev map[string]any
-	if err := json.Unmarshal(githubtest.Fixture(l.t, "pull_request/opened.json"), &ev); err != nil {
+	if err := json.Unmarshal(ghtest.Fixture(l.t, "pull_request/opened.json"), &ev); err != nil {
 		l.t.Fatal(err)
 	}
 	sha := fmt.Sprintf("%040x", 0xabc000+n)
@@ -181,11 +183,11 @@ func (l *loop) runJobs() {
 			for i, r := range verifiedRuns(3, uint64(j.ID)) {
 				raw, _ := json.Marshal(r)
 				if _, _, err := st.PutResult(ctx, store.ResultUpload{JobID: j.ID, LeaseID: j.LeaseID, IdempotencyKey: fmt.Sprint(i),
-					RunIndex: i, Kind: store.KindMeasured, Summary: raw, Samples: raw}); err != nil {
+					RunIndex: i, Kind: jobstate.KindMeasured, Summary: raw, Samples: raw}); err != nil {
 					break
 				}
 			}
-			if _, err := st.Finish(ctx, j.ID, j.LeaseID, store.StatusSucceeded, ""); err == nil {
+			if _, err := st.Finish(ctx, j.ID, j.LeaseID, jobstate.Succeeded, ""); err == nil {
 				l.srv.Dispatch().JobDone(ctx, j)
 			}
 		}
@@ -416,7 +418,7 @@ func TestRestartReclaimsItsLeases(t *testing.T) {
 	if testing.Short() {
 		t.Skip("restarts a server")
 	}
-	l := &loop{t: t, gh: githubtest.New(t), dsn: filepath.Join(t.TempDir(), "perfgate.db"), prs: map[int]string{}, instance: "perfgate-0",
+	l := &loop{t: t, gh: ghtest.New(t), dsn: filepath.Join(t.TempDir(), "perfgate.db"), prs: map[int]string{}, instance: "perfgate-0",
 		tune: func(c *LoopConfig) { c.InboxLease, c.OutboxLease = 3*time.Minute, 2*time.Minute }}
 	l.gh.SetContent(testRepo, "main", config.DefaultPath, []byte("# the defaults\n"))
 	l.start()

@@ -16,12 +16,15 @@ import (
 
 	"github.com/palantir/go-githubapp/githubapp"
 	"github.com/rs/zerolog"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/perfgate/perfgate/internal/agentapi"
+	"github.com/perfgate/perfgate/internal/agentserver"
 	"github.com/perfgate/perfgate/internal/app"
 	"github.com/perfgate/perfgate/internal/artifact"
 	"github.com/perfgate/perfgate/internal/backoff"
 	"github.com/perfgate/perfgate/internal/bisectjob"
+	"github.com/perfgate/perfgate/internal/check"
 	"github.com/perfgate/perfgate/internal/dispatch"
 	"github.com/perfgate/perfgate/internal/drift"
 	"github.com/perfgate/perfgate/internal/fleet"
@@ -163,6 +166,8 @@ type Server struct {
 	drift    *drift.Pass
 	bisects  *bisects
 	arts     *artifact.Dir // nil: the server keeps no artifacts
+	clients  githubapp.ClientCreator
+	workers  errgroup.Group // RunBackground's; Wait waits for them
 	log      zerolog.Logger
 	now      func() time.Time
 }
@@ -217,53 +222,58 @@ func New(cfg Config, st store.Store, log zerolog.Logger, now func() time.Time) (
 		return nil, err
 	}
 	s := &Server{cfg: cfg, st: st, metrics: cfg.Metrics, log: log, now: now}
-	var details func(repo, sha string, tier app.Tier) string
+	var details func(repo, sha string, tier check.Tier) string
 	if cfg.PublicURL != "" {
 		details = s.detailsLink // an absolute link needs the public URL
 	}
-	// The dispatcher needs the app's client creator and the app needs the
-	// dispatcher: build the app with a forwarding dispatcher, then fill it.
-	fwd := &forward{}
-	s.bisects = &bisects{}
-	a, err := app.New(app.Config{
+	// One GitHub client factory for the app, the outbox, the dispatcher,
+	// the bisects, the dashboard and the source route; built first, so
+	// each part is built once, after the parts it calls.
+	appCfg := app.Config{
 		GitHub: cfg.GitHub, AppSlug: cfg.AppSlug, Logger: log, Retry: cfg.Loop.GitHubRetry,
 		Unconfigured: app.Unconfigured(cfg.Unconfigured), MaxInFlightBytes: cfg.HTTP.WebhookInFlightBytes,
 		ClientMiddleware: []githubapp.ClientMiddleware{cfg.Metrics.GitHubTransport}, Events: cfg.Metrics,
-	}, app.Deps{Dispatcher: fwd, Inbox: storeInbox{st}, Outbox: fwd, Config: app.ContentsConfigLoader{}, Appeals: fwd, Releases: fwd,
-		Approvals: fwd, Acks: fwd, Findings: fwd, Bisects: s.bisects, Accepted: func() { s.inbox.Wake() }})
+	}
+	clients, err := app.NewClients(appCfg)
 	if err != nil {
 		return nil, err
 	}
-	s.app = a
+	appCfg.Clients, s.clients = clients, clients
+	s.outbox = outbox.New(outbox.Options{Store: st, Clients: clients, Policy: cfg.Loop.OutboxPolicy,
+		Lease: cfg.Loop.OutboxLease, Poll: cfg.Loop.Poll, Now: now, Log: log})
+	s.dispatch = dispatch.New(dispatch.Options{Store: st, Clients: clients, DetailsURL: cfg.PublicURL, Details: details,
+		Now: now, Log: log, Written: s.outbox.Wake, JudgePolicy: cfg.Loop.JudgePolicy, JudgePoll: cfg.Loop.Poll})
+	s.bisects = newBisects(s, clients)
 	arts, err := openArtifacts(cfg, log)
 	if err != nil {
 		return nil, err
 	}
 	s.arts = arts
 	apiArts, webArts := artifactParts(arts)
-	if s.web, s.drift, err = s.dashboardParts(cfg, a.ClientCreator(), webArts); err != nil {
+	if s.web, s.drift, err = s.dashboardParts(cfg, clients, webArts); err != nil {
 		return nil, err
 	}
-	s.outbox = outbox.New(outbox.Options{Store: st, Clients: a.ClientCreator(), Policy: cfg.Loop.OutboxPolicy,
-		Lease: cfg.Loop.OutboxLease, Poll: cfg.Loop.Poll, Now: now, Log: log})
-	s.dispatch = dispatch.New(dispatch.Options{Store: st, Clients: a.ClientCreator(), DetailsURL: cfg.PublicURL, Details: details,
-		Now: now, Log: log, Written: s.outbox.Wake, JudgePolicy: cfg.Loop.JudgePolicy, JudgePoll: cfg.Loop.Poll})
 	var artifactURL func(repo string, id int64, name string) string
 	if cfg.PublicURL != "" {
 		artifactURL = s.web.ArtifactURL
 	}
 	s.dispatch.EnableFindings(dispatch.FindingsOptions{Traces: traceFiles{arts}, ArtifactURL: artifactURL})
-	fwd.s = s.dispatch
-	s.bisects.wire(s, a.ClientCreator())
+	a, err := app.New(appCfg, app.Deps{Dispatcher: s.dispatch, Inbox: storeInbox{st}, Outbox: s.dispatch, Config: app.ContentsConfigLoader{},
+		Appeals: s.dispatch, Releases: s.dispatch, Approvals: s.dispatch, Acks: s.dispatch, Findings: s.dispatch, Bisects: s.bisects.asker,
+		Accepted: func() { s.inbox.Wake() }}) // the inbox, built next, runs the app's handlers
+	if err != nil {
+		return nil, err
+	}
+	s.app = a
 	s.inbox = inbox.New(inbox.Options{Store: st, Handler: a, Policy: cfg.Loop.InboxPolicy, Lease: cfg.Loop.InboxLease,
 		Poll: cfg.Loop.Poll, Now: now, Log: log})
 
 	mux := http.NewServeMux()
 	mux.Handle(app.WebhookPath, cfg.Metrics.Webhook(newWebhookIntake(a.Handler(), cfg.HTTP.WebhookInFlightBytes)))
-	agentAPI := agentapi.NewServer(st, agentapi.Options{
+	agentAPI := agentserver.NewServer(st, agentserver.Options{
 		RegistrationToken: cfg.AgentRegistrationToken, Lease: cfg.Lease, LongPoll: cfg.LongPoll,
 		OnJobDone: s.dispatch.JobDone, Log: log, Now: now,
-		Source:        source.NewGitHub(a.ClientCreator()),
+		Source:        source.NewGitHub(clients),
 		ArtifactFiles: apiArts, ArtifactRows: st,
 	})
 	mux.Handle("/api/v1/", agentBodyLimits(agentAPI))
@@ -311,9 +321,12 @@ func (c Config) InstanceName() string {
 	return h
 }
 
-// RunBackground runs the workers and timers until ctx ends: the inbox, the
-// outbox, the judge, the reaper, the escalation and start-sync timers, the
-// reconciler and the nightly schedule.
+// RunBackground starts the workers and timers, which run until ctx ends:
+// the inbox, the outbox, the judge, the reaper, the escalation and
+// start-sync timers, the reconciler, the bisects' resumer, the artifact
+// sweep and the nightly and change-point schedules. They run under one
+// errgroup; Wait returns once every one of them has returned, so a caller
+// closes the store only after Wait (Launch does).
 func (s *Server) RunBackground(ctx context.Context) error {
 	// Work this instance held when it died is taken up now, not when its
 	// leases lapse minutes later.
@@ -328,34 +341,49 @@ func (s *Server) RunBackground(ctx context.Context) error {
 	if err := s.metrics.Resync(ctx, s.st); err != nil {
 		s.log.Warn().Err(err).Msg("seed queue metrics")
 	}
-	go s.metrics.RunResync(ctx, s.st, metricsResync, s.log)
-	go s.inbox.Run(ctx)
-	go s.outbox.Run(ctx)
-	go s.dispatch.RunJudge(ctx)
-	go agentapi.RunReaper(ctx, s.st, s.cfg.Lease/4, s.dispatch.JobDone, s.log)
-	go agentapi.RunAgentExpiry(ctx, s.st, time.Hour, time.Now, s.log)
-	go s.dispatch.RunEscalations(ctx, s.cfg.EscalateEvery)
-	go s.dispatch.RunStartSync(ctx, s.cfg.Loop.StartSyncEvery)
-	go s.dispatch.RunQueueNotes(ctx, s.cfg.Loop.QueueNoteEvery)
-	go s.dispatch.RunReconcile(ctx, s.cfg.Loop.ReconcileEvery)
-	go s.runArtifactSweep(ctx, s.cfg.Loop.ArtifactSweepEvery)
-	go s.bisects.resume(ctx, s.cfg.Loop.BisectResumeEvery, s.log)
+	// The schedules are set up first: a bad cron expression starts nothing.
+	var stops []func()
 	if s.cfg.NightlyCron != "" {
-		stop, err := s.dispatch.ScheduleNightly(ctx, s.cfg.NightlyCron, s.cfg.NightlyRepos, s.app.ClientCreator())
+		stop, err := s.dispatch.ScheduleNightly(ctx, s.cfg.NightlyCron, s.cfg.NightlyRepos, s.clients)
 		if err != nil {
 			return err
 		}
-		go func() { <-ctx.Done(); stop() }()
+		stops = append(stops, stop)
 	}
 	if !s.cfg.ChangePoints.Disabled {
 		stop, err := s.drift.Schedule(ctx)
 		if err != nil {
+			for _, stop := range stops {
+				stop()
+			}
 			return err
 		}
-		go func() { <-ctx.Done(); stop() }()
+		stops = append(stops, stop)
+	}
+	g := &s.workers
+	worker := func(run func(context.Context)) { g.Go(func() error { run(ctx); return nil }) }
+	worker(func(ctx context.Context) { s.metrics.RunResync(ctx, s.st, metricsResync, s.log) })
+	worker(s.inbox.Run)
+	worker(s.outbox.Run)
+	worker(s.dispatch.RunJudge)
+	worker(func(ctx context.Context) { agentserver.RunReaper(ctx, s.st, s.cfg.Lease/4, s.dispatch.JobDone, s.log) })
+	worker(func(ctx context.Context) { agentserver.RunAgentExpiry(ctx, s.st, time.Hour, time.Now, s.log) })
+	worker(func(ctx context.Context) { s.dispatch.RunEscalations(ctx, s.cfg.EscalateEvery) })
+	worker(func(ctx context.Context) { s.dispatch.RunStartSync(ctx, s.cfg.Loop.StartSyncEvery) })
+	worker(func(ctx context.Context) { s.dispatch.RunQueueNotes(ctx, s.cfg.Loop.QueueNoteEvery) })
+	worker(func(ctx context.Context) { s.dispatch.RunReconcile(ctx, s.cfg.Loop.ReconcileEvery) })
+	worker(func(ctx context.Context) { s.runArtifactSweep(ctx, s.cfg.Loop.ArtifactSweepEvery) })
+	worker(func(ctx context.Context) { s.bisects.resume(ctx, s.cfg.Loop.BisectResumeEvery, s.log) })
+	for _, stop := range stops {
+		// A schedule's stop waits for the run in progress.
+		worker(func(ctx context.Context) { <-ctx.Done(); stop() })
 	}
 	return nil
 }
+
+// Wait blocks until every worker RunBackground started has returned (they
+// return once its ctx ends). Close the store only after it.
+func (s *Server) Wait() error { return s.workers.Wait() }
 
 // metricsResync is how often the queue gauges are re-read from the
 // database.
@@ -367,41 +395,4 @@ type storeInbox struct{ st store.Store }
 func (i storeInbox) Accept(ctx context.Context, id, event string, payload []byte) (bool, error) {
 	a, err := i.st.AcceptDelivery(ctx, id, event, payload, inbox.Order(event, payload))
 	return a == store.AcceptedDuplicate, err
-}
-
-// forward lets the app be built before the dispatcher it calls.
-type forward struct{ s *dispatch.Service }
-
-func (f *forward) RequestRun(ctx context.Context, r app.RunRequest) error {
-	return f.s.RequestRun(ctx, r)
-}
-func (f *forward) Conclude(ctx context.Context, c app.ConcludeRequest) error {
-	return f.s.Conclude(ctx, c)
-}
-func (f *forward) Supersede(ctx context.Context, repo string, pr int, sha string) error {
-	return f.s.Supersede(ctx, repo, pr, sha)
-}
-func (f *forward) Close(ctx context.Context, repo string, pr int, by string) error {
-	return f.s.Close(ctx, repo, pr, by)
-}
-func (f *forward) Comment(ctx context.Context, c app.Comment) error  { return f.s.Comment(ctx, c) }
-func (f *forward) React(ctx context.Context, r app.Reaction) error   { return f.s.React(ctx, r) }
-func (f *forward) Open(ctx context.Context, a app.Appeal) error      { return f.s.Open(ctx, a) }
-func (f *forward) Decide(ctx context.Context, d app.Decision) error  { return f.s.Decide(ctx, d) }
-func (f *forward) Approve(ctx context.Context, a app.Approval) error { return f.s.Approve(ctx, a) }
-func (f *forward) Approved(ctx context.Context, repo, sha string) (bool, error) {
-	return f.s.Approved(ctx, repo, sha)
-}
-func (f *forward) Heads(ctx context.Context, repo string, pr int) ([]app.SeenHead, error) {
-	return f.s.Heads(ctx, repo, pr)
-}
-func (f *forward) Ack(ctx context.Context, a app.Ack) ([]app.Tier, error) { return f.s.Ack(ctx, a) }
-func (f *forward) Profile(ctx context.Context, r app.ProfileRequest) (app.ProfileQueued, error) {
-	return f.s.Profile(ctx, r)
-}
-func (f *forward) RootCause(ctx context.Context, r app.RootCauseRequest) (app.RootCauseRecorded, error) {
-	return f.s.RootCause(ctx, r)
-}
-func (f *forward) ReleasePublished(ctx context.Context, r app.Release) error {
-	return f.s.ReleasePublished(ctx, r)
 }

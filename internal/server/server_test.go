@@ -13,12 +13,12 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/perfgate/perfgate/internal/githubtest"
+	"github.com/perfgate/perfgate/internal/githubtest/ghtest"
 	"github.com/perfgate/perfgate/internal/store"
 )
 
 func TestNewRefusesUnsafeConfig(t *testing.T) {
-	gh := githubtest.New(t)
+	gh := ghtest.New(t)
 	st, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "db"))
 	if err != nil {
 		t.Fatal(err)
@@ -50,7 +50,7 @@ func TestNewRefusesUnsafeConfig(t *testing.T) {
 
 // One handler serves the webhook, the agent API, health and metrics.
 func TestEndpoints(t *testing.T) {
-	gh := githubtest.New(t)
+	gh := ghtest.New(t)
 	st, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "db"))
 	if err != nil {
 		t.Fatal(err)
@@ -123,7 +123,7 @@ func TestLoadConfigEnvOverridesFile(t *testing.T) {
 
 // Every timeout a slow client could exploit is set.
 func TestHTTPServerTimeouts(t *testing.T) {
-	gh := githubtest.New(t)
+	gh := ghtest.New(t)
 	st, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "db"))
 	if err != nil {
 		t.Fatal(err)
@@ -146,7 +146,7 @@ func TestHTTPServerTimeouts(t *testing.T) {
 // declared over its limit before reading a byte (no authentication needed
 // to be refused, none granted by sending).
 func TestAgentResultsLimit(t *testing.T) {
-	gh := githubtest.New(t)
+	gh := ghtest.New(t)
 	st, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "db"))
 	if err != nil {
 		t.Fatal(err)

@@ -16,6 +16,7 @@ import (
 
 	perfgate "github.com/perfgate/perfgate"
 	"github.com/perfgate/perfgate/internal/githubtest"
+	"github.com/perfgate/perfgate/internal/githubtest/ghtest"
 	"github.com/perfgate/perfgate/internal/setup"
 	"github.com/perfgate/perfgate/internal/setup/setuptest"
 )
@@ -39,7 +40,7 @@ func newHarnessAt(t *testing.T, prefix, dir string, edit func(*setup.Options)) *
 	if dir == "" {
 		dir = t.TempDir()
 	}
-	h := &harness{gh: githubtest.New(t), dir: dir}
+	h := &harness{gh: ghtest.New(t), dir: dir}
 	m, err := setup.ParseManifest(perfgate.AppManifest)
 	if err != nil {
 		t.Fatal(err)

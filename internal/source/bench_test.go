@@ -21,6 +21,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/perfgate/perfgate/internal/agentapi"
+	"github.com/perfgate/perfgate/internal/agentserver"
 	"github.com/perfgate/perfgate/internal/config"
 	"github.com/perfgate/perfgate/internal/source"
 	"github.com/perfgate/perfgate/internal/store"
@@ -57,7 +58,7 @@ func BenchmarkSourceFetch200MB(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer st.Close()
-	ts := httptest.NewServer(agentapi.NewServer(st, agentapi.Options{RegistrationToken: "reg", Lease: time.Hour, Source: fileSource{tgzPath}}))
+	ts := httptest.NewServer(agentserver.NewServer(st, agentserver.Options{RegistrationToken: "reg", Lease: time.Hour, Source: fileSource{tgzPath}}))
 	defer ts.Close()
 	client, err := agentapi.NewClient(agentapi.ClientConfig{Server: ts.URL, RegistrationToken: "reg", Name: "bench", Labels: []string{"gpu"}})
 	if err != nil {

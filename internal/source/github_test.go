@@ -10,6 +10,7 @@ import (
 	"github.com/palantir/go-githubapp/githubapp"
 
 	"github.com/perfgate/perfgate/internal/githubtest"
+	"github.com/perfgate/perfgate/internal/githubtest/ghtest"
 	"github.com/perfgate/perfgate/internal/source"
 )
 
@@ -20,7 +21,7 @@ func TestGitHubTarball(t *testing.T) {
 	r := newGitRepo(t)
 	r.write("inference_engine/sim.yaml", "slowdown: 1.2\n", 0o644)
 	sha := r.commit("one")
-	gh := githubtest.New(t)
+	gh := ghtest.New(t)
 	gh.SetGitRepo("o/r", r.dir)
 	cc, err := githubapp.NewDefaultCachingClientCreator(gh.AppConfig())
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/perfgate/perfgate/internal/fleet"
+	"github.com/perfgate/perfgate/internal/jobstate"
 )
 
 // The claim order of a shared fleet. Claims walk the jobs_claim index
@@ -197,7 +198,7 @@ type QueueEntry struct {
 	Repo, Tier, HeadSHA string
 	Labels              []string
 	GPUUUID             string
-	Status              Status
+	Status              jobstate.Status
 	Priority            int
 	AgentID             int64     // running jobs
 	StartedAt           time.Time // running jobs
@@ -230,7 +231,7 @@ func (s *sqlStore) ListQueue(ctx context.Context) ([]QueueEntry, error) {
 				rows.Close()
 				return nil, fmt.Errorf("list queue: job %d: %w", e.ID, err)
 			}
-			e.Status, e.AgentID, e.StartedAt = Status(status), agent.Int64, fromMicros(started)
+			e.Status, e.AgentID, e.StartedAt = jobstate.Status(status), agent.Int64, fromMicros(started)
 			out = append(out, e)
 		}
 		rows.Close()

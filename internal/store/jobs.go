@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/perfgate/perfgate/internal/fleet"
+	"github.com/perfgate/perfgate/internal/jobstate"
 )
 
 const jobCols = `id, tier, kind, repo, installation_id, pr_number, head_sha, base_sha, config,
@@ -40,7 +41,7 @@ func scanJobWith(sc scanner, extra ...any) (Job, error) {
 	if j.Labels, err = parseList(labels); err != nil {
 		return Job{}, fmt.Errorf("job %d: %w", j.ID, err)
 	}
-	j.Status = Status(status)
+	j.Status = jobstate.Status(status)
 	j.LeaseExpiresAt = fromMicros(leaseExp)
 	j.AgentID = agent.Int64
 	j.CreatedAt = fromMicros(created)
@@ -99,7 +100,7 @@ func (s *sqlStore) enqueueTx(ctx context.Context, tx txer, spec JobSpec, now int
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		RETURNING id`),
 		spec.Tier, spec.Kind, spec.Repo, spec.InstallationID, spec.PRNumber, spec.HeadSHA, spec.BaseSHA,
-		blob(spec.Config), jsonList(spec.Labels), spec.GPUUUID, spec.CheckRunID, string(StatusQueued),
+		blob(spec.Config), jsonList(spec.Labels), spec.GPUUUID, spec.CheckRunID, string(jobstate.Queued),
 		spec.MaxAttempts, now, pl.priority, pl.key, pl.tag, pl.cost, s.shares.Weight(pl.key), pl.seq, fleet.Pool(spec.Labels, spec.GPUUUID)).Scan(&id)
 	if err != nil {
 		return Job{}, fmt.Errorf("enqueue %s %s@%s: %w", spec.Tier, spec.Repo, spec.HeadSHA, err)
@@ -226,9 +227,9 @@ func (s *sqlStore) Heartbeat(ctx context.Context, jobID int64, leaseID string, e
 
 // Finish ends the job under its lease. Repeating the same Finish (a retry
 // after a lost response) returns the finished job instead of an error.
-func (s *sqlStore) Finish(ctx context.Context, jobID int64, leaseID string, status Status, reason string) (Job, error) {
+func (s *sqlStore) Finish(ctx context.Context, jobID int64, leaseID string, status jobstate.Status, reason string) (Job, error) {
 	switch status {
-	case StatusSucceeded, StatusFailed, StatusCancelled:
+	case jobstate.Succeeded, jobstate.Failed, jobstate.Cancelled:
 	default:
 		return Job{}, fmt.Errorf("finish job %d: status %q is not final", jobID, status)
 	}
@@ -310,20 +311,20 @@ func (s *sqlStore) ReapExpired(ctx context.Context) ([]Job, error) {
 		}
 		for _, j := range expired {
 			var (
-				status Status
+				status jobstate.Status
 				reason string
 				action string
 			)
 			switch {
 			case j.CancelRequested:
-				status, reason, action = StatusCancelled, "cancelled; agent lost before it stopped", "job.cancelled"
+				status, reason, action = jobstate.Cancelled, "cancelled; agent lost before it stopped", "job.cancelled"
 			case j.Attempts >= j.MaxAttempts:
-				status, reason, action = StatusFailed, fmt.Sprintf("agent lost: lease expired %d times", j.Attempts), "job.failed"
+				status, reason, action = jobstate.Failed, fmt.Sprintf("agent lost: lease expired %d times", j.Attempts), "job.failed"
 			default:
-				status, reason, action = StatusQueued, "", "job.requeued"
+				status, reason, action = jobstate.Queued, "", "job.requeued"
 			}
 			var finished any
-			if status != StatusQueued {
+			if status != jobstate.Queued {
 				finished = now
 			} else {
 				requeued = true

@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+
+	"github.com/perfgate/perfgate/internal/jobstate"
 )
 
 const resultCols = `id, job_id, attempt, idempotency_key, run_index, kind, side, pair, gpu_uuid, summary, environment, samples, created_at`
@@ -20,7 +22,7 @@ func scanResult(sc scanner) (Result, error) {
 		&summary, &env, &r.Samples, &created); err != nil {
 		return Result{}, err
 	}
-	r.Kind = ResultKind(kind)
+	r.Kind = jobstate.ResultKind(kind)
 	r.Summary = parseDoc(summary)
 	r.Environment = parseDoc(env)
 	r.CreatedAt = fromMicros(created)

@@ -30,6 +30,7 @@ import (
 	"time"
 
 	"github.com/perfgate/perfgate/internal/fleet"
+	"github.com/perfgate/perfgate/internal/jobstate"
 )
 
 // Store is the whole database. Consumers declare their own smaller
@@ -49,7 +50,7 @@ type Store interface {
 	Enqueue(ctx context.Context, spec JobSpec) (Job, error)
 	Claim(ctx context.Context, req ClaimRequest) (Job, error)
 	Heartbeat(ctx context.Context, jobID int64, leaseID string, extend time.Duration) (cancelRequested bool, err error)
-	Finish(ctx context.Context, jobID int64, leaseID string, status Status, reason string) (Job, error)
+	Finish(ctx context.Context, jobID int64, leaseID string, status jobstate.Status, reason string) (Job, error)
 	ReapExpired(ctx context.Context) ([]Job, error)
 	CancelSuperseded(ctx context.Context, repo string, pr int, newHeadSHA string) (Superseded, error)
 	CancelPRJobs(ctx context.Context, repo string, pr int, reason string) (Superseded, error)
@@ -277,19 +278,6 @@ type Agent struct {
 	DrainedAt time.Time
 }
 
-// Status is a job's state.
-type Status string
-
-// Job states. queued → running → succeeded|failed|cancelled; a reaped lease
-// sends running back to queued.
-const (
-	StatusQueued    Status = "queued"
-	StatusRunning   Status = "running"
-	StatusSucceeded Status = "succeeded"
-	StatusFailed    Status = "failed"
-	StatusCancelled Status = "cancelled"
-)
-
 // DefaultMaxAttempts is used when a JobSpec leaves MaxAttempts at zero.
 const DefaultMaxAttempts = 3
 
@@ -313,7 +301,7 @@ type JobSpec struct {
 type Job struct {
 	ID int64
 	JobSpec
-	Status Status
+	Status jobstate.Status
 	// Attempts counts claims: 1 while the first attempt runs. Logs and
 	// results are kept per attempt.
 	Attempts        int
@@ -366,7 +354,7 @@ type JobFilter struct {
 	PRNumber int
 	HeadSHA  string
 	Tier     string
-	Status   Status
+	Status   jobstate.Status
 	Limit    int  // 0 → no limit
 	Newest   bool // by id, newest first (with Limit: the latest Limit jobs)
 	// ClaimOrder lists in the order claims take jobs (priority class,
@@ -381,22 +369,13 @@ type Superseded struct {
 	Signalled []Job
 }
 
-// ResultKind tells warm-up from measured runs.
-type ResultKind string
-
-// Result kinds.
-const (
-	KindWarmup   ResultKind = "warmup"
-	KindMeasured ResultKind = "measured"
-)
-
 // ResultUpload is one run's result as the agent uploads it.
 type ResultUpload struct {
 	JobID          int64
 	LeaseID        string
 	IdempotencyKey string // a retry with the same key stores once
 	RunIndex       int
-	Kind           ResultKind
+	Kind           jobstate.ResultKind
 	// Side is the commit an interleaved job's run measured, "base" or
 	// "head"; "" in a job that measures one commit. Pair is the index of
 	// the base/head pair the run belongs to.
@@ -416,7 +395,7 @@ type Result struct {
 	Attempt        int
 	IdempotencyKey string
 	RunIndex       int
-	Kind           ResultKind
+	Kind           jobstate.ResultKind
 	Side           string // "base", "head" or "" (see ResultUpload)
 	Pair           int
 	GPUUUID        string

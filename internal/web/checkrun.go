@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/perfgate/perfgate/internal/gate"
+	"github.com/perfgate/perfgate/internal/jobstate"
 	"github.com/perfgate/perfgate/internal/result"
 	"github.com/perfgate/perfgate/internal/store"
 )
@@ -202,7 +203,7 @@ func (h *Handler) measuredRuns(ctx context.Context, job store.Job) ([]*result.Re
 	}
 	var out []*result.Result
 	for _, r := range res {
-		if r.Kind != store.KindMeasured {
+		if r.Kind != jobstate.KindMeasured {
 			continue
 		}
 		rr, err := result.Parse(r.Samples)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/perfgate/perfgate/internal/drift"
 	"github.com/perfgate/perfgate/internal/githubtest"
+	"github.com/perfgate/perfgate/internal/githubtest/ghtest"
 	"github.com/perfgate/perfgate/internal/history"
 	"github.com/perfgate/perfgate/internal/store"
 	"github.com/perfgate/perfgate/internal/web"
@@ -65,7 +66,7 @@ func newFixture(t testing.TB) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.gh = githubtest.New(t)
+	f.gh = ghtest.New(t)
 	cc, err := githubapp.NewDefaultCachingClientCreator(f.gh.AppConfig())
 	if err != nil {
 		t.Fatal(err)

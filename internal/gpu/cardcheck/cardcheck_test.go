@@ -23,7 +23,9 @@ import (
 
 	"github.com/perfgate/perfgate/internal/agent"
 	"github.com/perfgate/perfgate/internal/agentapi"
+	"github.com/perfgate/perfgate/internal/agentserver"
 	"github.com/perfgate/perfgate/internal/gpu"
+	"github.com/perfgate/perfgate/internal/jobstate"
 	"github.com/perfgate/perfgate/internal/result"
 	"github.com/perfgate/perfgate/internal/store"
 )
@@ -55,10 +57,10 @@ func TestAgentOnRealCard(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	srv := httptest.NewServer(agentapi.NewServer(st, agentapi.Options{RegistrationToken: regToken,
+	srv := httptest.NewServer(agentserver.NewServer(st, agentserver.Options{RegistrationToken: regToken,
 		Lease: 30 * time.Second, LongPoll: 2 * time.Second}))
 	defer srv.Close()
-	go agentapi.RunReaper(ctx, st, time.Second, nil, zerolog.Nop())
+	go agentserver.RunReaper(ctx, st, time.Second, nil, zerolog.Nop())
 
 	c, err := agentapi.NewClient(agentapi.ClientConfig{Server: srv.URL, RegistrationToken: regToken,
 		Name: "card-check", Labels: []string{"gpu"}, GPUUUIDs: []string{card.UUID}})
@@ -96,10 +98,10 @@ func TestAgentOnRealCard(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if j.Status == store.StatusSucceeded {
+		if j.Status == jobstate.Succeeded {
 			break
 		}
-		if j.Status == store.StatusFailed || j.Status == store.StatusCancelled {
+		if j.Status == jobstate.Failed || j.Status == jobstate.Cancelled {
 			t.Fatalf("job %s: %s", j.Status, j.FailureReason)
 		}
 		select {
@@ -115,7 +117,7 @@ func TestAgentOnRealCard(t *testing.T) {
 	report := map[string]any{"card": card}
 	var runs []any
 	for _, r := range rows {
-		if r.Kind != store.KindMeasured {
+		if r.Kind != jobstate.KindMeasured {
 			continue
 		}
 		res, err := result.Parse(r.Samples)

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/perfgate/perfgate/internal/jobstate"
 	"github.com/perfgate/perfgate/internal/store"
 )
 
@@ -48,7 +49,7 @@ func testArtifacts(t *testing.T, newDSN func(t testing.TB) string) {
 	if _, err := e.st.PutArtifact(e.ctx, stale); !errors.Is(err, store.ErrLeaseLost) {
 		t.Errorf("stale lease: %v, want ErrLeaseLost", err)
 	}
-	if _, err := e.st.Finish(e.ctx, j.ID, j.LeaseID, store.StatusSucceeded, ""); err != nil {
+	if _, err := e.st.Finish(e.ctx, j.ID, j.LeaseID, jobstate.Succeeded, ""); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := e.st.PutArtifact(e.ctx, up); !errors.Is(err, store.ErrLeaseLost) {

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/perfgate/perfgate/internal/jobstate"
 	"github.com/perfgate/perfgate/internal/store"
 )
 
@@ -56,7 +57,7 @@ func BenchQueue(b *testing.B, dsn string, claimers, jobs int) {
 						return
 					}
 					local = append(local, time.Since(t0))
-					if _, err := st.Finish(ctx, j.ID, j.LeaseID, store.StatusSucceeded, ""); err != nil {
+					if _, err := st.Finish(ctx, j.ID, j.LeaseID, jobstate.Succeeded, ""); err != nil {
 						fails <- fmt.Errorf("finish %d: %w", j.ID, err)
 						return
 					}

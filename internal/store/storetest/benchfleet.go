@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/perfgate/perfgate/internal/fleet"
+	"github.com/perfgate/perfgate/internal/jobstate"
 	"github.com/perfgate/perfgate/internal/store"
 )
 
@@ -130,7 +131,7 @@ func BenchFleet(b *testing.B, dsn string, jobs, repos, agents, replicas int) {
 						firstSeen[j.Repo] = claimed
 					}
 					mu.Unlock()
-					if _, err := r.st.Finish(ctx, j.ID, j.LeaseID, store.StatusSucceeded, ""); err != nil {
+					if _, err := r.st.Finish(ctx, j.ID, j.LeaseID, jobstate.Succeeded, ""); err != nil {
 						fails <- fmt.Errorf("finish %d: %w", j.ID, err)
 						return
 					}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/perfgate/perfgate/internal/fleet"
+	"github.com/perfgate/perfgate/internal/jobstate"
 	"github.com/perfgate/perfgate/internal/store"
 )
 
@@ -36,7 +37,7 @@ func (e *env) runOne(t *testing.T, st store.Store, agentID int64, took time.Dura
 		t.Fatalf("claim: %v", err)
 	}
 	e.clock.Advance(took)
-	if _, err := st.Finish(e.ctx, j.ID, j.LeaseID, store.StatusSucceeded, ""); err != nil {
+	if _, err := st.Finish(e.ctx, j.ID, j.LeaseID, jobstate.Succeeded, ""); err != nil {
 		t.Fatalf("finish %d: %v", j.ID, err)
 	}
 	return j, true
@@ -56,7 +57,7 @@ func testFleetPriorities(t *testing.T, newDSN func(t testing.TB) string) {
 	if merge.Priority != fleet.PriorityMerge || nightly.Priority != fleet.PriorityNightly || bisect.Priority != fleet.PriorityBatch {
 		t.Errorf("priorities: merge %d nightly %d bisect %d", merge.Priority, nightly.Priority, bisect.Priority)
 	}
-	queue, err := e.st.ListJobs(e.ctx, store.JobFilter{Status: store.StatusQueued, ClaimOrder: true})
+	queue, err := e.st.ListJobs(e.ctx, store.JobFilter{Status: jobstate.Queued, ClaimOrder: true})
 	if err != nil || len(queue) != 23 || queue[0].ID != merge.ID {
 		t.Fatalf("claim order listing starts with %v (%d jobs), %v; want the merge job %d", queue[0].ID, len(queue), err, merge.ID)
 	}
@@ -181,7 +182,7 @@ func testFleetFairShare(t *testing.T, newDSN func(t testing.TB) string) {
 			}
 			burst(e, st, j.Repo, 1) // keep its line full
 			e.clock.Advance(took[j.Repo])
-			if _, err := st.Finish(e.ctx, j.ID, j.LeaseID, store.StatusSucceeded, ""); err != nil {
+			if _, err := st.Finish(e.ctx, j.ID, j.LeaseID, jobstate.Succeeded, ""); err != nil {
 				t.Fatal(err)
 			}
 			gpu[j.Repo] += took[j.Repo]
@@ -284,7 +285,7 @@ func testFleetDrain(t *testing.T, newDSN func(t testing.TB) string) {
 	if _, err := e.st.Heartbeat(e.ctx, running.ID, running.LeaseID, time.Minute); err != nil {
 		t.Errorf("heartbeat of the drained runner's job: %v", err)
 	}
-	if _, err := e.st.Finish(e.ctx, running.ID, running.LeaseID, store.StatusSucceeded, ""); err != nil {
+	if _, err := e.st.Finish(e.ctx, running.ID, running.LeaseID, jobstate.Succeeded, ""); err != nil {
 		t.Errorf("finish of the drained runner's job: %v", err)
 	}
 	e.clock.Advance(time.Minute)
@@ -346,7 +347,7 @@ func testFleetPinned(t *testing.T, newDSN func(t testing.TB) string) {
 			for _, st := range []store.Store{e.st, other} {
 				if j, err := claim(st, c); err == nil {
 					check(c, j)
-					_, _ = st.Finish(e.ctx, j.ID, j.LeaseID, store.StatusSucceeded, "")
+					_, _ = st.Finish(e.ctx, j.ID, j.LeaseID, jobstate.Succeeded, "")
 				}
 			}
 		}
@@ -419,18 +420,18 @@ func testFleetUsage(t *testing.T, newDSN func(t testing.TB) string) {
 	}
 	j = e.claim(t, []string{"gpu"}, nil, time.Hour)
 	e.clock.Advance(28 * time.Minute)
-	if _, err := e.st.Finish(e.ctx, j.ID, j.LeaseID, store.StatusSucceeded, ""); err != nil {
+	if _, err := e.st.Finish(e.ctx, j.ID, j.LeaseID, jobstate.Succeeded, ""); err != nil {
 		t.Fatal(err)
 	}
 	// A retried finish records nothing twice.
-	if _, err := e.st.Finish(e.ctx, j.ID, j.LeaseID, store.StatusSucceeded, ""); err != nil {
+	if _, err := e.st.Finish(e.ctx, j.ID, j.LeaseID, jobstate.Succeeded, ""); err != nil {
 		t.Fatal(err)
 	}
 	m := e.enqueue(t, store.JobSpec{Tier: "merge", Repo: "acme/other"})
 	e.clock.Advance(48 * time.Hour) // Monday: W10
 	mj := e.claim(t, nil, nil, 2*time.Hour)
 	e.clock.Advance(90 * time.Minute)
-	if _, err := e.st.Finish(e.ctx, mj.ID, mj.LeaseID, store.StatusFailed, "engine crashed"); err != nil {
+	if _, err := e.st.Finish(e.ctx, mj.ID, mj.LeaseID, jobstate.Failed, "engine crashed"); err != nil {
 		t.Fatal(err)
 	}
 	attempts, err := e.st.ListAttempts(e.ctx, store.AttemptFilter{})

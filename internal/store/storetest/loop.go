@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/perfgate/perfgate/internal/jobstate"
 	"github.com/perfgate/perfgate/internal/store"
 )
 
@@ -343,7 +344,7 @@ func testApplyCheck(t *testing.T, newDSN func(t testing.TB) string) {
 		CancelJobs: cr.JobIDs, CancelReason: "PR closed"}); err != nil || !ok {
 		t.Fatalf("cancel = %v, %v", ok, err)
 	}
-	if j, _ := e.st.GetJob(e.ctx, cr.JobIDs[0]); j.Status != store.StatusCancelled || j.FailureReason != "PR closed" {
+	if j, _ := e.st.GetJob(e.ctx, cr.JobIDs[0]); j.Status != jobstate.Cancelled || j.FailureReason != "PR closed" {
 		t.Errorf("job after the cancel: %s %q", j.Status, j.FailureReason)
 	}
 }
@@ -426,7 +427,7 @@ func testJudge(t *testing.T, newDSN func(t testing.TB) string) {
 	b := e.enqueue(t, store.JobSpec{})
 	c := e.enqueue(t, store.JobSpec{})
 	ja := e.claim(t, nil, nil, time.Minute)
-	if _, err := e.st.Finish(e.ctx, ja.ID, ja.LeaseID, store.StatusSucceeded, ""); err != nil {
+	if _, err := e.st.Finish(e.ctx, ja.ID, ja.LeaseID, jobstate.Succeeded, ""); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := e.st.CancelJob(e.ctx, c.ID, "superseded"); err != nil {
@@ -474,7 +475,7 @@ func testCancelPRJobs(t *testing.T, newDSN func(t testing.TB) string) {
 	if len(sup.Cancelled) != 1 || sup.Cancelled[0].ID != queued.ID || len(sup.Signalled) != 1 || sup.Signalled[0].ID != running.ID {
 		t.Errorf("cancelled %v, signalled %v", sup.Cancelled, sup.Signalled)
 	}
-	if j, _ := e.st.GetJob(e.ctx, otherPR.ID); j.Status != store.StatusQueued {
+	if j, _ := e.st.GetJob(e.ctx, otherPR.ID); j.Status != jobstate.Queued {
 		t.Errorf("another PR's job: %s", j.Status)
 	}
 	if j, _ := e.st.GetJob(e.ctx, queued.ID); j.FailureReason != "PR closed" {

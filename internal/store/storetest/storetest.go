@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/perfgate/perfgate/internal/jobstate"
 	"github.com/perfgate/perfgate/internal/store"
 )
 
@@ -279,7 +280,7 @@ func testClaimOrder(t *testing.T, newDSN func(t testing.TB) string) {
 		Config: []byte{0, 1, 2, 0xff}, Labels: []string{"gpu"}, CheckRunID: 99,
 	}
 	first := e.enqueue(t, spec)
-	if first.Status != store.StatusQueued || first.MaxAttempts != store.DefaultMaxAttempts || first.Attempts != 0 {
+	if first.Status != jobstate.Queued || first.MaxAttempts != store.DefaultMaxAttempts || first.Attempts != 0 {
 		t.Errorf("enqueued = %+v", first)
 	}
 	if !first.CreatedAt.Equal(e.clock.Now()) {
@@ -290,7 +291,7 @@ func testClaimOrder(t *testing.T, newDSN func(t testing.TB) string) {
 	if got.ID != first.ID {
 		t.Fatalf("first claim got job %d, want oldest %d", got.ID, first.ID)
 	}
-	if got.Status != store.StatusRunning || got.Attempts != 1 || got.LeaseID == "" ||
+	if got.Status != jobstate.Running || got.Attempts != 1 || got.LeaseID == "" ||
 		!got.LeaseExpiresAt.Equal(e.clock.Now().Add(time.Minute)) || !got.StartedAt.Equal(e.clock.Now()) {
 		t.Errorf("claimed = %+v", got)
 	}
@@ -317,13 +318,13 @@ func testClaimOrder(t *testing.T, newDSN func(t testing.TB) string) {
 	if err != nil || len(jobs) != 1 || jobs[0].ID != first.ID {
 		t.Errorf("list PR 7 = %v, %v", jobs, err)
 	}
-	running, err := e.st.ListJobs(e.ctx, store.JobFilter{Status: store.StatusRunning})
+	running, err := e.st.ListJobs(e.ctx, store.JobFilter{Status: jobstate.Running})
 	if err != nil || len(running) != 2 {
 		t.Errorf("list running = %d jobs, %v; want 2", len(running), err)
 	}
 	e.enqueue(t, store.JobSpec{Tier: "merge", Repo: "acme/llm"})
 	latest, err := e.st.ListJobs(e.ctx, store.JobFilter{Repo: "acme/llm", Tier: "merge", Newest: true, Limit: 1})
-	if err != nil || len(latest) != 1 || latest[0].ID <= first.ID || latest[0].Status != store.StatusQueued {
+	if err != nil || len(latest) != 1 || latest[0].ID <= first.ID || latest[0].Status != jobstate.Queued {
 		t.Errorf("latest merge job of acme/llm = %v, %v; want the one just queued", latest, err)
 	}
 	if nightly, err := e.st.ListJobs(e.ctx, store.JobFilter{Tier: "nightly"}); err != nil || len(nightly) != 0 {
@@ -419,7 +420,7 @@ func drain(t *testing.T, ctx context.Context, sts []store.Store, claimers, total
 				mu.Lock()
 				counts[j.ID]++
 				mu.Unlock()
-				if _, err := st.Finish(ctx, j.ID, j.LeaseID, store.StatusSucceeded, ""); err != nil {
+				if _, err := st.Finish(ctx, j.ID, j.LeaseID, jobstate.Succeeded, ""); err != nil {
 					errs <- fmt.Errorf("finish %d: %w", j.ID, err)
 					return
 				}
@@ -460,7 +461,7 @@ func testClaimConcurrent(t *testing.T, newDSN func(t testing.TB) string) {
 	e := newEnv(t, newDSN)
 	ids := enqueueMany(t, e, 200)
 	checkOnce(t, drain(t, e.ctx, []store.Store{e.st}, 20, len(ids)), ids)
-	left, err := e.st.ListJobs(e.ctx, store.JobFilter{Status: store.StatusSucceeded})
+	left, err := e.st.ListJobs(e.ctx, store.JobFilter{Status: jobstate.Succeeded})
 	if err != nil || len(left) != 200 {
 		t.Errorf("succeeded jobs = %d, %v; want 200", len(left), err)
 	}
@@ -516,12 +517,12 @@ func testLeaseExpiry(t *testing.T, newDSN func(t testing.TB) string) {
 		}
 		got := reaped[0]
 		if attempt < 3 {
-			if got.Status != store.StatusQueued || got.Attempts != attempt || got.LeaseID != "" || got.AgentID != 0 {
+			if got.Status != jobstate.Queued || got.Attempts != attempt || got.LeaseID != "" || got.AgentID != 0 {
 				t.Errorf("after attempt %d: %+v, want queued with attempts kept", attempt, got)
 			}
 			continue
 		}
-		if got.Status != store.StatusFailed || got.FailureReason != "agent lost: lease expired 3 times" ||
+		if got.Status != jobstate.Failed || got.FailureReason != "agent lost: lease expired 3 times" ||
 			!got.FinishedAt.Equal(e.clock.Now()) {
 			t.Errorf("after last attempt: status %s reason %q finished %v", got.Status, got.FailureReason, got.FinishedAt)
 		}
@@ -566,12 +567,12 @@ func testStaleLease(t *testing.T, newDSN func(t testing.TB) string) {
 	}{
 		{"heartbeat", func(l string) error { _, err := e.st.Heartbeat(e.ctx, cur.ID, l, time.Minute); return err }},
 		{"result", func(l string) error {
-			_, _, err := e.st.PutResult(e.ctx, store.ResultUpload{JobID: cur.ID, LeaseID: l, IdempotencyKey: "k-" + l, Kind: store.KindMeasured})
+			_, _, err := e.st.PutResult(e.ctx, store.ResultUpload{JobID: cur.ID, LeaseID: l, IdempotencyKey: "k-" + l, Kind: jobstate.KindMeasured})
 			return err
 		}},
 		{"log", func(l string) error { _, err := e.st.AppendLog(e.ctx, cur.ID, l, 0, nil); return err }},
 		// Finish last: it ends the current lease.
-		{"finish", func(l string) error { _, err := e.st.Finish(e.ctx, cur.ID, l, store.StatusSucceeded, ""); return err }},
+		{"finish", func(l string) error { _, err := e.st.Finish(e.ctx, cur.ID, l, jobstate.Succeeded, ""); return err }},
 	}
 	for _, op := range ops {
 		for _, stale := range []string{lost.LeaseID, "", "not-a-lease"} {
@@ -597,22 +598,22 @@ func testFinishRetry(t *testing.T, newDSN func(t testing.TB) string) {
 	e.enqueue(t, store.JobSpec{})
 	j := e.claim(t, nil, nil, time.Minute)
 	e.clock.Advance(time.Second)
-	done, err := e.st.Finish(e.ctx, j.ID, j.LeaseID, store.StatusFailed, "engine never became ready")
+	done, err := e.st.Finish(e.ctx, j.ID, j.LeaseID, jobstate.Failed, "engine never became ready")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if done.Status != store.StatusFailed || done.FailureReason != "engine never became ready" ||
+	if done.Status != jobstate.Failed || done.FailureReason != "engine never became ready" ||
 		!done.FinishedAt.Equal(e.clock.Now()) || !done.LeaseExpiresAt.IsZero() {
 		t.Errorf("finished = %+v", done)
 	}
-	again, err := e.st.Finish(e.ctx, j.ID, j.LeaseID, store.StatusFailed, "engine never became ready")
+	again, err := e.st.Finish(e.ctx, j.ID, j.LeaseID, jobstate.Failed, "engine never became ready")
 	if err != nil || again.ID != j.ID {
 		t.Errorf("retried finish = %v; want the finished job", err)
 	}
-	if _, err := e.st.Finish(e.ctx, j.ID, j.LeaseID, store.StatusSucceeded, ""); !errors.Is(err, store.ErrLeaseLost) {
+	if _, err := e.st.Finish(e.ctx, j.ID, j.LeaseID, jobstate.Succeeded, ""); !errors.Is(err, store.ErrLeaseLost) {
 		t.Errorf("contradicting finish: %v, want ErrLeaseLost", err)
 	}
-	if _, err := e.st.Finish(e.ctx, j.ID, j.LeaseID, store.StatusRunning, ""); err == nil {
+	if _, err := e.st.Finish(e.ctx, j.ID, j.LeaseID, jobstate.Running, ""); err == nil {
 		t.Error("finish with a non-final status accepted")
 	}
 	// A finished job is never reaped.
@@ -628,16 +629,16 @@ func testCountRuns(t *testing.T, newDSN func(t testing.TB) string) {
 	e := newEnv(t, newDSN)
 	e.enqueue(t, store.JobSpec{})
 	j := e.claim(t, nil, nil, time.Minute)
-	put := func(j store.Job, key string, run int, kind store.ResultKind) {
+	put := func(j store.Job, key string, run int, kind jobstate.ResultKind) {
 		t.Helper()
 		if _, _, err := e.st.PutResult(e.ctx, store.ResultUpload{JobID: j.ID, LeaseID: j.LeaseID, IdempotencyKey: key, RunIndex: run, Kind: kind,
 			Summary: json.RawMessage(`{}`), Environment: json.RawMessage(`{}`)}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	put(j, "w0", 0, store.KindWarmup)
-	put(j, "m0", 0, store.KindMeasured)
-	put(j, "m1", 1, store.KindMeasured)
+	put(j, "w0", 0, jobstate.KindWarmup)
+	put(j, "m0", 0, jobstate.KindMeasured)
+	put(j, "m1", 1, jobstate.KindMeasured)
 	if n, err := e.st.CountMeasuredRuns(e.ctx, j.ID); err != nil || n != 2 {
 		t.Errorf("measured runs = %d, %v; want 2", n, err)
 	}
@@ -657,7 +658,7 @@ func testResults(t *testing.T, newDSN func(t testing.TB) string) {
 	e.enqueue(t, store.JobSpec{})
 	j := e.claim(t, nil, nil, time.Minute)
 	up := store.ResultUpload{
-		JobID: j.ID, LeaseID: j.LeaseID, IdempotencyKey: "measured-0", RunIndex: 0, Kind: store.KindMeasured,
+		JobID: j.ID, LeaseID: j.LeaseID, IdempotencyKey: "measured-0", RunIndex: 0, Kind: jobstate.KindMeasured,
 		GPUUUID: "GPU-a", Summary: json.RawMessage(`{"output_throughput": 1234.5}`),
 		Environment: json.RawMessage(`{"gpu": {"uuid": "GPU-a", "driver": "550.54"}}`),
 		Samples:     []byte(`{"ttfts": [0.1, 0.2]}`),
@@ -682,11 +683,11 @@ func testResults(t *testing.T, newDSN func(t testing.TB) string) {
 	}
 	// An interleaved job's runs keep their side and pair.
 	paired := store.ResultUpload{JobID: j.ID, LeaseID: j.LeaseID, IdempotencyKey: "measured-7", RunIndex: 7,
-		Kind: store.KindMeasured, Side: "base", Pair: 3}
+		Kind: jobstate.KindMeasured, Side: "base", Pair: 3}
 	if r, created, err := e.st.PutResult(e.ctx, paired); err != nil || !created || r.Side != "base" || r.Pair != 3 {
 		t.Errorf("paired put = %+v created %v err %v, want side base pair 3", r, created, err)
 	}
-	for i, kind := range []store.ResultKind{store.KindMeasured, store.KindWarmup} {
+	for i, kind := range []jobstate.ResultKind{jobstate.KindMeasured, jobstate.KindWarmup} {
 		if _, _, err := e.st.PutResult(e.ctx, store.ResultUpload{JobID: j.ID, LeaseID: j.LeaseID,
 			IdempotencyKey: fmt.Sprintf("%s-%d", kind, i+1), RunIndex: i + 1, Kind: kind}); err != nil {
 			t.Fatal(err)
@@ -818,14 +819,14 @@ func testSupersede(t *testing.T, newDSN func(t testing.TB) string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(sup.Cancelled) != 1 || sup.Cancelled[0].ID != queued.ID || sup.Cancelled[0].Status != store.StatusCancelled {
+	if len(sup.Cancelled) != 1 || sup.Cancelled[0].ID != queued.ID || sup.Cancelled[0].Status != jobstate.Cancelled {
 		t.Errorf("cancelled = %+v, want job %d", sup.Cancelled, queued.ID)
 	}
 	if len(sup.Signalled) != 1 || sup.Signalled[0].ID != running.ID || !sup.Signalled[0].CancelRequested {
 		t.Errorf("signalled = %+v, want job %d", sup.Signalled, running.ID)
 	}
 	for _, id := range []int64{current.ID, otherPR.ID, otherRepo.ID} {
-		if j, _ := e.st.GetJob(e.ctx, id); j.Status != store.StatusQueued || j.CancelRequested {
+		if j, _ := e.st.GetJob(e.ctx, id); j.Status != jobstate.Queued || j.CancelRequested {
 			t.Errorf("job %d touched by supersede: %s", id, j.Status)
 		}
 	}
@@ -840,7 +841,7 @@ func testSupersede(t *testing.T, newDSN func(t testing.TB) string) {
 	// An agent that dies after being told to stop is not retried.
 	e.clock.Advance(2 * time.Minute)
 	reaped, err := e.st.ReapExpired(e.ctx)
-	if err != nil || len(reaped) != 1 || reaped[0].Status != store.StatusCancelled {
+	if err != nil || len(reaped) != 1 || reaped[0].Status != jobstate.Cancelled {
 		t.Errorf("reap signalled job = %+v, %v; want cancelled", reaped, err)
 	}
 	audit, _ := e.st.ListAudit(e.ctx, "acme/llm", 7)
@@ -854,13 +855,13 @@ func testCancelJob(t *testing.T, newDSN func(t testing.TB) string) {
 	run := e.enqueue(t, store.JobSpec{})
 	claimed := e.claim(t, nil, nil, time.Minute)
 	q := e.enqueue(t, store.JobSpec{})
-	if j, err := e.st.CancelJob(e.ctx, q.ID, "fork PR"); err != nil || j.Status != store.StatusCancelled || j.FailureReason != "fork PR" {
+	if j, err := e.st.CancelJob(e.ctx, q.ID, "fork PR"); err != nil || j.Status != jobstate.Cancelled || j.FailureReason != "fork PR" {
 		t.Errorf("cancel queued = %+v, %v", j, err)
 	}
-	if j, err := e.st.CancelJob(e.ctx, run.ID, "stop"); err != nil || j.Status != store.StatusRunning || !j.CancelRequested {
+	if j, err := e.st.CancelJob(e.ctx, run.ID, "stop"); err != nil || j.Status != jobstate.Running || !j.CancelRequested {
 		t.Errorf("cancel running = %+v, %v", j, err)
 	}
-	if _, err := e.st.Finish(e.ctx, claimed.ID, claimed.LeaseID, store.StatusCancelled, "cancelled on request"); err != nil {
+	if _, err := e.st.Finish(e.ctx, claimed.ID, claimed.LeaseID, jobstate.Cancelled, "cancelled on request"); err != nil {
 		t.Errorf("finish cancelled: %v", err)
 	}
 	if _, err := e.st.CancelJob(e.ctx, 987654, ""); !errors.Is(err, store.ErrNotFound) {

@@ -1,4 +1,4 @@
-package agentapi
+package agentserver
 
 // OnResultTaken makes the server call f when an upload takes its share of
 // the decoding budget (tests wait on it instead of the clock).

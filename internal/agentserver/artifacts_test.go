@@ -1,4 +1,4 @@
-package agentapi_test
+package agentserver_test
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/perfgate/perfgate/internal/agentapi"
+	"github.com/perfgate/perfgate/internal/agentserver"
 	"github.com/perfgate/perfgate/internal/artifact"
 	"github.com/perfgate/perfgate/internal/store"
 )
@@ -32,7 +33,7 @@ func TestArtifacts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts := httptest.NewServer(agentapi.NewServer(st, agentapi.Options{RegistrationToken: regToken, Lease: time.Minute,
+	ts := httptest.NewServer(agentserver.NewServer(st, agentserver.Options{RegistrationToken: regToken, Lease: time.Minute,
 		ArtifactFiles: dir, ArtifactRows: st}))
 	defer ts.Close()
 	a, b := register(t, ts, "a"), register(t, ts, "b")

@@ -1,17 +1,18 @@
-package agentapi
+package agentserver
 
 import (
 	"fmt"
 	"slices"
 
+	"github.com/perfgate/perfgate/internal/agentapi"
 	"github.com/perfgate/perfgate/internal/fleet"
 )
 
 // checkCards says what is wrong with the cards a registration reports, or
 // "": each names one of the agent's GPUs, once.
-func checkCards(req RegisterRequest) string {
-	if len(req.Cards) > MaxCards {
-		return fmt.Sprintf("%d cards reported: at most %d per agent (run one agent per card)", len(req.Cards), MaxCards)
+func checkCards(req agentapi.RegisterRequest) string {
+	if len(req.Cards) > agentapi.MaxCards {
+		return fmt.Sprintf("%d cards reported: at most %d per agent (run one agent per card)", len(req.Cards), agentapi.MaxCards)
 	}
 	seen := map[string]bool{}
 	for i, c := range req.Cards {

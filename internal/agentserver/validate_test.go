@@ -1,4 +1,4 @@
-package agentapi_test
+package agentserver_test
 
 import (
 	"bytes"
@@ -18,6 +18,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/perfgate/perfgate/internal/agentapi"
+	"github.com/perfgate/perfgate/internal/agentserver"
 	"github.com/perfgate/perfgate/internal/source"
 	"github.com/perfgate/perfgate/internal/store"
 )
@@ -26,7 +27,7 @@ import (
 // null, {}, negative counts, runs outside the plan, a second result for a
 // run, huge idempotency keys, interleaved runs out of their place).
 func TestResultValidation(t *testing.T) {
-	st, ts := newServer(t, agentapi.Options{Lease: time.Minute, LongPoll: time.Second})
+	st, ts := newServer(t, agentserver.Options{Lease: time.Minute, LongPoll: time.Second})
 	a := register(t, ts, "a")
 	plan, err := agentapi.PlanAt(mustDefault(), "quick", agentapi.Commits{Repo: "o/r", Head: "abc123"})
 	if err != nil {
@@ -107,7 +108,7 @@ func TestResultValidation(t *testing.T) {
 // TestInterleavedUploads: an interleaved job's runs must come with the
 // side and pair the plan's ABBA order gives them.
 func TestInterleavedUploads(t *testing.T) {
-	st, ts := newServer(t, agentapi.Options{Lease: time.Minute, LongPoll: time.Second})
+	st, ts := newServer(t, agentserver.Options{Lease: time.Minute, LongPoll: time.Second})
 	a := register(t, ts, "a")
 	plan, err := agentapi.PlanAt(mustDefault(), "merge", agentapi.Commits{Repo: "o/r", Head: "aaaa1111", Base: "bbbb2222", Interleave: &agentapi.Interleave{Pairs: 2}})
 	if err != nil {
@@ -169,7 +170,7 @@ func (f *fakeSource) Tarball(_ context.Context, inst int64, repo, sha string) (i
 // only under its current lease, and says plainly when it cannot.
 func TestSourceRoute(t *testing.T) {
 	src := &fakeSource{data: map[string][]byte{"aaaa1111": []byte("tarball of aaaa1111")}}
-	st, ts := newServer(t, agentapi.Options{Lease: time.Minute, LongPoll: time.Second, Source: src})
+	st, ts := newServer(t, agentserver.Options{Lease: time.Minute, LongPoll: time.Second, Source: src})
 	a := register(t, ts, "a")
 	b := register(t, ts, "b")
 	plan, err := agentapi.PlanAt(mustDefault(), "quick", agentapi.Commits{Repo: "o/r", Head: "aaaa1111"})
@@ -236,7 +237,7 @@ func TestSourceRoute(t *testing.T) {
 	}
 
 	// A server without GitHub access says so.
-	st2, ts2 := newServer(t, agentapi.Options{Lease: time.Minute, LongPoll: time.Second})
+	st2, ts2 := newServer(t, agentserver.Options{Lease: time.Minute, LongPoll: time.Second})
 	a2 := register(t, ts2, "a")
 	if _, err := st2.Enqueue(context.Background(), store.JobSpec{Tier: "quick", Repo: "o/r", HeadSHA: "aaaa1111", Labels: []string{"gpu"}, Config: pb}); err != nil {
 		t.Fatal(err)
@@ -254,7 +255,7 @@ func TestSourceRoute(t *testing.T) {
 // TestOneAgentRow: registering again under the same name, with the name's
 // token, keeps the agent's row (and id) and retires its old token.
 func TestOneAgentRow(t *testing.T) {
-	st, ts := newServer(t, agentapi.Options{})
+	st, ts := newServer(t, agentserver.Options{})
 	first := register(t, ts, "gpu-host")
 	var second agentapi.RegisterResponse
 	if code := call(t, ts, regToken, "/api/v1/agents/register", agentapi.RegisterRequest{
@@ -407,7 +408,7 @@ func TestSourceOutlivesWriteTimeout(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	ts := httptest.NewUnstartedServer(agentapi.NewServer(st, agentapi.Options{RegistrationToken: regToken, Lease: time.Minute,
+	ts := httptest.NewUnstartedServer(agentserver.NewServer(st, agentserver.Options{RegistrationToken: regToken, Lease: time.Minute,
 		LongPoll: time.Second, Source: slowSource{n: 8, gap: 100 * time.Millisecond}}))
 	ts.Config.WriteTimeout = 300 * time.Millisecond
 	ts.Start()

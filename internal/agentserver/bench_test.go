@@ -1,4 +1,4 @@
-package agentapi_test
+package agentserver_test
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/perfgate/perfgate/internal/agentapi"
+	"github.com/perfgate/perfgate/internal/agentserver"
 	"github.com/perfgate/perfgate/internal/store"
 )
 
@@ -23,7 +24,7 @@ import (
 func BenchmarkLongPoll(b *testing.B) {
 	const agents = 100
 	for range b.N {
-		_, ts := newServer(b, agentapi.Options{LongPoll: 3 * time.Second})
+		_, ts := newServer(b, agentserver.Options{LongPoll: 3 * time.Second})
 		tr := &http.Transport{MaxIdleConnsPerHost: agents}
 		tokens := make([]string, agents)
 		for i := range tokens {
@@ -62,7 +63,7 @@ func BenchmarkLongPoll(b *testing.B) {
 func BenchmarkClaimToDone(b *testing.B) {
 	const agents, jobs = 50, 1000
 	for range b.N {
-		st, ts := newServer(b, agentapi.Options{LongPoll: 200 * time.Millisecond})
+		st, ts := newServer(b, agentserver.Options{LongPoll: 200 * time.Millisecond})
 		tr := &http.Transport{MaxIdleConnsPerHost: agents}
 		ctx := context.Background()
 		for i := range jobs {

@@ -1,4 +1,4 @@
-package agentapi
+package agentserver
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/sync/semaphore"
 
+	"github.com/perfgate/perfgate/internal/agentapi"
 	"github.com/perfgate/perfgate/internal/result"
 )
 
@@ -40,7 +41,7 @@ const (
 
 // resultLimit is the largest result body the plan can produce: a result
 // for more requests than the plan sends is refused before it is read.
-func resultLimit(p Plan) int64 {
+func resultLimit(p agentapi.Plan) int64 {
 	n := int64(max(p.Workload.NumPrompts, p.Warmup, 1))
 	if p.Profile != nil {
 		n = max(n, int64(p.Profile.Requests))
@@ -97,7 +98,7 @@ func busy(w http.ResponseWriter, jobID int64) {
 // checkPlanned refuses a result its job's plan could not have produced:
 // more requests than the plan sends, per-request arrays whose lengths
 // disagree with the counts, a latency over a day, a throughput over 1e9/s.
-func checkPlanned(p Plan, kind string, r *result.Result) error {
+func checkPlanned(p agentapi.Plan, kind string, r *result.Result) error {
 	var errs []error
 	planned := p.Workload.NumPrompts
 	what := "num_prompts"
@@ -155,7 +156,7 @@ func checkPlanned(p Plan, kind string, r *result.Result) error {
 
 // missingRuns says which of the plan's measured runs a job finishing
 // succeeded has not uploaded, or "".
-func missingRuns(p Plan, stored int) string {
+func missingRuns(p agentapi.Plan, stored int) string {
 	if p.Profile != nil {
 		return ""
 	}

@@ -1,4 +1,4 @@
-package agentapi
+package agentserver
 
 import (
 	"context"
@@ -17,18 +17,15 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/perfgate/perfgate/internal/agentapi"
+	"github.com/perfgate/perfgate/internal/jobstate"
 	"github.com/perfgate/perfgate/internal/result"
 	"github.com/perfgate/perfgate/internal/store"
 )
 
-// Server defaults.
-const (
-	DefaultLease    = 2 * time.Minute
-	DefaultLongPoll = 30 * time.Second
-	// repoll is how often a waiting claim asks the store again even without
-	// a wake-up: Notify only hears enqueues on this replica.
-	repoll = time.Second
-)
+// repoll is how often a waiting claim asks the store again even without
+// a wake-up: Notify only hears enqueues on this replica.
+const repoll = time.Second
 
 // Body limits: a result carries every request's timings (a few MB for
 // thousands of prompts); everything else is small.
@@ -44,7 +41,7 @@ type Queue interface {
 	AgentByTokenHash(ctx context.Context, tokenHash string) (store.Agent, error)
 	Claim(ctx context.Context, req store.ClaimRequest) (store.Job, error)
 	Heartbeat(ctx context.Context, jobID int64, leaseID string, extend time.Duration) (bool, error)
-	Finish(ctx context.Context, jobID int64, leaseID string, status store.Status, reason string) (store.Job, error)
+	Finish(ctx context.Context, jobID int64, leaseID string, status jobstate.Status, reason string) (store.Job, error)
 	GetJob(ctx context.Context, jobID int64) (store.Job, error)
 	Notify() <-chan struct{}
 	PutResult(ctx context.Context, up store.ResultUpload) (store.Result, bool, error)
@@ -65,8 +62,8 @@ type Options struct {
 	// RegistrationToken is the shared secret agents exchange for their own
 	// token; "" turns registration off.
 	RegistrationToken string
-	Lease             time.Duration // DefaultLease when 0
-	LongPoll          time.Duration // DefaultLongPoll when 0
+	Lease             time.Duration // agentapi.DefaultLease when 0
+	LongPoll          time.Duration // agentapi.DefaultLongPoll when 0
 	// OnJobDone is called after a job is finished (not on a repeated
 	// finish): the gate evaluates its results. It runs in the request.
 	OnJobDone func(ctx context.Context, job store.Job)
@@ -101,10 +98,10 @@ type server struct {
 // routes start with /api/v1/).
 func NewServer(q Queue, opts Options) http.Handler {
 	if opts.Lease <= 0 {
-		opts.Lease = DefaultLease
+		opts.Lease = agentapi.DefaultLease
 	}
 	if opts.LongPoll <= 0 {
-		opts.LongPoll = DefaultLongPoll
+		opts.LongPoll = agentapi.DefaultLongPoll
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
@@ -134,7 +131,7 @@ func (s *server) register(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusUnauthorized, "registration needs the server's registration token as 'Authorization: Bearer <token>'")
 		return
 	}
-	var req RegisterRequest
+	var req agentapi.RegisterRequest
 	if !decode(w, r, maxSmallBody, &req) {
 		return
 	}
@@ -171,7 +168,7 @@ func (s *server) register(w http.ResponseWriter, r *http.Request) {
 	}
 	s.opts.Log.Info().Int64("agent_id", a.ID).Str("agent", a.Name).Strs("labels", a.Labels).
 		Strs("gpus", a.GPUUUIDs).Msg("agent registered")
-	writeJSON(w, http.StatusOK, RegisterResponse{AgentID: a.ID, Token: token})
+	writeJSON(w, http.StatusOK, agentapi.RegisterResponse{AgentID: a.ID, Token: token})
 }
 
 type agentHandler func(w http.ResponseWriter, r *http.Request, a store.Agent)
@@ -224,7 +221,7 @@ func (s *server) claim(w http.ResponseWriter, r *http.Request, a store.Agent) {
 		if err == nil {
 			s.opts.Log.Info().Int64("job_id", j.ID).Int64("agent_id", a.ID).Str("agent", a.Name).
 				Int("attempt", j.Attempts).Str("tier", j.Tier).Msg("job claimed")
-			writeJSON(w, http.StatusOK, ClaimResponse{
+			writeJSON(w, http.StatusOK, agentapi.ClaimResponse{
 				JobID: j.ID, LeaseID: j.LeaseID, LeaseExpiresAt: j.LeaseExpiresAt,
 				LeaseSeconds: s.opts.Lease.Seconds(), Attempt: j.Attempts, Tier: j.Tier,
 				Repo: j.Repo, HeadSHA: j.HeadSHA, GPUUUID: j.GPUUUID, Plan: planJSON(j.Config),
@@ -265,7 +262,7 @@ func planJSON(cfg []byte) json.RawMessage {
 }
 
 func (s *server) heartbeat(w http.ResponseWriter, r *http.Request, a store.Agent) {
-	var req HeartbeatRequest
+	var req agentapi.HeartbeatRequest
 	if !decode(w, r, maxSmallBody, &req) {
 		return
 	}
@@ -279,7 +276,7 @@ func (s *server) heartbeat(w http.ResponseWriter, r *http.Request, a store.Agent
 		s.storeError(w, r, fmt.Sprintf("heartbeat job %d", id), err)
 		return
 	}
-	writeJSON(w, http.StatusOK, HeartbeatResponse{Cancel: cancel, LeaseExpiresAt: s.opts.Now().Add(s.opts.Lease).UTC()})
+	writeJSON(w, http.StatusOK, agentapi.HeartbeatResponse{Cancel: cancel, LeaseExpiresAt: s.opts.Now().Add(s.opts.Lease).UTC()})
 }
 
 func (s *server) logs(w http.ResponseWriter, r *http.Request, a store.Agent) {
@@ -301,16 +298,16 @@ func (s *server) logs(w http.ResponseWriter, r *http.Request, a store.Agent) {
 		return
 	}
 	id := j.ID
-	if offset+int64(len(chunk)) > MaxJobLog {
-		writeJSONStatus(w, http.StatusRequestEntityTooLarge, ErrorBody{Code: CodeLogFull,
-			Error: fmt.Sprintf("job %d: the log may hold %d bytes per attempt and this chunk would end at %d: stop sending the log", id, MaxJobLog, offset+int64(len(chunk)))})
+	if offset+int64(len(chunk)) > agentapi.MaxJobLog {
+		writeJSONStatus(w, http.StatusRequestEntityTooLarge, agentapi.ErrorBody{Code: agentapi.CodeLogFull,
+			Error: fmt.Sprintf("job %d: the log may hold %d bytes per attempt and this chunk would end at %d: stop sending the log", id, agentapi.MaxJobLog, offset+int64(len(chunk)))})
 		return
 	}
 	n, err := s.q.AppendLog(r.Context(), id, lease, offset, chunk)
 	var om store.ErrOffsetMismatch
 	if errors.As(err, &om) {
 		have := om.Have
-		writeJSONStatus(w, http.StatusRequestedRangeNotSatisfiable, ErrorBody{
+		writeJSONStatus(w, http.StatusRequestedRangeNotSatisfiable, agentapi.ErrorBody{
 			Error:  fmt.Sprintf("log offset %d does not match the stored length %d: resend from %d", offset, have, have),
 			Length: &have,
 		})
@@ -320,7 +317,7 @@ func (s *server) logs(w http.ResponseWriter, r *http.Request, a store.Agent) {
 		s.storeError(w, r, fmt.Sprintf("append log of job %d", id), err)
 		return
 	}
-	writeJSON(w, http.StatusOK, LogResponse{Length: n})
+	writeJSON(w, http.StatusOK, agentapi.LogResponse{Length: n})
 }
 
 // putResult stores one run's result. Before reading the body it finds the
@@ -340,7 +337,7 @@ func (s *server) putResult(w http.ResponseWriter, r *http.Request, a store.Agent
 		s.storeError(w, r, fmt.Sprintf("load job %d", id), err)
 		return
 	}
-	plan, err := ParsePlan(pre.Config)
+	plan, err := agentapi.ParsePlan(pre.Config)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, fmt.Sprintf("results of job %d: the job's plan cannot be read (%v), so no run of it can be stored", id, err))
 		return
@@ -360,7 +357,7 @@ func (s *server) putResult(w http.ResponseWriter, r *http.Request, a store.Agent
 		return
 	}
 	defer release()
-	var req ResultRequest
+	var req agentapi.ResultRequest
 	if !decode(w, r, limit, &req) {
 		return
 	}
@@ -372,15 +369,15 @@ func (s *server) putResult(w http.ResponseWriter, r *http.Request, a store.Agent
 	case req.IdempotencyKey == "":
 		writeError(w, http.StatusBadRequest, "results: idempotency_key is required so a retried upload stores once")
 		return
-	case len(req.IdempotencyKey) > MaxIdempotencyKey:
-		writeError(w, http.StatusBadRequest, fmt.Sprintf("results: idempotency_key is %d bytes: at most %d", len(req.IdempotencyKey), MaxIdempotencyKey))
+	case len(req.IdempotencyKey) > agentapi.MaxIdempotencyKey:
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("results: idempotency_key is %d bytes: at most %d", len(req.IdempotencyKey), agentapi.MaxIdempotencyKey))
 		return
 	}
-	kind := store.ResultKind(req.Kind)
+	kind := jobstate.ResultKind(req.Kind)
 	if kind == "" {
-		kind = store.KindMeasured
+		kind = jobstate.KindMeasured
 	}
-	if kind != store.KindMeasured && kind != store.KindWarmup {
+	if kind != jobstate.KindMeasured && kind != jobstate.KindWarmup {
 		writeError(w, http.StatusBadRequest, fmt.Sprintf("results: kind %q is neither measured nor warmup", req.Kind))
 		return
 	}
@@ -397,7 +394,7 @@ func (s *server) putResult(w http.ResponseWriter, r *http.Request, a store.Agent
 	up.Side, up.Pair = req.Side, req.Pair
 	res, created, err := s.q.PutResult(r.Context(), up)
 	if errors.Is(err, store.ErrRunStored) {
-		writeJSONStatus(w, http.StatusConflict, ErrorBody{Code: CodeRunStored,
+		writeJSONStatus(w, http.StatusConflict, agentapi.ErrorBody{Code: agentapi.CodeRunStored,
 			Error: fmt.Sprintf("job %d: %s run %d already has a result under another idempotency key; a run is uploaded once", id, kind, req.RunIndex)})
 		return
 	}
@@ -409,13 +406,13 @@ func (s *server) putResult(w http.ResponseWriter, r *http.Request, a store.Agent
 	if created {
 		status = http.StatusCreated
 	}
-	writeJSON(w, status, ResultResponse{ResultID: res.ID, Attempt: res.Attempt, Created: created})
+	writeJSON(w, status, agentapi.ResultResponse{ResultID: res.ID, Attempt: res.Attempt, Created: created})
 }
 
 // checkRun says what is wrong with where an upload places its run in the
 // job's plan, or "".
-func checkRun(j store.Job, req ResultRequest) string {
-	plan, err := ParsePlan(j.Config)
+func checkRun(j store.Job, req agentapi.ResultRequest) string {
+	plan, err := agentapi.ParsePlan(j.Config)
 	if err != nil {
 		return fmt.Sprintf("the job's plan cannot be read (%v), so no run of it can be stored", err)
 	}
@@ -424,9 +421,9 @@ func checkRun(j store.Job, req ResultRequest) string {
 		return fmt.Sprintf("run_index %d is outside the plan's %d runs (0 to %d)", req.RunIndex, len(sched), len(sched)-1)
 	}
 	want := sched[req.RunIndex]
-	if req.Kind == string(store.KindWarmup) {
-		if req.Side != "" && req.Side != SideBase && req.Side != SideHead {
-			return fmt.Sprintf("side %q: want %q, %q or none", req.Side, SideBase, SideHead)
+	if req.Kind == string(jobstate.KindWarmup) {
+		if req.Side != "" && req.Side != agentapi.SideBase && req.Side != agentapi.SideHead {
+			return fmt.Sprintf("side %q: want %q, %q or none", req.Side, agentapi.SideBase, agentapi.SideHead)
 		}
 		return ""
 	}
@@ -442,7 +439,7 @@ func checkRun(j store.Job, req ResultRequest) string {
 // splitResult turns an uploaded result into what the store keeps: a
 // summary without the per-request arrays (small, read by the gate), the
 // environment, and the whole upload as the samples blob.
-func splitResult(raw json.RawMessage, plan Plan, kind string) (store.ResultUpload, error) {
+func splitResult(raw json.RawMessage, plan agentapi.Plan, kind string) (store.ResultUpload, error) {
 	if len(raw) == 0 {
 		return store.ResultUpload{}, errors.New("result is missing")
 	}
@@ -478,13 +475,13 @@ func splitResult(raw json.RawMessage, plan Plan, kind string) (store.ResultUploa
 }
 
 func (s *server) finish(w http.ResponseWriter, r *http.Request, a store.Agent) {
-	var req FinishRequest
+	var req agentapi.FinishRequest
 	if !decode(w, r, maxSmallBody, &req) {
 		return
 	}
-	status := store.Status(req.Status)
+	status := jobstate.Status(req.Status)
 	switch status {
-	case store.StatusSucceeded, store.StatusFailed, store.StatusCancelled:
+	case jobstate.Succeeded, jobstate.Failed, jobstate.Cancelled:
 	default:
 		writeError(w, http.StatusBadRequest, fmt.Sprintf("finish: status %q: want succeeded, failed or cancelled", req.Status))
 		return
@@ -495,7 +492,7 @@ func (s *server) finish(w http.ResponseWriter, r *http.Request, a store.Agent) {
 	}
 	id := before.ID
 	repeated := before.Status == status && before.LeaseID == req.LeaseID
-	if status == store.StatusSucceeded && !repeated {
+	if status == jobstate.Succeeded && !repeated {
 		if msg, err := s.allRuns(r.Context(), before); err != nil {
 			s.internal(w, r, fmt.Sprintf("count the runs of job %d", id), err)
 			return
@@ -516,12 +513,12 @@ func (s *server) finish(w http.ResponseWriter, r *http.Request, a store.Agent) {
 			s.opts.OnJobDone(r.Context(), j)
 		}
 	}
-	writeJSON(w, http.StatusOK, FinishResponse{JobID: j.ID, Status: string(j.Status), Repeated: repeated})
+	writeJSON(w, http.StatusOK, agentapi.FinishResponse{JobID: j.ID, Status: string(j.Status), Repeated: repeated})
 }
 
 // allRuns says what a job finishing succeeded lacks of its plan, or "".
 func (s *server) allRuns(ctx context.Context, j store.Job) (string, error) {
-	plan, err := ParsePlan(j.Config)
+	plan, err := agentapi.ParsePlan(j.Config)
 	if err != nil {
 		return "", nil // a job without a readable plan was refused its results already
 	}
@@ -608,7 +605,7 @@ func RunReaper(ctx context.Context, st interface {
 		for _, j := range jobs {
 			log.Warn().Int64("job_id", j.ID).Str("status", string(j.Status)).Int("attempts", j.Attempts).
 				Str("reason", j.FailureReason).Msg("lease expired: agent lost")
-			if j.Status != store.StatusQueued && onDone != nil {
+			if j.Status != jobstate.Queued && onDone != nil {
 				onDone(ctx, j)
 			}
 		}
@@ -650,16 +647,12 @@ func bearer(r *http.Request) (string, bool) {
 	return tok, ok && tok != ""
 }
 
-// AgentTokenPrefix starts every agent token the server issues, so a token
-// file can say which token it holds.
-const AgentTokenPrefix = "pga_"
-
 func newToken() (string, error) {
 	b := make([]byte, 32)
 	if _, err := crand.Read(b); err != nil {
 		return "", fmt.Errorf("new agent token: %w", err)
 	}
-	return AgentTokenPrefix + hex.EncodeToString(b), nil
+	return agentapi.AgentTokenPrefix + hex.EncodeToString(b), nil
 }
 
 func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, bool) {
@@ -689,7 +682,7 @@ func decode(w http.ResponseWriter, r *http.Request, limit int64, v any) bool {
 }
 
 func writeError(w http.ResponseWriter, status int, msg string) {
-	writeJSONStatus(w, status, ErrorBody{Error: msg})
+	writeJSONStatus(w, status, agentapi.ErrorBody{Error: msg})
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) { writeJSONStatus(w, status, v) }

@@ -1,4 +1,4 @@
-package githubtest
+package ghtest
 
 import (
 	"fmt"

@@ -1,4 +1,4 @@
-package agentapi
+package agentserver
 
 import (
 	"errors"
@@ -8,6 +8,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/perfgate/perfgate/internal/agentapi"
+	"github.com/perfgate/perfgate/internal/jobstate"
 	"github.com/perfgate/perfgate/internal/source"
 	"github.com/perfgate/perfgate/internal/store"
 )
@@ -30,12 +32,12 @@ func (s *server) source(w http.ResponseWriter, r *http.Request, a store.Agent) {
 	if !ok {
 		return
 	}
-	if j.Status != store.StatusRunning {
+	if j.Status != jobstate.Running {
 		writeError(w, http.StatusConflict, fmt.Sprintf("source: job %d is %s: abandon it", j.ID, j.Status))
 		return
 	}
 	sha := r.URL.Query().Get("sha")
-	if !shaPattern.MatchString(sha) {
+	if !agentapi.IsCommitID(sha) {
 		writeError(w, http.StatusBadRequest, fmt.Sprintf("source: sha=%q is not a commit id (lower-case hex)", sha))
 		return
 	}
@@ -77,7 +79,7 @@ func (s *server) source(w http.ResponseWriter, r *http.Request, a store.Agent) {
 // jobCommits are the commits a job may fetch: those its plan measures,
 // or its head when the plan cannot be read.
 func jobCommits(j store.Job) []string {
-	if p, err := ParsePlan(j.Config); err == nil {
+	if p, err := agentapi.ParsePlan(j.Config); err == nil {
 		if c := p.Commits(); len(c) > 0 {
 			return c
 		}

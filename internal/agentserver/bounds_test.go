@@ -1,4 +1,4 @@
-package agentapi_test
+package agentserver_test
 
 import (
 	"bytes"
@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/perfgate/perfgate/internal/agentapi"
+	"github.com/perfgate/perfgate/internal/agentserver"
 	"github.com/perfgate/perfgate/internal/artifact"
 	"github.com/perfgate/perfgate/internal/result"
 	"github.com/perfgate/perfgate/internal/store"
@@ -65,7 +66,7 @@ func with(fields map[string]any) json.RawMessage {
 // median_ttft_ms = 1e308), and a body bigger than the plan's requests can
 // make is refused before it is read.
 func TestResultsCheckedAgainstThePlan(t *testing.T) {
-	st, ts := newServer(t, agentapi.Options{Lease: time.Minute, LongPoll: time.Second})
+	st, ts := newServer(t, agentserver.Options{Lease: time.Minute, LongPoll: time.Second})
 	plan := quickPlan(t)
 	tok, c := claimedJob(t, st, ts, "a", plan, "")
 	jp := fmt.Sprintf("/api/v1/jobs/%d/results", c.JobID)
@@ -104,7 +105,7 @@ func TestResultsCheckedAgainstThePlan(t *testing.T) {
 func TestResultBudget(t *testing.T) {
 	plan := quickPlan(t)
 	body, _ := json.Marshal(agentapi.ResultRequest{IdempotencyKey: "k", Kind: "measured", Result: sampleResult()})
-	st, ts := newServer(t, agentapi.Options{Lease: time.Minute, LongPoll: time.Second, ResultBudget: int64(len(body)) + 200, ResultWait: 50 * time.Millisecond})
+	st, ts := newServer(t, agentserver.Options{Lease: time.Minute, LongPoll: time.Second, ResultBudget: int64(len(body)) + 200, ResultWait: 50 * time.Millisecond})
 	tokA, ca := claimedJob(t, st, ts, "a", plan, "")
 	tokB, cb := claimedJob(t, st, ts, "b", plan, "")
 	post := func(tok string, c agentapi.ClaimResponse, r io.Reader, n int64) (*http.Response, error) {
@@ -116,7 +117,7 @@ func TestResultBudget(t *testing.T) {
 	reqA, _ := json.Marshal(agentapi.ResultRequest{LeaseID: ca.LeaseID, IdempotencyKey: "a0", Kind: "measured", Result: sampleResult()})
 	pr, pw := io.Pipe()
 	taken := make(chan struct{}, 4)
-	defer agentapi.OnResultTaken(func() { taken <- struct{}{} })()
+	defer agentserver.OnResultTaken(func() { taken <- struct{}{} })()
 	first := make(chan int, 1)
 	go func() {
 		resp, err := post(tokA, ca, pr, int64(len(reqA)))
@@ -168,7 +169,7 @@ func TestArtifactJobBudget(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts := httptest.NewServer(agentapi.NewServer(st, agentapi.Options{RegistrationToken: regToken, Lease: time.Minute,
+	ts := httptest.NewServer(agentserver.NewServer(st, agentserver.Options{RegistrationToken: regToken, Lease: time.Minute,
 		ArtifactFiles: dir, ArtifactRows: st, ArtifactJobBytes: 2000}))
 	defer ts.Close()
 	tok, c := claimedJob(t, st, ts, "a", quickPlan(t), agentapi.KindProfile)
@@ -209,7 +210,7 @@ func BenchmarkLargeResult(b *testing.B) {
 	raw, _ := json.Marshal(r)
 	r = result.Result{}
 	for range b.N {
-		st, ts := newServer(b, agentapi.Options{Lease: time.Minute})
+		st, ts := newServer(b, agentserver.Options{Lease: time.Minute})
 		c, _ := agentapi.NewClient(agentapi.ClientConfig{Server: ts.URL, RegistrationToken: regToken, Name: "a", Labels: []string{"gpu"}})
 		reg, _ := c.Register(context.Background())
 		plan, err := agentapi.PlanAt(mustDefault(), "quick", agentapi.Commits{Repo: "o/r", Head: "abc123"})
@@ -267,7 +268,7 @@ func procKiB(field string) int {
 // cuts its token off and frees the name.
 func TestRunnerNames(t *testing.T) {
 	ctx := context.Background()
-	st, ts := newServer(t, agentapi.Options{Lease: time.Minute, LongPoll: time.Second})
+	st, ts := newServer(t, agentserver.Options{Lease: time.Minute, LongPoll: time.Second})
 	first := register(t, ts, "gpu-01")
 	reg := func(prev string) (int, agentapi.RegisterResponse, agentapi.ErrorBody) {
 		var ok agentapi.RegisterResponse

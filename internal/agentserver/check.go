@@ -1,4 +1,4 @@
-package agentapi
+package agentserver
 
 import (
 	"errors"

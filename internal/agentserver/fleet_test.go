@@ -1,4 +1,4 @@
-package agentapi_test
+package agentserver_test
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/perfgate/perfgate/internal/agentapi"
+	"github.com/perfgate/perfgate/internal/agentserver"
 	"github.com/perfgate/perfgate/internal/fleet"
 	"github.com/perfgate/perfgate/internal/store"
 )
@@ -15,7 +16,7 @@ import (
 // A registration's cards are kept and label the runner; cards that are
 // not the agent's GPUs are refused with the reason.
 func TestRegisterCards(t *testing.T) {
-	st, ts := newServer(t, agentapi.Options{})
+	st, ts := newServer(t, agentserver.Options{})
 	h100 := fleet.Card{UUID: "GPU-1", Model: "NVIDIA H100 80GB HBM3", MemoryMiB: 81559, Driver: "550.54.15"}
 	var reg agentapi.RegisterResponse
 	if code := call(t, ts, regToken, "/api/v1/agents/register", agentapi.RegisterRequest{Name: "box", Labels: []string{"gpu", "lab"},
@@ -57,7 +58,7 @@ func TestRegisterCards(t *testing.T) {
 // runner takes the work, and a job pinned to a card goes only to the
 // agent that reported that card.
 func TestDrainedAndPinnedOverTheAPI(t *testing.T) {
-	st, ts := newServer(t, agentapi.Options{})
+	st, ts := newServer(t, agentserver.Options{})
 	ctx := context.Background()
 	reg := func(name, gpu string) agentapi.RegisterResponse {
 		var r agentapi.RegisterResponse

@@ -1,4 +1,4 @@
-package agentapi_test
+package agentserver_test
 
 import (
 	"bytes"
@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/perfgate/perfgate/internal/agentapi"
+	"github.com/perfgate/perfgate/internal/agentserver"
 	"github.com/perfgate/perfgate/internal/config"
 	"github.com/perfgate/perfgate/internal/result"
 	"github.com/perfgate/perfgate/internal/store"
@@ -22,7 +23,7 @@ import (
 
 const regToken = "reg-secret"
 
-func newServer(t testing.TB, opts agentapi.Options) (store.Store, *httptest.Server) {
+func newServer(t testing.TB, opts agentserver.Options) (store.Store, *httptest.Server) {
 	t.Helper()
 	ctx := context.Background()
 	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "db.sqlite"))
@@ -31,7 +32,7 @@ func newServer(t testing.TB, opts agentapi.Options) (store.Store, *httptest.Serv
 	}
 	t.Cleanup(func() { st.Close() })
 	opts.RegistrationToken = regToken
-	ts := httptest.NewServer(agentapi.NewServer(st, opts))
+	ts := httptest.NewServer(agentserver.NewServer(st, opts))
 	t.Cleanup(ts.Close)
 	return st, ts
 }
@@ -106,7 +107,7 @@ func sampleResult() json.RawMessage {
 func TestProtocol(t *testing.T) {
 	ctx := context.Background()
 	var done []store.Job
-	st, ts := newServer(t, agentapi.Options{Lease: time.Minute, LongPoll: 2 * time.Second,
+	st, ts := newServer(t, agentserver.Options{Lease: time.Minute, LongPoll: 2 * time.Second,
 		OnJobDone: func(_ context.Context, j store.Job) { done = append(done, j) }})
 	a := register(t, ts, "a")
 	b := register(t, ts, "b")
@@ -234,7 +235,7 @@ func TestProtocol(t *testing.T) {
 // TestClaimWakesOnEnqueue: a waiting claim returns the job enqueued while
 // it waits, well before its long-poll ends.
 func TestClaimWakesOnEnqueue(t *testing.T) {
-	st, ts := newServer(t, agentapi.Options{LongPoll: 20 * time.Second})
+	st, ts := newServer(t, agentserver.Options{LongPoll: 20 * time.Second})
 	a := register(t, ts, "a")
 	got := make(chan int, 1)
 	go func() {

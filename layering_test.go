@@ -1,0 +1,68 @@
+package perfgate
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// TestLayering guards the direction of the imports (docs/architecture.md):
+// the vocabulary sits below the GitHub layer and the store, the domain
+// never imports the GitHub layer, the runner never imports the database
+// package, and the production binary links no test helpers.
+func TestLayering(t *testing.T) {
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Skip("the go command is not on PATH: " + err.Error())
+	}
+	const mod = "github.com/perfgate/perfgate/"
+	tests := []struct {
+		pkg    string
+		banned []string // packages pkg must not depend on, directly or not
+	}{
+		{"./internal/dispatch", []string{mod + "internal/app", mod + "internal/server"}},
+		{"./internal/bisectjob", []string{mod + "internal/app", mod + "internal/server"}},
+		{"./internal/checkstate", []string{mod + "internal/app", mod + "internal/store"}},
+		{"./internal/agent", []string{mod + "internal/store", mod + "internal/agentserver", mod + "internal/app"}},
+		{"./internal/agentapi", []string{mod + "internal/store"}},
+		{"./internal/check", []string{mod + "internal/app", mod + "internal/store", mod + "internal/config"}},
+		{"./internal/request", []string{mod + "internal/app", mod + "internal/store"}},
+		{"./internal/jobstate", []string{mod + "internal/store", mod + "internal/agentapi"}},
+		{"./cmd/perfgate", []string{"net/http/httptest", mod + "internal/githubtest/ghtest"}},
+	}
+	for _, tt := range tests {
+		deps := goListDeps(t, tt.pkg)
+		for _, b := range tt.banned {
+			if _, ok := deps[b]; ok {
+				t.Errorf("%s depends on %s", tt.pkg, b)
+			}
+		}
+	}
+	// testing itself is linked into the binary by a third-party package
+	// (hashicorp/golang-lru v0.6, through go-githubapp); no perfgate
+	// package may import it.
+	for pkg, imports := range goListDeps(t, "./cmd/perfgate") {
+		if strings.HasPrefix(pkg, mod) && imports["testing"] {
+			t.Errorf("%s, linked into cmd/perfgate, imports testing", pkg)
+		}
+	}
+}
+
+// goListDeps maps every package pkg depends on (itself included) to the
+// set of its direct imports.
+func goListDeps(t *testing.T, pkg string) map[string]map[string]bool {
+	t.Helper()
+	out, err := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}} {{join .Imports \" \"}}", pkg).Output()
+	if err != nil {
+		t.Fatalf("go list -deps %s: %v", pkg, err)
+	}
+	deps := map[string]map[string]bool{}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		fields := strings.Fields(line)
+		imports := map[string]bool{}
+		for _, f := range fields[1:] {
+			imports[f] = true
+		}
+		deps[fields[0]] = imports
+	}
+	return deps
+}
