@@ -30,6 +30,7 @@ type Config struct {
 	Runner        Runner          `yaml:"runner"`
 	Triggers      Triggers        `yaml:"triggers"`
 	Profile       Profile         `yaml:"profile"`
+	Cost          Cost            `yaml:"cost"`
 }
 
 // Server is how the runner starts the inference engine: a container image

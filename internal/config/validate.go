@@ -106,6 +106,7 @@ func (d *decoder) validate(c *Config) {
 	}
 	d.oneOf("triggers.drafts", t.Drafts, []string{"skip", "run"})
 	d.validateProfile(c)
+	d.validateCost(c.Cost)
 }
 
 func (d *decoder) oneOf(field, got string, valid []string) bool {
