@@ -92,3 +92,6 @@ func thousands(s string) string {
 	}
 	return b.String()
 }
+
+// Plain is Line without markdown, for HTML and terminals.
+func (e Estimate) Plain() string { return strings.ReplaceAll(e.Line(), "**", "") }

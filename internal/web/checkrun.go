@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/perfgate/perfgate/internal/cost"
 	"github.com/perfgate/perfgate/internal/gate"
 	"github.com/perfgate/perfgate/internal/result"
 	"github.com/perfgate/perfgate/internal/store"
@@ -20,16 +21,19 @@ import (
 // run's value per metric, the per-request latency distributions of base
 // and head, the environment, GPU telemetry, the job logs and the history.
 type CheckRun struct {
-	Repo        string              `json:"repo"`
-	SHA         string              `json:"sha"`
-	Tier        string              `json:"tier"`
-	PR          int                 `json:"pr,omitempty"`
-	State       string              `json:"state"`
-	Deadline    time.Time           `json:"deadline,omitzero"`
-	CreatedAt   time.Time           `json:"created_at"`
-	UpdatedAt   time.Time           `json:"updated_at"`
-	Report      *gate.Report        `json:"report,omitempty"`
-	Notes       []string            `json:"notes,omitempty"`
+	Repo      string       `json:"repo"`
+	SHA       string       `json:"sha"`
+	Tier      string       `json:"tier"`
+	PR        int          `json:"pr,omitempty"`
+	State     string       `json:"state"`
+	Deadline  time.Time    `json:"deadline,omitzero"`
+	CreatedAt time.Time    `json:"created_at"`
+	UpdatedAt time.Time    `json:"updated_at"`
+	Report    *gate.Report `json:"report,omitempty"`
+	Notes     []string     `json:"notes,omitempty"`
+	// Cost is what the regression costs a month at the repository's
+	// declared price; nil without one.
+	Cost        *cost.Estimate      `json:"cost,omitempty"`
 	Environment *result.Environment `json:"environment,omitempty"`
 	Runs        []MetricRuns        `json:"runs"`
 	CDFs        []CDF               `json:"cdfs"`
@@ -103,6 +107,7 @@ func (h *Handler) loadCheckRun(ctx context.Context, repo, sha, tier string, with
 		}
 	}
 	out.Report, out.Environment, out.Notes = doc.Report, doc.Env, append(out.Notes, doc.Notes...)
+	out.Cost = verdictCost(cr.Verdict)
 
 	// Head runs per matrix cell, with the jobs that measured them.
 	heads := map[string][]*result.Result{}

@@ -12,23 +12,26 @@ import (
 	"time"
 
 	"github.com/perfgate/perfgate/internal/config"
+	"github.com/perfgate/perfgate/internal/cost"
 	"github.com/perfgate/perfgate/internal/store"
 )
 
 func (h *Handler) parseTemplates() error {
 	funcs := template.FuncMap{
-		"short":   short,
-		"day":     func(t time.Time) string { return t.UTC().Format("2006-01-02") },
-		"when":    func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04 UTC") },
-		"pct":     func(f float64) string { return fmt.Sprintf("%+.1f%%", 100*f) },
-		"num":     formatNum,
-		"series":  seriesPath,
-		"check":   checkRunPath,
-		"json":    jsonScript,
-		"joinsep": strings.Join,
-		"commit":  githubCommit,
-		"pr":      githubPR,
-		"compare": githubCompare,
+		"short":          short,
+		"day":            func(t time.Time) string { return t.UTC().Format("2006-01-02") },
+		"when":           func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04 UTC") },
+		"pct":            func(f float64) string { return fmt.Sprintf("%+.1f%%", 100*f) },
+		"num":            formatNum,
+		"series":         seriesPath,
+		"check":          checkRunPath,
+		"json":           jsonScript,
+		"joinsep":        strings.Join,
+		"commit":         githubCommit,
+		"pr":             githubPR,
+		"compare":        githubCompare,
+		"usd":            cost.USD,
+		"costAssumption": func() string { return cost.Assumption },
 		"worse": func(f float64, metric string) bool {
 			d := config.HigherIsWorse
 			if m, ok := config.LookupMetric(metric); ok {
@@ -178,7 +181,13 @@ func (h *Handler) repoPage(w http.ResponseWriter, r *http.Request, repo string) 
 		h.internal(w, r, err)
 		return
 	}
-	h.render(w, r, "repo", map[string]any{"Title": repo, "Repo": repo, "Benchmarks": benches, "Events": events(open), "Checks": checks, "Usage": usage})
+	openCost, err := h.openCost(ctx, repo)
+	if err != nil {
+		h.internal(w, r, err)
+		return
+	}
+	h.render(w, r, "repo", map[string]any{"Title": repo, "Repo": repo, "Benchmarks": benches, "Events": events(open), "Checks": checks, "Usage": usage,
+		"OpenCost": openCost, "CostAssumption": cost.Assumption})
 }
 
 // chartData is what static/dashboard.js draws: uPlot's aligned columns
