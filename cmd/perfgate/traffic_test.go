@@ -43,7 +43,7 @@ func TestBenchTrafficFlags(t *testing.T) {
 		{"--prompt-mix short:1", `--prompt-mix: "short:1": want NAME:INPUT_LEN[:OUTPUT_LEN]:WEIGHT`},
 		{"--model-mix a", `--model-mix: "a": want NAME:WEIGHT`},
 		{"--sessions 3", "--sessions needs --turns"},
-		{"--turns 3 --user-len 0", "sessions.user_len 0"},
+		{"--turns 3 --user-len 0", "sessions.user_len: 0 tokens"},
 	} {
 		code, _, stderr := run(t, append([]string{"bench", "--sim"}, strings.Fields(tc.args)...)...)
 		if code != 3 || !strings.Contains(stderr, tc.want) {

@@ -208,9 +208,9 @@ func TestTrafficOptionsRefused(t *testing.T) {
 	}{
 		{Options{Dataset: "sharegpt", DatasetPath: "x.json", Traffic: &result.Traffic{Sessions: &result.Sessions{Turns: 3, UserLen: 8}}}, "--dataset: sessions and a prompt mix"},
 		{Options{Dataset: DatasetMooncake, DatasetPath: "x.jsonl", Traffic: &result.Traffic{Models: []result.ModelShare{{Name: "a", Weight: 1}}}}, "a trace is its own traffic"},
-		{Options{Traffic: &result.Traffic{Sessions: &result.Sessions{Turns: 3}}}, "sessions.user_len 0"},
+		{Options{Traffic: &result.Traffic{Sessions: &result.Sessions{Turns: 3}}}, "sessions.user_len: 0 tokens"},
 		{Options{Traffic: &result.Traffic{PromptMix: []result.PromptClass{{Name: "s", InputLen: 8, Weight: 1}, {Name: "s", InputLen: 9, Weight: 1}}}}, "used twice"},
-		{Options{Traffic: &result.Traffic{Models: []result.ModelShare{{Name: "a", Weight: 0}}}}, "weight 0 must be positive"},
+		{Options{Traffic: &result.Traffic{Models: []result.ModelShare{{Name: "a", Weight: 0}}}}, "models[0].weight: weight 0 must be positive"},
 	} {
 		tc.o.Target = "http://127.0.0.1:1"
 		if err := tc.o.normalize(); err == nil || !bytes.Contains([]byte(err.Error()), []byte(tc.want)) {

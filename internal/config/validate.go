@@ -223,6 +223,7 @@ func (d *decoder) validateWorkload(w *Workload) {
 	if !strings.HasPrefix(w.Endpoint, "/") {
 		d.errField("workload.endpoint", fmt.Sprintf("endpoint %q is not a path", w.Endpoint), "e.g. /v1/completions")
 	}
+	d.validateTraffic(w)
 }
 
 func (d *decoder) validateTier(f string, t Tier) {

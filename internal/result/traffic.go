@@ -62,44 +62,55 @@ func (t *Traffic) Shaped() bool {
 	return t != nil && (t.Sessions != nil || len(t.PromptMix) > 0 || len(t.Models) > 0)
 }
 
-// Check reports the first problem of a traffic shape, naming the field as
-// perfgate.yml writes it.
+// TrafficError is a traffic shape's problem: the field as perfgate.yml
+// names it under workload: ("sessions.turns", "prompt_mix[1].weight") and
+// what is wrong with it.
+type TrafficError struct{ Field, Msg string }
+
+func (e *TrafficError) Error() string { return e.Field + ": " + e.Msg }
+
+// Check reports the first problem of a traffic shape as a *TrafficError.
 func (t *Traffic) Check() error {
 	if t == nil {
 		return nil
 	}
+	bad := func(field, format string, a ...any) error {
+		return &TrafficError{Field: field, Msg: fmt.Sprintf(format, a...)}
+	}
 	if s := t.Sessions; s != nil {
 		switch {
 		case s.Turns < 1 || s.Turns > 1000:
-			return fmt.Errorf("sessions.turns %d: want 1 to 1000 turns a session", s.Turns)
+			return bad("sessions.turns", "%d turns: want 1 to 1000 turns a session", s.Turns)
 		case s.Count < 0:
-			return fmt.Errorf("sessions.count %d: want a positive number of sessions, or 0 for prompts / turns", s.Count)
+			return bad("sessions.count", "%d sessions: want a positive number, or 0 for prompts / turns", s.Count)
 		case s.UserLen < 1 && s.Turns > 1:
-			return fmt.Errorf("sessions.user_len %d: every turn after the first adds user text; want at least 1 token", s.UserLen)
+			return bad("sessions.user_len", "%d tokens: every turn after the first adds user text; want at least 1", s.UserLen)
 		case s.ThinkTimeMS < 0 || math.IsNaN(s.ThinkTimeMS):
-			return fmt.Errorf("sessions.think_time must not be negative")
+			return bad("sessions.think_time", "must not be negative")
 		}
 	}
 	seen := map[string]bool{}
 	for i, c := range t.PromptMix {
+		f := fmt.Sprintf("prompt_mix[%d]", i)
 		switch {
 		case c.Name == "" || seen["class:"+c.Name]:
-			return fmt.Errorf("prompt_mix[%d]: name %q is empty or used twice; name each class once, e.g. short, medium, long", i, c.Name)
+			return bad(f+".name", "%q is empty or used twice: name each class once, e.g. short, medium, long", c.Name)
 		case c.InputLen < 1:
-			return fmt.Errorf("prompt_mix[%d] (%s): input_len %d must be positive", i, c.Name, c.InputLen)
+			return bad(f+".input_len", "%d tokens: must be positive", c.InputLen)
 		case c.OutputLen < 0:
-			return fmt.Errorf("prompt_mix[%d] (%s): output_len %d must not be negative", i, c.Name, c.OutputLen)
+			return bad(f+".output_len", "%d tokens: must not be negative (0 keeps the workload's)", c.OutputLen)
 		case !(c.Weight > 0) || math.IsInf(c.Weight, 0):
-			return fmt.Errorf("prompt_mix[%d] (%s): weight %g must be positive", i, c.Name, c.Weight)
+			return bad(f+".weight", "weight %g must be positive", c.Weight)
 		}
 		seen["class:"+c.Name] = true
 	}
 	for i, m := range t.Models {
+		f := fmt.Sprintf("models[%d]", i)
 		switch {
 		case m.Name == "" || seen["model:"+m.Name]:
-			return fmt.Errorf("models[%d]: name %q is empty or used twice; name each served model once", i, m.Name)
+			return bad(f+".name", "%q is empty or used twice: name each served model once", m.Name)
 		case !(m.Weight > 0) || math.IsInf(m.Weight, 0):
-			return fmt.Errorf("models[%d] (%s): weight %g must be positive", i, m.Name, m.Weight)
+			return bad(f+".weight", "weight %g must be positive", m.Weight)
 		}
 		seen["model:"+m.Name] = true
 	}
