@@ -26,7 +26,7 @@ type Engine struct {
 
 	// Pre-encoded so the per-token path copies bytes instead of encoding:
 	// by name, every model served (adapters.go).
-	models map[string][]byte
+	modelJSON map[string][]byte
 
 	mu       sync.Mutex
 	arrivals []*seq // submitted, not yet seen by the scheduler
@@ -54,16 +54,16 @@ func New(cfg Config) (*Engine, error) {
 		return nil, err
 	}
 	e := &Engine{
-		cfg:      cfg,
-		start:    time.Now(),
-		trace:    newTraceWriter(cfg.Trace),
-		prof:     newProfiler(cfg.ProfileDir),
-		models:   modelsJSON(cfg),
-		drained:  make(chan struct{}),
-		wake:     make(chan struct{}, 1),
-		done:     make(chan struct{}),
-		schedEnd: make(chan struct{}),
-		errRNG:   rand.New(rand.NewPCG(uint64(cfg.Seed), streamErrors)),
+		cfg:       cfg,
+		start:     time.Now(),
+		trace:     newTraceWriter(cfg.Trace),
+		prof:      newProfiler(cfg.ProfileDir),
+		modelJSON: modelsJSON(cfg),
+		drained:   make(chan struct{}),
+		wake:      make(chan struct{}, 1),
+		done:      make(chan struct{}),
+		schedEnd:  make(chan struct{}),
+		errRNG:    rand.New(rand.NewPCG(uint64(cfg.Seed), streamErrors)),
 	}
 	e.stats = newEngineStats(cfg)
 	e.reg = prometheus.NewRegistry()

@@ -119,7 +119,7 @@ func (e *Engine) serveModels(w http.ResponseWriter, _ *http.Request) {
 // checkModel answers 404 as vLLM does for a model it does not serve; an
 // empty name means the served one.
 func (e *Engine) checkModel(model string) *apiError {
-	if _, ok := e.models[model]; model != "" && !ok {
+	if _, ok := e.modelJSON[model]; model != "" && !ok {
 		return &apiError{status: http.StatusNotFound, msg: fmt.Sprintf("The model `%s` does not exist.", model)}
 	}
 	return nil
@@ -198,7 +198,7 @@ func (e *Engine) serveGenerate(w http.ResponseWriter, r *http.Request, chat bool
 	if chat {
 		reasoning = e.cfg.ReasoningTokens
 	}
-	out := newChunker(chat, id, arrival.Unix(), e.models[g.model], n, tail, reasoning, e.cfg.ReasoningField)
+	out := newChunker(chat, id, arrival.Unix(), e.modelJSON[g.model], n, tail, reasoning, e.cfg.ReasoningField)
 	if g.stream {
 		err = e.stream(r.Context(), w, s, out, &rec, g.includeUsage)
 	} else {

@@ -18,20 +18,20 @@ import (
 
 func (h *Handler) parseTemplates() error {
 	funcs := template.FuncMap{
-		"short":          short,
-		"day":            func(t time.Time) string { return t.UTC().Format("2006-01-02") },
-		"when":           func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04 UTC") },
-		"pct":            func(f float64) string { return fmt.Sprintf("%+.1f%%", 100*f) },
-		"num":            formatNum,
-		"series":         seriesPath,
-		"check":          checkRunPath,
-		"json":           jsonScript,
-		"joinsep":        strings.Join,
-		"commit":         githubCommit,
-		"pr":             githubPR,
-		"compare":        githubCompare,
-		"usd":            cost.USD,
-		"costAssumption": func() string { return cost.Assumption },
+		"short":   short,
+		"day":     func(t time.Time) string { return t.UTC().Format("2006-01-02") },
+		"when":    func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04 UTC") },
+		"pct":     func(f float64) string { return fmt.Sprintf("%+.1f%%", 100*f) },
+		"num":     formatNum,
+		"series":  seriesPath,
+		"check":   checkRunPath,
+		"json":    jsonScript,
+		"joinsep": strings.Join,
+		"commit":  githubCommit,
+		"pr":      githubPR,
+		"compare": githubCompare,
+		"usd":     cost.USD,
+		"assume":  func() string { return cost.Assumption },
 		"worse": func(f float64, metric string) bool {
 			d := config.HigherIsWorse
 			if m, ok := config.LookupMetric(metric); ok {
