@@ -65,16 +65,16 @@ type Result struct {
 
 // Section is what perfgate records beyond vLLM's keys.
 type Section struct {
-	SchemaVersion int         `json:"schema_version"`
-	Tool          string      `json:"tool"` // "perfgate bench vX"
-	StartedAt     string      `json:"started_at,omitempty"`
-	Environment   Environment `json:"environment"`
-	Load          Load        `json:"load"`
-	DatasetHash   string      `json:"dataset_hash,omitempty"` // sha256 of the prompts sent
+	SchemaVersion int               `json:"schema_version"`
+	Tool          string            `json:"tool"` // "perfgate bench vX"
+	StartedAt     string            `json:"started_at,omitempty"`
+	Environment   Environment       `json:"environment"`
+	Load          Load              `json:"load"`
+	DatasetHash   string            `json:"dataset_hash,omitempty"` // sha256 of the prompts sent
+	Metadata      map[string]string `json:"metadata,omitempty"`
 	// Traffic is the load's shape (sessions, prompt mix, model mix) with
 	// what the run drew; nil for the plain workload (traffic.go).
-	Traffic  *Traffic          `json:"traffic,omitempty"`
-	Metadata map[string]string `json:"metadata,omitempty"`
+	Traffic *Traffic `json:"traffic,omitempty"`
 	// RunID prefixes every request's X-Request-Id ("<run_id>-<index>"), so
 	// the engine's logs and traces join with this result.
 	RunID string `json:"run_id,omitempty"`

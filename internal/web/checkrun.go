@@ -21,19 +21,16 @@ import (
 // run's value per metric, the per-request latency distributions of base
 // and head, the environment, GPU telemetry, the job logs and the history.
 type CheckRun struct {
-	Repo      string       `json:"repo"`
-	SHA       string       `json:"sha"`
-	Tier      string       `json:"tier"`
-	PR        int          `json:"pr,omitempty"`
-	State     string       `json:"state"`
-	Deadline  time.Time    `json:"deadline,omitzero"`
-	CreatedAt time.Time    `json:"created_at"`
-	UpdatedAt time.Time    `json:"updated_at"`
-	Report    *gate.Report `json:"report,omitempty"`
-	Notes     []string     `json:"notes,omitempty"`
-	// Cost is what the regression costs a month at the repository's
-	// declared price; nil without one.
-	Cost        *cost.Estimate      `json:"cost,omitempty"`
+	Repo        string              `json:"repo"`
+	SHA         string              `json:"sha"`
+	Tier        string              `json:"tier"`
+	PR          int                 `json:"pr,omitempty"`
+	State       string              `json:"state"`
+	Deadline    time.Time           `json:"deadline,omitzero"`
+	CreatedAt   time.Time           `json:"created_at"`
+	UpdatedAt   time.Time           `json:"updated_at"`
+	Report      *gate.Report        `json:"report,omitempty"`
+	Notes       []string            `json:"notes,omitempty"`
 	Environment *result.Environment `json:"environment,omitempty"`
 	Runs        []MetricRuns        `json:"runs"`
 	CDFs        []CDF               `json:"cdfs"`
@@ -41,6 +38,10 @@ type CheckRun struct {
 	Jobs        []JobInfo           `json:"jobs"`
 	Appeals     []store.Appeal      `json:"appeals"`
 	Audit       []store.AuditEntry  `json:"audit"`
+
+	// Cost is what the regression costs a month at the repository's
+	// declared price; nil without one.
+	Cost *cost.Estimate `json:"cost,omitempty"`
 }
 
 // MetricRuns is one metric's value in every run, head and base: the
