@@ -3,9 +3,11 @@ package drift_test
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -25,6 +27,29 @@ import (
 )
 
 const repo = "acme/inference"
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata")
+
+// golden compares got with the file at path (rewritten with -update).
+func golden(t *testing.T, path, got string) {
+	t.Helper()
+	if *update {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("read golden file (run `go test ./internal/drift -update` to create it): %v", err)
+	}
+	if string(want) != got {
+		t.Errorf("%s differs from the rendering; diff it or run with -update after checking.\n--- got ---\n%s", path, got)
+	}
+}
 
 type links struct{}
 
@@ -268,6 +293,9 @@ func TestDigestStatesTheCost(t *testing.T) {
 		if m == nil {
 			t.Fatalf("issue body lacks the cost line:\n%s", body)
 		}
+		// The fake GitHub's port changes from run to run.
+		fakeHost := regexp.MustCompile(`http://127\.0\.0\.1:\d+`)
+		golden(t, filepath.Join("testdata", "digest_cost.md"), "# "+gh.Issues()[0].Title+"\n\n"+body+"\n---- slack ----\n"+fakeHost.ReplaceAllString(msg, "http://github.test")+"\n")
 		usd, _ := strconv.Atoi(strings.ReplaceAll(m[2], ",", ""))
 		if usd < 2000 || usd > 4000 {
 			t.Errorf("a 10%% step at 10 GPUs and $4 priced at $%d a month, want about $2,920", usd)
