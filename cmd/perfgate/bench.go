@@ -109,6 +109,7 @@ func runBench(ctx context.Context, env *cliEnv, args []string) int {
 	for _, ig := range vllmIgnored {
 		fs.String(ig.name, "", "accepted for vLLM command lines; "+ig.why)
 	}
+	traffic := trafficFlags(fs)
 	useSim := fs.Bool("sim", false, "start the built-in simulated engine on 127.0.0.1 and benchmark it")
 	simSlowdown := fs.Float64("sim-slowdown", 1, "with --sim: multiply the engine's step times (1.2 = a 20% regression)")
 	for alias, of := range vllmAliases {
@@ -142,6 +143,9 @@ func runBench(ctx context.Context, env *cliEnv, args []string) int {
 	}
 
 	var err error
+	if o.Traffic, err = traffic(); err != nil {
+		return usage("%v", err)
+	}
 	if o.RequestRate, err = result.ParseRate(*rate); err != nil {
 		return usage("--request-rate: %v", err)
 	}
@@ -233,7 +237,7 @@ func runBench(ctx context.Context, env *cliEnv, args []string) int {
 				*d.v = d.def
 			}
 		}
-		target, stop, err := startBenchSim(ctx, *simSlowdown)
+		target, stop, err := startBenchSim(ctx, *simSlowdown, o.Traffic)
 		if err != nil {
 			fmt.Fprintf(env.stderr, "perfgate bench: start sim: %v\n", err)
 			return 1
@@ -349,9 +353,10 @@ func mostCommon(counts map[string]int) string {
 
 // startBenchSim serves the default simulated engine on a free loopback
 // port and returns its URL; stop shuts it down and waits for it.
-func startBenchSim(ctx context.Context, slowdown float64) (target string, stop func(), err error) {
+func startBenchSim(ctx context.Context, slowdown float64, traffic *result.Traffic) (target string, stop func(), err error) {
 	cfg := sim.DefaultConfig()
 	cfg.Slowdown = slowdown
+	cfg.LoRAModules = simAdapters(traffic, cfg.Model)
 	sctx, cancel := context.WithCancel(ctx)
 	ready := make(chan string, 1)
 	served := make(chan error, 1)

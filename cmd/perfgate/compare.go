@@ -105,6 +105,9 @@ func runCompare(ctx context.Context, env *cliEnv, args []string) int {
 	} else if err := rep.WriteText(env.stdout); err != nil {
 		fmt.Fprintf(env.stderr, "perfgate compare: %v\n", err)
 		return 3
+	} else if err := writeCost(env.stdout, cfg, rep); err != nil {
+		fmt.Fprintf(env.stderr, "perfgate compare: %v\n", err)
+		return 3
 	}
 	return rep.Verdict.ExitCode()
 }

@@ -91,8 +91,14 @@ func TestRunnersDrainUsage(t *testing.T) {
 		t.Errorf("undrained runner: %v", err)
 	}
 
+	// A priced regression: the usage table says what it would have cost.
+	if _, err := st.AppendAudit(ctx, store.AuditEntry{Actor: "perfgate", Action: "gate.regression", Repo: "acme/llm",
+		Detail: []byte(`{"sha":"abc","tier":"quick","monthly_usd":2887.9}`)}); err != nil {
+		t.Fatal(err)
+	}
 	code, out, errOut = run(t, "usage", "--db", db)
-	if code != 0 || !strings.Contains(out, "acme/llm") || !strings.Contains(out, "quick") || !strings.Contains(out, "total") || !strings.Contains(out, "baseline reuse only") {
+	if code != 0 || !strings.Contains(out, "acme/llm") || !strings.Contains(out, "quick") || !strings.Contains(out, "total") || !strings.Contains(out, "baseline reuse only") ||
+		!strings.Contains(out, "THEIR COST A MONTH") || strings.Count(out, "+$2,888") != 2 {
 		t.Errorf("usage: %d %s %s", code, out, errOut)
 	}
 	code, out, _ = run(t, "usage", "--json", "--repo", "acme/llm", "--db", db)

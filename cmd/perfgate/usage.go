@@ -7,6 +7,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/perfgate/perfgate/internal/cost"
 	"github.com/perfgate/perfgate/internal/fleet"
 	"github.com/perfgate/perfgate/internal/store"
 )
@@ -27,7 +28,9 @@ func runUsage(ctx context.Context, env *cliEnv, args []string) int {
 	fs.epilog = `GPU-hours sum every attempt's time on its card (claim to finish), lost attempts
 included; jobs count the jobs with an attempt that ended in the week; baseline
 reuse counts checks judged against a stored baseline instead of one measured
-for them; regressions count the commits the gate called a regression.
+for them; regressions count the commits the gate called a regression, and
+their cost is what those regressions would cost a month, had they shipped, at
+the repository's declared price (cost: in perfgate.yml; docs/cost.md).
 ` + usageCacheNote + "\n"
 	if code, ok := fs.parse(args); !ok {
 		return code
@@ -65,20 +68,29 @@ for them; regressions count the commits the gate called a regression.
 		return 0
 	}
 	tw := tabwriter.NewWriter(env.stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "WEEK\tREPOSITORY\tTIER\tGPU-HOURS\tJOBS\tBASELINE REUSE\tREGRESSIONS\t")
+	fmt.Fprintln(tw, "WEEK\tREPOSITORY\tTIER\tGPU-HOURS\tJOBS\tBASELINE REUSE\tREGRESSIONS\tTHEIR COST A MONTH\t")
 	var total fleet.UsageRow
 	for _, r := range rows {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%.2f\t%d\t%d\t%d\t\n", r.Week, r.Repo, r.Tier, r.GPUHours, r.Jobs, r.BaselineReuse, r.Regressions)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%.2f\t%d\t%d\t%d\t%s\t\n", r.Week, r.Repo, r.Tier, r.GPUHours, r.Jobs, r.BaselineReuse, r.Regressions, usdCell(r.RegressionUSDMonth))
 		total.GPUHours += r.GPUHours
 		total.Jobs += r.Jobs
 		total.BaselineReuse += r.BaselineReuse
 		total.Regressions += r.Regressions
+		total.RegressionUSDMonth += r.RegressionUSDMonth
 	}
-	fmt.Fprintf(tw, "total\t\t\t%.2f\t%d\t%d\t%d\t\n", total.GPUHours, total.Jobs, total.BaselineReuse, total.Regressions)
+	fmt.Fprintf(tw, "total\t\t\t%.2f\t%d\t%d\t%d\t%s\t\n", total.GPUHours, total.Jobs, total.BaselineReuse, total.Regressions, usdCell(total.RegressionUSDMonth))
 	if err := tw.Flush(); err != nil {
 		fmt.Fprintf(env.stderr, "perfgate usage: %v\n", err)
 		return 3
 	}
 	fmt.Fprintln(env.stdout, usageCacheNote)
 	return 0
+}
+
+// usdCell is a monthly figure, or "—" where nothing was priced.
+func usdCell(v float64) string {
+	if v == 0 {
+		return "—"
+	}
+	return cost.USD(v)
 }

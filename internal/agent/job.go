@@ -399,7 +399,7 @@ func (a *Agent) benchOptions(p agentapi.Plan, target string, c *agentapi.ClaimRe
 		Target: target, Endpoint: w.Endpoint, Model: p.Engine.Model,
 		Dataset: w.Dataset, DatasetPath: path, InputLen: w.InputLen, OutputLen: w.OutputLen,
 		NumPrompts: w.NumPrompts, RequestRate: w.RequestRate, Burstiness: w.Burstiness,
-		MaxConcurrency: w.MaxConcurrency, Seed: w.Seed, Temperature: w.Temperature,
+		MaxConcurrency: w.MaxConcurrency, Seed: w.Seed, Temperature: w.Temperature, Traffic: w.Traffic,
 		Timeout: w.Timeout.D(),
 		// The built-in sim runs in this process: its CPU is not the client's.
 		CPUShared:  p.Engine.Sim != nil,

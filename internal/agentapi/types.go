@@ -253,6 +253,9 @@ type Workload struct {
 	Seed           int64       `json:"seed,omitempty"`
 	Temperature    float64     `json:"temperature,omitempty"`
 	Timeout        Duration    `json:"timeout,omitempty"`
+	// Traffic is the workload's shape (sessions, prompt mix, model mix);
+	// nil for the plain workload.
+	Traffic *result.Traffic `json:"traffic,omitempty"`
 }
 
 // Duration is a time.Duration written as a Go duration string ("2m30s").
@@ -358,6 +361,7 @@ func PlanFromConfig(cfg *config.Config, tier string) (Plan, error) {
 			NumPrompts:     t.Prompts,
 			RequestRate:    w.RequestRate,
 			MaxConcurrency: w.MaxConcurrency,
+			Traffic:        w.Traffic(),
 		},
 		Warmup:  t.Warmup,
 		Repeats: t.Repeats,
@@ -414,6 +418,9 @@ func (p Plan) Validate() error {
 	}
 	if p.Workload.NumPrompts < 1 {
 		errs = append(errs, fmt.Errorf("plan num_prompts is %d: must be >= 1", p.Workload.NumPrompts))
+	}
+	if err := p.Workload.Traffic.Check(); err != nil {
+		errs = append(errs, fmt.Errorf("plan workload: %w", err))
 	}
 	if p.MaxErrorRate < 0 || p.MaxErrorRate > 1 {
 		errs = append(errs, fmt.Errorf("plan max_error_rate is %g: must be in [0, 1]", p.MaxErrorRate))

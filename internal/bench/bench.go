@@ -103,8 +103,13 @@ type Options struct {
 	// default; counted in the result's warnings), OverlongTruncate or
 	// OverlongFail.
 	TraceOverlong string
-	// MaxConcurrency caps requests in flight; 0 is no cap.
+	// MaxConcurrency caps requests in flight; 0 is no cap. With sessions
+	// it caps sessions in flight (each has one request out at a time).
 	MaxConcurrency int
+	// Traffic shapes the load (traffic.go): multi-turn sessions, whose
+	// arrivals RequestRate and Burstiness then time; a prompt length mix;
+	// a model mix. Nil is the plain workload.
+	Traffic *result.Traffic
 	// Warmup requests are sent first, with prompts of their own, and discarded.
 	Warmup int
 	Seed   int64
@@ -305,10 +310,16 @@ func Run(ctx context.Context, o Options) (*result.Result, error) {
 	reqs := make([]request, len(measured))
 	offsets := make([]time.Duration, len(measured))
 	for i, s := range measured {
-		reqs[i] = request{id: fmt.Sprintf("%s-%d", runID, i), prompt: s.prompt, promptLen: s.promptLen, maxTokens: s.maxTokens}
+		reqs[i] = request{id: fmt.Sprintf("%s-%d", runID, i), prompt: s.prompt, promptLen: s.promptLen, maxTokens: s.maxTokens,
+			model: s.model, messages: s.messages}
 		offsets[i] = s.offset
 	}
-	if !isTrace(o.Dataset) {
+	sessions := o.Traffic != nil && o.Traffic.Sessions != nil
+	switch {
+	case sessions:
+		// The rate times the sessions' arrivals; their turns follow answers.
+		offsets = arrivalOffsets(sessionCount(&o), float64(o.RequestRate), o.Burstiness, arrivalRNG)
+	case !isTrace(o.Dataset):
 		offsets = arrivalOffsets(len(reqs), float64(o.RequestRate), o.Burstiness, arrivalRNG)
 	}
 	// Bodies are encoded before the measured phase: work between a
@@ -329,7 +340,14 @@ func Run(ctx context.Context, o Options) (*result.Result, error) {
 	}
 	bar := newProgress(o.Progress, len(reqs))
 	cpuFrom := markCPU()
-	recs, dur := runPhase(ctx, q, reqs, offsets, o.MaxConcurrency, bar.add)
+	var recs []record
+	var dur time.Duration
+	if sessions {
+		s := o.Traffic.Sessions
+		recs, dur = runSessions(ctx, q, reqs, s.Turns, offsets, time.Duration(s.ThinkTimeMS*float64(time.Millisecond)), o.MaxConcurrency, bar.add)
+	} else {
+		recs, dur = runPhase(ctx, q, reqs, offsets, o.MaxConcurrency, bar.add)
+	}
 	cpuTo := markCPU()
 	bar.finish()
 	during, samples := gauges.finish()
@@ -410,6 +428,7 @@ func Run(ctx context.Context, o Options) (*result.Result, error) {
 		sec.Load.TraceTimeScale = o.TraceTimeScale
 	}
 	sec.DatasetHash = datasetHash(measured)
+	sec.Traffic = trafficRecord(&o, measured)
 	if len(o.Metadata) > 0 {
 		sec.Metadata = o.Metadata
 	}
@@ -588,6 +607,9 @@ func (o *Options) normalize() error {
 	}
 	if o.NumPrompts < 0 {
 		return usageErr("num-prompts", "must be at least 1")
+	}
+	if err := o.checkTraffic(); err != nil {
+		return err
 	}
 	if o.NumPrompts == 0 && !isTrace(o.Dataset) {
 		o.NumPrompts = DefaultNumPrompts

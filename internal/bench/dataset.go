@@ -26,6 +26,12 @@ type sample struct {
 	// the measured phase; hasOffset marks trace samples.
 	offset    time.Duration
 	hasOffset bool
+	// A traffic shape's draws (traffic.go): the model to name ("" the
+	// run's), the prompt class, and a chat session's conversation so far
+	// (the chat endpoint sends it as messages; prompt is its text).
+	model    string
+	class    string
+	messages []chatMessage
 }
 
 // ShareGPT filters, as vLLM's is_valid_sequence applies them by default.
@@ -65,6 +71,20 @@ func loadSamples(ctx context.Context, o *Options, rng *rand.Rand, p promptTokens
 	var err error
 	total := o.NumPrompts + o.Warmup
 	var all []sample
+	if t := o.Traffic; t != nil && (t.Sessions != nil || len(t.PromptMix) > 0) {
+		measured, err := shapedSamples(ctx, o, p)
+		if err != nil {
+			return dataset{}, err
+		}
+		assignModels(measured, o)
+		// The warm-up stays plain: it fills the engine, not its cache.
+		warmup := randomSamples(o.Warmup, o.InputLen, o.OutputLen, rng, p.vocab)
+		if err := recount(ctx, warmup, p.tok); err != nil {
+			return dataset{}, fmt.Errorf("measure prompts with the server's tokenizer: %w", err)
+		}
+		return dataset{measured: measured, warmup: warmup}, nil
+	}
+	defer func() { assignModels(all[:min(o.NumPrompts, len(all))], o) }()
 	switch o.Dataset {
 	case "random":
 		all = randomSamples(total, o.InputLen, o.OutputLen, rng, p.vocab)
@@ -271,6 +291,10 @@ func datasetHash(samples []sample) string {
 		num = strconv.AppendInt(num[:0], int64(s.maxTokens), 10)
 		h.Write([]byte{0})
 		h.Write(num)
+		if s.model != "" { // a model mix sends the same prompts elsewhere
+			h.Write([]byte{0})
+			h.Write([]byte(s.model))
+		}
 		if s.hasOffset { // a trace's arrival times are part of its work
 			num = strconv.AppendInt(num[:0], int64(s.offset), 10)
 			h.Write([]byte{0})

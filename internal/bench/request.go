@@ -26,8 +26,10 @@ type request struct {
 	prompt    string
 	promptLen int
 	maxTokens int
-	salt      string // cache_salt of this request; "" sends the requester's
-	body      []byte // the encoded request, when made ahead; nil: do encodes it
+	salt      string        // cache_salt of this request; "" sends the requester's
+	model     string        // the model to name; "" names the requester's
+	messages  []chatMessage // a chat session's conversation; nil sends prompt as one user message
+	body      []byte        // the encoded request, when made ahead; nil: do encodes it
 }
 
 // record is what one request measured: the equal of vLLM's RequestFuncOutput.
@@ -162,7 +164,13 @@ func (q *requester) body(req request) ([]byte, error) {
 	if q.stream {
 		p.StreamOptions = &streamOptions{IncludeUsage: true}
 	}
-	if q.chat {
+	if req.model != "" {
+		p.Model = req.model
+	}
+	if q.chat && req.messages != nil {
+		p.Messages = req.messages
+		p.MaxCompletionTokens = req.maxTokens
+	} else if q.chat {
 		p.Messages = []chatMessage{{Role: "user", Content: req.prompt}}
 		// vLLM's client sends max_completion_tokens for chat; older
 		// servers read max_tokens, so send both with the same value.

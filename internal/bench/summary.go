@@ -63,9 +63,31 @@ func WriteSummary(w io.Writer, r *result.Result) {
 		}
 	}
 	if sec := r.Perfgate; sec != nil {
+		writeTraffic(sec.Traffic, row, title)
 		writeChecks(w, sec, row, f2, title)
 	}
 	fmt.Fprintln(w, strings.Repeat("=", 50))
+}
+
+// writeTraffic prints a traffic shape and what the run drew.
+func writeTraffic(t *result.Traffic, row func(string, string), title func(string, byte)) {
+	if !t.Shaped() {
+		return
+	}
+	title("Traffic shape", '-')
+	if s := t.Sessions; s != nil {
+		v := fmt.Sprintf("%d × %d turns, +%d user tokens a turn", t.Counts["sessions"], s.Turns, s.UserLen)
+		if s.ThinkTimeMS > 0 {
+			v += fmt.Sprintf(", think %s ms", strconv.FormatFloat(s.ThinkTimeMS, 'f', -1, 64))
+		}
+		row("Chat sessions:", v)
+	}
+	for _, c := range t.PromptMix {
+		row(fmt.Sprintf("Prompts %s (%d tokens):", c.Name, c.InputLen), strconv.Itoa(t.Counts["class:"+c.Name]))
+	}
+	for _, m := range t.Models {
+		row(fmt.Sprintf("Model %s:", m.Name), strconv.Itoa(t.Counts["model:"+m.Name]))
+	}
 }
 
 // writeChecks prints perfgate's own sections: the client's check on

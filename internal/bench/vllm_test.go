@@ -114,10 +114,17 @@ func TestWriteSummaryGolden(t *testing.T) {
 	c := 8
 	withErrors.MaxConcurrency = &c
 	withErrors.RequestRate = 4
+	shaped := aggregate(handRecords(), time.Second, []float64{50, 99}, nil)
+	shaped.Perfgate.Traffic = &result.Traffic{
+		Sessions:  &result.Sessions{Turns: 5, UserLen: 64, ThinkTimeMS: 1500},
+		PromptMix: []result.PromptClass{{Name: "short", InputLen: 128, Weight: 6}, {Name: "long", InputLen: 4096, OutputLen: 256, Weight: 1}},
+		Models:    []result.ModelShare{{Name: "llama-8b", Weight: 7}, {Name: "sql-lora", Weight: 3}},
+		Counts:    map[string]int{"sessions": 40, "class:short": 34, "class:long": 6, "model:llama-8b": 29, "model:sql-lora": 11},
+	}
 	for _, tt := range []struct {
 		name string
 		r    *result.Result
-	}{{"summary_vllm.golden", vllm}, {"summary_errors.golden", withErrors}} {
+	}{{"summary_vllm.golden", vllm}, {"summary_errors.golden", withErrors}, {"summary_traffic.golden", shaped}} {
 		t.Run(tt.name, func(t *testing.T) {
 			var buf bytes.Buffer
 			WriteSummary(&buf, tt.r)

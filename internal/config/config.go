@@ -30,6 +30,7 @@ type Config struct {
 	Runner        Runner          `yaml:"runner"`
 	Triggers      Triggers        `yaml:"triggers"`
 	Profile       Profile         `yaml:"profile"`
+	Cost          Cost            `yaml:"cost"`
 }
 
 // Server is how the runner starts the inference engine: a container image
@@ -83,6 +84,11 @@ type Workload struct {
 	RequestRate    result.Rate `yaml:"request_rate"` // requests/s, "inf" = all at once
 	MaxConcurrency int         `yaml:"max_concurrency"`
 	Endpoint       string      `yaml:"endpoint"`
+	// Traffic shapes (traffic.go): multi-turn chat sessions, a prompt
+	// length mix, a model mix. Unset is the plain workload.
+	Sessions  Sessions      `yaml:"sessions"`
+	PromptMix []PromptClass `yaml:"prompt_mix"`
+	Models    []ModelShare  `yaml:"models"`
 }
 
 // Tier is one gate level: how much to run and how strictly to judge it.

@@ -46,6 +46,10 @@ func TestInvalidConfigs(t *testing.T) {
 			"one-pass.yml:4:14: tiers.merge.prompts: want a whole number, got \"lots\"\n" +
 			"one-pass.yml:6:20: tiers.quick.session_noise: session_noise 60% out of range (0% to 50%: the session-to-session shift of your runner, e.g. 2%)\n" +
 			"one-pass.yml:7:1: sever: unknown key \"sever\" (did you mean \"server\"?)"},
+		{"cost-no-fleet.yml", `cost-no-fleet.yml:2:3: cost: no fleet size (set cost.gpus (GPUs serving all month) or cost.monthly_gpu_hours)`},
+		{"cost-no-price.yml", `cost-no-price.yml:3:17: cost.gpu_hour_usd: no price of a GPU-hour (set cost.gpu_hour_usd in dollars, e.g. 4.10 for an A100-80G on demand; or remove cost: to show no money)`},
+		{"cost-both-sizes.yml", `cost-both-sizes.yml:4:22: cost.monthly_gpu_hours: both gpus and monthly_gpu_hours are set (keep one: gpus (running all month) or monthly_gpu_hours)`},
+		{"cost-dollar-sign.yml", `cost-dollar-sign.yml:2:17: cost.gpu_hour_usd: want a number, got "$4"`},
 		{"yaml-syntax.yml", `yaml-syntax.yml:3:2: YAML syntax: did not find expected key (check the indentation and quoting on this line)`},
 	}
 	files, _ := filepath.Glob("../../testdata/config/invalid/*.yml")

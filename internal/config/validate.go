@@ -106,6 +106,7 @@ func (d *decoder) validate(c *Config) {
 	}
 	d.oneOf("triggers.drafts", t.Drafts, []string{"skip", "run"})
 	d.validateProfile(c)
+	d.validateCost(c.Cost)
 }
 
 func (d *decoder) oneOf(field, got string, valid []string) bool {
@@ -225,6 +226,7 @@ func (d *decoder) validateWorkload(w *Workload) {
 	if !strings.HasPrefix(w.Endpoint, "/") {
 		d.errField("workload.endpoint", fmt.Sprintf("endpoint %q is not a path", w.Endpoint), "e.g. /v1/completions")
 	}
+	d.validateTraffic(w)
 }
 
 func (d *decoder) validateTier(f string, t Tier) {

@@ -53,7 +53,8 @@ func warnThenEscalate(t *testing.T, dir string) {
 	if w.HeadSHA != out.Repo.Slow {
 		t.Errorf("check on %s, want the PR's head %s", w.HeadSHA, out.Repo.Slow)
 	}
-	for _, want := range []string{"| metric", "| TPOT median", "❌ regression", "/perf retest", "/perf appeal"} {
+	// The demo repository declares its price (cost: in repoConfig).
+	for _, want := range []string{"| metric", "| TPOT median", "❌ regression", "/perf retest", "/perf appeal", "**Cost:** ", " a month** at 10 GPUs ($4.10/GPU-hour)."} {
 		if !strings.Contains(w.Summary, want) {
 			t.Errorf("warning summary lacks %q:\n%s", want, w.Summary)
 		}

@@ -67,6 +67,9 @@ tiers:
     prompts: 100
     repeats: 3
     warmup: 16
+cost:
+  gpu_hour_usd: 4.10
+  gpus: 10
 `
 }
 

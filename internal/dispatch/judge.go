@@ -16,6 +16,7 @@ import (
 	"github.com/perfgate/perfgate/internal/check"
 	"github.com/perfgate/perfgate/internal/checkstate"
 	"github.com/perfgate/perfgate/internal/config"
+	"github.com/perfgate/perfgate/internal/cost"
 	"github.com/perfgate/perfgate/internal/gate"
 	"github.com/perfgate/perfgate/internal/jobstate"
 	"github.com/perfgate/perfgate/internal/report"
@@ -60,6 +61,9 @@ type verdictDoc struct {
 	// changes no file continues it (see prLooks); one that changes code
 	// starts afresh.
 	Looks map[string]gate.Looks `json:"looks,omitempty"`
+	// Cost is what a regression costs a month at the price the job was
+	// queued with (cost.go); the dashboard reads it under "cost".
+	Cost *cost.Estimate `json:"cost,omitempty"`
 }
 
 // withLooks is doc with the budgets in looks stored over its own.
@@ -448,10 +452,11 @@ func (s *Service) publish(ctx context.Context, cr store.CheckRun, job store.Job,
 			doc.Notes = append(doc.Notes, acceptedBy...)
 		}
 		doc.Notes = append(doc.Notes, s.regressionNotes(ctx, cr, job, rep)...)
+		doc.Cost = costOf(job, rep)
 	}
 	// A row that changed meanwhile (a retest replaced its jobs, another
 	// replica judged it) is judged again as it now is.
-	return s.settle(ctx, cr, step{ev: ev, doc: &doc, detail: map[string]any{"runs": rep.CandidateRuns}})
+	return s.settle(ctx, cr, step{ev: ev, doc: &doc, detail: costDetail(map[string]any{"runs": rep.CandidateRuns}, doc.Cost)})
 }
 
 // authorOf asks GitHub for the PR's author, for the warning's mention. It

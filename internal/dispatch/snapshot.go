@@ -7,6 +7,7 @@ import (
 
 	"github.com/perfgate/perfgate/internal/agentapi"
 	"github.com/perfgate/perfgate/internal/config"
+	"github.com/perfgate/perfgate/internal/cost"
 	"github.com/perfgate/perfgate/internal/store"
 )
 
@@ -22,6 +23,8 @@ type snapshot struct {
 	// Rules keep what queuing a profile on this job's regression needs
 	// (findings.go).
 	Rules *profileRules `json:"profile_rules,omitempty"`
+	// Price is the repository's declared GPU price (cost.go); nil: none.
+	Price *cost.Price `json:"price,omitempty"`
 }
 
 type gateRules struct {
@@ -34,7 +37,7 @@ func newSnapshot(cfg *config.Config, plan agentapi.Plan) (snapshot, error) {
 	if err != nil {
 		return snapshot{}, err
 	}
-	return snapshot{Plan: plan, Gate: &gateRules{Tier: t, EscalateAfter: cfg.EscalateAfter.D()}, Rules: rulesOf(cfg)}, nil
+	return snapshot{Plan: plan, Gate: &gateRules{Tier: t, EscalateAfter: cfg.EscalateAfter.D()}, Rules: rulesOf(cfg), Price: priceFrom(cfg)}, nil
 }
 
 func (s snapshot) encode() ([]byte, error) {

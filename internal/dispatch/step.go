@@ -233,7 +233,7 @@ func (s *Service) docOf(cr store.CheckRun) verdictDoc {
 
 // view builds the report for a check run row's state.
 func (s *Service) view(cr store.CheckRun, doc verdictDoc) report.View {
-	v := report.View{SHA: cr.HeadSHA, Author: doc.Author, Deadline: cr.Deadline, EscalateAfter: doc.After, Notes: doc.Notes}
+	v := report.View{SHA: cr.HeadSHA, Author: doc.Author, Deadline: cr.Deadline, EscalateAfter: doc.After, Notes: doc.Notes, Cost: doc.Cost}
 	if doc.Report != nil {
 		v = report.FromGate(v, doc.Report, doc.Env)
 		v.Verdict = report.VerdictOf(doc.Report.Verdict)

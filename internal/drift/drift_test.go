@@ -3,10 +3,14 @@ package drift_test
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -15,6 +19,7 @@ import (
 	"github.com/palantir/go-githubapp/githubapp"
 	"github.com/rs/zerolog"
 
+	"github.com/perfgate/perfgate/internal/cost"
 	"github.com/perfgate/perfgate/internal/drift"
 	"github.com/perfgate/perfgate/internal/githubtest"
 	"github.com/perfgate/perfgate/internal/githubtest/ghtest"
@@ -23,6 +28,29 @@ import (
 )
 
 const repo = "acme/inference"
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata")
+
+// golden compares got with the file at path (rewritten with -update).
+func golden(t *testing.T, path, got string) {
+	t.Helper()
+	if *update {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("read golden file (run `go test ./internal/drift -update` to create it): %v", err)
+	}
+	if string(want) != got {
+		t.Errorf("%s differs from the rendering; diff it or run with -update after checking.\n--- got ---\n%s", path, got)
+	}
+}
 
 type links struct{}
 
@@ -233,5 +261,48 @@ func TestSlackFailureIsRetriedNextPass(t *testing.T) {
 	}
 	if sink.count() == 0 {
 		t.Error("the next pass did not deliver the messages the broken webhook refused")
+	}
+}
+
+// With a declared price the nightly digest says what the step costs a
+// month (the issue) and what the open regressions on the default branch
+// cost together (the Slack message); without one neither speaks of money.
+func TestDigestStatesTheCost(t *testing.T) {
+	ctx := context.Background()
+	for _, price := range []*cost.Price{{GPUHourUSD: 4, GPUs: 10}, nil} {
+		st, _ := seededSpec(t, history.Spec{Repo: repo, Cells: []string{"c=1", "c=64"}, Days: 30, StepDay: 20, Step: 0.10,
+			Noise: 0.01, Requests: 60, Runs: 3, ReleaseDay: -1, InstallationID: githubtest.InstallationID, Seed: 3,
+			End: time.Date(2025, 4, 30, 0, 0, 0, 0, time.UTC), Price: price})
+		gh := githubtest.New(t)
+		sink := &slackSink{}
+		slack := httptest.NewServer(sink)
+		sum, err := newPass(t, st, gh, slack.URL).Run(ctx)
+		slack.Close()
+		if err != nil || len(sum.Errors) > 0 || len(gh.Issues()) != 1 || sink.count() != 1 {
+			t.Fatalf("pass: %+v, %v; %d issues, %d messages", sum, err, len(gh.Issues()), sink.count())
+		}
+		body, msg := gh.Issues()[0].Body, sink.last()
+		if price == nil {
+			if strings.Contains(body, "Cost") || strings.Contains(msg, "$") {
+				t.Errorf("no price declared, yet money shows:\n%s\n%s", body, msg)
+			}
+			continue
+		}
+		// A 10% step: the throughput falls to about 1/1.1, so about 10%
+		// more of 7,300 GPU-hours at $4 (≈ $2,920) in the costliest cell.
+		m := regexp.MustCompile(`\*\*Cost:\*\* if it stays, nightly/c=\d+ · (output|request|total token) throughput −[0-9.]+%: 1\.[01]\d× the GPU-hours for the same traffic, \*\*\+\$([0-9,]+) a month\*\* at 10 GPUs \(\$4\.00/GPU-hour\)`).FindStringSubmatch(body)
+		if m == nil {
+			t.Fatalf("issue body lacks the cost line:\n%s", body)
+		}
+		// The fake GitHub's port changes from run to run.
+		fakeHost := regexp.MustCompile(`http://127\.0\.0\.1:\d+`)
+		golden(t, filepath.Join("testdata", "digest_cost.md"), "# "+gh.Issues()[0].Title+"\n\n"+body+"\n---- slack ----\n"+fakeHost.ReplaceAllString(msg, "http://github.test")+"\n")
+		usd, _ := strconv.Atoi(strings.ReplaceAll(m[2], ",", ""))
+		if usd < 2000 || usd > 4000 {
+			t.Errorf("a 10%% step at 10 GPUs and $4 priced at $%d a month, want about $2,920", usd)
+		}
+		if want := "Open regressions on the default branch: 1 priced, +$" + m[2] + " a month in all."; !strings.Contains(msg, want) || !strings.Contains(msg, "Cost if it stays:") {
+			t.Errorf("slack message lacks %q:\n%s", want, msg)
+		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"math"
 	"sort"
 
+	"github.com/perfgate/perfgate/internal/cost"
 	"github.com/perfgate/perfgate/internal/store"
 )
 
@@ -55,6 +56,10 @@ type event struct {
 	url     string
 	members []store.ChangePointRecord
 	touched bool // a steady member moved, joined or left this pass
+	// cost prices the step at the repository's declared price (cost.go);
+	// total sums the repository's open events, for the Slack message.
+	cost  *cost.Estimate
+	total string
 }
 
 func (e *event) leader() store.ChangePointRecord { return e.members[0] }
@@ -176,8 +181,13 @@ func (p *Pass) alerts(ctx context.Context, repo string, r *run) error {
 			left[c.IssueNumber] = true
 		}
 	}
+	for _, e := range events {
+		e.cost = p.eventCost(ctx, e)
+	}
+	total := openTotal(events)
 	var errs []error
 	for _, e := range events {
+		e.total = total
 		for _, m := range e.members {
 			e.touched = e.touched || Leads(m) && (r.touched[m.ID] || m.IssueNumber == 0)
 		}

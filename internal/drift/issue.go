@@ -154,6 +154,9 @@ func (p *Pass) issueText(e *event) (title, body string) {
 	fmt.Fprintf(&b, "**Digest:** one step, %d change point%s across %d metric%s and %d matrix cell%s; led by `%s` on `%s` (%s, %.0f× its night-to-night noise).\n\n",
 		len(e.members), plural(len(e.members)), len(metrics), plural(len(metrics)), len(cells), plural(len(cells)),
 		first.Metric, first.Key, pct(first.Change), Effect(first))
+	if line := costLine(e); line != "" {
+		b.WriteString(line + "\n\n")
+	}
 	fmt.Fprintf(&b, "Commit range: https://github.com/%s/compare/%s...%s\n\n", first.Repo, first.GoodSHA, first.BadSHA)
 	fmt.Fprintf(&b, "| benchmark | metric | since | before (σ) | after (σ) | change | noise | dashboard |\n|---|---|---|---|---|---|---|---|\n")
 	for _, c := range e.members {

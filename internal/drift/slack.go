@@ -20,6 +20,12 @@ func (p *Pass) slackText(e *event) string {
 	if n := len(e.members) - 1; n > 0 {
 		text += fmt.Sprintf(", with %d more change point%s of the same step", n, plural(n))
 	}
+	if e.cost != nil && e.cost.Unpriced == "" {
+		text += "\nCost if it stays: " + e.cost.Plain()
+	}
+	if e.total != "" {
+		text += "\n" + e.total
+	}
 	if e.url != "" {
 		text += "\nIssue (updated there, not here): " + e.url
 	}

@@ -231,11 +231,12 @@ func TestUsage(t *testing.T) {
 			{JobID: 3, Repo: "a/x", Tier: "quick", Started: mon.Add(-24 * time.Hour), Ended: mon.Add(-23 * time.Hour)}, // Sunday: W09
 		},
 		[]UsageReuse{{Repo: "a/x", Tier: "quick", Created: mon}},
-		[]UsageRegression{{Repo: "a/x", Tier: "quick", SHA: "s1", At: mon}, {Repo: "a/x", Tier: "quick", SHA: "s1", At: mon.Add(time.Hour)}, {Repo: "a/x", Tier: "quick", SHA: "s2", At: mon}},
+		// s1's retest confirms it: counted (and priced) once.
+		[]UsageRegression{{Repo: "a/x", Tier: "quick", SHA: "s1", At: mon, MonthlyUSD: 2500}, {Repo: "a/x", Tier: "quick", SHA: "s1", At: mon.Add(time.Hour), MonthlyUSD: 2600}, {Repo: "a/x", Tier: "quick", SHA: "s2", At: mon, MonthlyUSD: 400}},
 	)
 	want := []UsageRow{
 		{Repo: "a/x", Tier: "merge", Week: "2025-W10", WeekStart: time.Date(2025, 3, 3, 0, 0, 0, 0, time.UTC), GPUHours: 2, Jobs: 1},
-		{Repo: "a/x", Tier: "quick", Week: "2025-W10", WeekStart: time.Date(2025, 3, 3, 0, 0, 0, 0, time.UTC), GPUHours: 1, Jobs: 1, BaselineReuse: 1, Regressions: 2},
+		{Repo: "a/x", Tier: "quick", Week: "2025-W10", WeekStart: time.Date(2025, 3, 3, 0, 0, 0, 0, time.UTC), GPUHours: 1, Jobs: 1, BaselineReuse: 1, Regressions: 2, RegressionUSDMonth: 2900},
 		{Repo: "a/x", Tier: "quick", Week: "2025-W09", WeekStart: time.Date(2025, 2, 24, 0, 0, 0, 0, time.UTC), GPUHours: 1, Jobs: 1},
 	}
 	if !reflect.DeepEqual(rows, want) {

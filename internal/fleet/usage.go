@@ -25,6 +25,9 @@ type UsageReuse struct {
 type UsageRegression struct {
 	Repo, Tier, SHA string
 	At              time.Time
+	// MonthlyUSD is what the regression would cost a month at the
+	// repository's declared price (internal/cost); 0 when none.
+	MonthlyUSD float64
 }
 
 // UsageRow is one repository's use of the fleet in one tier and ISO week.
@@ -44,6 +47,10 @@ type UsageRow struct {
 	BaselineReuse int `json:"baseline_reuse"`
 	// Regressions counts the commits the gate called a regression.
 	Regressions int `json:"regressions"`
+	// RegressionUSDMonth sums what those regressions would cost a month at
+	// the repository's declared price (cost: in perfgate.yml), had they
+	// shipped; 0 when no price is declared or none was priced.
+	RegressionUSDMonth float64 `json:"regression_usd_month"`
 }
 
 // Week names t's ISO week and gives its Monday.
@@ -111,7 +118,9 @@ func Usage(attempts []UsageAttempt, reuses []UsageReuse, regressions []UsageRegr
 			continue // a retest confirming it is the same regression
 		}
 		caught[k] = true
-		row(g.Repo, g.Tier, g.At).Regressions++
+		r := row(g.Repo, g.Tier, g.At)
+		r.Regressions++
+		r.RegressionUSDMonth += g.MonthlyUSD
 	}
 	out := make([]UsageRow, 0, len(rows))
 	for _, r := range rows {

@@ -50,6 +50,7 @@ var perfgateFields = []envField{
 	// times, a per-run sample of the same load (dataset_hash is checked
 	// per seed).
 	{"load.temperature", func(r *result.Result) string { return ftoa(r.Perfgate.Load.Temperature) }},
+	{"load.traffic", func(r *result.Result) string { return r.Perfgate.Traffic.Signature() }},
 }
 
 // vllmFields are what a plain vLLM file says about its load.

@@ -19,6 +19,7 @@ import (
 
 	"github.com/perfgate/perfgate/internal/baseline"
 	"github.com/perfgate/perfgate/internal/config"
+	"github.com/perfgate/perfgate/internal/cost"
 	"github.com/perfgate/perfgate/internal/gate"
 	"github.com/perfgate/perfgate/internal/jobstate"
 	"github.com/perfgate/perfgate/internal/result"
@@ -54,6 +55,10 @@ type Spec struct {
 	// repository, whose change points can be bisected. Otherwise each
 	// night gets a made-up SHA (Commit).
 	Commits []string
+	// Price, when set, is the repository's declared GPU price, kept in
+	// each job's snapshot as the dispatcher keeps it (the nightly pass
+	// prices change points from it).
+	Price *cost.Price
 }
 
 // Night is one seeded night of one cell.
@@ -113,7 +118,7 @@ func Seed(ctx context.Context, st store.Store, s Spec) ([]Night, error) {
 			for i := range runs {
 				runs[i] = Run(rng, sha, conc, s.Requests, slow*level*(1+0.003*rng.NormFloat64()))
 			}
-			job, err := storeJob(ctx, st, s.Repo, s.InstallationID, sha, cell, runs)
+			job, err := storeJob(ctx, st, s.Repo, s.InstallationID, sha, cell, s.Price, runs)
 			if err != nil {
 				return nil, err
 			}
@@ -180,8 +185,12 @@ func cellConcurrency(cell string, i int) int {
 
 // storeJob records a finished nightly job with its measured runs, the way
 // the agent API would.
-func storeJob(ctx context.Context, st store.Store, repo string, installation int64, sha, cell string, runs []*result.Result) (store.Job, error) {
-	snap, err := json.Marshal(map[string]any{"tier": "nightly", "repo": repo, "head_sha": sha, "cell": cell})
+func storeJob(ctx context.Context, st store.Store, repo string, installation int64, sha, cell string, price *cost.Price, runs []*result.Result) (store.Job, error) {
+	fields := map[string]any{"tier": "nightly", "repo": repo, "head_sha": sha, "cell": cell}
+	if price != nil {
+		fields["price"] = price
+	}
+	snap, err := json.Marshal(fields)
 	if err != nil {
 		return store.Job{}, err
 	}

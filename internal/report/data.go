@@ -2,6 +2,8 @@ package report
 
 import (
 	"fmt"
+
+	"github.com/perfgate/perfgate/internal/cost"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -13,6 +15,26 @@ type summaryData struct {
 	Icon, Headline, Lead, Escalation, SecondaryNote string
 	TableRows, SecondaryRows                        []tableRow
 	NextSteps                                       []string
+	costLines
+}
+
+// costLines are a regression's price and the assumption behind it.
+type costLines struct {
+	CostLine, CostAssumption string
+}
+
+func costLinesOf(v View) costLines {
+	switch v.Verdict {
+	case Warning, Escalated, Accepted:
+		if v.Cost == nil {
+			return costLines{}
+		}
+		if v.Cost.Unpriced != "" {
+			return costLines{CostLine: v.Cost.Line()}
+		}
+		return costLines{CostLine: v.Cost.Line(), CostAssumption: cost.Assumption}
+	}
+	return costLines{}
 }
 
 type tableRow struct{ Cells []string }
@@ -23,10 +45,11 @@ type commentData struct {
 	Icon, ShortSHA, Deadline, EscalateAfterText string
 	Escalated                                   bool
 	TableRows                                   []tableRow
+	costLines
 }
 
 func summaryDataOf(v View) summaryData {
-	d := summaryData{View: v, SecondaryNote: "shown, never blocking on their own"}
+	d := summaryData{View: v, SecondaryNote: "shown, never blocking on their own", costLines: costLinesOf(v)}
 	d.TableRows = table(v.Rows)
 	d.SecondaryRows = table(v.Secondary)
 	short := shortSHA(v.SHA)
@@ -86,6 +109,7 @@ func commentDataOf(v View) commentData {
 		View: v, Icon: icon, ShortSHA: shortSHA(v.SHA), Deadline: formatTime(v.Deadline),
 		EscalateAfterText: formatDuration(v.EscalateAfter),
 		Escalated:         v.Verdict == Escalated, TableRows: table(v.Rows),
+		costLines: costLinesOf(v),
 	}
 }
 

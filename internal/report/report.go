@@ -12,6 +12,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/perfgate/perfgate/internal/cost"
 	"github.com/perfgate/perfgate/templates"
 )
 
@@ -67,10 +68,14 @@ type View struct {
 	// bound +2.1%)".
 	Equivalence []string
 	Excluded    []string
-	Notes       []string
-	Problems    []string // for Broken: what is wrong, quoted in the summary
-	RunDetail   string   // markdown detail, truncated first
-	Log         string   // runner log tail, truncated first
+	// Cost is what a regression costs a month at the repository's
+	// declared price (CostOf); nil when the repository declared none.
+	// Shown on regression verdicts only.
+	Cost      *cost.Estimate
+	Notes     []string
+	Problems  []string // for Broken: what is wrong, quoted in the summary
+	RunDetail string   // markdown detail, truncated first
+	Log       string   // runner log tail, truncated first
 }
 
 // Row is one line of the regression table. Delta is the change the test

@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/perfgate/perfgate/internal/config"
+	"github.com/perfgate/perfgate/internal/cost"
 	"github.com/perfgate/perfgate/internal/gate"
 	"github.com/perfgate/perfgate/internal/result"
 )
@@ -58,6 +59,13 @@ func TestGolden(t *testing.T) {
 				{"TPOT p90", FormatValue(11.52, "ms"), FormatValue(11.93, "ms"), FormatDelta(0.036), "+5%", "❔ inconclusive", "", "", ""},
 				{"output throughput", FormatValue(4210.7, "tok/s"), FormatValue(4190.0, "tok/s"), FormatDelta(-0.005), "−5%", "~", "", "", ""},
 			}}},
+		{"warning_cost", View{Tier: "merge", Verdict: Warning, SHA: "4f1c9e2ab7", Author: "octocat", Deadline: deadline, EscalateAfter: 48 * time.Hour,
+			BaselineRuns: 5, CandidateRuns: 5, NoiseBand: "±1.9%", Confidence: "99.5%", Rows: regressionRows(),
+			Cost: costOf(cost.Price{GPUHourUSD: 4.10, GPUs: 10}, cost.Change{Metric: "output_throughput", Estimate: -0.0761, Regressed: true}, cost.Change{Metric: "tpot_p99", Estimate: 0.0842, Regressed: true})}},
+		{"escalated_unpriced", View{Tier: "merge", Verdict: Escalated, SHA: "4f1c9e2ab7", Author: "octocat", EscalateAfter: 48 * time.Hour,
+			BaselineRuns: 5, CandidateRuns: 10, NoiseBand: "±1.9%", Confidence: "99.5%",
+			Rows: []Row{{"TTFT p90", FormatValue(182.4, "ms"), FormatValue(210.9, "ms"), FormatDelta(0.156), "+8%", "❌ regression", "", "", ""}},
+			Cost: costOf(cost.Price{GPUHourUSD: 4.10, MonthlyGPUHours: 2000}, cost.Change{Metric: "ttft_p90", Estimate: 0.156, Regressed: true})}},
 		{"skipped", View{Tier: "quick", Verdict: Skipped, SHA: "4f1c9e2ab7"}},
 		{"broken", View{Tier: "quick", Verdict: Broken, SHA: "4f1c9e2ab7",
 			Problems: []string{".github/perfgate.yml:7:5: tiers.merge.metrics.tpot_p98: unknown metric (did you mean tpot_p99?)"}}},
@@ -78,6 +86,35 @@ func TestGolden(t *testing.T) {
 			}
 			golden(t, filepath.Join("..", "..", "testdata", "report", tt.name+".md"), got)
 		})
+	}
+}
+
+func costOf(p cost.Price, changes ...cost.Change) *cost.Estimate {
+	e := cost.Of(p, changes)
+	return &e
+}
+
+// A price is shown on regression verdicts only: a pass, an inconclusive
+// or a broken check costs nothing.
+func TestCostOnlyOnRegressions(t *testing.T) {
+	t.Parallel()
+	e := costOf(cost.Price{GPUHourUSD: 4, GPUs: 10}, cost.Change{Metric: "output_throughput", Estimate: -0.1, Regressed: true})
+	for _, v := range []Verdict{Pass, Warning, Escalated, Accepted, Inconclusive, Skipped, Broken} {
+		c, err := RenderCheck(View{Tier: "merge", Verdict: v, SHA: "4f1c9e2ab7", Rows: regressionRows(), Cost: e})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := v == Warning || v == Escalated || v == Accepted
+		if got := strings.Contains(c.Summary, "**Cost:** output throughput −10.0%"); got != want {
+			t.Errorf("%s: cost shown %v, want %v\n%s", v, got, want, c.Summary)
+		}
+	}
+	c, err := RenderCheck(View{Tier: "merge", Verdict: Warning, SHA: "4f1c9e2ab7", Rows: regressionRows()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(c.Summary, "Cost") {
+		t.Errorf("no price declared, yet the summary speaks of cost:\n%s", c.Summary)
 	}
 }
 

@@ -72,6 +72,9 @@ type Section struct {
 	Load          Load              `json:"load"`
 	DatasetHash   string            `json:"dataset_hash,omitempty"` // sha256 of the prompts sent
 	Metadata      map[string]string `json:"metadata,omitempty"`
+	// Traffic is the load's shape (sessions, prompt mix, model mix) with
+	// what the run drew; nil for the plain workload (traffic.go).
+	Traffic *Traffic `json:"traffic,omitempty"`
 	// RunID prefixes every request's X-Request-Id ("<run_id>-<index>"), so
 	// the engine's logs and traces join with this result.
 	RunID string `json:"run_id,omitempty"`

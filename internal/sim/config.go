@@ -10,8 +10,11 @@ import (
 // Config shapes the simulated engine. Zero durations mean zero time (a
 // zero-latency engine), not "use the default"; start from DefaultConfig.
 type Config struct {
-	Model       string // served model id
-	MaxModelLen int    // prompt + max_tokens limit per request, in tokens
+	Model string // served model id
+	// LoRAModules names further models served by the same engine, comma
+	// separated, as vLLM's LoRA adapters are (adapters.go).
+	LoRAModules string
+	MaxModelLen int // prompt + max_tokens limit per request, in tokens
 
 	// Step cost (see step.go): every step costs DecodeStep plus PerSeqCost
 	// per scheduled sequence; a step that computes prompt tokens adds
@@ -96,6 +99,9 @@ func (c Config) validate() error {
 	var errs []error
 	if c.Model == "" {
 		errs = append(errs, errors.New("model id is empty: set a served model name"))
+	}
+	if err := validateAdapters(c); err != nil {
+		errs = append(errs, err)
 	}
 	for _, d := range []struct {
 		name string

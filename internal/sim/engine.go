@@ -24,8 +24,9 @@ type Engine struct {
 	prof  *profiler
 	reg   *prometheus.Registry
 
-	// Pre-encoded so the per-token path copies bytes instead of encoding.
-	modelJSON []byte
+	// Pre-encoded so the per-token path copies bytes instead of encoding:
+	// by name, every model served (adapters.go).
+	modelJSON map[string][]byte
 
 	mu       sync.Mutex
 	arrivals []*seq // submitted, not yet seen by the scheduler
@@ -57,7 +58,7 @@ func New(cfg Config) (*Engine, error) {
 		start:     time.Now(),
 		trace:     newTraceWriter(cfg.Trace),
 		prof:      newProfiler(cfg.ProfileDir),
-		modelJSON: jsonString(cfg.Model),
+		modelJSON: modelsJSON(cfg),
 		drained:   make(chan struct{}),
 		wake:      make(chan struct{}, 1),
 		done:      make(chan struct{}),

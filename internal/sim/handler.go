@@ -95,23 +95,31 @@ func (e *Engine) serveHealth(w http.ResponseWriter, _ *http.Request) {
 }
 
 // serveModels lists the one model as vLLM does, max_model_len included.
+// Adapters follow it, their parent the model, as vLLM lists LoRA modules.
 func (e *Engine) serveModels(w http.ResponseWriter, _ *http.Request) {
 	created := e.start.Unix()
-	writeJSON(w, map[string]any{"object": "list", "data": []any{map[string]any{
-		"id": e.cfg.Model, "object": "model", "created": created,
-		"owned_by": "perfgate", "root": e.cfg.Model, "parent": nil, "max_model_len": e.cfg.MaxModelLen,
-		"permission": []any{map[string]any{
-			"id": "modelperm-" + strconv.FormatInt(e.start.UnixNano(), 36), "object": "model_permission", "created": created,
-			"allow_create_engine": false, "allow_sampling": true, "allow_logprobs": true, "allow_search_indices": false,
-			"allow_view": true, "allow_fine_tuning": false, "organization": "*", "group": nil, "is_blocking": false,
-		}},
-	}}})
+	entry := func(id string, parent any) map[string]any {
+		return map[string]any{
+			"id": id, "object": "model", "created": created,
+			"owned_by": "perfgate", "root": id, "parent": parent, "max_model_len": e.cfg.MaxModelLen,
+			"permission": []any{map[string]any{
+				"id": "modelperm-" + strconv.FormatInt(e.start.UnixNano(), 36), "object": "model_permission", "created": created,
+				"allow_create_engine": false, "allow_sampling": true, "allow_logprobs": true, "allow_search_indices": false,
+				"allow_view": true, "allow_fine_tuning": false, "organization": "*", "group": nil, "is_blocking": false,
+			}},
+		}
+	}
+	data := []any{entry(e.cfg.Model, nil)}
+	for _, n := range adapterNames(e.cfg.LoRAModules) {
+		data = append(data, entry(n, e.cfg.Model))
+	}
+	writeJSON(w, map[string]any{"object": "list", "data": data})
 }
 
 // checkModel answers 404 as vLLM does for a model it does not serve; an
 // empty name means the served one.
 func (e *Engine) checkModel(model string) *apiError {
-	if model != "" && model != e.cfg.Model {
+	if _, ok := e.modelJSON[model]; model != "" && !ok {
 		return &apiError{status: http.StatusNotFound, msg: fmt.Sprintf("The model `%s` does not exist.", model)}
 	}
 	return nil
@@ -178,7 +186,7 @@ func (e *Engine) serveGenerate(w http.ResponseWriter, r *http.Request, chat bool
 	if e.cfg.PrefixCaching {
 		bs = e.cfg.BlockSize
 	}
-	s := newSeq(g.prompt, n, stallAt, bs, g.cacheSalt)
+	s := newSeq(g.prompt, n, stallAt, bs, e.adapterSalt(g.model, g.cacheSalt))
 	s.arrival = arrival
 	s.maxParam = g.maxTokens
 	s.stopped = tail.finish == finishStop
@@ -190,7 +198,7 @@ func (e *Engine) serveGenerate(w http.ResponseWriter, r *http.Request, chat bool
 	if chat {
 		reasoning = e.cfg.ReasoningTokens
 	}
-	out := newChunker(chat, id, arrival.Unix(), e.modelJSON, n, tail, reasoning, e.cfg.ReasoningField)
+	out := newChunker(chat, id, arrival.Unix(), e.modelJSON[g.model], n, tail, reasoning, e.cfg.ReasoningField)
 	if g.stream {
 		err = e.stream(r.Context(), w, s, out, &rec, g.includeUsage)
 	} else {

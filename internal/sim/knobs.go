@@ -20,6 +20,7 @@ func (k knob) key() string { return strings.ReplaceAll(k.name, "-", "_") }
 
 var knobs = []knob{
 	{"model", "served model id", func(c *Config) any { return &c.Model }},
+	{"lora-modules", "further model names the engine serves beside --model, comma separated (vLLM's LoRA adapters): one batch, a prefix cache of their own", func(c *Config) any { return &c.LoRAModules }},
 	{"max-model-len", "longest prompt + max_tokens a request may ask for, in tokens", func(c *Config) any { return &c.MaxModelLen }},
 	{"base-ttft", "fixed cost of a batched prefill: once per step in which prefills start, however many prompts", func(c *Config) any { return &c.BaseTTFT }},
 	{"prefill-per-token", "prefill time per prompt token not in the prefix cache", func(c *Config) any { return &c.PrefillPerToken }},

@@ -371,15 +371,16 @@ func (s *sqlStore) Usage(ctx context.Context, f UsageFilter) ([]fleet.UsageRow, 
 			return nil, fmt.Errorf("usage: regressions: %w", err)
 		}
 		var d struct {
-			SHA  string `json:"sha"`
-			Tier string `json:"tier"`
+			SHA        string  `json:"sha"`
+			Tier       string  `json:"tier"`
+			MonthlyUSD float64 `json:"monthly_usd"`
 		}
 		if doc := parseDoc(detail); doc != nil {
 			if err := json.Unmarshal(doc, &d); err != nil {
 				return nil, fmt.Errorf("usage: regression entry of %s: %w", g.Repo, err)
 			}
 		}
-		g.SHA, g.Tier, g.At = d.SHA, d.Tier, time.UnixMicro(created).UTC()
+		g.SHA, g.Tier, g.At, g.MonthlyUSD = d.SHA, d.Tier, time.UnixMicro(created).UTC(), d.MonthlyUSD
 		regs = append(regs, g)
 	}
 	if err := rows.Err(); err != nil {

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/perfgate/perfgate/internal/cost"
 	"github.com/perfgate/perfgate/internal/gate"
 	"github.com/perfgate/perfgate/internal/jobstate"
 	"github.com/perfgate/perfgate/internal/result"
@@ -38,6 +39,10 @@ type CheckRun struct {
 	Jobs        []JobInfo           `json:"jobs"`
 	Appeals     []store.Appeal      `json:"appeals"`
 	Audit       []store.AuditEntry  `json:"audit"`
+
+	// Cost is what the regression costs a month at the repository's
+	// declared price; nil without one.
+	Cost *cost.Estimate `json:"cost,omitempty"`
 }
 
 // MetricRuns is one metric's value in every run, head and base: the
@@ -104,6 +109,7 @@ func (h *Handler) loadCheckRun(ctx context.Context, repo, sha, tier string, with
 		}
 	}
 	out.Report, out.Environment, out.Notes = doc.Report, doc.Env, append(out.Notes, doc.Notes...)
+	out.Cost = verdictCost(cr.Verdict)
 
 	// Head runs per matrix cell, with the jobs that measured them.
 	heads := map[string][]*result.Result{}

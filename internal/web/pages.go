@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/perfgate/perfgate/internal/config"
+	"github.com/perfgate/perfgate/internal/cost"
 	"github.com/perfgate/perfgate/internal/store"
 )
 
@@ -29,6 +30,8 @@ func (h *Handler) parseTemplates() error {
 		"commit":  githubCommit,
 		"pr":      githubPR,
 		"compare": githubCompare,
+		"usd":     cost.USD,
+		"assume":  func() string { return cost.Assumption },
 		"worse": func(f float64, metric string) bool {
 			d := config.HigherIsWorse
 			if m, ok := config.LookupMetric(metric); ok {
@@ -178,7 +181,13 @@ func (h *Handler) repoPage(w http.ResponseWriter, r *http.Request, repo string) 
 		h.internal(w, r, err)
 		return
 	}
-	h.render(w, r, "repo", map[string]any{"Title": repo, "Repo": repo, "Benchmarks": benches, "Events": events(open), "Checks": checks, "Usage": usage})
+	openCost, err := h.openCost(ctx, repo)
+	if err != nil {
+		h.internal(w, r, err)
+		return
+	}
+	h.render(w, r, "repo", map[string]any{"Title": repo, "Repo": repo, "Benchmarks": benches, "Events": events(open), "Checks": checks, "Usage": usage,
+		"OpenCost": openCost, "CostAssumption": cost.Assumption})
 }
 
 // chartData is what static/dashboard.js draws: uPlot's aligned columns

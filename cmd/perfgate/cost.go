@@ -1,0 +1,29 @@
+package main
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/perfgate/perfgate/internal/config"
+	"github.com/perfgate/perfgate/internal/cost"
+	"github.com/perfgate/perfgate/internal/gate"
+	"github.com/perfgate/perfgate/internal/report"
+)
+
+// writeCost prints what a regression costs a month at the config's
+// declared price (cost: in perfgate.yml), as the check run states it;
+// nothing without a price or a regression.
+func writeCost(w io.Writer, cfg *config.Config, rep *gate.Report) error {
+	if !cfg.Cost.Set() {
+		return nil
+	}
+	e := report.CostOf(cost.Price{GPUHourUSD: cfg.Cost.GPUHourUSD, GPUs: cfg.Cost.GPUs, MonthlyGPUHours: cfg.Cost.MonthlyGPUHours}, rep)
+	if e == nil {
+		return nil
+	}
+	_, err := fmt.Fprintf(w, "\nCost: %s\n", e.Plain())
+	if err == nil && e.Unpriced == "" {
+		_, err = fmt.Fprintln(w, cost.Assumption)
+	}
+	return err
+}
