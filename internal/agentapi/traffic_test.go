@@ -33,7 +33,7 @@ func TestPlanCarriesTheTrafficShape(t *testing.T) {
 	if tr == nil || tr.Sessions == nil || tr.Sessions.Turns != 4 || tr.Sessions.UserLen != 32 || len(tr.Models) != 2 || tr.Models[1].Name != "lora" {
 		t.Errorf("plan traffic %+v", tr)
 	}
-	if plain, _ := agentapi.PlanAt(mustDefault(), "quick", agentapi.Commits{Repo: "o/r", Head: "aaaa1111"}); plain.Workload.Traffic != nil {
+	if plain, _ := agentapi.PlanAt(config.Default(), "quick", agentapi.Commits{Repo: "o/r", Head: "aaaa1111"}); plain.Workload.Traffic != nil {
 		t.Errorf("the default plan has a traffic shape: %+v", plain.Workload.Traffic)
 	}
 	bad := strings.Replace(string(raw), `"turns":4`, `"turns":0`, 1)

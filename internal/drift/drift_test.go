@@ -273,7 +273,7 @@ func TestDigestStatesTheCost(t *testing.T) {
 		st, _ := seededSpec(t, history.Spec{Repo: repo, Cells: []string{"c=1", "c=64"}, Days: 30, StepDay: 20, Step: 0.10,
 			Noise: 0.01, Requests: 60, Runs: 3, ReleaseDay: -1, InstallationID: githubtest.InstallationID, Seed: 3,
 			End: time.Date(2025, 4, 30, 0, 0, 0, 0, time.UTC), Price: price})
-		gh := githubtest.New(t)
+		gh := ghtest.New(t)
 		sink := &slackSink{}
 		slack := httptest.NewServer(sink)
 		sum, err := newPass(t, st, gh, slack.URL).Run(ctx)
