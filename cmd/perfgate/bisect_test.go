@@ -16,6 +16,7 @@ import (
 
 	"github.com/perfgate/perfgate/internal/config"
 	"github.com/perfgate/perfgate/internal/githubtest"
+	"github.com/perfgate/perfgate/internal/poll"
 )
 
 func TestSplitCommand(t *testing.T) {
@@ -125,7 +126,7 @@ func TestBisectRunUnderGitBisect(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds perfgate and runs git bisect: not in -short")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithCancel(poll.Context(t))
 	defer cancel()
 	start := time.Now()
 	bin := filepath.Join(t.TempDir(), "perfgate")

@@ -16,6 +16,7 @@ import (
 
 	"github.com/perfgate/perfgate/internal/agentapi"
 	"github.com/perfgate/perfgate/internal/config"
+	"github.com/perfgate/perfgate/internal/poll"
 	"github.com/perfgate/perfgate/internal/result"
 	"github.com/perfgate/perfgate/internal/store"
 )
@@ -282,7 +283,7 @@ func TestClientRetries(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithCancel(poll.Context(t))
 	defer cancel()
 	hb, err := c.Heartbeat(ctx, 1, "l")
 	if err != nil || !hb.Cancel || calls != 3 {
