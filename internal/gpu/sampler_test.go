@@ -97,7 +97,7 @@ func TestSamplerCountsFailedSamples(t *testing.T) {
 	s.Start(context.Background())
 	waitFor(t, func() bool { return f.Samples() >= 2 })
 	f.Fail(nil, errors.New("GPU is lost"))
-	time.Sleep(10 * time.Millisecond)
+	waitFor(t, func() bool { return f.FailedSamples() >= 1 })
 	f.Fail(nil, nil)
 	sum := s.Stop()
 	if !containsSub(sum.Warnings, "GPU samples failed: GPU is lost") {
