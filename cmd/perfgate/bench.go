@@ -363,7 +363,7 @@ func startBenchSim(ctx context.Context, slowdown float64, traffic *result.Traffi
 	go func() { served <- sim.Serve(sctx, cfg, "127.0.0.1:0", func(addr string) { ready <- addr }) }()
 	select {
 	case addr := <-ready:
-		return "http://" + addr, func() { cancel(); <-served }, nil
+		return "http://" + addr, func() { cancel(); <-served }, nil //nolint:errcheck // waits for the sim to stop; a failure to serve showed in the run
 	case err := <-served:
 		cancel()
 		return "", nil, err

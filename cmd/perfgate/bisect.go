@@ -189,7 +189,7 @@ func build(ctx context.Context, env *cliEnv, f *engineFlags, co checkout) error 
 	cmd.Dir = co.dir
 	cmd.Stdout, cmd.Stderr = env.stderr, env.stderr
 	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("%w: build %q in %s: %v", errSkip, f.build, co.dir, err)
+		return fmt.Errorf("%w: build %q in %s: %w", errSkip, f.build, co.dir, err)
 	}
 	return nil
 }
@@ -209,7 +209,7 @@ func engineSpec(p agentapi.Plan, co checkout) engine.Spec {
 func startSession(ctx context.Context, env *cliEnv, p agentapi.Plan, co checkout) (*session, error) {
 	srv, err := engine.Start(ctx, engineSpec(p, co), env.log)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", errSkip, err)
+		return nil, fmt.Errorf("%w: %w", errSkip, err)
 	}
 	s := &session{env: env, plan: p, srv: srv}
 	if p.Warmup > 0 {
@@ -217,7 +217,7 @@ func startSession(ctx context.Context, env *cliEnv, p agentapi.Plan, co checkout
 		o.NumPrompts, o.Seed = p.Warmup, o.Seed+1
 		if _, err := bench.Run(ctx, o); err != nil {
 			s.stop()
-			return nil, fmt.Errorf("%w: warm-up: %v", errSkip, err)
+			return nil, fmt.Errorf("%w: warm-up: %w", errSkip, err)
 		}
 	}
 	return s, nil
@@ -248,11 +248,11 @@ func (s *session) measure(ctx context.Context, n int) ([]*result.Result, error) 
 		res, err := bench.Run(ctx, o)
 		select {
 		case <-s.srv.Exited():
-			return nil, fmt.Errorf("%w: the engine crashed: %v", errSkip, s.srv.CrashError())
+			return nil, fmt.Errorf("%w: the engine crashed: %w", errSkip, s.srv.CrashError())
 		default:
 		}
 		if err != nil {
-			return nil, fmt.Errorf("%w: run %d: %v", errSkip, s.runs, err)
+			return nil, fmt.Errorf("%w: run %d: %w", errSkip, s.runs, err)
 		}
 		if total := res.Completed + res.Failed; total == 0 || float64(res.Failed)/float64(total) > maxErr {
 			return nil, fmt.Errorf("%w: run %d: %d of %d requests failed", errSkip, s.runs, res.Failed, total)
@@ -488,7 +488,7 @@ func (iv *interleaved) run(ctx context.Context, side int, metric string) (float6
 	}
 	vs, err := bisect.RunValues(runs, metric)
 	if err != nil {
-		return 0, fmt.Errorf("%w: %v", errSkip, err)
+		return 0, fmt.Errorf("%w: %w", errSkip, err)
 	}
 	return vs[0], nil
 }
@@ -512,7 +512,7 @@ func addWorktree(ctx context.Context, dir, sha string) (checkout, func(), error)
 	cmd.Dir = dir
 	if out, err := cmd.CombinedOutput(); err != nil {
 		os.RemoveAll(tmp)
-		return checkout{}, nil, fmt.Errorf("git worktree add: %v: %s", err, strings.TrimSpace(string(out)))
+		return checkout{}, nil, fmt.Errorf("git worktree add: %w: %s", err, strings.TrimSpace(string(out)))
 	}
 	cleanup := func() {
 		rm := exec.Command("git", "worktree", "remove", "--force", wt)

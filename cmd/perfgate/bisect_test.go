@@ -16,6 +16,7 @@ import (
 
 	"github.com/perfgate/perfgate/internal/config"
 	"github.com/perfgate/perfgate/internal/githubtest/ghtest"
+	"github.com/perfgate/perfgate/internal/poll"
 )
 
 func TestSplitCommand(t *testing.T) {
@@ -125,11 +126,11 @@ func TestBisectRunUnderGitBisect(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds perfgate and runs git bisect: not in -short")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithCancel(poll.Context(t))
 	defer cancel()
 	start := time.Now()
 	bin := filepath.Join(t.TempDir(), "perfgate")
-	build := exec.CommandContext(ctx, filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-o", bin, ".")
+	build := exec.CommandContext(ctx, filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-o", bin, ".") //nolint:staticcheck // the toolchain that runs this test, on this machine
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
@@ -167,12 +168,12 @@ tiers:
 	shas := map[int]string{0: good}
 	for i := 1; i <= n; i++ {
 		files := map[string]string{"NOTES": fmt.Sprintf("change %d\n", i)}
-		switch {
-		case i == planted:
+		switch i {
+		case planted:
 			files["inference_engine/sim.yaml"] = knobs("slowdown: 1.6\n")
-		case i == broken:
+		case broken:
 			files["inference_engine/sim.yaml"] = knobs("slowdown: 1.6\nno_such_knob: 1\n")
-		case i == broken+1:
+		case broken + 1:
 			files["inference_engine/sim.yaml"] = knobs("slowdown: 1.6\n")
 		}
 		shas[i] = repo.Commit(fmt.Sprintf("change %d", i), files)

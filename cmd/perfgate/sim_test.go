@@ -10,9 +10,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/perfgate/perfgate/internal/poll"
 )
 
 func TestSimCommandAnnouncesAddressFirst(t *testing.T) {
@@ -52,7 +53,7 @@ func TestSimCommandAnnouncesAddressFirst(t *testing.T) {
 		if c != 0 {
 			t.Fatalf("exit %d, stderr %s", c, stderr.String())
 		}
-	case <-time.After(10 * time.Second):
+	case <-poll.Context(t).Done(): // the test's deadline, not a guess at the machine's speed
 		t.Fatal("sim did not stop on cancel")
 	}
 	data, err := os.ReadFile(trace)

@@ -213,7 +213,7 @@ type cappedWriter struct {
 }
 
 func (c *cappedWriter) Write(p []byte) (int, error) {
-	c.tail.Write(p)
+	_, _ = c.tail.Write(p) // a tailWriter keeps bytes in memory and never fails
 	if c.left > 0 {
 		n := min(len(p), c.left)
 		c.left -= n

@@ -43,7 +43,10 @@ func (r *running) CrashError() error {
 	if r.proc != nil {
 		return r.proc.CrashError()
 	}
-	return fmt.Errorf("simulated engine stopped: %v", r.sim.err)
+	if r.sim.err == nil {
+		return errors.New("simulated engine stopped")
+	}
+	return fmt.Errorf("simulated engine stopped: %w", r.sim.err)
 }
 
 func (r *running) Stop(ctx context.Context) error {

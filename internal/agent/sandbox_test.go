@@ -57,13 +57,13 @@ func staticBase(t *testing.T) (bin, base string) {
 			cmd := exec.Command("go", "build", "-trimpath", "-o", static.bin, "github.com/perfgate/perfgate/cmd/perfgate")
 			cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 			if out, err := cmd.CombinedOutput(); err != nil {
-				return fmt.Errorf("static build: %v\n%s", err, out)
+				return fmt.Errorf("static build: %w\n%s", err, out)
 			}
 			if err := os.WriteFile(filepath.Join(dir, "Dockerfile"), []byte("FROM scratch\nCOPY perfgate /perfgate\n"), 0o644); err != nil {
 				return err
 			}
 			if out, err := exec.Command("docker", "build", "--quiet", "--tag", "perfgate-agent-test-base:latest", dir).CombinedOutput(); err != nil {
-				return fmt.Errorf("docker build: %v\n%s", err, out)
+				return fmt.Errorf("docker build: %w\n%s", err, out)
 			}
 			id, err := exec.Command("docker", "image", "inspect", "--format", "{{.Id}}", "perfgate-agent-test-base:latest").Output()
 			static.base = strings.TrimSpace(string(id))

@@ -17,6 +17,7 @@ import (
 	"github.com/perfgate/perfgate/internal/agentapi"
 	"github.com/perfgate/perfgate/internal/agentserver"
 	"github.com/perfgate/perfgate/internal/config"
+	"github.com/perfgate/perfgate/internal/poll"
 	"github.com/perfgate/perfgate/internal/result"
 	"github.com/perfgate/perfgate/internal/store"
 )
@@ -251,7 +252,7 @@ func TestClaimWakesOnEnqueue(t *testing.T) {
 		if code != 200 {
 			t.Errorf("claim: %d, want 200", code)
 		}
-	case <-time.After(10 * time.Second):
+	case <-poll.Context(t).Done(): // the test's deadline, not a guess at the machine's speed
 		t.Fatal("claim did not wake on enqueue")
 	}
 }
@@ -283,7 +284,7 @@ func TestClientRetries(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithCancel(poll.Context(t))
 	defer cancel()
 	hb, err := c.Heartbeat(ctx, 1, "l")
 	if err != nil || !hb.Cancel || calls != 3 {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/perfgate/perfgate/internal/agentapi"
 	"github.com/perfgate/perfgate/internal/agentserver"
+	"github.com/perfgate/perfgate/internal/poll"
 	"github.com/perfgate/perfgate/internal/source"
 	"github.com/perfgate/perfgate/internal/store"
 )
@@ -294,7 +295,7 @@ func TestClientDeadlines(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithCancel(poll.Context(t))
 	defer cancel()
 	start := time.Now()
 	hb, err := c.Heartbeat(ctx, 1, "l")

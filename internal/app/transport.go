@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net"
 	"net/http"
 	"strconv"
@@ -13,13 +12,15 @@ import (
 	"time"
 
 	"github.com/palantir/go-githubapp/githubapp"
+
+	"github.com/perfgate/perfgate/internal/backoff"
 )
 
 // RetryPolicy bounds how GitHub API calls are retried.
 type RetryPolicy struct {
 	// MaxAttempts counts the first try; 1 disables retries.
 	MaxAttempts int
-	// BaseDelay doubles per attempt, with full jitter, up to MaxDelay.
+	// BaseDelay doubles per attempt, half of it jittered, up to MaxDelay.
 	BaseDelay, MaxDelay time.Duration
 	// MaxRateLimitWait is the longest perfgate waits for a spent rate limit
 	// to reset (or a Retry-After) before failing the call.
@@ -181,16 +182,11 @@ func notSent(err error) bool {
 	return errors.As(err, &op) && op.Op == "dial"
 }
 
-// backoff is full jitter: uniform in [0, min(MaxDelay, BaseDelay·2^(attempt-1))].
+// backoff is the durable workers' delay (backoff.Policy.Delay: doubling
+// from BaseDelay up to MaxDelay, half of it jittered), so an in-process
+// retry and a stored one back off alike.
 func (t *retryTransport) backoff(attempt int) time.Duration {
-	d := t.p.BaseDelay << (attempt - 1)
-	if d <= 0 || d > t.p.MaxDelay {
-		d = t.p.MaxDelay
-	}
-	if d <= 0 {
-		return 0
-	}
-	return rand.N(d + 1)
+	return backoff.Policy{Base: t.p.BaseDelay, Max: t.p.MaxDelay}.Delay(attempt)
 }
 
 func drain(resp *http.Response) {

@@ -11,6 +11,7 @@ import (
 )
 
 func TestSaveOpenCap(t *testing.T) {
+	t.Parallel()
 	d, err := NewDir(filepath.Join(t.TempDir(), "artifacts"), 16)
 	if err != nil {
 		t.Fatal(err)
@@ -42,6 +43,7 @@ func TestSaveOpenCap(t *testing.T) {
 // Sweep removes what no row references and abandoned uploads, but never a
 // referenced file, a file younger than the cutoff, or a file not its own.
 func TestSweep(t *testing.T) {
+	t.Parallel()
 	d, err := NewDir(filepath.Join(t.TempDir(), "artifacts"), 0)
 	if err != nil {
 		t.Fatal(err)

@@ -20,6 +20,7 @@ func (w waitErr) Error() string             { return "rate limited" }
 func (w waitErr) RetryAfter() time.Duration { return time.Duration(w) }
 
 func TestClassify(t *testing.T) {
+	t.Parallel()
 	ninety := 90 * time.Second
 	tests := []struct {
 		name      string
@@ -53,6 +54,7 @@ func TestClassify(t *testing.T) {
 }
 
 func TestNext(t *testing.T) {
+	t.Parallel()
 	p := Policy{Base: time.Second, Max: time.Minute, MaxAttempts: 5}
 	now := time.Unix(1000, 0)
 	for attempt, want := range map[int]time.Duration{1: time.Second, 2: 2 * time.Second, 3: 4 * time.Second, 4: 8 * time.Second} {

@@ -141,6 +141,7 @@ func stableTier(t *testing.T) config.Tier {
 // Rule 1, a baseline only moves up: first promotion, better runs, a
 // noise-level re-run, and every kind of worse.
 func TestPromoteOnlyMovesUp(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name  string
 		cv    float64
@@ -205,6 +206,7 @@ func TestPromoteOnlyMovesUp(t *testing.T) {
 // one lucky baseline does not raise the bar: with #1 and #2 at the level
 // and #3 4% faster by a session's luck, the reference is the level.
 func TestRatchetRollingMedian(t *testing.T) {
+	t.Parallel()
 	ctx, st, tier := context.Background(), openStore(t), stableTier(t)
 	for i, scale := range []map[string]float64{nil, nil, {"median_tpot_ms": 0.96}} {
 		m := meta(fmt.Sprintf("v0.%d.0", 20+i))
@@ -234,6 +236,7 @@ func TestRatchetRollingMedian(t *testing.T) {
 // session_noise, at most a few percent of promotions are refused (the
 // rule before session noise refused 19%).
 func TestRatchetSessionShifts(t *testing.T) {
+	t.Parallel()
 	tier := mergeTier(t)
 	const trials = 200
 	refused, refusedOld := 0, 0
@@ -272,6 +275,7 @@ func TestRatchetSessionShifts(t *testing.T) {
 
 // An allowed lowering needs a reason and is recorded with who and why.
 func TestPromoteAllowLower(t *testing.T) {
+	t.Parallel()
 	ctx, st, tier := context.Background(), openStore(t), stableTier(t)
 	if _, _, err := Promote(ctx, st, makeRuns(5, 1, 0.01, nil), meta("v0.25.0"), tier); err != nil {
 		t.Fatal(err)
@@ -331,6 +335,7 @@ func firstErr(_ store.Baseline, _ *gate.Report, err error) error { return err }
 // Rule 2, every baseline is traceable: each missing or inconsistent field
 // refuses, and nothing is stored.
 func TestPromoteTraceable(t *testing.T) {
+	t.Parallel()
 	type mut func(rs []*result.Result, m *Meta) []*result.Result
 	each := func(f func(r *result.Result)) mut {
 		return func(rs []*result.Result, _ *Meta) []*result.Result {
@@ -434,6 +439,7 @@ func TestPromoteTraceable(t *testing.T) {
 }
 
 func TestPromoteMeta(t *testing.T) {
+	t.Parallel()
 	ctx, st, tier := context.Background(), openStore(t), mergeTier(t)
 	runs := makeRuns(5, 1, 0.01, nil)
 	for _, m := range []Meta{
@@ -462,6 +468,7 @@ func TestPromoteMeta(t *testing.T) {
 // model and load), newest first, without the one compared against; one
 // measured under another load does not count.
 func TestHistory(t *testing.T) {
+	t.Parallel()
 	ctx, st, tier := context.Background(), openStore(t), mergeTier(t)
 	if h, err := History(ctx, st, testRepo, testKey, 0); err != nil || len(h.Sessions) != 0 {
 		t.Fatalf("no baselines: %+v, %v", h, err)
@@ -490,6 +497,7 @@ func TestHistory(t *testing.T) {
 }
 
 func TestFind(t *testing.T) {
+	t.Parallel()
 	ctx, st, tier := context.Background(), openStore(t), mergeTier(t)
 	for i, v := range []string{"v0.25.0", "v0.26.0"} {
 		if _, _, err := Promote(ctx, st, makeRuns(5, uint64(i+1), 0.01, nil), meta(v), tier); err != nil {

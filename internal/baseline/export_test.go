@@ -22,6 +22,7 @@ var update = flag.Bool("update", false, "rewrite testdata/baseline from the code
 var fixture = filepath.Join("..", "..", "testdata", "baseline", "v0.26.0", "llama-8b-tp8.json")
 
 func TestExportImportRoundTrip(t *testing.T) {
+	t.Parallel()
 	ctx, st, tier := context.Background(), openStore(t), mergeTier(t)
 	m := meta("v0.26.0")
 	if _, _, err := Promote(ctx, st, makeRuns(5, 1, 0.01, nil), meta("v0.25.0"), tier); err != nil {
@@ -70,6 +71,7 @@ func TestExportImportRoundTrip(t *testing.T) {
 // The committed example imports, exports back to its own bytes, has every
 // key of the layout, and is a promotable baseline.
 func TestFixture(t *testing.T) {
+	t.Parallel()
 	if *update {
 		writeFixture(t)
 	}
@@ -113,6 +115,7 @@ func TestFixture(t *testing.T) {
 }
 
 func TestImportRejects(t *testing.T) {
+	t.Parallel()
 	for name, doc := range map[string]string{
 		"a plain result": `{"completed": 10, "median_ttft_ms": 12}`,
 		"no runs":        `{"version": "v1", "key": "k", "repo": "a/b", "runs": []}`,
@@ -127,6 +130,7 @@ func TestImportRejects(t *testing.T) {
 
 // BenchArgs reproduces the offered load with every flag spelled out.
 func TestRecipe(t *testing.T) {
+	t.Parallel()
 	s := Snapshot{Runs: makeRuns(5, 1, 0.01, nil)}
 	s.Load, s.Warmup = s.Runs[0].Perfgate.Load, 500
 	s.DatasetHash, s.ImageDigest, s.GPU, s.GPUUUID, s.Commit = "abc", testImage, "NVIDIA H100", "GPU-1", testCommit

@@ -118,11 +118,9 @@ func (f *fakeVLLM) serveChat(w http.ResponseWriter, r *http.Request) {
 		send(fmt.Sprintf(`{"choices":[{"index":0,"delta":{"reasoning_content":"think%d "}}]}`, i))
 	}
 	text := strings.Repeat("tok ", b.MaxTokens)
-	step := len(text)
+	step := 4 // one token per chunk
 	if f.chunkChars > 0 {
 		step = f.chunkChars
-	} else {
-		step = 4 // one token per chunk
 	}
 	for i := 0; i < len(text); i += step {
 		piece := text[i:min(i+step, len(text))]

@@ -315,7 +315,7 @@ func readStream(br *bufio.Reader, rec *record, st time.Time, wd *watchdog, captu
 		// once per read from the network, not once per line.
 		buffered = br.Buffered()
 		line, err := readLine(br, &scratch, maxLine)
-		if err == errLineTooLong {
+		if errors.Is(err, errLineTooLong) {
 			rec.err = fmt.Sprintf("SSE line longer than %d bytes: request abandoned (raise --max-line-bytes if the server's chunks are that large)", maxLine)
 			return false, nil
 		}
@@ -375,7 +375,7 @@ func readStream(br *bufio.Reader, rec *record, st time.Time, wd *watchdog, captu
 				return false, nil
 			}
 		}
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			return false, nil
 		}
 		if err != nil {
@@ -494,9 +494,9 @@ var errLineTooLong = errors.New("line too long")
 // make the client buffer without bound.
 func readLine(br *bufio.Reader, scratch *[]byte, max int) ([]byte, error) {
 	line, err := br.ReadSlice('\n')
-	if err == bufio.ErrBufferFull {
+	if errors.Is(err, bufio.ErrBufferFull) {
 		buf := append((*scratch)[:0], line...)
-		for err == bufio.ErrBufferFull {
+		for errors.Is(err, bufio.ErrBufferFull) {
 			if max > 0 && len(buf) > max {
 				*scratch = nil
 				return nil, errLineTooLong

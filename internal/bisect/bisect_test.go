@@ -182,6 +182,7 @@ var machines = []struct {
 //
 //	go test -run TestSyntheticBisect -v ./internal/bisect
 func TestSyntheticBisect(t *testing.T) {
+	t.Parallel()
 	seeds := 1000
 	if testing.Short() {
 		seeds = 150
@@ -235,6 +236,7 @@ func TestSyntheticBisect(t *testing.T) {
 }
 
 func TestSkippedCommits(t *testing.T) {
+	t.Parallel()
 	t.Run("skipped midpoints are stepped around", func(t *testing.T) {
 		rng := rand.New(rand.NewPCG(1, 2))
 		// Commit 8 is the first midpoint; 7 and 9 are the nearest after it.
@@ -286,6 +288,7 @@ func TestSkippedCommits(t *testing.T) {
 }
 
 func TestTwoSteps(t *testing.T) {
+	t.Parallel()
 	// +10% at 5 and another +10% at 12: the first is reported, and the
 	// report says there is more than one change.
 	level := func(i int) float64 {
@@ -315,6 +318,7 @@ func TestTwoSteps(t *testing.T) {
 }
 
 func TestNoDifference(t *testing.T) {
+	t.Parallel()
 	s := run(t, 16, &synthetic{rng: rand.New(rand.NewPCG(7, 8)), level: func(int) float64 { return 0 }, cv: 0.005}, Config{})
 	if s.Result.Status != NoDifference {
 		t.Fatalf("status %s, want no-difference\n%s", s.Result.Status, s.Markdown())
@@ -334,6 +338,7 @@ func TestNoDifference(t *testing.T) {
 }
 
 func TestBudget(t *testing.T) {
+	t.Parallel()
 	s := run(t, 64, &synthetic{rng: rand.New(rand.NewPCG(1, 1)), level: step(40, 0.2), cv: 0.01}, Config{MaxJobs: 4})
 	r := s.Result
 	if r.Status != OutOfBudget || r.Jobs != 4 {
@@ -351,6 +356,7 @@ func TestBudget(t *testing.T) {
 // TestResume saves the state after every step, reloads it from JSON and
 // goes on: the result is the one an uninterrupted run reaches.
 func TestResume(t *testing.T) {
+	t.Parallel()
 	want := run(t, 32, &synthetic{rng: rand.New(rand.NewPCG(11, 12)), level: step(19, 0.08), cv: 0.02}, Config{})
 
 	m := &synthetic{rng: rand.New(rand.NewPCG(11, 12)), level: step(19, 0.08), cv: 0.02}
@@ -407,6 +413,7 @@ func TestResume(t *testing.T) {
 }
 
 func TestObserveRejects(t *testing.T) {
+	t.Parallel()
 	s, err := New(commits(4), Config{Metric: "ttft_p90"})
 	if err != nil {
 		t.Fatal(err)
@@ -427,6 +434,7 @@ func TestObserveRejects(t *testing.T) {
 }
 
 func TestNewRejects(t *testing.T) {
+	t.Parallel()
 	cs := commits(3)
 	cases := []struct {
 		name    string
@@ -450,6 +458,7 @@ func TestNewRejects(t *testing.T) {
 }
 
 func TestMarkdownGolden(t *testing.T) {
+	t.Parallel()
 	m := &synthetic{rng: rand.New(rand.NewPCG(21, 22)), level: step(6, 0.15), cv: 0.02}
 	cs := commits(12)
 	cs[6].Title, cs[6].PR = "scheduler: let prefill into running decode batches (#57)", 57
@@ -478,6 +487,7 @@ func TestMarkdownGolden(t *testing.T) {
 }
 
 func TestPRFromMessage(t *testing.T) {
+	t.Parallel()
 	cases := map[string]int{
 		"scheduler: prefill first (#57)":                      57,
 		"scheduler: prefill first (#57)\n\nlonger text (#99)": 57,
@@ -494,6 +504,7 @@ func TestPRFromMessage(t *testing.T) {
 }
 
 func TestRunValues(t *testing.T) {
+	t.Parallel()
 	mk := func(tpot float64) *result.Result {
 		return &result.Result{Completed: 10, Metrics: map[string]float64{"median_tpot_ms": tpot}}
 	}

@@ -14,6 +14,7 @@ import (
 // seen on the good end's own runs and the ends are measured again before
 // going on.
 func TestDriftAfterTheEnds(t *testing.T) {
+	t.Parallel()
 	for seed := range 20 {
 		rng := rand.New(rand.NewPCG(uint64(seed), 8))
 		m := &synthetic{rng: rng, level: step(7, 0.20), cv: 0.01, machine: machine{Jump: 0.12, JumpAt: 8}}
@@ -32,6 +33,7 @@ func TestDriftAfterTheEnds(t *testing.T) {
 // wild difference; it is clipped, so a commit at the good level is not
 // judged bad on it, and the pooled noise is not blown up by it.
 func TestBurstOnOneRun(t *testing.T) {
+	t.Parallel()
 	s, err := New(commits(4), Config{Metric: "tpot_median"})
 	if err != nil {
 		t.Fatal(err)
@@ -82,6 +84,7 @@ func TestBurstOnOneRun(t *testing.T) {
 // budget ran out (seen in the demo under a load of 28). A commit's second
 // disturbed job in a row is taken as the machine's noise now.
 func TestNoisierMachine(t *testing.T) {
+	t.Parallel()
 	for seed := range 20 {
 		m := &synthetic{rng: rand.New(rand.NewPCG(uint64(seed), 9)), level: step(5, 0.20), cv: 0.005, machine: machine{JumpAt: 8, Noisier: 6}}
 		s := run(t, 8, m, Config{Metric: "tpot_median"})

@@ -14,6 +14,7 @@ import (
 )
 
 func TestGitHubLister(t *testing.T) {
+	t.Parallel()
 	repo := ghtest.NewGitRepo(t)
 	good := repo.Commit("initial", map[string]string{"inference_engine/knob": "1"})
 	want := []string{good}

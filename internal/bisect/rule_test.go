@@ -16,6 +16,7 @@ func around(m, sd float64, n int) []float64 {
 }
 
 func TestCompare(t *testing.T) {
+	t.Parallel()
 	r := DefaultRule()
 	noise := func(df float64) Noise { return Noise{Sigma: 0.02, DF: df} }
 	ln := math.Log1p
@@ -47,6 +48,7 @@ func TestCompare(t *testing.T) {
 }
 
 func TestJudge(t *testing.T) {
+	t.Parallel()
 	r := DefaultRule()
 	exp := func(xs []float64) []float64 {
 		out := make([]float64, len(xs))

@@ -21,6 +21,7 @@ func series(seed uint64, noise float64, segments ...[2]float64) []float64 {
 }
 
 func TestDetect(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name string
 		z    []float64
@@ -71,6 +72,7 @@ func near(got, want []int, tol int) bool {
 }
 
 func TestChangePointStatistics(t *testing.T) {
+	t.Parallel()
 	z := series(11, 0.01, [2]float64{30, 100}, [2]float64{30, 105})
 	cps := Detect(z, Options{})
 	if len(cps) != 1 {
@@ -94,6 +96,7 @@ func TestChangePointStatistics(t *testing.T) {
 // TestQHatBruteForce checks the prefix-sum divergence against the
 // definition computed term by term.
 func TestQHatBruteForce(t *testing.T) {
+	t.Parallel()
 	z := series(12, 0.05, [2]float64{7, 10}, [2]float64{6, 14})
 	d := newDivisive(z)
 	for s := 0; s < 3; s++ {
@@ -137,6 +140,7 @@ func bruteQ(x, y []float64) float64 {
 }
 
 func TestTTest(t *testing.T) {
+	t.Parallel()
 	a := []float64{19.8, 20.4, 19.6, 17.8, 18.5, 18.9, 18.3, 18.9, 19.5, 22.0}
 	b := []float64{28.2, 26.6, 20.1, 23.3, 25.2, 22.1, 17.7, 27.6, 20.6, 13.7}
 	cp := ttest(a, b)
@@ -159,6 +163,7 @@ func TestTTest(t *testing.T) {
 //
 //	go test -run Synthetic -v ./internal/changepoint
 func TestSynthetic(t *testing.T) {
+	t.Parallel()
 	n := 1000
 	if testing.Short() {
 		n = 200

@@ -169,6 +169,7 @@ func init() {
 var ignoredRows []row
 
 func TestIgnored(t *testing.T) {
+	t.Parallel()
 	extra := []row{
 		{"late result on a superseded check", State{Phase: check.Superseded}, Event{Kind: GateRegression}, State{}, nil},
 		{"late result on a closed PR's check", State{Phase: check.Closed}, Event{Kind: GatePass}, State{}, nil},
@@ -207,6 +208,7 @@ func init() {
 }
 
 func TestTransitions(t *testing.T) {
+	t.Parallel()
 	for _, tt := range table {
 		t.Run(tt.name, func(t *testing.T) {
 			got, effects, err := Transition(tt.from, tt.ev)
@@ -228,6 +230,7 @@ func TestTransitions(t *testing.T) {
 // appeal on a passed check, a start of a running check. States are tried
 // with and without a clock and a held regression.
 func TestEveryOtherEventIgnored(t *testing.T) {
+	t.Parallel()
 	listed := map[string]bool{}
 	for _, tt := range table {
 		listed[key(tt.from, tt.ev.Kind)] = true
@@ -287,6 +290,7 @@ func key(s State, k Kind) string {
 // No open check survives its jobs' verdict, and every settled phase shows
 // as completed on GitHub.
 func TestEveryVerdictCompletesTheCheck(t *testing.T) {
+	t.Parallel()
 	for _, k := range []Kind{GatePass, GateRegression, GateUndecided, Broken, NewerPush, PRClosed} {
 		for _, p := range []check.Phase{check.Queued, check.InProgress} {
 			for _, h := range []check.Phase{check.None, check.Escalated, check.Accepted} {

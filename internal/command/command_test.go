@@ -6,6 +6,7 @@ import (
 )
 
 func TestParseAccepted(t *testing.T) {
+	t.Parallel()
 	long := strings.Repeat("x", MaxReasonLen)
 	tests := []struct {
 		name string
@@ -58,6 +59,7 @@ func TestParseAccepted(t *testing.T) {
 }
 
 func TestParseReplies(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name    string
 		body    string
@@ -111,6 +113,7 @@ func TestParseReplies(t *testing.T) {
 }
 
 func TestParseIgnored(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		body string
@@ -140,6 +143,7 @@ func TestParseIgnored(t *testing.T) {
 // The help table keeps its columns: a "|" inside a cell (the tiers of
 // retest) is escaped, so every row splits into exactly three cells.
 func TestHelpTableColumns(t *testing.T) {
+	t.Parallel()
 	for _, line := range strings.Split(strings.TrimSpace(HelpText()), "\n") {
 		if !strings.HasPrefix(line, "|") {
 			continue
@@ -158,6 +162,7 @@ func TestHelpTableColumns(t *testing.T) {
 // that parsing uses: every row's usage appears and parses (with a sample
 // argument where one is required).
 func TestHelpTextFromTable(t *testing.T) {
+	t.Parallel()
 	help := HelpText()
 	for _, s := range table {
 		if !strings.Contains(help, "`"+strings.ReplaceAll(s.usage, "|", `\|`)+"`") {

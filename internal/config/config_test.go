@@ -13,6 +13,7 @@ import (
 // TestInvalidConfigs pins the exact error of each invalid fixture: file,
 // line, column, field, message and hint.
 func TestInvalidConfigs(t *testing.T) {
+	t.Parallel()
 	cases := []struct{ file, want string }{
 		{"unknown-top-key.yml", `unknown-top-key.yml:2:1: teirs: unknown key "teirs" (did you mean "tiers"?)`},
 		{"unknown-tier-key.yml", `unknown-tier-key.yml:3:5: tiers.merge.repeat: unknown key "repeat" (did you mean "repeats"?)`},
@@ -76,6 +77,7 @@ func TestInvalidConfigs(t *testing.T) {
 
 // The documented example must describe the defaults: the README copies it.
 func TestExampleIsTheDefaults(t *testing.T) {
+	t.Parallel()
 	got, err := Load("../../testdata/config/perfgate.yml")
 	if err != nil {
 		t.Fatal(err)
@@ -92,6 +94,7 @@ func TestExampleIsTheDefaults(t *testing.T) {
 }
 
 func TestEmptyFileIsDefault(t *testing.T) {
+	t.Parallel()
 	for _, data := range []string{"", "# only a comment\n", "---\n"} {
 		c, err := Parse("perfgate.yml", []byte(data))
 		if err != nil {
@@ -104,6 +107,7 @@ func TestEmptyFileIsDefault(t *testing.T) {
 }
 
 func TestDefaults(t *testing.T) {
+	t.Parallel()
 	c := Default()
 	quick, _ := c.Tier("quick")
 	merge, _ := c.Tier("merge")
@@ -143,6 +147,7 @@ func TestDefaults(t *testing.T) {
 // Listed metrics override or add to the defaults; "off" removes one; an
 // image replaces the default command; custom tiers start from merge.
 func TestOverrides(t *testing.T) {
+	t.Parallel()
 	src := `
 server:
   image: vllm/vllm-openai@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef
@@ -209,6 +214,7 @@ escalate_after: 2d
 }
 
 func TestAllErrorsReported(t *testing.T) {
+	t.Parallel()
 	_, err := Parse("x.yml", []byte("paths: []\nrunner:\n  labels: []\ntriggers:\n  drafts: maybe\n"))
 	var ve *ValidationError
 	if !errors.As(err, &ve) || len(ve.Errors) != 3 {
@@ -217,6 +223,7 @@ func TestAllErrorsReported(t *testing.T) {
 }
 
 func TestLookupMetric(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name, key string
 		dir       Direction
@@ -241,6 +248,7 @@ func TestLookupMetric(t *testing.T) {
 }
 
 func TestMatches(t *testing.T) {
+	t.Parallel()
 	c := Default()
 	c.Paths = []string{"model/**", "inference_engine/**", "docs/*.md", "**/kernels/*.cu"}
 	cases := []struct {
@@ -269,6 +277,7 @@ func TestMatches(t *testing.T) {
 // in the command, args and build templates alike; others are refused with
 // a suggestion.
 func TestEnginePlaceholders(t *testing.T) {
+	t.Parallel()
 	ok := `server:
   image: vllm/vllm-openai@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef
   model: m

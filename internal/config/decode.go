@@ -237,7 +237,7 @@ func (d *decoder) decodeStruct(path string, n *yaml.Node, v reflect.Value) {
 		seen[k.Value] = true
 		idx, ok := fields[k.Value]
 		if !ok {
-			hint := suggest(k.Value, names)
+			hint := didYouMean(k.Value, names)
 			if hint == "" {
 				sort.Strings(names)
 				hint = "valid keys: " + strings.Join(names, ", ")
@@ -405,10 +405,10 @@ func (d *decoder) decodeThreshold(path string, n *yaml.Node, v reflect.Value) {
 					t.Direction = Direction(val.Value)
 				default:
 					d.errAt(val, field, fmt.Sprintf("unknown direction %q", val.Value),
-						orList(suggest(val.Value, []string{string(HigherIsWorse), string(LowerIsWorse)}), "higher_is_worse or lower_is_worse"))
+						orList(didYouMean(val.Value, []string{string(HigherIsWorse), string(LowerIsWorse)}), "higher_is_worse or lower_is_worse"))
 				}
 			default:
-				d.errAt(k, field, fmt.Sprintf("unknown key %q", k.Value), orList(suggest(k.Value, []string{"limit", "direction"}), "valid keys: limit, direction"))
+				d.errAt(k, field, fmt.Sprintf("unknown key %q", k.Value), orList(didYouMean(k.Value, []string{"limit", "direction"}), "valid keys: limit, direction"))
 			}
 		}
 	default:

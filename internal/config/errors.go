@@ -3,6 +3,8 @@ package config
 import (
 	"fmt"
 	"strings"
+
+	"github.com/perfgate/perfgate/internal/suggest"
 )
 
 // FieldError is one problem in a config file, located to the line.
@@ -39,12 +41,12 @@ func (v *ValidationError) Error() string {
 	return strings.Join(lines, "\n")
 }
 
-// suggest returns `did you mean "x"?` for the closest candidate within a
+// didYouMean returns `did you mean "x"?` for the closest candidate within a
 // few edits, or "" when nothing is close.
-func suggest(got string, candidates []string) string {
+func didYouMean(got string, candidates []string) string {
 	best, bestD := "", 1<<30
 	for _, c := range candidates {
-		if d := editDistance(got, c); d < bestD || (d == bestD && c < best) {
+		if d := suggest.Distance(got, c); d < bestD || (d == bestD && c < best) {
 			best, bestD = c, d
 		}
 	}
@@ -56,25 +58,4 @@ func suggest(got string, candidates []string) string {
 		return ""
 	}
 	return fmt.Sprintf("did you mean %q?", best)
-}
-
-// editDistance is the Levenshtein distance.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }

@@ -9,6 +9,7 @@ import (
 )
 
 func TestPathFilterDecide(t *testing.T) {
+	t.Parallel()
 	f, err := NewPathFilter([]string{"{model,engine}/**", "!model/docs/**", "model/docs/perf.md", "**/*.{cu,cuh}"})
 	if err != nil {
 		t.Fatal(err)
@@ -40,6 +41,7 @@ func TestPathFilterDecide(t *testing.T) {
 // The bound is two orders of magnitude above the measured time; the
 // benchmark gives the number.
 func TestPathologicalPathIsFast(t *testing.T) {
+	t.Parallel()
 	name := strings.Repeat("a/", 100) + "b"
 	f, err := NewPathFilter([]string{"**/a/**/a/**/a/**/a/**/a/**/c", "!**/a/**/a/**/a/**/x"})
 	if err != nil {
@@ -69,6 +71,7 @@ func BenchmarkPathFilterPathological(b *testing.B) {
 }
 
 func TestPathsValidation(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		yaml string
 		want string // "" = valid
@@ -101,6 +104,7 @@ func TestPathsValidation(t *testing.T) {
 // thousands of tier names — is refused at the first limit, fast, with one
 // error; so is a file that spells out more values than any config has.
 func TestAliasBombRefused(t *testing.T) {
+	t.Parallel()
 	var b strings.Builder
 	b.WriteString("tiers:\n  quick: &q\n    prompts: 1000\n    metrics:\n")
 	for i := range 50 {

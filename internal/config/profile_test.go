@@ -6,6 +6,7 @@ import (
 )
 
 func TestProfileSection(t *testing.T) {
+	t.Parallel()
 	c, err := Parse(DefaultPath, []byte("profile:\n  requests: 32\n"))
 	if err != nil {
 		t.Fatal(err)

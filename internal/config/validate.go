@@ -115,7 +115,7 @@ func (d *decoder) oneOf(field, got string, valid []string) bool {
 			return true
 		}
 	}
-	d.errField(field, fmt.Sprintf("unknown value %q", got), orList(suggest(got, valid), "one of: "+strings.Join(valid, ", ")))
+	d.errField(field, fmt.Sprintf("unknown value %q", got), orList(didYouMean(got, valid), "one of: "+strings.Join(valid, ", ")))
 	return false
 }
 
@@ -183,7 +183,7 @@ func (d *decoder) checkTemplateOf(f, arg string, names []string, sample any) {
 		return
 	}
 	if m := placeholder.FindStringSubmatch(err.Error()); m != nil {
-		if s := suggest(m[1], names); s != "" {
+		if s := didYouMean(m[1], names); s != "" {
 			hint = strings.Replace(s, `"`+suggestTarget(s)+`"`, "{{."+suggestTarget(s)+"}}", 1)
 		}
 		d.errField(f, fmt.Sprintf("unknown placeholder {{.%s}}", m[1]), hint)
@@ -276,7 +276,7 @@ func (d *decoder) validateTier(f string, t Tier) {
 func (d *decoder) validateMetric(f, name string, th Threshold, t Tier) {
 	info, ok := LookupMetric(name)
 	if !ok {
-		d.errField(f, fmt.Sprintf("unknown metric %q", name), orList(suggest(name, knownMetricNames()),
+		d.errField(f, fmt.Sprintf("unknown metric %q", name), orList(didYouMean(name, knownMetricNames()),
 			"metrics are ttft|tpot|itl|e2el with _mean, _median or _pNN, output_throughput, request_throughput, total_token_throughput, error_rate, gpu_mem_used, gpu_power"))
 		return
 	}

@@ -4,11 +4,11 @@ import (
 	"context"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/rs/zerolog"
 
 	"github.com/perfgate/perfgate/internal/githubtest"
+	"github.com/perfgate/perfgate/internal/poll"
 	"github.com/perfgate/perfgate/internal/store"
 )
 
@@ -20,7 +20,7 @@ func TestAppealFlow(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end: measures the simulated engine three times")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	ctx, cancel := context.WithCancel(poll.Context(t))
 	defer cancel()
 	h, err := Start(ctx, t.TempDir(), zerolog.Nop(), WithPerfgate(perfgateBin), WithSlowdown(1.3))
 	if err != nil {
@@ -109,14 +109,16 @@ func jobCount(ctx context.Context, t *testing.T, h *Harness) int {
 
 func waitComment(ctx context.Context, t *testing.T, h *Harness, substr string) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
+	found := func() bool {
 		for _, c := range h.GitHub.Comments() {
 			if strings.Contains(c.Body, substr) {
-				return
+				return true
 			}
 		}
-		time.Sleep(100 * time.Millisecond)
+		return false
+	}
+	if poll.UntilContext(ctx, found) == nil {
+		return
 	}
 	var bodies []string
 	for _, c := range h.GitHub.Comments() {

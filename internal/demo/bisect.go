@@ -134,7 +134,7 @@ func (h *Harness) Bisect(ctx context.Context, n, planted int, slowdown float64, 
 	}
 	began := time.Now()
 	if code, err := h.deliver(ctx, "issue_comment", payload, "demo-bisect-1"); err != nil || code/100 != 2 {
-		return nil, fmt.Errorf("webhook: %d %v", code, err)
+		return nil, fmt.Errorf("webhook: %d %w", code, err)
 	}
 	started, err := h.waitComment(ctx, func(c githubtest.Comment) bool {
 		return c.Number == bisectIssue && strings.HasPrefix(c.Body, "@"+bisectMaintainer)
@@ -156,7 +156,7 @@ func (h *Harness) Bisect(ctx context.Context, n, planted int, slowdown float64, 
 	out.Report, out.Elapsed = report.Body, time.Since(began)
 	recs, err := h.Store.ListBisects(ctx, store.BisectFilter{Repo: repo})
 	if err != nil || len(recs) == 0 {
-		return nil, fmt.Errorf("the bisect's record: %d records, %v", len(recs), err)
+		return nil, fmt.Errorf("the bisect's record: %d records, %w", len(recs), err)
 	}
 	s, err := bisect.Load(recs[len(recs)-1].State)
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/perfgate/perfgate/internal/bisect"
+	"github.com/perfgate/perfgate/internal/poll"
 )
 
 // TestBisectFindsThePlantedCommit runs `/perf bisect` end to end: eight
@@ -23,7 +24,7 @@ func TestBisectFindsThePlantedCommit(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end: measures the simulated engine for about a minute")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 9*time.Minute)
+	ctx, cancel := context.WithCancel(poll.Context(t))
 	defer cancel()
 	var log strings.Builder
 	out, err := RunBisect(ctx, BisectOptions{Dir: t.TempDir(), Commits: 8, Planted: 5, Perfgate: perfgateBin, Log: zerolog.Nop(), Out: &log})

@@ -94,7 +94,7 @@ type Measured struct {
 const (
 	repo     = "acme/inference"
 	gpuUUID  = "GPU-5f2c0d1e-demo-0000-0000-000000000000"
-	regToken = "demo-registration-token"
+	regToken = "demo-registration-token" //nolint:gosec // the demo's own runner token, on loopback, not a secret
 	// demoMaxTTFTGap is the demo runner's self-check floor (see agent.Config).
 	demoMaxTTFTGap = 100 * time.Millisecond
 )
@@ -550,7 +550,7 @@ func Run(ctx context.Context, o Options) (*Outcome, error) {
 	// 2. The pull request whose commit slows the engine.
 	fmt.Fprintf(o.Out, "2. PR #%d (%s) changes the engine's files; GitHub sends a signed pull_request webhook…\n", slowPR, short(r.Slow))
 	if code, err := h.DeliverPR(ctx, "opened", slowPR, "demo-delivery-1"); err != nil || code/100 != 2 {
-		return nil, fmt.Errorf("webhook: %d %v", code, err)
+		return nil, fmt.Errorf("webhook: %d %w", code, err)
 	}
 	warn, err := h.WaitCheck(ctx, func(c githubtest.CheckRun) bool {
 		return c.Name == "perfgate / quick" && c.HeadSHA == r.Slow && c.Status == "completed"
@@ -574,7 +574,7 @@ func Run(ctx context.Context, o Options) (*Outcome, error) {
 	// engine from its tree is main's, and it passes.
 	fmt.Fprintf(o.Out, "3. PR #%d (%s) only edits a README; it is measured the same way…\n", docsPR, short(r.Docs))
 	if code, err := h.DeliverPR(ctx, "opened", docsPR, "demo-delivery-2"); err != nil || code/100 != 2 {
-		return nil, fmt.Errorf("webhook: %d %v", code, err)
+		return nil, fmt.Errorf("webhook: %d %w", code, err)
 	}
 	docs, err := h.WaitCheck(ctx, func(c githubtest.CheckRun) bool {
 		return c.Name == "perfgate / quick" && c.HeadSHA == r.Docs && c.Status == "completed"

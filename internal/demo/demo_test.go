@@ -4,10 +4,10 @@ import (
 	"context"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/rs/zerolog"
 
+	"github.com/perfgate/perfgate/internal/poll"
 	"github.com/perfgate/perfgate/internal/store/storetest"
 )
 
@@ -36,7 +36,7 @@ func warnThenEscalate(t *testing.T, dir string) {
 	if testing.Short() {
 		t.Skip("end-to-end: measures the simulated engine for ~30 s")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	ctx, cancel := context.WithCancel(poll.Context(t))
 	defer cancel()
 	var log strings.Builder
 	out, err := Run(ctx, Options{Dir: dir, Slowdown: 1.3, Perfgate: perfgateBin, Log: zerolog.Nop(), Out: &log})

@@ -241,7 +241,7 @@ func (h *Harness) schedulerPR(ctx context.Context, w io.Writer, number int, bran
 		return githubtest.CheckRun{}, err
 	}
 	if code, err := h.deliver(ctx, "pull_request", body, fmt.Sprintf("demo-pr-%d", number)); err != nil || code/100 != 2 {
-		return githubtest.CheckRun{}, fmt.Errorf("webhook: %d %v", code, err)
+		return githubtest.CheckRun{}, fmt.Errorf("webhook: %d %w", code, err)
 	}
 	// Three of WaitCheck's three minutes: a quick job is three runs of ten
 	// seconds or more, and a busy runner takes longer.
@@ -292,7 +292,7 @@ func (h *Harness) commentOnPR(ctx context.Context, number int, body, deliveryID 
 	}
 	code, err := h.deliver(ctx, "issue_comment", payload, deliveryID)
 	if err != nil || code/100 != 2 {
-		return fmt.Errorf("comment webhook: %d %v", code, err)
+		return fmt.Errorf("comment webhook: %d %w", code, err)
 	}
 	return nil
 }

@@ -5,11 +5,11 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/rs/zerolog"
 
 	"github.com/perfgate/perfgate/internal/config"
+	"github.com/perfgate/perfgate/internal/poll"
 )
 
 // The scheduler scenario's repository config is valid and profiles a
@@ -34,7 +34,7 @@ func TestSchedulerScenario(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end: measures three commits and profiles two on the simulated engine (about two minutes: arrivals at 10/s)")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	ctx, cancel := context.WithCancel(poll.Context(t))
 	defer cancel()
 	var log strings.Builder
 	out, err := RunScheduler(ctx, Options{Dir: t.TempDir(), Perfgate: perfgateBin, Log: zerolog.Nop(), Out: &log})

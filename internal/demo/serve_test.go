@@ -8,9 +8,10 @@ import (
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/perfgate/perfgate/internal/poll"
 )
 
 // TestServeKeepsTheDashboardUp runs `demo --serve`: after the loop, the
@@ -20,7 +21,7 @@ func TestServeKeepsTheDashboardUp(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end: measures the simulated engine for ~30 s")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	ctx, cancel := context.WithCancel(poll.Context(t))
 	defer cancel()
 	var out strings.Builder
 	done := make(chan error, 1)

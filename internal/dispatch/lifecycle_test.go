@@ -2,6 +2,7 @@ package dispatch
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -173,7 +174,7 @@ func (l *lifecycle) runAll() {
 	l.t.Helper()
 	for {
 		j, err := l.st.Claim(l.ctx, store.ClaimRequest{AgentID: l.agent.ID, Labels: l.agent.Labels, Lease: time.Minute})
-		if err == store.ErrNoJob {
+		if errors.Is(err, store.ErrNoJob) {
 			return
 		}
 		if err != nil {

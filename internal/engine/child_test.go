@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -144,7 +145,7 @@ func serveSim(port, model string, extra func(*http.ServeMux)) int {
 		srv := &http.Server{Addr: addr, Handler: mux}
 		go func() { <-ctx.Done(); _ = srv.Close() }()
 		ready(addr)
-		if err = srv.ListenAndServe(); err == http.ErrServerClosed {
+		if err = srv.ListenAndServe(); errors.Is(err, http.ErrServerClosed) {
 			err = nil
 		}
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/perfgate/perfgate/internal/poll"
 	"github.com/perfgate/perfgate/internal/sandbox"
 )
 
@@ -297,7 +298,7 @@ func TestCrashAfterReady(t *testing.T) {
 	}
 	select {
 	case <-srv.Exited():
-	case <-time.After(10 * time.Second):
+	case <-poll.Context(t).Done(): // the test's deadline, not a guess at the machine's speed
 		t.Fatal("crash not noticed")
 	}
 	cerr := srv.CrashError()

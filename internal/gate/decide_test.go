@@ -16,6 +16,7 @@ import (
 // not poisoned and the report marshals. Before the fix the merge tier's
 // JSON failed "unsupported value: NaN".
 func TestZeroSpreadIsNoEvidence(t *testing.T) {
+	t.Parallel()
 	levels := map[string]float64{"p99_tpot_ms": 14, "output_throughput": 5000}
 	tr := tier(0.05, 3, "tpot_p99", "output_throughput", "error_rate")
 	tr.Metrics["error_rate"] = config.Threshold{Limit: 0.01, Direction: config.HigherIsWorse}
@@ -42,6 +43,7 @@ func TestZeroSpreadIsNoEvidence(t *testing.T) {
 
 // A report with a NaN in it is an error, never an unmarshalable verdict.
 func TestReportCheckFinite(t *testing.T) {
+	t.Parallel()
 	rep := &Report{Tier: "merge", Confidence: 0.995, Alpha: 0.0025, Looks: Looks{Alpha: 0.005, Share: 0.5},
 		Metrics: []MetricResult{{Metric: "error_rate", P: math.NaN()}}}
 	if err := rep.checkFinite(); err == nil || !strings.Contains(err.Error(), "error_rate has a non-finite p") {
@@ -56,6 +58,7 @@ func TestReportCheckFinite(t *testing.T) {
 // Thresholds mean what they print: "−5%" on a throughput fires at a 5.0%
 // drop, not at 4.76% (log1p(0.05) in log space was a 4.88% drop).
 func TestThresholdsMeanWhatTheyPrint(t *testing.T) {
+	t.Parallel()
 	levels := map[string]float64{"output_throughput": 5000}
 	tr := tier(0.05, 0, "output_throughput")
 	for _, tc := range []struct {
@@ -84,6 +87,7 @@ func TestThresholdsMeanWhatTheyPrint(t *testing.T) {
 // change exactly when the Holm-adjusted p is within α, and its worse-side
 // bound is inside the threshold exactly when the metric passes.
 func TestIntervalIsTheTests(t *testing.T) {
+	t.Parallel()
 	lat := map[string]float64{"p99_tpot_ms": 14}
 	for _, shift := range []float64{0, 0.01, 0.02, 0.03, 0.06, 0.1} {
 		rep := compare(t, runs(lat, 0.02, 0), runs(lat, 0.02, math.Log1p(shift), "p99_tpot_ms"), tier(0.05, 0, "tpot_p99"), Options{})
@@ -106,6 +110,7 @@ func TestIntervalIsTheTests(t *testing.T) {
 // independent draws. The same run values decide the same way with or
 // without per-request arrays.
 func TestNoRequestBootstrapFloor(t *testing.T) {
+	t.Parallel()
 	lat := map[string]float64{"p99_tpot_ms": 14}
 	b, c := runs(lat, 0.003, 0), runs(lat, 0.003, math.Log(1.04), "p99_tpot_ms")
 	plain := metric(t, compare(t, b, c, tier(0.02, 0, "tpot_p99"), Options{}), "tpot_p99")
@@ -127,6 +132,7 @@ func TestNoRequestBootstrapFloor(t *testing.T) {
 // a 4% shift between two tight run sets is a session shift, not a
 // regression; with sessions that agree, the same shift is real.
 func TestSessionVariance(t *testing.T) {
+	t.Parallel()
 	lat := map[string]float64{"p99_tpot_ms": 14}
 	b, c := runs(lat, 0.004, 0), runs(lat, 0.004, math.Log(1.04), "p99_tpot_ms")
 	tr := tier(0.02, 0, "tpot_p99")
@@ -151,6 +157,7 @@ func TestSessionVariance(t *testing.T) {
 // Runs added by a retest come from a new session: the candidate's mean
 // averages two session shifts, and the standard error says so.
 func TestCandidateSessions(t *testing.T) {
+	t.Parallel()
 	lat := map[string]float64{"p99_tpot_ms": 14}
 	b := runs(lat, 0.01, 0)
 	c := append(runs(lat, 0.01, 0.01, "p99_tpot_ms"), runs(lat, 0.01, 0.01, "p99_tpot_ms")...)
@@ -175,6 +182,7 @@ func TestCandidateSessions(t *testing.T) {
 // regression_at: half calls a significant change past half the threshold;
 // the default calls it only past the threshold.
 func TestRegressionAtHalf(t *testing.T) {
+	t.Parallel()
 	lat := map[string]float64{"p99_tpot_ms": 14}
 	b, c := runs(lat, 0.002, 0), runs(lat, 0.002, math.Log(1.035), "p99_tpot_ms")
 	tr := tier(0.05, 0, "tpot_p99")
@@ -190,6 +198,7 @@ func TestRegressionAtHalf(t *testing.T) {
 // The tier's inconclusive policy travels with the report: needs_ack makes
 // an inconclusive check hold.
 func TestInconclusivePolicy(t *testing.T) {
+	t.Parallel()
 	b, c := runs(lat, 0.16, 0), runs(lat, 0.16, math.Log(1.10), "p99_tpot_ms")
 	tr := tier(0.05, 3, "tpot_p99")
 	rep := compare(t, b, c, tr, Options{})
@@ -210,6 +219,7 @@ func TestInconclusivePolicy(t *testing.T) {
 // unchanged commit passes and a 10% tpot_median regression regresses, both
 // with JSON that marshals (error_rate is all zero).
 func TestMergeTierDefaults(t *testing.T) {
+	t.Parallel()
 	merge, err := config.Default().Tier("merge")
 	if err != nil {
 		t.Fatal(err)
@@ -236,6 +246,7 @@ func TestMergeTierDefaults(t *testing.T) {
 
 // Holm's level for each p-value is α over the hypotheses left.
 func TestHolmLevels(t *testing.T) {
+	t.Parallel()
 	got := holmLevels([]float64{0.03, 0.01, math.NaN(), 0.02}, 0.04)
 	want := []float64{0.02, 0.01, 0.04, 0.04 / 3}
 	for i := range want {
@@ -248,6 +259,7 @@ func TestHolmLevels(t *testing.T) {
 // The session variance estimator: the excess of the set means' spread
 // over the run-to-run part, pooled with the prior.
 func TestSessionVarianceEstimator(t *testing.T) {
+	t.Parallel()
 	means := []float64{0.02, -0.02, 0.03, -0.03, 0}
 	v, df := sessionVariance(means, []int{5, 5, 5, 5, 5}, 0.0005, 0, 0)
 	want := stats.Variance(means) - 0.0005/5
@@ -269,6 +281,7 @@ func TestSessionVarianceEstimator(t *testing.T) {
 
 // The variance factors of a median of k means match a simulation.
 func TestMedianVarianceFactor(t *testing.T) {
+	t.Parallel()
 	rng := rand.New(rand.NewPCG(5, 5))
 	for k := 2; k <= 9; k++ {
 		const n = 40000

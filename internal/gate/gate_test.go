@@ -88,6 +88,7 @@ var lat = map[string]float64{"p99_tpot_ms": 14}
 // A real but small change (3%, measured precisely) stays under a 5%
 // threshold; the same change regresses against a 2% one.
 func TestThreshold(t *testing.T) {
+	t.Parallel()
 	b, c := runs(lat, 0.002, 0), runs(lat, 0.002, math.Log(1.03), "p99_tpot_ms")
 	if rep := compare(t, b, c, tier(0.05, 3, "tpot_p99"), Options{}); rep.Verdict != Pass || metric(t, rep, "tpot_p99").Verdict != MetricPass {
 		t.Errorf("3%% under a 5%% threshold: %s / %+v", rep.Verdict, rep.Metrics)
@@ -101,6 +102,7 @@ func TestThreshold(t *testing.T) {
 // the noise band even though today's runs are tight enough to make it
 // significant.
 func TestNoiseBand(t *testing.T) {
+	t.Parallel()
 	b, c := runs(lat, 0.002, 0), runs(lat, 0.002, math.Log(1.04), "p99_tpot_ms")
 	set := runs(lat, 0.04, 0)[1:4]                                  // −2%, 0, +2%
 	set = append(set, runs(lat, 0.03, 0)[0], runs(lat, 0.03, 0)[4]) // −3%, +3%: sd 2.5%, mean 0
@@ -118,6 +120,7 @@ func TestNoiseBand(t *testing.T) {
 // A 10% change in noisy runs, beyond threshold and band (the history is
 // tight), is not called while the test cannot tell it from noise.
 func TestSignificance(t *testing.T) {
+	t.Parallel()
 	b, c := runs(lat, 0.16, 0), runs(lat, 0.16, math.Log(1.10), "p99_tpot_ms")
 	hist := History{Sessions: []Session{{Runs: runs(lat, 0.01, 0)[:3]}}}
 	rep := compare(t, b, c, tier(0.05, 3, "tpot_p99"), Options{History: hist})
@@ -134,6 +137,7 @@ func TestSignificance(t *testing.T) {
 // One metric at p = 0.7α regresses alone; in a family of two, Holm asks it
 // for p ≤ α/2.
 func TestHolm(t *testing.T) {
+	t.Parallel()
 	const sigma = 0.02
 	alpha := (1 - 0.995) / 2
 	d := stats.TQuantile(1-0.7*alpha, 8) * 0.5 * sigma
@@ -149,6 +153,7 @@ func TestHolm(t *testing.T) {
 }
 
 func TestEnvironmentMismatch(t *testing.T) {
+	t.Parallel()
 	b, c := runs(lat, 0.002, 0), runs(lat, 0.002, math.Log(1.2), "p99_tpot_ms")
 	for _, r := range c {
 		r.Perfgate.Environment.Driver = "555.42"
@@ -162,6 +167,7 @@ func TestEnvironmentMismatch(t *testing.T) {
 }
 
 func TestInvalidRunsExcluded(t *testing.T) {
+	t.Parallel()
 	b, c := runs(lat, 0.01, 0), runs(lat, 0.01, 0)
 	// A throttled run reads 50% slow; kept, it would be a regression.
 	c[2].Metrics["p99_tpot_ms"] *= 1.5
@@ -181,6 +187,7 @@ func TestInvalidRunsExcluded(t *testing.T) {
 // A run whose benchmark client was the bottleneck measured the client: it
 // is excluded as a throttled GPU's run is.
 func TestClientBoundRunsExcluded(t *testing.T) {
+	t.Parallel()
 	b, c := runs(lat, 0.01, 0), runs(lat, 0.01, 0)
 	c[1].Metrics["p99_tpot_ms"] *= 1.5
 	c[1].Perfgate.Client = &result.ClientCheck{ClientBound: true, Reason: "client CPU 97% of 2 cores"}
@@ -195,6 +202,7 @@ func TestClientBoundRunsExcluded(t *testing.T) {
 // Higher latency and lower throughput are worse; the opposite moves are
 // improvements and pass.
 func TestDirectionsAndImprovements(t *testing.T) {
+	t.Parallel()
 	levels := map[string]float64{"p99_tpot_ms": 14, "output_throughput": 5000}
 	tr := tier(0.05, 3, "tpot_p99", "output_throughput")
 	cases := []struct {
@@ -220,6 +228,7 @@ func TestDirectionsAndImprovements(t *testing.T) {
 
 // The values shown are medians of runs: one odd run does not move them.
 func TestMedianOfRuns(t *testing.T) {
+	t.Parallel()
 	b, c := runs(lat, 0.01, 0), runs(lat, 0.01, 0)
 	c[4].Metrics["p99_tpot_ms"] = 1000
 	rep := compare(t, b, c, tier(0.05, 3, "tpot_p99"), Options{})
@@ -233,6 +242,7 @@ func TestMedianOfRuns(t *testing.T) {
 }
 
 func TestTooFewRuns(t *testing.T) {
+	t.Parallel()
 	b, c := runs(lat, 0.01, 0), runs(lat, 0.01, math.Log(1.3), "p99_tpot_ms")
 	rep := compare(t, b, c[:2], tier(0.05, 3, "tpot_p99"), Options{})
 	if rep.Verdict != Inconclusive || rep.NeedMoreRuns != 5 {
@@ -264,6 +274,7 @@ func TestNeedMoreRuns(t *testing.T) {
 }
 
 func TestSecondaryNeverBlocks(t *testing.T) {
+	t.Parallel()
 	levels := map[string]float64{"p99_tpot_ms": 14, "gpu_mem_used_mib": 70000}
 	tr := tier(0.05, 3, "tpot_p99")
 	tr.Secondary = map[string]config.Threshold{"gpu_mem_used": {Limit: 0.10, Direction: config.HigherIsWorse}}
@@ -275,6 +286,7 @@ func TestSecondaryNeverBlocks(t *testing.T) {
 }
 
 func TestUnchangedShowsTilde(t *testing.T) {
+	t.Parallel()
 	rep := compare(t, runs(lat, 0.02, 0), runs(lat, 0.02, 0), tier(0.05, 3, "tpot_p99"), Options{})
 	if rep.Verdict != Pass || metric(t, rep, "tpot_p99").Verdict != MetricSame {
 		t.Errorf("%s %+v", rep.Verdict, rep.Metrics)
@@ -284,6 +296,7 @@ func TestUnchangedShowsTilde(t *testing.T) {
 // Plain vLLM save-result files compare, from their aggregates and, for
 // keys vLLM did not write, their per-request arrays.
 func TestVLLMFiles(t *testing.T) {
+	t.Parallel()
 	base, err := LoadRuns("../../testdata/gate/vllm-baseline.json")
 	if err != nil {
 		t.Fatal(err)
@@ -314,6 +327,7 @@ func TestVLLMFiles(t *testing.T) {
 }
 
 func TestLoadRunsLayouts(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	one := runs(lat, 0.01, 0)
 	write := func(name string, v any) string {
@@ -348,6 +362,7 @@ func TestLoadRunsLayouts(t *testing.T) {
 }
 
 func TestExitCodes(t *testing.T) {
+	t.Parallel()
 	if Pass.ExitCode() != 0 || Regression.ExitCode() != 1 || Inconclusive.ExitCode() != 2 {
 		t.Error("exit codes")
 	}

@@ -48,6 +48,7 @@ func TestAlphaForLook(t *testing.T) {
 // budget round-trips through JSON, as a check row stores it; the last
 // look is marked final and a look beyond it is refused.
 func TestCompareSpendsTheBudget(t *testing.T) {
+	t.Parallel()
 	b, c := runs(lat, 0.01, 0), runs(lat, 0.01, 0)
 	tr := tier(0.05, 3, "tpot_p99")
 	a1 := AlphaForLook(PlanPocock, 0.005, 1, DefaultMaxLooks)

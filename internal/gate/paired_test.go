@@ -21,6 +21,7 @@ func pairsOf(base, head []*result.Result) []Pair {
 // A session shift moves both sides of every pair: the paired test sees
 // through it where a stored baseline from another session cannot.
 func TestPairedCancelsSessionShift(t *testing.T) {
+	t.Parallel()
 	tr := tier(0.05, 3, "tpot_p99")
 	tr.SessionNoise = 0.02
 	// The head is 8% slower, measured in a session 6% faster than usual.
@@ -95,6 +96,7 @@ func mustMetric(t *testing.T, name string) config.Metric {
 // asks for twice as many; the engine image may differ between base and
 // head (it is what is compared), the card may not.
 func TestPairedEvidence(t *testing.T) {
+	t.Parallel()
 	tr := tier(0.05, 3, "tpot_p99")
 	tr.Pairs = 8
 	b, h := runs(lat, 0.01, 0), runs(lat, 0.01, 0)
@@ -127,6 +129,7 @@ func TestPairedEvidence(t *testing.T) {
 // Uploaded runs become pairs by (session, pair index); a lone run is left
 // out with a note, and a side other than base/head is an error.
 func TestMakePairs(t *testing.T) {
+	t.Parallel()
 	r := runs(lat, 0.01, 0)
 	in := []SidedRun{
 		{Session: "12", Side: SideHead, Pair: 1, Seq: 2, Result: r[0]},

@@ -12,6 +12,7 @@ import (
 // through five retests, catches an 8% tpot_median regression, where the
 // seed's one-run rule cries wolf.
 func TestSimulationInterleaved(t *testing.T) {
+	t.Parallel()
 	merge, _ := config.Default().Tier("merge")
 	cfg := SimConfig{Tier: merge, Design: DesignInterleaved, Gates: 300, Runs: 8, BaselineRuns: 5, HistorySets: 4,
 		SessionCV: 0.02, Drift: 0.002, Deltas: []float64{0.08}, Retests: 5, Seed: 3, Models: DefaultNoiseModels[:1]}
@@ -31,6 +32,7 @@ func TestSimulationInterleaved(t *testing.T) {
 // Stored baselines with 2% session shifts: the session term keeps the
 // false alarms down (they were 9–10% without it).
 func TestSimulationStoredSessionShift(t *testing.T) {
+	t.Parallel()
 	merge, _ := config.Default().Tier("merge")
 	cfg := SimConfig{Tier: merge, Design: DesignStored, Gates: 300, Runs: 5, BaselineRuns: 5, HistorySets: 4,
 		SessionCV: 0.02, Drift: 0.002, Deltas: []float64{0.08}, Retests: 2, Seed: 4, Models: DefaultNoiseModels[:1]}
@@ -56,6 +58,7 @@ func TestSimulationStoredSessionShift(t *testing.T) {
 
 // A seeded simulation is reproducible: the figures in a note can be re-run.
 func TestSimulationDeterministic(t *testing.T) {
+	t.Parallel()
 	merge, _ := config.Default().Tier("merge")
 	for _, design := range []string{DesignStored, DesignInterleaved} {
 		cfg := SimConfig{Tier: merge, Design: design, Gates: 60, Runs: 5, BaselineRuns: 5, HistorySets: 2, SessionCV: 0.02, Drift: 0.002,

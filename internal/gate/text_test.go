@@ -10,6 +10,7 @@ import (
 // The text report shows the test that decided: the one-sided p after Holm
 // and its interval, the evidence and the α spent, and the tier's policy.
 func TestWriteText(t *testing.T) {
+	t.Parallel()
 	levels := map[string]float64{"p99_tpot_ms": 14, "output_throughput": 5000}
 	rep := compare(t, runs(levels, 0.005, 0), runs(levels, 0.005, math.Log(1.15), "p99_tpot_ms"), tier(0.05, 3, "tpot_p99", "output_throughput"), Options{})
 	var sb strings.Builder

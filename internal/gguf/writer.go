@@ -282,7 +282,7 @@ func encodeQ8(dst []byte, xs []float32) {
 	}
 	binary.LittleEndian.PutUint16(dst[:2], Float16(d))
 	for i, x := range xs {
-		dst[2+i] = byte(int8(math.Round(float64(x * inv))))
+		dst[2+i] = byte(int8(math.Round(float64(x * inv)))) //nolint:gosec // dst is a 2+32-byte block_q8_0 and xs its 32 values (encode's loop)
 	}
 }
 

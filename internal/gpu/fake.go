@@ -18,6 +18,7 @@ type Fake struct {
 	infoErr   error
 	sampleErr error
 	n         int
+	failed    int // samples refused with sampleErr
 	last      time.Time
 }
 
@@ -51,6 +52,7 @@ func (f *Fake) Sample(context.Context) (Sample, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.sampleErr != nil {
+		f.failed++
 		return Sample{}, f.sampleErr
 	}
 	s := f.base
@@ -77,6 +79,14 @@ func (f *Fake) Samples() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.n
+}
+
+// FailedSamples is how many samples Sample refused with the error set by
+// Fail: a test waits for one instead of sleeping.
+func (f *Fake) FailedSamples() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.failed
 }
 
 // Script sets a function that edits sample n (counting from 0) before it is

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/perfgate/perfgate/internal/poll"
 )
 
 func TestSamplerSamplesUntilStop(t *testing.T) {
@@ -95,7 +97,7 @@ func TestSamplerCountsFailedSamples(t *testing.T) {
 	s.Start(context.Background())
 	waitFor(t, func() bool { return f.Samples() >= 2 })
 	f.Fail(nil, errors.New("GPU is lost"))
-	time.Sleep(10 * time.Millisecond)
+	waitFor(t, func() bool { return f.FailedSamples() >= 1 })
 	f.Fail(nil, nil)
 	sum := s.Stop()
 	if !containsSub(sum.Warnings, "GPU samples failed: GPU is lost") {
@@ -110,15 +112,9 @@ func TestSamplerNotStarted(t *testing.T) {
 	}
 }
 
-// waitFor polls cond for up to 10 s: the machine is shared, so a test waits
-// for an event, never for a duration.
+// waitFor polls cond until it holds, within the test's deadline: the
+// machine is shared, so a test waits for an event, never for a duration.
 func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 10s")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	poll.Until(t, "the sampler", cond)
 }

@@ -94,6 +94,7 @@ func signatures(t *testing.T) map[string]kb.Signature {
 }
 
 func TestDistance(t *testing.T) {
+	t.Parallel()
 	sigs := signatures(t)
 	cases := []struct {
 		a, b  string
@@ -129,6 +130,7 @@ func TestDistance(t *testing.T) {
 }
 
 func TestRecordAndMatch(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "perfgate.db"))
 	if err != nil {
@@ -270,6 +272,7 @@ func TestMatchLine(t *testing.T) {
 }
 
 func TestPhenomenon(t *testing.T) {
+	t.Parallel()
 	s := kb.Signature{Metrics: []kb.MetricChange{moved("ttft_p99", -0.12), still("e2el_p99", 0.4), moved("output_throughput", -0.3), moved("tpot_p99", 0.22)}}
 	if got, want := s.Phenomenon(), "output_throughput −30%, tpot_p99 +22%, ttft_p99 −12%"; got != want {
 		t.Errorf("Phenomenon = %q, want %q", got, want)

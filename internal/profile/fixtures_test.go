@@ -47,6 +47,7 @@ func fixtureConfig() sim.Config {
 // TestRegenerateFixtures writes testdata/profile/*.trace.json.gz when run
 // with -update; otherwise it checks they exist.
 func TestRegenerateFixtures(t *testing.T) {
+	t.Parallel()
 	for _, f := range fixtures {
 		path := filepath.Join(fixtureDir, f.name+".trace.json.gz")
 		if !*update {

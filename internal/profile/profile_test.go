@@ -40,6 +40,7 @@ func golden(t *testing.T, name, got string) {
 }
 
 func TestDiffNamesPrefillInterruptionsWhenOnlyEagernessChanged(t *testing.T) {
+	t.Parallel()
 	base, eager := load(t, "base"), load(t, "eager")
 	d := profile.Compare(base, eager)
 	c, ok := d.Finding("prefill_interruption_rate")
@@ -59,6 +60,7 @@ func TestDiffNamesPrefillInterruptionsWhenOnlyEagernessChanged(t *testing.T) {
 }
 
 func TestDiffOfASlowdownDoesNotBlamePrefill(t *testing.T) {
+	t.Parallel()
 	d := profile.Compare(load(t, "base"), load(t, "slow"))
 	if c, ok := d.Finding("prefill_interruption_rate"); ok {
 		t.Errorf("a uniform slowdown named prefill interruptions: %s", c.Sentence)
@@ -70,6 +72,7 @@ func TestDiffOfASlowdownDoesNotBlamePrefill(t *testing.T) {
 }
 
 func TestFingerprintMatchesTheSameCause(t *testing.T) {
+	t.Parallel()
 	base := load(t, "base")
 	eager := profile.Compare(base, load(t, "eager")).Fingerprint()
 	again := profile.Compare(base, load(t, "eager-again")).Fingerprint()
@@ -97,6 +100,7 @@ func TestFingerprintMatchesTheSameCause(t *testing.T) {
 }
 
 func TestWriteParseRoundTrip(t *testing.T) {
+	t.Parallel()
 	in := &profile.Trace{
 		Engine: "perfgate-sim", Model: "m", Start: time.Unix(1700000000, 123),
 		Config: map[string]any{"prefill_eagerness": 0.5},
@@ -138,6 +142,7 @@ func TestWriteParseRoundTrip(t *testing.T) {
 }
 
 func TestParseRejects(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct{ name, in, want string }{
 		{"not json", `{"traceEvents": [`, "decode chrome trace"},
 		{"no steps", `{"traceEvents":[{"name":"aten::mm","ph":"X","ts":1,"dur":2,"pid":1,"tid":1}]}`, "no scheduler steps"},
@@ -150,6 +155,7 @@ func TestParseRejects(t *testing.T) {
 }
 
 func TestSummarize(t *testing.T) {
+	t.Parallel()
 	ms := time.Millisecond
 	tr := &profile.Trace{Steps: []profile.Step{
 		{Start: 0, Dur: 10 * ms, PrefillTokens: 100, PrefillSeqs: 1, Running: 1, KVUsage: 0.1},                                                        // prefill

@@ -34,6 +34,7 @@ func env() []KV {
 }
 
 func TestGolden(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		view View
@@ -136,6 +137,7 @@ func golden(t *testing.T, path, got string) {
 }
 
 func TestTableIsAligned(t *testing.T) {
+	t.Parallel()
 	rows := table(regressionRows())
 	var lines []string
 	for _, r := range rows {
@@ -153,6 +155,7 @@ func TestTableIsAligned(t *testing.T) {
 }
 
 func TestHugeOutputStaysUnderGitHubLimitsAndKeepsTheTable(t *testing.T) {
+	t.Parallel()
 	v := View{Tier: "nightly", Verdict: Warning, SHA: "abc1234", Rows: regressionRows(), Deadline: deadline}
 	for i := 0; i < 5000; i++ {
 		v.Notes = append(v.Notes, strings.Repeat("note ", 10))
@@ -180,6 +183,7 @@ func TestHugeOutputStaysUnderGitHubLimitsAndKeepsTheTable(t *testing.T) {
 }
 
 func TestFormat(t *testing.T) {
+	t.Parallel()
 	tests := []struct{ got, want string }{
 		{FormatValue(12.345, "ms"), "12.35 ms"},
 		{FormatValue(4210.75, "tok/s"), "4,210.8 tok/s"},
@@ -200,6 +204,7 @@ func TestFormat(t *testing.T) {
 }
 
 func TestGoldenFromGate(t *testing.T) {
+	t.Parallel()
 	base, err := gate.LoadRuns(filepath.Join("..", "..", "testdata", "gate", "vllm-baseline.json"))
 	if err != nil {
 		t.Fatal(err)
@@ -232,6 +237,7 @@ func TestGoldenFromGate(t *testing.T) {
 }
 
 func TestDisplayName(t *testing.T) {
+	t.Parallel()
 	for in, want := range map[string]string{
 		"tpot_p99":                   "TPOT p99",
 		"output_throughput":          "output throughput",
@@ -248,6 +254,7 @@ func TestDisplayName(t *testing.T) {
 // TestEnvironmentSandbox: the environment says how the engine was
 // contained, and loudly when it was not.
 func TestEnvironmentSandbox(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		sandbox, want string
 	}{

@@ -382,7 +382,7 @@ func ParseAll(data []byte) ([]*Result, error) {
 		var raw json.RawMessage
 		start := dec.InputOffset()
 		err := dec.Decode(&raw)
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			break
 		}
 		pos := int(start)

@@ -9,6 +9,7 @@ import (
 )
 
 func TestRoundTripKeepsMetricsAndUnknownKeys(t *testing.T) {
+	t.Parallel()
 	in := []byte(`{"completed":3,"failed":0,"duration":1.5,"request_rate":"inf","max_concurrency":null,
 		"mean_ttft_ms":12.5,"p99.9_ttft_ms":40,"p99_tpot_ms":7,"gpu":"H100","custom_label":{"a":1},
 		"input_lens":[1,2,3],"output_lens":[4,5,6],"ttfts":[0.01,0.012,0.015],"itls":[[],[],[]],"errors":["","",""],
@@ -51,6 +52,7 @@ func TestRoundTripKeepsMetricsAndUnknownKeys(t *testing.T) {
 }
 
 func TestParseRejectsNonResult(t *testing.T) {
+	t.Parallel()
 	for _, in := range []string{`{}`, `{"foo":1}`, `[1,2]`, `not json`} {
 		if _, err := Parse([]byte(in)); err == nil {
 			t.Errorf("Parse(%s) = nil error, want one", in)
@@ -59,6 +61,7 @@ func TestParseRejectsNonResult(t *testing.T) {
 }
 
 func TestParseRate(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		in      string
 		want    Rate
@@ -82,6 +85,7 @@ func TestParseRate(t *testing.T) {
 // vLLM's --append-result writes a newline before each appended object and
 // none after the last; each object is one run.
 func TestParseAllAppendedFile(t *testing.T) {
+	t.Parallel()
 	rs, err := LoadAll("../../testdata/vllm/append-result-two-runs.jsonl")
 	if err != nil {
 		t.Fatal(err)
@@ -98,6 +102,7 @@ func TestParseAllAppendedFile(t *testing.T) {
 }
 
 func TestParseAllErrorsNameTheObject(t *testing.T) {
+	t.Parallel()
 	good := `{"completed":1,"mean_ttft_ms":1}`
 	tests := []struct{ in, want string }{
 		{good + "\n" + `{"foo":1}`, "result 2 (line 2): not a benchmark result"},
@@ -116,6 +121,7 @@ func TestParseAllErrorsNameTheObject(t *testing.T) {
 // perfgate can append after vLLM (whose last line has no newline) and
 // after itself, and the file reads back as every run in order.
 func TestAppendFile(t *testing.T) {
+	t.Parallel()
 	path := filepath.Join(t.TempDir(), "runs.jsonl")
 	if err := os.WriteFile(path, []byte(`{"completed":1,"mean_ttft_ms":1}`), 0o644); err != nil {
 		t.Fatal(err)

@@ -71,7 +71,7 @@ func buildImages(t testing.TB) (engineImage, relayImage string) {
 				cmd.Dir = root
 				cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 				if out, err := cmd.CombinedOutput(); err != nil {
-					return fmt.Errorf("static build of %s: %v\n%s", b.pkg, err, out)
+					return fmt.Errorf("static build of %s: %w\n%s", b.pkg, err, out)
 				}
 			}
 			images.bin = filepath.Join(dir, "perfgate")
@@ -81,11 +81,11 @@ func buildImages(t testing.TB) (engineImage, relayImage string) {
 			}
 			out, err := exec.Command("docker", "build", "--quiet", "--label", "perfgate.test=sandbox", "--tag", "perfgate-sandbox-test:latest", dir).CombinedOutput()
 			if err != nil {
-				return fmt.Errorf("docker build: %v\n%s", err, out)
+				return fmt.Errorf("docker build: %w\n%s", err, out)
 			}
 			id, err := exec.Command("docker", "image", "inspect", "--format", "{{.Id}}", "perfgate-sandbox-test:latest").Output()
 			if err != nil {
-				return fmt.Errorf("docker image inspect: %v", err)
+				return fmt.Errorf("docker image inspect: %w", err)
 			}
 			images.engine = strings.TrimSpace(string(id))
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)

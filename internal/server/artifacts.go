@@ -88,7 +88,7 @@ func ParseRetention(v string) (Retention, error) {
 func (r *Retention) UnmarshalYAML(n *yaml.Node) error {
 	v, err := ParseRetention(n.Value)
 	if err != nil {
-		return fmt.Errorf("line %d: artifacts.keep %v", n.Line, err)
+		return fmt.Errorf("line %d: artifacts.keep %w", n.Line, err)
 	}
 	*r = v
 	return nil

@@ -93,7 +93,7 @@ func TestBisectThroughTheServer(t *testing.T) {
 		t.Fatalf("webhook: %d", code)
 	}
 	var started, report string
-	for deadline := time.Now().Add(30 * time.Second); report == "" && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+	waitUntil(t, "the bisect's report on the issue", func() bool {
 		for _, c := range l.gh.Comments() {
 			switch {
 			case c.Number == 9 && strings.HasPrefix(c.Body, "@monalisa"):
@@ -102,7 +102,8 @@ func TestBisectThroughTheServer(t *testing.T) {
 				report = c.Body
 			}
 		}
-	}
+		return report != ""
+	})
 	if !strings.Contains(started, "Bisect started: 12 commits after good") {
 		t.Fatalf("reply %q", started)
 	}
@@ -191,16 +192,14 @@ func TestBisectStopsWhenItsCardIsGone(t *testing.T) {
 		t.Fatalf("webhook: %d", code)
 	}
 	var stopped string
-	for deadline := time.Now().Add(20 * time.Second); stopped == "" && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+	waitUntil(t, "a comment saying the bisect stopped", func() bool {
 		for _, c := range l.gh.Comments() {
 			if c.Number == 9 && strings.HasPrefix(c.Body, "### perfgate bisect stopped") {
 				stopped = c.Body
 			}
 		}
-	}
-	if stopped == "" {
-		t.Fatalf("no comment saying the bisect stopped; comments %+v", l.gh.Comments())
-	}
+		return stopped != ""
+	})
 	for _, want := range []string{"card `GPU-one`", "runner box-7 last called in", "does not move a bisect to another card",
 		"/perf bisect " + good[:7], "Bisect asked for by @monalisa"} {
 		if !strings.Contains(stopped, want) {

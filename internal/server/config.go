@@ -445,7 +445,7 @@ func privateKey(v string) (string, error) {
 	if !strings.Contains(v, "-----BEGIN") {
 		b, err := os.ReadFile(strings.TrimSpace(v))
 		if err != nil {
-			return "", fmt.Errorf("neither PEM text nor a readable file: %v", err)
+			return "", fmt.Errorf("neither PEM text nor a readable file: %w", err)
 		}
 		v = string(b)
 	}

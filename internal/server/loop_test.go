@@ -23,6 +23,7 @@ import (
 	"github.com/perfgate/perfgate/internal/githubtest"
 	"github.com/perfgate/perfgate/internal/githubtest/ghtest"
 	"github.com/perfgate/perfgate/internal/jobstate"
+	"github.com/perfgate/perfgate/internal/poll"
 	"github.com/perfgate/perfgate/internal/result"
 	"github.com/perfgate/perfgate/internal/store"
 )
@@ -205,9 +206,12 @@ func (l *loop) promoteBaseline() {
 
 // waitChecks waits until every PR's head has a completed check (or, with
 // completed false, any check), then returns the check runs by head SHA.
+// within is what that takes on an idle machine: a slower wait is logged;
+// only the test's deadline fails it.
 func (l *loop) waitChecks(completed bool, within time.Duration) map[string][]githubtest.CheckRun {
 	l.t.Helper()
-	deadline := time.Now().Add(within)
+	start := time.Now()
+	ctx := poll.Context(l.t)
 	for {
 		by := map[string][]githubtest.CheckRun{}
 		for _, c := range l.gh.CheckRuns() {
@@ -223,13 +227,32 @@ func (l *loop) waitChecks(completed bool, within time.Duration) map[string][]git
 			}
 		}
 		if done == len(l.prs) {
+			if took := time.Since(start); took > within {
+				l.t.Logf("the checks took %v (%v on an idle machine)", took.Round(time.Millisecond), within)
+			}
 			return by
 		}
-		if time.Now().After(deadline) {
-			l.t.Fatalf("after %v: %d of %d PRs have their check", within, done, len(l.prs))
+		select {
+		case <-ctx.Done():
+			l.t.Fatalf("after %v: %d of %d PRs have their check", time.Since(start).Round(time.Millisecond), done, len(l.prs))
+		case <-time.After(poll.Interval):
 		}
-		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// waitSettled waits until the inbox has processed every PR's delivery and
+// the outbox holds no pending write: nothing is left to change the checks.
+func (l *loop) waitSettled() {
+	l.t.Helper()
+	ctx := context.Background()
+	poll.Until(l.t, "the inbox and the outbox to settle", func() bool {
+		counts, err := l.st.CountDeliveries(ctx)
+		if err != nil || counts[store.DeliveryPending] != 0 || counts[store.DeliveryDone]+counts[store.DeliveryFailed] < len(l.prs) {
+			return false
+		}
+		pending, err := l.st.ListEffects(ctx, store.EffectFilter{Status: store.EffectPending})
+		return err == nil && len(pending) == 0
+	})
 }
 
 // verifiedRuns are n runs of one engine, with the metadata the gate and
@@ -281,8 +304,11 @@ func (l *loop) assertOneCompletedCheckEach(by map[string][]githubtest.CheckRun) 
 }
 
 // 50 deliveries while GitHub answers 502 to everything (token requests
-// included) for 30 s (scaled), then recovers: every delivery is stored and
-// answered 202 at once, every PR ends with one completed check, none twice.
+// included), then recovers: every delivery is stored and answered 202
+// while GitHub is still down, every PR ends with one completed check, none
+// twice. The outage lasts until every delivery is answered and the loop
+// has met it, so a delivery that waited for GitHub would never be answered
+// however fast or slow the machine is.
 func TestGitHubOutageLosesNothing(t *testing.T) {
 	if testing.Short() {
 		t.Skip("drives 50 PRs through the whole loop (a few seconds)")
@@ -294,9 +320,7 @@ func TestGitHubOutageLosesNothing(t *testing.T) {
 	for n := 1; n <= 50; n++ {
 		events = append(events, l.addPR(100+n))
 	}
-	outage := 30 * time.Second / scale
-	l.gh.FailAllFor(http.StatusBadGateway, outage, nil)
-	start := time.Now()
+	l.gh.FailAllFor(http.StatusBadGateway, time.Hour, nil)
 	var wg sync.WaitGroup
 	for i, body := range events {
 		wg.Add(1)
@@ -308,20 +332,19 @@ func TestGitHubOutageLosesNothing(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	if took := time.Since(start); took > outage {
-		t.Errorf("answering the deliveries took %v: they should not wait for GitHub", took)
-	}
-	by := l.waitChecks(true, 60*time.Second)
-	var failed int
-	for _, r := range l.gh.Requests() {
-		if r.Status == http.StatusBadGateway {
-			failed++
+	failed := func() int {
+		n := 0
+		for _, r := range l.gh.Requests() {
+			if r.Status == http.StatusBadGateway {
+				n++
+			}
 		}
+		return n
 	}
-	if failed == 0 {
-		t.Fatal("no call met the outage: the test did not test it")
-	}
-	time.Sleep(200 * time.Millisecond) // let the last writes settle
+	poll.Until(t, "a call to meet the outage", func() bool { return failed() > 0 })
+	l.gh.EndOutage()
+	by := l.waitChecks(true, 60*time.Second)
+	l.waitSettled()
 	l.assertOneCompletedCheckEach(by)
 }
 
@@ -361,7 +384,7 @@ func TestKilledServerResumes(t *testing.T) {
 	l.start()
 	l.runJobs()
 	by := l.waitChecks(true, 60*time.Second)
-	time.Sleep(200 * time.Millisecond)
+	l.waitSettled()
 	l.assertOneCompletedCheckEach(by)
 }
 
@@ -389,7 +412,7 @@ func TestRedeliveryOfFailedAndSucceeded(t *testing.T) {
 	if code := l.deliver("pull_request", "redeliver-1", body); code != http.StatusOK {
 		t.Errorf("redelivery of the processed delivery: %d, want 200 (duplicate)", code)
 	}
-	time.Sleep(300 * time.Millisecond)
+	l.waitSettled()
 	if runs := l.gh.CheckRuns(); len(runs) != 1 {
 		t.Errorf("%d check runs, want 1: the duplicate was processed", len(runs))
 	}
@@ -400,12 +423,11 @@ func TestRedeliveryOfFailedAndSucceeded(t *testing.T) {
 
 func waitDelivery(t *testing.T, st store.Store, id string, want store.DeliveryStatus) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		if d, err := st.GetDelivery(context.Background(), id); err == nil && d.Status == want {
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
+	if poll.UntilContext(poll.Context(t), func() bool {
+		d, err := st.GetDelivery(context.Background(), id)
+		return err == nil && d.Status == want
+	}) == nil {
+		return
 	}
 	d, err := st.GetDelivery(context.Background(), id)
 	t.Fatalf("delivery %s: %s after %d attempts (lease %q, last error %q) %v, want %s", id, d.Status, d.Attempts, d.LeaseID, d.LastError, err, want)

@@ -230,6 +230,7 @@ func (f *Flow) page(w http.ResponseWriter, r *http.Request) {
 			render(w, http.StatusForbidden, errorTemplate, errorData{Title: "Wrong setup link", Message: "This setup link's key is not the one this server printed. Open the link from the server's log (\"open … to create the GitHub App\")."})
 			return
 		}
+		//nolint:gosec // HttpOnly and SameSite set; Secure whenever served over HTTPS (a first setup on plain-HTTP localhost needs the cookie too)
 		http.SetCookie(w, &http.Cookie{Name: keyCookie, Value: key, Path: f.path(PagePath), HttpOnly: true,
 			SameSite: http.SameSiteLaxMode, Secure: r.TLS != nil || strings.HasPrefix(f.opts.PublicURL, "https:"), MaxAge: int(stateTTL / time.Second)})
 		q := r.URL.Query()
@@ -238,7 +239,7 @@ func (f *Flow) page(w http.ResponseWriter, r *http.Request) {
 		if enc := q.Encode(); enc != "" {
 			target += "?" + enc
 		}
-		http.Redirect(w, r, target, http.StatusSeeOther)
+		http.Redirect(w, r, target, http.StatusSeeOther) //nolint:gosec // target is this page's own path; only the query is the request's
 		return
 	}
 	if !f.cookieOK(r) {

@@ -3,6 +3,7 @@ package setup_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -198,7 +199,7 @@ func TestFlowRefusals(t *testing.T) {
 	if p := setuptest.Get(t, admin, resp.Header.Get("Location")); p.Status != http.StatusBadRequest {
 		t.Errorf("state reused: %d", p.Status)
 	}
-	if _, err := setup.Load(h.dir); err != setup.ErrNotConfigured {
+	if _, err := setup.Load(h.dir); !errors.Is(err, setup.ErrNotConfigured) {
 		t.Errorf("credentials after failures: %v", err)
 	}
 	if len(h.completed) != 0 {

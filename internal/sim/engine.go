@@ -46,6 +46,9 @@ type Engine struct {
 	// onFinish, when set by a test before any request, sees every sequence
 	// the handlers complete.
 	onFinish func(s *seq)
+	// now is the clock of the startup delay: time.Now, or a test's clock
+	// set before the engine serves.
+	now func() time.Time
 }
 
 // New validates cfg and starts the scheduler.
@@ -56,6 +59,7 @@ func New(cfg Config) (*Engine, error) {
 	e := &Engine{
 		cfg:       cfg,
 		start:     time.Now(),
+		now:       time.Now,
 		trace:     newTraceWriter(cfg.Trace),
 		prof:      newProfiler(cfg.ProfileDir),
 		modelJSON: modelsJSON(cfg),
@@ -104,7 +108,7 @@ func (e *Engine) ready() bool {
 	e.mu.Lock()
 	closed := e.closed
 	e.mu.Unlock()
-	return !closed && time.Since(e.start) >= e.cfg.StartupDelay
+	return !closed && e.now().Sub(e.start) >= e.cfg.StartupDelay
 }
 
 // enter registers a handler so Close can wait for its trace record.

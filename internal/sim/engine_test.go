@@ -5,14 +5,17 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/perfgate/perfgate/internal/poll"
 	"github.com/perfgate/perfgate/internal/tokenize"
 )
 
@@ -301,7 +304,19 @@ func TestModelsAndHealth(t *testing.T) {
 	cfg := zeroConfig()
 	cfg.Model = "org/model-7b"
 	cfg.StartupDelay = 300 * time.Millisecond
-	e, ts := startEngine(t, cfg)
+	e, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The startup delay runs on the test's clock, so a slow machine
+	// cannot end it before the first probe.
+	var elapsed atomic.Int64
+	e.now = func() time.Time { return e.start.Add(time.Duration(elapsed.Load())) }
+	ts := httptest.NewServer(e.Handler())
+	t.Cleanup(func() {
+		_ = e.Close()
+		ts.Close()
+	})
 
 	get := func(path string) *http.Response {
 		resp, err := http.Get(ts.URL + path)
@@ -318,12 +333,13 @@ func TestModelsAndHealth(t *testing.T) {
 	checkAPIError(t, resp, http.StatusServiceUnavailable)
 	resp.Body.Close()
 
-	deadline := time.Now().Add(5 * time.Second)
-	for get("/health").StatusCode != http.StatusOK {
-		if time.Now().After(deadline) {
-			t.Fatal("health never turned 200")
-		}
-		time.Sleep(20 * time.Millisecond)
+	elapsed.Store(int64(cfg.StartupDelay - time.Nanosecond))
+	if resp := get("/health"); resp.StatusCode != http.StatusServiceUnavailable {
+		t.Errorf("health just before the startup delay ends: %d, want 503", resp.StatusCode)
+	}
+	elapsed.Store(int64(cfg.StartupDelay))
+	if resp := get("/health"); resp.StatusCode != http.StatusOK {
+		t.Fatalf("health once the startup delay is over: %d, want 200", resp.StatusCode)
 	}
 
 	var models struct {
@@ -405,16 +421,21 @@ func TestStall(t *testing.T) {
 	cfg := zeroConfig()
 	cfg.StallMS = int(stall / time.Millisecond)
 	_, ts := startEngine(t, cfg)
+	sent := time.Now()
 	resp := post(t, testCtx(t), ts.URL+"/v1/completions", `{"prompt":"hi","max_tokens":6,"stream":true}`)
 	defer resp.Body.Close()
 	events, done := readSSE(t, resp.Body)
 	if !done || len(events) != 6 {
 		t.Fatalf("%d events, done %v", len(events), done)
 	}
-	// A sleep never ends early, so the gap after half the tokens is a lower
-	// bound that holds however loaded the machine is.
-	if gap := events[3].at.Sub(events[2].at); gap < stall {
-		t.Errorf("gap after token 3 is %v, want >= %v", gap, stall)
+	// A sleep never ends early, so token 4 (after the stall) reaches the
+	// client at least the stall after the request left: a lower bound that
+	// holds however loaded the machine is. (The gap between tokens 3 and 4
+	// as the client reads them is not one: a client descheduled before
+	// reading token 3 shortens it.) Without the stall the engine answers at
+	// once.
+	if at := events[3].at.Sub(sent); at < stall {
+		t.Errorf("token 4 came %v after the request, want >= %v", at, stall)
 	}
 }
 
@@ -475,25 +496,36 @@ func TestBatchingQueuesBeyondMaxNumSeqs(t *testing.T) {
 		t.Errorf("third sequence started at step %d, before a slot freed at step %d", seqs[2].firstStep, firstDone)
 	}
 
-	// Wall clock, as a client sees it: the queued pair's first tokens come
-	// after both first tokens of the admitted pair (eight steps later).
+	// Wall clock, as a client sees it: a queued request's first token
+	// waits for an admitted sequence's eight steps, each a timer that never
+	// fires early, all after the first arrival. A lower bound, so a loaded
+	// machine cannot break it; without the queue every first token comes
+	// one step after its arrival.
 	recs := trace.records(t)
-	sort.Slice(recs, func(i, j int) bool { return recs[i].FirstTokenUnixNS < recs[j].FirstTokenUnixNS })
-	ttft := func(r TraceRecord) time.Duration { return time.Duration(r.FirstTokenUnixNS - r.ArrivalUnixNS) }
-	if ttft(recs[2]) <= ttft(recs[0]) || ttft(recs[3]) <= ttft(recs[1]) {
-		t.Errorf("queued requests did not wait: TTFTs %v %v %v %v", ttft(recs[0]), ttft(recs[1]), ttft(recs[2]), ttft(recs[3]))
+	firstArrival, lastFirstToken := recs[0].ArrivalUnixNS, recs[0].FirstTokenUnixNS
+	for _, r := range recs {
+		firstArrival, lastFirstToken = min(firstArrival, r.ArrivalUnixNS), max(lastFirstToken, r.FirstTokenUnixNS)
+	}
+	if wait, want := time.Duration(lastFirstToken-firstArrival), maxTokens*cfg.DecodeStep; wait < want {
+		t.Errorf("the last first token came %v after the first arrival, want >= %v (a queued request waits out %d steps)", wait, want, maxTokens)
 	}
 }
 
 // meanTokenGap runs two concurrent streams and returns the mean time between
-// tokens the trace records.
+// their tokens as the scheduler made them (the instants of the steps that
+// produced them, not when a handler got round to writing them).
 func meanTokenGap(t *testing.T, slowdown float64) time.Duration {
 	cfg := zeroConfig()
 	cfg.DecodeStep = 4 * time.Millisecond
 	cfg.Slowdown = slowdown
-	trace := &syncBuffer{}
-	cfg.Trace = trace
 	e, ts := startEngine(t, cfg)
+	var mu sync.Mutex
+	var seqs []*seq
+	e.onFinish = func(s *seq) {
+		mu.Lock()
+		seqs = append(seqs, s)
+		mu.Unlock()
+	}
 	var wg sync.WaitGroup
 	for range 2 {
 		wg.Go(func() {
@@ -506,19 +538,27 @@ func meanTokenGap(t *testing.T, slowdown float64) time.Duration {
 	if err := e.Close(); err != nil {
 		t.Fatal(err)
 	}
-	var sum time.Duration
-	recs := trace.records(t)
-	for _, r := range recs {
-		sum += time.Duration(r.LastTokenUnixNS-r.FirstTokenUnixNS) / time.Duration(r.OutputTokens-1)
+	if len(seqs) != 2 {
+		t.Fatalf("%d sequences finished, want 2", len(seqs))
 	}
-	return sum / time.Duration(len(recs))
+	var sum time.Duration
+	for _, s := range seqs {
+		sum += s.lastTokenAt.Sub(s.firstTokenAt) / time.Duration(s.gen-1)
+	}
+	return sum / time.Duration(len(seqs))
 }
 
 func TestSlowdownLengthensSteps(t *testing.T) {
-	base, slow := meanTokenGap(t, 1), meanTokenGap(t, 3)
-	// 3x nominal; 1.5x leaves room for a loaded machine inflating the base run.
-	if float64(slow) < 1.5*float64(base) {
-		t.Errorf("mean token gap %v at slowdown 3 vs %v at 1", slow, base)
+	// Step deadlines are timers that never fire early, so the mean gap at
+	// slowdown s is at least s steps of 4 ms however loaded the machine
+	// is (less the 1 ms the scheduler may catch up over a stream's 11
+	// gaps). Without the slowdown the gap is one step: 4 ms, not 12.
+	const step, gaps = 4 * time.Millisecond, 11
+	for _, s := range []float64{1, 3} {
+		want := time.Duration(s*float64(step)) - maxLag/gaps
+		if got := meanTokenGap(t, s); got < want {
+			t.Errorf("mean token gap %v at slowdown %g, want >= %v", got, s, want)
+		}
 	}
 }
 
@@ -688,7 +728,7 @@ func TestServe(t *testing.T) {
 	case addr = <-addrc:
 	case err := <-served:
 		t.Fatalf("Serve: %v", err)
-	case <-time.After(5 * time.Second):
+	case <-poll.Context(t).Done(): // the test's deadline, not a guess at the machine's speed
 		t.Fatal("Serve never became ready")
 	}
 	if !strings.HasPrefix(addr, "127.0.0.1:") || strings.HasSuffix(addr, ":0") {

@@ -227,7 +227,7 @@ func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 		buf.Grow(int(r.ContentLength))
 	}
 	if _, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, maxBody)); err != nil {
-		return nil, fmt.Errorf("read request body: %v", err)
+		return nil, fmt.Errorf("read request body: %w", err)
 	}
 	return buf.Bytes(), nil
 }

@@ -82,10 +82,11 @@ func post(t *testing.T, ctx context.Context, url, body string, header ...string)
 	return resp
 }
 
+// testCtx ends with the test. Its deadline is go test's -timeout, not a
+// few seconds of wall time: a loaded machine makes requests slow, never
+// wrong, and a hung one still fails with every goroutine's stack.
 func testCtx(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	t.Cleanup(cancel)
-	return ctx
+	return t.Context()
 }
 
 // sseEvent is one "data:" payload and when the client read it.

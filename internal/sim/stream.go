@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"strconv"
 	"strings"
@@ -158,7 +159,7 @@ func (e *Engine) stream(ctx context.Context, w http.ResponseWriter, s *seq, c *c
 	for written < s.maxTokens {
 		n, err := e.await(ctx, s, written)
 		if err != nil {
-			if err == errClosed {
+			if errors.Is(err, errClosed) {
 				writeStreamError(w, err.Error())
 				flush()
 			}
@@ -208,7 +209,7 @@ func (e *Engine) complete(ctx context.Context, w http.ResponseWriter, s *seq, c 
 	for have < s.maxTokens {
 		n, err := e.await(ctx, s, have)
 		if err != nil {
-			if err == errClosed {
+			if errors.Is(err, errClosed) {
 				writeError(w, http.StatusServiceUnavailable, err.Error())
 			}
 			return err

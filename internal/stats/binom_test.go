@@ -6,6 +6,7 @@ import (
 )
 
 func TestClopperPearson(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		k, n   int
 		lo, hi float64

@@ -8,6 +8,7 @@ import (
 )
 
 func TestTQuantile(t *testing.T) {
+	t.Parallel()
 	// Reference values from standard t tables.
 	cases := []struct{ p, df, want float64 }{
 		{0.975, 10, 2.228139},
@@ -36,6 +37,7 @@ func TestTQuantile(t *testing.T) {
 }
 
 func TestMannWhitney(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		x, y []float64
 		want float64
@@ -55,6 +57,7 @@ func TestMannWhitney(t *testing.T) {
 }
 
 func TestHolm(t *testing.T) {
+	t.Parallel()
 	got := Holm([]float64{0.01, 0.04, 0.03, 0.005})
 	want := []float64{0.03, 0.06, 0.06, 0.02}
 	for i := range want {
@@ -69,6 +72,7 @@ func TestHolm(t *testing.T) {
 // sort nor shrink the family: Holm([.003 .002 NaN .001]) corrects the three
 // real p-values for a family of four and returns no NaN.
 func TestHolmNaN(t *testing.T) {
+	t.Parallel()
 	got := Holm([]float64{0.003, 0.002, math.NaN(), 0.001})
 	want := []float64{0.006, 0.006, 1, 0.004}
 	for i := range want {
@@ -86,6 +90,7 @@ func TestHolmNaN(t *testing.T) {
 }
 
 func TestQuantile(t *testing.T) {
+	t.Parallel()
 	s := []float64{1, 2, 3, 4}
 	if Quantile(s, 0.5) != 2.5 || Quantile(s, 0) != 1 || Quantile(s, 1) != 4 || Median([]float64{3, 1, 2}) != 2 {
 		t.Error("quantile interpolation")
@@ -95,6 +100,7 @@ func TestQuantile(t *testing.T) {
 // The order-statistic draw must spread like a resampling bootstrap of the
 // same quantile.
 func TestQuantileDrawMatchesResampling(t *testing.T) {
+	t.Parallel()
 	rng := rand.New(rand.NewPCG(1, 2))
 	data := make([]float64, 1000)
 	for i := range data {

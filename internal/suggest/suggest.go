@@ -12,7 +12,7 @@ func Closest(word string, options []string) string {
 	word = strings.ToLower(word)
 	best, bestDist := "", 1+min(3, max(1, len(word)/3))
 	for _, o := range options {
-		d := editDistance(word, strings.ToLower(o))
+		d := Distance(word, strings.ToLower(o))
 		if d < bestDist {
 			best, bestDist = o, d
 		}
@@ -32,9 +32,9 @@ func Closest(word string, options []string) string {
 	return ""
 }
 
-// editDistance is the Levenshtein distance with adjacent transpositions
-// counted as one edit (the commonest typo).
-func editDistance(a, b string) int {
+// Distance is the Levenshtein distance between a and b, in runes, with
+// adjacent transpositions counted as one edit (the commonest typo).
+func Distance(a, b string) int {
 	ra, rb := []rune(a), []rune(b)
 	prev2 := make([]int, len(rb)+1)
 	prev := make([]int, len(rb)+1)

@@ -3,6 +3,7 @@ package suggest
 import "testing"
 
 func TestClosest(t *testing.T) {
+	t.Parallel()
 	opts := []string{"endpoint", "num-prompts", "model", "log-level", "serve", "simulate-gate", "sim", "baseline"}
 	tests := []struct{ word, want string }{
 		{"endpont", "endpoint"},  // one deletion

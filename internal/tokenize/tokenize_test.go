@@ -3,6 +3,7 @@ package tokenize
 import "testing"
 
 func TestCount(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		in   string
 		want int

@@ -6,6 +6,7 @@ import (
 )
 
 func TestDecodeEncodeRoundTripsEveryID(t *testing.T) {
+	t.Parallel()
 	ids := make([]int, VocabSize)
 	for i := range ids {
 		ids[i] = i
@@ -26,6 +27,7 @@ func TestDecodeEncodeRoundTripsEveryID(t *testing.T) {
 }
 
 func TestEncode(t *testing.T) {
+	t.Parallel()
 	out := strings.Join(Output, " ")
 	ids := Encode(nil, "  "+out+"\n")
 	if len(ids) != len(Output) {
@@ -55,6 +57,7 @@ func TestEncode(t *testing.T) {
 }
 
 func TestDecodeRejectsOutOfVocabulary(t *testing.T) {
+	t.Parallel()
 	for _, ids := range [][]int{{-1}, {1, VocabSize}} {
 		if _, err := Decode(ids); err == nil || !strings.Contains(err.Error(), "out of vocabulary") {
 			t.Errorf("Decode(%v) error %v", ids, err)
@@ -66,6 +69,7 @@ func TestDecodeRejectsOutOfVocabulary(t *testing.T) {
 }
 
 func TestSyllableWordsAreDistinct(t *testing.T) {
+	t.Parallel()
 	seen := map[string]int{}
 	for n := range 20000 {
 		w := syllableWord(n)

@@ -157,6 +157,7 @@ func (h *Handler) allowed(w http.ResponseWriter, r *http.Request, repo string) b
 			if limit := h.now().Add(CookieTTL); exp.After(limit) {
 				exp = limit
 			}
+			//nolint:gosec // HttpOnly and SameSite set; Secure whenever the request came over HTTPS (h.overHTTPS)
 			http.SetCookie(w, &http.Cookie{Name: cookieName(repo), Value: tok, Path: "/", Expires: exp,
 				HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: h.overHTTPS(r)})
 			return true

@@ -72,7 +72,7 @@ func jsonScript(v any) (template.JS, error) {
 	if err != nil {
 		return "", err
 	}
-	return template.JS(b), nil
+	return template.JS(b), nil //nolint:gosec // json.Marshal escapes <, > and & (HTML-safe), so the script element cannot be closed early
 }
 
 func short(sha string) string {
