@@ -52,21 +52,33 @@ type place struct {
 	key       string
 	tag, cost float64
 	seq       int64
+	ageAt     sql.NullInt64 // when it goes ahead of the strict order (fleet.AgeAfter)
 }
 
 // placeJob decides a new job's place in the claim order and charges its
 // tenant's flow.
 func (s *sqlStore) placeJob(ctx context.Context, tx txer, spec JobSpec, now int64) (place, error) {
 	pl := place{priority: fleet.Priority(spec.Tier, spec.Kind), key: s.shares.Key(spec.Repo)}
+	if err := s.lockFlows(ctx, tx, pl.key); err != nil {
+		return place{}, err
+	}
+	if age := fleet.AgeAfter(pl.priority); age > 0 {
+		pl.ageAt = sql.NullInt64{Int64: now + age.Microseconds(), Valid: true}
+	}
 	if spec.PRNumber > 0 {
 		err := tx.QueryRowContext(ctx, s.q(`UPDATE jobs SET handoff = FALSE
 			WHERE handoff AND id = (SELECT id FROM jobs
 				WHERE repo = ? AND pr_number = ? AND tier = ? AND handoff AND priority = ? AND finished_at >= ?
 				ORDER BY seq LIMIT 1`+s.d.skipLocked+`)
-			RETURNING vtag, vcost, seq`),
-			spec.Repo, spec.PRNumber, spec.Tier, pl.priority, now-handoffWindow.Microseconds()).Scan(&pl.tag, &pl.cost, &pl.seq)
+			RETURNING vtag, vcost, seq, age_at`),
+			spec.Repo, spec.PRNumber, spec.Tier, pl.priority, now-handoffWindow.Microseconds()).Scan(&pl.tag, &pl.cost, &pl.seq, &pl.ageAt)
 		if err == nil {
-			return pl, nil // the superseded job's charge carries over
+			// The superseded job left its tenant's line when it was
+			// cancelled (refundQueued); this one takes its place.
+			if err := s.insertInLine(ctx, tx, pl.priority, pl.key, pl.tag, pl.cost); err != nil {
+				return place{}, err
+			}
+			return pl, nil
 		}
 		if !errors.Is(err, sql.ErrNoRows) {
 			return place{}, fmt.Errorf("take the superseded job's place: %w", err)
@@ -191,6 +203,16 @@ func (s *sqlStore) foldCharges(ctx context.Context, tx txer, priority int, key s
 	return nil
 }
 
+// claimOrder is the ORDER BY of queued jobs in the order claims take them
+// at now (claimPick): merge work, then the jobs past their aging bound,
+// longest overdue first, then priority, fair-share tag and sequence.
+func claimOrder(now int64) string {
+	aged := fmt.Sprintf(`priority <> %d AND age_at <= %d`, fleet.PriorityMerge, now)
+	return fmt.Sprintf(`CASE WHEN priority = %d THEN 0 WHEN %s THEN 1 ELSE 2 END,
+		CASE WHEN %s THEN age_at ELSE 0 END, CASE WHEN %s THEN 0 ELSE priority END,
+		CASE WHEN %s THEN 0 ELSE vtag END, seq`, fleet.PriorityMerge, aged, aged, aged, aged)
+}
+
 // QueueEntry is a queued or running job, as the queue estimate reads it.
 type QueueEntry struct {
 	ID, CheckRunID      int64
@@ -209,7 +231,7 @@ func (s *sqlStore) ListQueue(ctx context.Context) ([]QueueEntry, error) {
 	const cols = `SELECT id, check_run_id, repo, tier, head_sha, required_labels, gpu_uuid, status, priority, agent_id, started_at FROM jobs`
 	var out []QueueEntry
 	for _, q := range []string{
-		cols + ` WHERE status = 'queued' ORDER BY priority, vtag, seq`,
+		cols + ` WHERE status = 'queued' ORDER BY ` + claimOrder(s.nowMicros()),
 		cols + ` WHERE status = 'running' ORDER BY id`,
 	} {
 		rows, err := s.r.QueryContext(ctx, q)

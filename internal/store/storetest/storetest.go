@@ -91,6 +91,8 @@ func Run(t *testing.T, newDSN func(t testing.TB) string) {
 		{"FleetPinned", testFleetPinned},
 		{"FleetCards", testFleetCards},
 		{"FleetUsage", testFleetUsage},
+		{"FleetRefund", testFleetRefund},
+		{"FleetAging", testFleetAging},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
