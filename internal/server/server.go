@@ -19,7 +19,6 @@ import (
 
 	"github.com/perfgate/perfgate/internal/agentapi"
 	"github.com/perfgate/perfgate/internal/app"
-	"github.com/perfgate/perfgate/internal/artifact"
 	"github.com/perfgate/perfgate/internal/backoff"
 	"github.com/perfgate/perfgate/internal/bisectjob"
 	"github.com/perfgate/perfgate/internal/dispatch"
@@ -162,7 +161,7 @@ type Server struct {
 	web      *web.Handler
 	drift    *drift.Pass
 	bisects  *bisects
-	arts     *artifact.Dir // nil: the server keeps no artifacts
+	arts     artifactStore // nil: the server keeps no artifacts
 	log      zerolog.Logger
 	now      func() time.Time
 }
@@ -235,7 +234,7 @@ func New(cfg Config, st store.Store, log zerolog.Logger, now func() time.Time) (
 		return nil, err
 	}
 	s.app = a
-	arts, err := openArtifacts(cfg, log)
+	arts, err := openArtifacts(cfg, st, log)
 	if err != nil {
 		return nil, err
 	}

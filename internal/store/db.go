@@ -141,6 +141,9 @@ func (s *sqlStore) tx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	return ferr
 }
 
+// Shared: PostgreSQL is the database several replicas share.
+func (s *sqlStore) Shared() bool { return s.d.dollar }
+
 // nowMicros is the store clock as stored: UTC microseconds since the epoch.
 func (s *sqlStore) nowMicros() int64 { return s.now().UnixMicro() }
 
