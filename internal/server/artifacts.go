@@ -117,7 +117,7 @@ func (s *Server) runArtifactSweep(ctx context.Context, every time.Duration) {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
-		if err := s.sweepArtifacts(ctx); err != nil && ctx.Err() == nil {
+		if _, err := s.sweepTurn(ctx, s.now(), every); err != nil && ctx.Err() == nil {
 			s.log.Error().Err(err).Msg("sweep artifacts")
 		}
 		select {
@@ -126,6 +126,29 @@ func (s *Server) runArtifactSweep(ctx context.Context, every time.Duration) {
 		case <-t.C:
 		}
 	}
+}
+
+// turnRetention is the retention sweep's turn among replicas
+// (store.Singletons).
+const turnRetention = "artifact-retention"
+
+// sweepTurn sweeps the artifact store if this replica takes the turn of
+// the period of length every that at falls in: with several replicas the
+// sweep runs once a period, not once per replica. It reports whether it
+// swept.
+func (s *Server) sweepTurn(ctx context.Context, at time.Time, every time.Duration) (bool, error) {
+	if s.arts == nil {
+		return false, nil
+	}
+	period := at.Truncate(every)
+	ok, err := s.st.TakeTurn(ctx, turnRetention, period, every)
+	if err != nil || !ok {
+		return false, err
+	}
+	if err := s.sweepArtifacts(ctx); err != nil {
+		return true, err
+	}
+	return true, s.st.TurnDone(ctx, turnRetention, period)
 }
 
 // sweepArtifacts deletes the artifact rows older than artifacts.keep, then

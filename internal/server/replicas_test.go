@@ -11,6 +11,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rs/zerolog"
 
@@ -158,5 +159,51 @@ func TestReplicasShareArtifacts(t *testing.T) {
 	}
 	if got := d.Markdown(); got != string(golden) {
 		t.Errorf("replica two's diff differs from testdata/profile/diff-eager.md:\n%s", got)
+	}
+}
+
+// Two replicas on one PostgreSQL database fire the same timers at (about)
+// the same time — their clocks 2 s apart — and each periodic job runs in
+// one of them: the change-point pass, the nightly schedule, the artifact
+// retention sweep and the queue notes; the next period runs once again.
+func TestReplicasRunSingletonsOnce(t *testing.T) {
+	if testing.Short() {
+		t.Skip("two servers on PostgreSQL")
+	}
+	ctx := context.Background()
+	rs := newReplicas(t, 2)
+	const noteEvery = 20 * time.Second
+	jobs := []struct {
+		name string
+		run  func(r *replica, at time.Time) (bool, error)
+	}{
+		{"change-point pass", func(r *replica, at time.Time) (bool, error) { return r.srv.ChangePoints().RunTurn(ctx, at) }},
+		{"nightly", func(r *replica, at time.Time) (bool, error) {
+			return r.srv.dispatch.NightlyTurn(ctx, at, nil, r.srv.App().ClientCreator())
+		}},
+		{"artifact retention", func(r *replica, at time.Time) (bool, error) { return r.srv.sweepTurn(ctx, at, time.Hour) }},
+		{"queue notes", func(r *replica, at time.Time) (bool, error) { return r.srv.dispatch.QueueNotesTurn(ctx, at, noteEvery) }},
+	}
+	fire := time.Date(2026, 12, 4, 5, 30, 0, 0, time.UTC)
+	for _, j := range jobs {
+		t.Run(j.name, func(t *testing.T) {
+			for day := range 2 {
+				at := fire.Add(time.Duration(day) * 24 * time.Hour)
+				ran := 0
+				for i, r := range rs {
+					skew := time.Duration(i) * 2 * time.Second // the second replica's clock is ahead
+					ok, err := j.run(r, at.Add(skew))
+					if err != nil {
+						t.Fatalf("replica %d, day %d: %v", i+1, day, err)
+					}
+					if ok {
+						ran++
+					}
+				}
+				if ran != 1 {
+					t.Errorf("day %d: %s ran in %d of 2 replicas, want 1", day, j.name, ran)
+				}
+			}
+		})
 	}
 }

@@ -76,6 +76,9 @@ type sqlStore struct {
 	instance string
 	wake     notifier
 	closed   sync.Once
+	// holder names this handle when it takes a singleton's turn.
+	holderOnce sync.Once
+	holder     string
 }
 
 func (s *sqlStore) Close() error {

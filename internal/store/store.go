@@ -143,6 +143,8 @@ type Store interface {
 	Artifacts
 	// Their bytes, when the database keeps them (artifact_blobs.go).
 	ArtifactBlobs
+	// Periodic jobs run once across replicas (singletons.go).
+	Singletons
 
 	// Shared reports whether several processes (server replicas) may use
 	// the database at once (PostgreSQL): what they must all see lives in

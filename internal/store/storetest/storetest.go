@@ -93,6 +93,7 @@ func Run(t *testing.T, newDSN func(t testing.TB) string) {
 		{"FleetUsage", testFleetUsage},
 		{"FleetRefund", testFleetRefund},
 		{"FleetAging", testFleetAging},
+		{"Singletons", testSingletons},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
