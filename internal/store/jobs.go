@@ -93,6 +93,10 @@ func (s *sqlStore) enqueueTx(ctx context.Context, tx txer, spec JobSpec, now int
 	if err != nil {
 		return Job{}, fmt.Errorf("enqueue %s %s@%s: %w", spec.Tier, spec.Repo, spec.HeadSHA, err)
 	}
+	pool := fleet.Pool(spec.Labels, spec.GPUUUID)
+	if err := s.notePool(ctx, tx, pool, spec); err != nil {
+		return Job{}, fmt.Errorf("enqueue %s %s@%s: %w", spec.Tier, spec.Repo, spec.HeadSHA, err)
+	}
 	var id int64
 	err = tx.QueryRowContext(ctx, s.q(`INSERT INTO jobs
 		(tier, kind, repo, installation_id, pr_number, head_sha, base_sha, config, required_labels,
@@ -101,7 +105,7 @@ func (s *sqlStore) enqueueTx(ctx context.Context, tx txer, spec JobSpec, now int
 		RETURNING id`),
 		spec.Tier, spec.Kind, spec.Repo, spec.InstallationID, spec.PRNumber, spec.HeadSHA, spec.BaseSHA,
 		blob(spec.Config), jsonList(spec.Labels), spec.GPUUUID, spec.CheckRunID, string(StatusQueued),
-		spec.MaxAttempts, now, pl.priority, pl.key, pl.tag, pl.cost, s.shares.Weight(pl.key), pl.seq, fleet.Pool(spec.Labels, spec.GPUUUID), pl.ageAt).Scan(&id)
+		spec.MaxAttempts, now, pl.priority, pl.key, pl.tag, pl.cost, s.shares.Weight(pl.key), pl.seq, pool, pl.ageAt).Scan(&id)
 	if err != nil {
 		return Job{}, fmt.Errorf("enqueue %s %s@%s: %w", spec.Tier, spec.Repo, spec.HeadSHA, err)
 	}
@@ -136,6 +140,17 @@ func (s *sqlStore) Claim(ctx context.Context, req ClaimRequest) (Job, error) {
 	var agent any
 	if req.AgentID != 0 {
 		agent = req.AgentID
+	}
+	// A runner no pool is for is answered without a walk of the queue
+	// (pools.go); it was still seen.
+	if ok, err := s.servesAnyPool(ctx, req); err != nil || !ok {
+		if err == nil && req.AgentID != 0 {
+			_, err = s.w.ExecContext(ctx, s.q(`UPDATE agents SET last_seen_at = ? WHERE id = ?`), now.UnixMicro(), req.AgentID)
+		}
+		if err != nil {
+			return Job{}, fmt.Errorf("claim for agent %d: %w", req.AgentID, err)
+		}
+		return Job{}, ErrNoJob
 	}
 	claim := `UPDATE jobs SET
 			status = 'running', attempts = attempts + 1, lease_id = ?, lease_expires_at = ?,

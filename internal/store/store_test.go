@@ -84,6 +84,15 @@ func BenchmarkFleet(b *testing.B) {
 	b.Run("sqlite", func(b *testing.B) { storetest.BenchFleet(b, sqliteDSN(b), 10000, 200, 100, 1) })
 }
 
+// BenchmarkIdleClaims: 1,000 runners of an unserved pool poll against
+// 10,000 queued jobs none of them can run.
+//
+//	go test -run XXX -bench IdleClaims -benchtime 2000x ./internal/store/
+func BenchmarkIdleClaims(b *testing.B) {
+	b.Run("postgres", func(b *testing.B) { storetest.BenchIdleClaims(b, storetest.PostgresDSN(b), 1000, 10000) })
+	b.Run("sqlite", func(b *testing.B) { storetest.BenchIdleClaims(b, sqliteDSN(b), 1000, 10000) })
+}
+
 func TestRedact(t *testing.T) {
 	cases := map[string]string{
 		"postgres://perfgate:s3cret@db:5432/perfgate":                   "postgres://perfgate:xxxxx@db:5432/perfgate",

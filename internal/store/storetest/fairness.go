@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"testing"
@@ -253,4 +254,40 @@ func jobIDs(js []store.Job) []int64 {
 		out = append(out, j.ID)
 	}
 	return out
+}
+
+// A runner no queued pool is for is answered at once (the queue_pools
+// shortcut) and still recorded as seen; once a job it can run is queued
+// — its labels, its pinned card — it gets it.
+func testClaimUnservedPool(t *testing.T, newDSN func(t testing.TB) string) {
+	e := newEnv(t, newDSN)
+	a, err := e.st.RegisterAgent(e.ctx, store.AgentRegistration{Name: "h100-box", Labels: []string{"gpu", "h100"},
+		GPUUUIDs: []string{"GPU-h1"}, TokenHash: store.HashToken("h100-box")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := store.ClaimRequest{AgentID: a.ID, Labels: a.Labels, GPUUUIDs: a.GPUUUIDs, Lease: time.Minute}
+	for range 20 {
+		e.enqueue(t, store.JobSpec{Labels: []string{"gpu", "a100"}})
+	}
+	e.enqueue(t, store.JobSpec{Labels: []string{"gpu"}, GPUUUID: "GPU-other"})
+	e.clock.Advance(time.Minute)
+	if _, err := e.st.Claim(e.ctx, req); !errors.Is(err, store.ErrNoJob) {
+		t.Fatalf("claim of an unserved runner = %v, want ErrNoJob", err)
+	}
+	agents, err := e.st.ListAgents(e.ctx)
+	if err != nil || len(agents) != 1 || !agents[0].LastSeenAt.Equal(e.clock.Now()) {
+		t.Fatalf("after an empty claim the runner was last seen %v (%v), want now %v", agents[0].LastSeenAt, err, e.clock.Now())
+	}
+	for _, spec := range []store.JobSpec{
+		{Labels: []string{"gpu"}, GPUUUID: "GPU-h1"},
+		{Labels: []string{"h100"}},
+		{},
+	} {
+		j := e.enqueue(t, spec)
+		got, err := e.st.Claim(e.ctx, req)
+		if err != nil || got.ID != j.ID {
+			t.Errorf("claim after queueing %+v = %d, %v; want job %d", spec, got.ID, err, j.ID)
+		}
+	}
 }

@@ -94,6 +94,7 @@ func Run(t *testing.T, newDSN func(t testing.TB) string) {
 		{"FleetRefund", testFleetRefund},
 		{"FleetAging", testFleetAging},
 		{"Singletons", testSingletons},
+		{"ClaimUnservedPool", testClaimUnservedPool},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
