@@ -3,6 +3,8 @@ package storetest
 import (
 	"errors"
 	"fmt"
+	"math"
+	"math/rand/v2"
 	"slices"
 	"testing"
 	"time"
@@ -288,6 +290,61 @@ func testClaimUnservedPool(t *testing.T, newDSN func(t testing.TB) string) {
 		got, err := e.st.Claim(e.ctx, req)
 		if err != nil || got.ID != j.ID {
 			t.Errorf("claim after queueing %+v = %d, %v; want job %d", spec, got.ID, err, j.ID)
+		}
+	}
+}
+
+// Usage summed by the database agrees with the same attempts summed in
+// memory (fleet.Usage over ListAttempts) over about a month of jobs of three
+// repositories and two tiers, ending at every hour of the week — week
+// boundaries included — with lost attempts among them.
+func testUsageInSQL(t *testing.T, newDSN func(t testing.TB) string) {
+	e := newEnv(t, newDSN)
+	rng := rand.New(rand.NewPCG(23, 1))
+	for i := range 80 {
+		repo := []string{"acme/a", "acme/b", "other/c"}[rng.IntN(3)]
+		tier := []string{"quick", "nightly"}[rng.IntN(2)]
+		e.enqueue(t, store.JobSpec{Repo: repo, Tier: tier, PRNumber: i + 1})
+		j := e.claim(t, nil, nil, time.Minute)
+		e.clock.Advance(time.Duration(rng.IntN(180)+1) * time.Minute)
+		if rng.IntN(5) == 0 {
+			if _, err := e.st.ReapExpired(e.ctx); err != nil { // its agent was lost
+				t.Fatal(err)
+			}
+			if j, err := e.st.Claim(e.ctx, store.ClaimRequest{Lease: 24 * time.Hour}); err == nil {
+				e.clock.Advance(time.Duration(rng.IntN(60)+1) * time.Minute)
+				if _, err := e.st.Finish(e.ctx, j.ID, j.LeaseID, store.StatusSucceeded, ""); err != nil {
+					t.Fatal(err)
+				}
+			}
+		} else if _, err := e.st.Finish(e.ctx, j.ID, j.LeaseID, store.StatusSucceeded, ""); err != nil {
+			t.Fatal(err)
+		}
+		e.clock.Advance(time.Duration(rng.IntN(12*60)) * time.Minute)
+	}
+	for _, f := range []store.UsageFilter{{}, {Repo: "acme/b"}, {Since: NewClock().Now().Add(10 * 24 * time.Hour), Until: NewClock().Now().Add(30 * 24 * time.Hour)}} {
+		attempts, err := e.st.ListAttempts(e.ctx, store.AttemptFilter{Repo: f.Repo, Since: f.Since, Until: f.Until})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ua []fleet.UsageAttempt
+		for _, a := range attempts {
+			ua = append(ua, fleet.UsageAttempt{JobID: a.JobID, Repo: a.Repo, Tier: a.Tier, Started: a.StartedAt, Ended: a.EndedAt})
+		}
+		want := fleet.Usage(ua, nil, nil)
+		got, err := e.st.Usage(e.ctx, f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != len(want) || len(want) < 3 {
+			t.Fatalf("filter %+v: %d rows from the database, %d in memory (of %d attempts)", f, len(got), len(want), len(attempts))
+		}
+		for i := range want {
+			g, w := got[i], want[i]
+			if g.Repo != w.Repo || g.Tier != w.Tier || g.Week != w.Week || !g.WeekStart.Equal(w.WeekStart) || g.Jobs != w.Jobs ||
+				math.Abs(g.GPUHours-w.GPUHours) > 1e-6 {
+				t.Errorf("filter %+v, row %d: database %+v, in memory %+v", f, i, g, w)
+			}
 		}
 	}
 }

@@ -95,6 +95,7 @@ func Run(t *testing.T, newDSN func(t testing.TB) string) {
 		{"FleetAging", testFleetAging},
 		{"Singletons", testSingletons},
 		{"ClaimUnservedPool", testClaimUnservedPool},
+		{"UsageInSQL", testUsageInSQL},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
