@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -346,5 +347,48 @@ func testUsageInSQL(t *testing.T, newDSN func(t testing.TB) string) {
 				t.Errorf("filter %+v, row %d: database %+v, in memory %+v", f, i, g, w)
 			}
 		}
+	}
+}
+
+// Under a backlog the outbox sends a check's verdict first, then other
+// writes (a comment), then queue notes — whatever order they were queued
+// in — and a check's notes are one row however often they change.
+func testOutboxPriorities(t *testing.T, newDSN func(t testing.TB) string) {
+	e := newEnv(t, newDSN)
+	check := func(sha string, status string) store.CheckRun {
+		t.Helper()
+		cr, ok, err := e.st.ApplyCheck(e.ctx, store.CheckChange{Repo: "acme/llm", HeadSHA: sha, Tier: "quick", PRNumber: 7, InstallationID: 42,
+			State: store.CheckQueued, Desired: &store.CheckOutput{Name: "perfgate / quick", Status: status}})
+		if err != nil || !ok {
+			t.Fatalf("apply check %s: %v %v", status, ok, err)
+		}
+		return cr
+	}
+	note := check(sha40("1"), "queued")
+	for range 5 { // the note follows the queue: the same row, re-armed
+		if _, _, err := e.st.ApplyCheck(e.ctx, store.CheckChange{ID: note.ID, From: store.CheckQueued, Repo: "acme/llm", HeadSHA: sha40("1"), Tier: "quick",
+			State: store.CheckQueued, Desired: &store.CheckOutput{Name: "perfgate / quick", Status: "queued", Summary: "3 jobs ahead"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	body, _ := json.Marshal(store.CommentBody{Number: 7, Body: "hello"})
+	if _, err := e.st.PutEffect(e.ctx, store.Effect{Key: "comment-1", Kind: store.EffectComment, InstallationID: 42, Repo: "acme/llm", Body: body}); err != nil {
+		t.Fatal(err)
+	}
+	verdict := check(sha40("2"), "completed")
+	want := []string{store.CheckSyncKey(verdict.ID), "comment-1", store.CheckSyncKey(note.ID)}
+	var got []string
+	for range want {
+		es, err := e.st.ClaimEffects(e.ctx, 1, time.Minute)
+		if err != nil || len(es) != 1 {
+			t.Fatalf("claim effects = %v, %v", es, err)
+		}
+		got = append(got, es[0].Key)
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("outbox sent %v, want the verdict, the comment, the queue note: %v", got, want)
+	}
+	if es, _ := e.st.ClaimEffects(e.ctx, 10, time.Minute); len(es) != 0 {
+		t.Errorf("%d more writes after three: the note's changes were not coalesced", len(es))
 	}
 }

@@ -96,6 +96,7 @@ func Run(t *testing.T, newDSN func(t testing.TB) string) {
 		{"Singletons", testSingletons},
 		{"ClaimUnservedPool", testClaimUnservedPool},
 		{"UsageInSQL", testUsageInSQL},
+		{"OutboxPriorities", testOutboxPriorities},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
