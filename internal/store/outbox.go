@@ -58,6 +58,9 @@ type Effect struct {
 	LastError      string
 	CreatedAt      time.Time
 	DoneAt         time.Time
+	// Priority orders due writes (EffectPriorityVerdict first); it is
+	// set by the store, not by PutEffect's caller.
+	Priority int
 }
 
 // CheckSyncBody points a check_sync effect at its row.
@@ -102,7 +105,7 @@ type EffectFilter struct {
 }
 
 const effectCols = `id, key, kind, installation_id, repo, body, status, version, attempts, next_attempt_at,
-	lease_id, last_error, created_at, done_at`
+	lease_id, last_error, created_at, done_at, priority`
 
 func scanEffect(sc scanner) (Effect, error) {
 	var (
@@ -111,7 +114,7 @@ func scanEffect(sc scanner) (Effect, error) {
 		next, created, doneT sql.NullInt64
 	)
 	if err := sc.Scan(&e.ID, &e.Key, &kind, &e.InstallationID, &e.Repo, &body, &status, &e.Version, &e.Attempts,
-		&next, &e.LeaseID, &e.LastError, &created, &doneT); err != nil {
+		&next, &e.LeaseID, &e.LastError, &created, &doneT, &e.Priority); err != nil {
 		return Effect{}, err
 	}
 	e.Kind, e.Status = EffectKind(kind), EffectStatus(status)
@@ -341,22 +344,22 @@ func (s *sqlStore) CountEffects(ctx context.Context) (map[EffectStatus]int, erro
 
 // Outbox priorities (migration 0014): claimed lowest first.
 const (
-	priorityVerdict = 0 // a check run's completed state
-	priorityWrite   = 1 // comments, reactions, cancels, other syncs
-	priorityNote    = 2 // a queued check's sync: its queue note
+	EffectPriorityVerdict = 0 // a check run's completed state
+	EffectPriorityWrite   = 1 // comments, reactions, cancels, other syncs
+	EffectPriorityNote    = 2 // a queued check's sync: its queue note
 )
 
 // syncPriority is the priority of a check run row's sync: its verdict
 // goes before everything, its queue note after everything.
 func syncPriority(cr CheckRun) int {
 	if cr.Desired == nil {
-		return priorityWrite
+		return EffectPriorityWrite
 	}
 	switch cr.Desired.Status {
 	case "completed":
-		return priorityVerdict
+		return EffectPriorityVerdict
 	case "queued":
-		return priorityNote
+		return EffectPriorityNote
 	}
-	return priorityWrite
+	return EffectPriorityWrite
 }
