@@ -109,6 +109,9 @@ func (s *sqlStore) enqueueTx(ctx context.Context, tx txer, spec JobSpec, now int
 	if err != nil {
 		return Job{}, fmt.Errorf("enqueue %s %s@%s: %w", spec.Tier, spec.Repo, spec.HeadSHA, err)
 	}
+	if err := s.notifyQueued(ctx, tx); err != nil {
+		return Job{}, fmt.Errorf("enqueue %s %s@%s: %w", spec.Tier, spec.Repo, spec.HeadSHA, err)
+	}
 	// A job that took no one's place is last in its tenant's line: its
 	// sequence is its own id.
 	j, err := scanJob(tx.QueryRowContext(ctx, s.q(`UPDATE jobs SET seq = CASE WHEN seq = 0 THEN id ELSE seq END
@@ -351,8 +354,11 @@ func (s *sqlStore) ReapExpired(ctx context.Context) ([]Job, error) {
 			var finished any
 			if status != StatusQueued {
 				finished = now
-			} else {
+			} else if !requeued {
 				requeued = true
+				if err := s.notifyQueued(ctx, tx); err != nil {
+					return err
+				}
 			}
 			if err := s.chargeAttempt(ctx, tx, j, j.AgentID, "lost", now); err != nil {
 				return err

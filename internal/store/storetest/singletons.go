@@ -4,6 +4,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/perfgate/perfgate/internal/store"
 )
 
 // Two replicas (store handles on one database) race for the turns of a
@@ -85,4 +87,37 @@ func testSingletons(t *testing.T, newDSN func(t testing.TB) string) {
 	if since, err := one.CardMissingSince(e.ctx, "GPU-1"); err != nil || !since.Equal(e.clock.Now()) {
 		t.Errorf("after the card was seen again, missing since %v, %v; want now %v", since, err, e.clock.Now())
 	}
+}
+
+// A long poll waiting on one replica wakes when another replica queues a
+// job, or requeues one whose runner was lost (PostgreSQL LISTEN/NOTIFY),
+// instead of at its next re-poll.
+func testNotifyAcrossReplicas(t *testing.T, newDSN func(t testing.TB) string) {
+	e := newEnv(t, newDSN)
+	if !e.st.Shared() {
+		t.Skip("one server per SQLite database: its own wake-up is enough")
+	}
+	one, two := e.st, e.open(t)
+	woken := func(ch <-chan struct{}, what string) {
+		t.Helper()
+		select {
+		case <-ch:
+		case <-time.After(30 * time.Second): // a failure guard, not a wait
+			t.Fatalf("replica one's long poll was not woken when replica two %s", what)
+		}
+	}
+	ch := one.Notify()
+	if _, err := two.Enqueue(e.ctx, store.JobSpec{Repo: "acme/llm", Tier: "quick", HeadSHA: sha40("e")}); err != nil {
+		t.Fatal(err)
+	}
+	woken(ch, "queued a job")
+	if _, err := one.Claim(e.ctx, store.ClaimRequest{Lease: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Advance(2 * time.Minute)
+	ch = one.Notify()
+	if got, err := two.ReapExpired(e.ctx); err != nil || len(got) != 1 {
+		t.Fatalf("reap = %v, %v", got, err)
+	}
+	woken(ch, "requeued a lost job")
 }

@@ -94,6 +94,7 @@ func Run(t *testing.T, newDSN func(t testing.TB) string) {
 		{"FleetRefund", testFleetRefund},
 		{"FleetAging", testFleetAging},
 		{"Singletons", testSingletons},
+		{"NotifyAcrossReplicas", testNotifyAcrossReplicas},
 		{"ClaimUnservedPool", testClaimUnservedPool},
 		{"UsageInSQL", testUsageInSQL},
 		{"OutboxPriorities", testOutboxPriorities},
