@@ -1,7 +1,9 @@
 // Package artifact is the server's artifact store: files runners upload
-// (profile traces) kept in a directory under their SHA-256, so a retried
-// upload or the same trace twice takes the space once. The store's
-// artifacts table (store.Artifacts) says whose each file is.
+// (profile traces) kept under their SHA-256, so a retried upload or the
+// same trace twice takes the space once — in a directory (Dir, the
+// embedded default) or in the database every replica shares (DB, with
+// PostgreSQL). The store's artifacts table (store.Artifacts) says whose
+// each file is.
 package artifact
 
 import (
@@ -49,6 +51,9 @@ func (d *Dir) MaxBytes() int64 { return d.max }
 // Root is the directory.
 func (d *Dir) Root() string { return d.root }
 
+// Where names the store for logs.
+func (d *Dir) Where() string { return d.root }
+
 // Save stores what r holds and returns its SHA-256 and size; past the cap
 // it stores nothing and returns an error wrapping ErrTooLarge.
 func (d *Dir) Save(r io.Reader) (sum string, size int64, err error) {
@@ -86,8 +91,11 @@ func (d *Dir) Save(r io.Reader) (sum string, size int64, err error) {
 
 var hexSum = regexp.MustCompile(`^[0-9a-f]{64}$`)
 
+// File is an opened artifact.
+type File = io.ReadSeekCloser
+
 // Open opens the artifact with that SHA-256.
-func (d *Dir) Open(sum string) (*os.File, error) {
+func (d *Dir) Open(sum string) (File, error) {
 	if !hexSum.MatchString(sum) {
 		return nil, fmt.Errorf("artifact %q: not a SHA-256", sum)
 	}

@@ -39,6 +39,9 @@ type Store interface {
 	BisectByJob(ctx context.Context, jobID int64) (store.BisectRecord, error)
 	ListBisects(ctx context.Context, f store.BisectFilter) ([]store.BisectRecord, error)
 	ListAgents(ctx context.Context) ([]store.Agent, error)
+	// When a pinned card was first seen missing (store.Singletons).
+	CardMissingSince(ctx context.Context, card string) (time.Time, error)
+	CardSeen(ctx context.Context, card string) error
 }
 
 // SpecFunc builds the job that measures req for the bisect rec: the quick
@@ -78,7 +81,6 @@ type Runner struct {
 	st     Store
 	spec   SpecFunc
 	report Reporter
-	watch  cardWatch
 }
 
 // New returns a runner.
@@ -213,7 +215,12 @@ func (r *Runner) Resume(ctx context.Context) error {
 					}
 					listed = true
 				}
-				if gone := r.cardGone(job, agents, now); gone != nil {
+				gone, err := r.cardGone(ctx, job, agents, now)
+				if err != nil {
+					errs = append(errs, fmt.Errorf("resume bisect %d: %w", rec.ID, err))
+					continue
+				}
+				if gone != nil {
 					err = r.stopForCard(ctx, rec, gone)
 					if err != nil {
 						errs = append(errs, fmt.Errorf("resume bisect %d: %w", rec.ID, err))

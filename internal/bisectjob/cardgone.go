@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -41,15 +40,6 @@ func (e *CardGoneError) Error() string {
 		e.Card, e.Since.UTC().Format("2006-01-02 15:04 UTC"), e.Why)
 }
 
-// cardWatch remembers when a pinned card was first seen missing from
-// every runner, so that a card dropped from its runner's registration gets
-// the same grace as a drained one. It lives in memory: a restarted server
-// starts the grace over, which only delays a stop.
-type cardWatch struct {
-	mu      sync.Mutex // Resume may be called from more than one goroutine
-	missing map[string]time.Time
-}
-
 // cardGone says whether job's pinned card has been unavailable for longer
 // than the grace, and why. A card counts as available while a registered,
 // undrained runner that called in within the grace offers it (in its GPU
@@ -57,13 +47,11 @@ type cardWatch struct {
 // the drain has lasted the grace: drains are usually brief (an upgrade),
 // and a bisect stopped for one would have to start over. With no runner
 // registered at all the fleet is not known and nothing is judged.
-func (r *Runner) cardGone(job store.Job, agents []store.Agent, now time.Time) *CardGoneError {
+func (r *Runner) cardGone(ctx context.Context, job store.Job, agents []store.Agent, now time.Time) (*CardGoneError, error) {
 	card := job.GPUUUID
 	if card == "" || len(agents) == 0 {
-		return nil
+		return nil, nil
 	}
-	r.watch.mu.Lock()
-	defer r.watch.mu.Unlock()
 	var best *CardGoneError
 	for _, a := range agents {
 		if !offers(a, card) {
@@ -71,8 +59,7 @@ func (r *Runner) cardGone(job store.Job, agents []store.Agent, now time.Time) *C
 		}
 		stale := now.Sub(a.LastSeenAt) > r.grace()
 		if !a.Drained && !stale {
-			delete(r.watch.missing, card)
-			return nil
+			return nil, r.st.CardSeen(ctx, card)
 		}
 		g := &CardGoneError{Card: card, JobID: job.ID, SHA: job.HeadSHA, Since: a.LastSeenAt,
 			Why: fmt.Sprintf("runner %s last called in at %s", a.Name, a.LastSeenAt.UTC().Format("15:04 UTC"))}
@@ -90,18 +77,16 @@ func (r *Runner) cardGone(job store.Job, agents []store.Agent, now time.Time) *C
 		}
 	}
 	if best == nil {
-		if r.watch.missing == nil {
-			r.watch.missing = map[string]time.Time{}
-		}
-		first, ok := r.watch.missing[card]
-		if !ok {
-			first = now
-			r.watch.missing[card] = now
+		// When the card was first seen missing is in the store: every
+		// replica's pass, and a restarted server, run the same grace.
+		first, err := r.st.CardMissingSince(ctx, card)
+		if err != nil {
+			return nil, err
 		}
 		best = &CardGoneError{Card: card, JobID: job.ID, SHA: job.HeadSHA, Since: first,
 			Why: "no registered runner offers it"}
-	} else {
-		delete(r.watch.missing, card)
+	} else if err := r.st.CardSeen(ctx, card); err != nil {
+		return nil, err
 	}
 	// The grace runs from when the job began waiting, too: a card gone
 	// long before this job was queued (a reaped lease) still gets it.
@@ -110,9 +95,9 @@ func (r *Runner) cardGone(job store.Job, agents []store.Agent, now time.Time) *C
 		start = job.CreatedAt
 	}
 	if now.Sub(start) <= r.grace() {
-		return nil
+		return nil, nil
 	}
-	return best
+	return best, nil
 }
 
 func offers(a store.Agent, card string) bool {

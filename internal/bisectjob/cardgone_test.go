@@ -175,6 +175,20 @@ func TestPinnedCardGone(t *testing.T) {
 			e.register(t, "GPU-other-card")
 			e.resume(t)
 		}},
+		{name: "dropped, past the grace on another replica", stop: true, why: "no registered runner offers it", since: "08:34", steps: func(t *testing.T, e *pinnedEnv) {
+			// When the card went missing is in the store: a restarted
+			// server, or another replica's pass, runs the same grace
+			// instead of starting it over.
+			e.advance(t, 30*time.Minute)
+			e.register(t, "GPU-other-card")
+			e.resume(t)
+			other := bisectjob.New(e.st, spec, bisectjob.OutboxReporter{Outbox: e.outbox})
+			other.Now = func() time.Time { return e.now }
+			e.runner = other
+			e.advance(t, 16*time.Minute)
+			e.register(t, "GPU-other-card")
+			e.resume(t)
+		}},
 		{name: "dropped and back within the grace", steps: func(t *testing.T, e *pinnedEnv) {
 			e.advance(t, time.Minute)
 			e.register(t, "GPU-other-card")

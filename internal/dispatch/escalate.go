@@ -18,6 +18,8 @@ import (
 // the queue and the runners.
 type timerStore interface {
 	baseline.Store
+	// The periodic jobs run in the replica that takes their turn.
+	store.Singletons
 	DueCheckRuns(ctx context.Context) ([]store.CheckRun, error)
 	GetJob(ctx context.Context, jobID int64) (store.Job, error)
 	ListOpenCheckRuns(ctx context.Context) ([]store.CheckRun, error)

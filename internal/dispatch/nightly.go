@@ -32,7 +32,11 @@ import (
 func (s *Service) ScheduleNightly(ctx context.Context, spec string, repos []string, clients githubapp.ClientCreator) (stop func(), err error) {
 	n := &nightlyRuns{s: s, clients: clients}
 	c := cron.New()
-	if _, err := c.AddFunc(spec, func() { n.run(ctx, repos) }); err != nil {
+	if _, err := c.AddFunc(spec, func() {
+		if _, err := s.nightlyTurn(ctx, n, s.now(), repos); err != nil {
+			s.log.Error().Err(err).Msg("nightly turn")
+		}
+	}); err != nil {
 		return nil, fmt.Errorf("nightly schedule %q: %w", spec, err)
 	}
 	if _, err := c.AddFunc(fmt.Sprintf("@every %s", NightlyRetryEvery), func() { n.retry(ctx) }); err != nil {

@@ -136,5 +136,8 @@ func queueSummary(cr store.CheckRun, q fleet.Queued, p fleet.Place, dur fleet.Du
 
 // RunQueueNotes calls UpdateQueueNotes every interval until ctx ends.
 func (s *Service) RunQueueNotes(ctx context.Context, every time.Duration) {
-	s.every(ctx, every, "update queue notes", s.UpdateQueueNotes)
+	s.every(ctx, every, "update queue notes", func(ctx context.Context) error {
+		_, err := s.QueueNotesTurn(ctx, s.now(), every)
+		return err
+	})
 }

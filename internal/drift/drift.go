@@ -80,8 +80,11 @@ type Options struct {
 	// the pass keeps, after its issue is opened or updated (the server
 	// starts its bisect there, once); optional.
 	Regressed func(ctx context.Context, rec store.ChangePointRecord) error
-	Log       zerolog.Logger
-	Now       func() time.Time
+	// Turns, when set, lets one replica of several run each scheduled
+	// pass (RunTurn); optional.
+	Turns Turns
+	Log   zerolog.Logger
+	Now   func() time.Time
 }
 
 // Pass is the nightly change-point pass.

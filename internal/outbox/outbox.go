@@ -56,14 +56,18 @@ type Options struct {
 	Poll    time.Duration
 	// CallTimeout bounds one GitHub call (default 30 s).
 	CallTimeout time.Duration
+	// NoteReserve is the part of an installation's GitHub budget queue
+	// notes leave to the other writes (DefaultNoteReserve when 0).
+	NoteReserve int
 	Now         func() time.Time
 	Log         zerolog.Logger
 }
 
 // Sender sends outbox rows to GitHub.
 type Sender struct {
-	o    Options
-	wake chan struct{}
+	o       Options
+	wake    chan struct{}
+	budgets budgets
 }
 
 // New builds a Sender.
@@ -85,6 +89,9 @@ func New(o Options) *Sender {
 	}
 	if o.Now == nil {
 		o.Now = time.Now
+	}
+	if o.NoteReserve <= 0 {
+		o.NoteReserve = DefaultNoteReserve
 	}
 	return &Sender{o: o, wake: make(chan struct{}, 1)}
 }
@@ -147,9 +154,21 @@ func (s *Sender) Pass(ctx context.Context) (int, error) {
 // handle sends one write and records the outcome.
 func (s *Sender) handle(ctx context.Context, e store.Effect) {
 	log := s.o.Log.With().Str("effect", e.Key).Str("kind", string(e.Kind)).Str("repo", e.Repo).Int("attempt", e.Attempts).Logger()
+	// A queue note does not spend the last of the installation's budget:
+	// verdicts and comments need it more. It waits for the reset.
+	if e.Priority == store.EffectPriorityNote {
+		if until, low := s.budgets.low(e.InstallationID, s.o.NoteReserve, s.o.Now()); low {
+			log.Debug().Time("retry_at", until).Msg("queue note deferred: GitHub budget low")
+			if rerr := s.o.Store.RetryEffect(ctx, e.ID, e.LeaseID, until, "queue note deferred until the GitHub rate limit resets"); rerr != nil {
+				log.Warn().Err(rerr).Msg("reschedule a GitHub write")
+			}
+			return
+		}
+	}
 	cctx, cancel := context.WithTimeout(ctx, s.o.Lease)
 	err := s.send(log.WithContext(cctx), e)
 	cancel()
+	s.budgets.noteErr(e.InstallationID, err, s.o.Now())
 	if ctx.Err() != nil {
 		return // shutting down: the lease lapses and another sender retries
 	}
@@ -266,7 +285,8 @@ func (s *Sender) syncCheck(ctx context.Context, client *github.Client, owner, re
 		if want.DetailsURL != "" {
 			opts.DetailsURL = github.String(want.DetailsURL)
 		}
-		run, _, err := client.Checks.CreateCheckRun(ctx, owner, repo, opts)
+		run, resp, err := client.Checks.CreateCheckRun(ctx, owner, repo, opts)
+		s.noteRate(cr.InstallationID, resp)
 		if err != nil {
 			return fmt.Errorf("create %s check run on %s/%s@%.7s: %w", want.Name, owner, repo, cr.HeadSHA, err)
 		}
@@ -284,12 +304,21 @@ func (s *Sender) syncCheck(ctx context.Context, client *github.Client, owner, re
 	if want.DetailsURL != "" {
 		opts.DetailsURL = github.String(want.DetailsURL)
 	}
-	if _, _, err := client.Checks.UpdateCheckRun(ctx, owner, repo, id, opts); err != nil {
+	_, resp, err := client.Checks.UpdateCheckRun(ctx, owner, repo, id, opts)
+	s.noteRate(cr.InstallationID, resp)
+	if err != nil {
 		return fmt.Errorf("update check run %d to %s %s: %w", id, want.Status, want.Conclusion, err)
 	}
 	zerolog.Ctx(ctx).Debug().Int64("check_run_id", id).Str("status", want.Status).Str("conclusion", want.Conclusion).Msg("check run updated")
 	_, err = s.o.Store.CheckSynced(ctx, cr.ID, cr.Generation, id, cr.DesiredVersion)
 	return err
+}
+
+// noteRate records the budget a GitHub answer reported.
+func (s *Sender) noteRate(installation int64, resp *github.Response) {
+	if resp != nil {
+		s.budgets.noteRate(installation, resp.Rate)
+	}
 }
 
 // findCheck looks for perfgate's check run on sha whose external ID is

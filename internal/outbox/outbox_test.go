@@ -54,6 +54,9 @@ func newEnvPolicy(t *testing.T, p app.RetryPolicy) *env {
 	}
 	t.Cleanup(func() { st.Close() })
 	e.st = st
+	if p.Now == nil {
+		p.Now = e.clock.now // X-RateLimit-Reset is read on the test's clock
+	}
 	clients, err := app.NewClientCreator(e.gh.AppConfig(), 5*time.Second, p)
 	if err != nil {
 		t.Fatal(err)

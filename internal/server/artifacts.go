@@ -117,7 +117,7 @@ func (s *Server) runArtifactSweep(ctx context.Context, every time.Duration) {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
-		if err := s.sweepArtifacts(ctx); err != nil && ctx.Err() == nil {
+		if _, err := s.sweepTurn(ctx, s.now(), every); err != nil && ctx.Err() == nil {
 			s.log.Error().Err(err).Msg("sweep artifacts")
 		}
 		select {
@@ -126,6 +126,29 @@ func (s *Server) runArtifactSweep(ctx context.Context, every time.Duration) {
 		case <-t.C:
 		}
 	}
+}
+
+// turnRetention is the retention sweep's turn among replicas
+// (store.Singletons).
+const turnRetention = "artifact-retention"
+
+// sweepTurn sweeps the artifact store if this replica takes the turn of
+// the period of length every that at falls in: with several replicas the
+// sweep runs once a period, not once per replica. It reports whether it
+// swept.
+func (s *Server) sweepTurn(ctx context.Context, at time.Time, every time.Duration) (bool, error) {
+	if s.arts == nil {
+		return false, nil
+	}
+	period := at.Truncate(every)
+	ok, err := s.st.TakeTurn(ctx, turnRetention, period, every)
+	if err != nil || !ok {
+		return false, err
+	}
+	if err := s.sweepArtifacts(ctx); err != nil {
+		return true, err
+	}
+	return true, s.st.TurnDone(ctx, turnRetention, period)
 }
 
 // sweepArtifacts deletes the artifact rows older than artifacts.keep, then
@@ -159,16 +182,35 @@ func (s *Server) sweepArtifacts(ctx context.Context) error {
 	if len(rows) > 0 || freed != (artifact.SweepStats{}) {
 		ev = s.log.Info()
 	}
-	ev.Str("dir", s.arts.Root()).Dur("keep", keep).Int("rows", len(rows)).Int64("row_bytes", rowBytes).
+	ev.Str("where", s.arts.Where()).Dur("keep", keep).Int("rows", len(rows)).Int64("row_bytes", rowBytes).
 		Int("files", freed.Files).Int64("bytes", freed.Bytes).Int("tmp_files", freed.Temps).Int64("tmp_bytes", freed.TempBytes).
 		Int("files_kept", len(refs)).Msg("artifact retention sweep")
 	return err
 }
 
-// openArtifacts opens the artifact directory the config names. A server
-// assembled without a data directory (tests, embedders; Prepare always
-// sets one) and no artifacts.dir keeps none: uploads are answered 501.
-func openArtifacts(cfg Config, log zerolog.Logger) (*artifact.Dir, error) {
+// artifactStore is where the server keeps artifact bytes: a directory
+// (artifact.Dir) or the database (artifact.DB).
+type artifactStore interface {
+	Save(r io.Reader) (sum string, size int64, err error)
+	Open(sum string) (artifact.File, error)
+	MaxBytes() int64
+	Sweep(keep map[string]bool, cutoff time.Time) (artifact.SweepStats, error)
+	Where() string
+}
+
+// openArtifacts opens the artifact store. On a database several replicas
+// share (PostgreSQL) the bytes live in it, so a trace uploaded through one
+// replica is served and diffed by every other; otherwise in the directory
+// the config names. A server assembled without a data directory (tests,
+// embedders; Prepare always sets one), no artifacts.dir and no shared
+// database keeps none: uploads are answered 501.
+func openArtifacts(cfg Config, st store.Store, log zerolog.Logger) (artifactStore, error) {
+	if st.Shared() {
+		if cfg.Artifacts.Dir != "" {
+			log.Warn().Str("dir", cfg.Artifacts.Dir).Msg("artifacts.dir is ignored: on PostgreSQL the artifacts live in the database every replica shares")
+		}
+		return artifact.NewDB(st, cfg.Artifacts.MaxBytes), nil
+	}
 	dir := cfg.Artifacts.Dir
 	switch {
 	case dir == "" && cfg.DataDir == "":
@@ -184,9 +226,8 @@ func openArtifacts(cfg Config, log zerolog.Logger) (*artifact.Dir, error) {
 	return d, nil
 }
 
-// traceFiles gives the dispatcher the artifact directory's files as
-// readers.
-type traceFiles struct{ d *artifact.Dir }
+// traceFiles gives the dispatcher the artifact store's files as readers.
+type traceFiles struct{ d artifactStore }
 
 func (t traceFiles) Open(sum string) (io.ReadCloser, error) {
 	if t.d == nil {
@@ -195,9 +236,9 @@ func (t traceFiles) Open(sum string) (io.ReadCloser, error) {
 	return t.d.Open(sum)
 }
 
-// artifactParts are the artifact directory as the agent API and the
-// dashboard take it: nil interfaces when there is none.
-func artifactParts(d *artifact.Dir) (agentserver.ArtifactFiles, web.ArtifactFiles) {
+// artifactParts are the artifact store as the agent API and the dashboard
+// take it: nil interfaces when there is none.
+func artifactParts(d artifactStore) (agentserver.ArtifactFiles, web.ArtifactFiles) {
 	if d == nil {
 		return nil, nil
 	}

@@ -43,7 +43,7 @@ func (s *Server) dashboardParts(cfg Config, clients githubapp.ClientCreator, art
 		return nil, nil, err
 	}
 	pass := drift.New(drift.Options{Store: s.st, Clients: clients, Links: h, Config: cfg.ChangePoints, Log: s.log, Now: s.now,
-		InstallationOf: vis.installation, Regressed: s.bisects.fromChangePoint})
+		InstallationOf: vis.installation, Regressed: s.bisects.fromChangePoint, Turns: s.st})
 	return h, pass, nil
 }
 

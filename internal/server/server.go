@@ -21,7 +21,6 @@ import (
 	"github.com/perfgate/perfgate/internal/agentapi"
 	"github.com/perfgate/perfgate/internal/agentserver"
 	"github.com/perfgate/perfgate/internal/app"
-	"github.com/perfgate/perfgate/internal/artifact"
 	"github.com/perfgate/perfgate/internal/backoff"
 	"github.com/perfgate/perfgate/internal/bisectjob"
 	"github.com/perfgate/perfgate/internal/check"
@@ -165,7 +164,7 @@ type Server struct {
 	web      *web.Handler
 	drift    *drift.Pass
 	bisects  *bisects
-	arts     *artifact.Dir // nil: the server keeps no artifacts
+	arts     artifactStore // nil: the server keeps no artifacts
 	clients  githubapp.ClientCreator
 	workers  errgroup.Group // RunBackground's; Wait waits for them
 	log      zerolog.Logger
@@ -244,7 +243,7 @@ func New(cfg Config, st store.Store, log zerolog.Logger, now func() time.Time) (
 	s.dispatch = dispatch.New(dispatch.Options{Store: st, Clients: clients, DetailsURL: cfg.PublicURL, Details: details,
 		Now: now, Log: log, Written: s.outbox.Wake, JudgePolicy: cfg.Loop.JudgePolicy, JudgePoll: cfg.Loop.Poll})
 	s.bisects = newBisects(s, clients)
-	arts, err := openArtifacts(cfg, log)
+	arts, err := openArtifacts(cfg, st, log)
 	if err != nil {
 		return nil, err
 	}

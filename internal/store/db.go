@@ -76,11 +76,18 @@ type sqlStore struct {
 	instance string
 	wake     notifier
 	closed   sync.Once
+	// holder names this handle when it takes a singleton's turn.
+	holderOnce sync.Once
+	holder     string
+	// listener wakes the long polls when another replica queues a job
+	// (PostgreSQL; listen.go).
+	listener *listener
 }
 
 func (s *sqlStore) Close() error {
 	var err error
 	s.closed.Do(func() {
+		s.stopListening()
 		err = s.w.Close()
 		if s.r != s.w {
 			if rerr := s.r.Close(); err == nil {
@@ -92,8 +99,8 @@ func (s *sqlStore) Close() error {
 }
 
 // Notify returns a channel closed at the next Enqueue or requeue in this
-// process. Long-poll handlers take it before Claim and wait on it after
-// ErrNoJob; other replicas' inserts are only seen by re-polling.
+// process and, on PostgreSQL, in any replica (LISTEN/NOTIFY; listen.go).
+// Long-poll handlers take it before Claim and wait on it after ErrNoJob.
 func (s *sqlStore) Notify() <-chan struct{} { return s.wake.wait() }
 
 // q rewrites a query's placeholders for the backend.
@@ -140,6 +147,9 @@ func (s *sqlStore) tx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	}
 	return ferr
 }
+
+// Shared: PostgreSQL is the database several replicas share.
+func (s *sqlStore) Shared() bool { return s.d.dollar }
 
 // nowMicros is the store clock as stored: UTC microseconds since the epoch.
 func (s *sqlStore) nowMicros() int64 { return s.now().UnixMicro() }

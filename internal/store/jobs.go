@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -93,16 +94,23 @@ func (s *sqlStore) enqueueTx(ctx context.Context, tx txer, spec JobSpec, now int
 	if err != nil {
 		return Job{}, fmt.Errorf("enqueue %s %s@%s: %w", spec.Tier, spec.Repo, spec.HeadSHA, err)
 	}
+	pool := fleet.Pool(spec.Labels, spec.GPUUUID)
+	if err := s.notePool(ctx, tx, pool, spec); err != nil {
+		return Job{}, fmt.Errorf("enqueue %s %s@%s: %w", spec.Tier, spec.Repo, spec.HeadSHA, err)
+	}
 	var id int64
 	err = tx.QueryRowContext(ctx, s.q(`INSERT INTO jobs
 		(tier, kind, repo, installation_id, pr_number, head_sha, base_sha, config, required_labels,
-		 gpu_uuid, check_run_id, status, max_attempts, created_at, priority, share_key, vtag, vcost, vweight, seq, pool)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		 gpu_uuid, check_run_id, status, max_attempts, created_at, priority, share_key, vtag, vcost, vweight, seq, pool, age_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		RETURNING id`),
 		spec.Tier, spec.Kind, spec.Repo, spec.InstallationID, spec.PRNumber, spec.HeadSHA, spec.BaseSHA,
 		blob(spec.Config), jsonList(spec.Labels), spec.GPUUUID, spec.CheckRunID, string(jobstate.Queued),
-		spec.MaxAttempts, now, pl.priority, pl.key, pl.tag, pl.cost, s.shares.Weight(pl.key), pl.seq, fleet.Pool(spec.Labels, spec.GPUUUID)).Scan(&id)
+		spec.MaxAttempts, now, pl.priority, pl.key, pl.tag, pl.cost, s.shares.Weight(pl.key), pl.seq, pool, pl.ageAt).Scan(&id)
 	if err != nil {
+		return Job{}, fmt.Errorf("enqueue %s %s@%s: %w", spec.Tier, spec.Repo, spec.HeadSHA, err)
+	}
+	if err := s.notifyQueued(ctx, tx); err != nil {
 		return Job{}, fmt.Errorf("enqueue %s %s@%s: %w", spec.Tier, spec.Repo, spec.HeadSHA, err)
 	}
 	// A job that took no one's place is last in its tenant's line: its
@@ -137,13 +145,25 @@ func (s *sqlStore) Claim(ctx context.Context, req ClaimRequest) (Job, error) {
 	if req.AgentID != 0 {
 		agent = req.AgentID
 	}
+	// A runner no pool is for is answered without a walk of the queue
+	// (pools.go); it was still seen.
+	if ok, err := s.servesAnyPool(ctx, req); err != nil || !ok {
+		if err == nil && req.AgentID != 0 {
+			_, err = s.w.ExecContext(ctx, s.q(`UPDATE agents SET last_seen_at = ? WHERE id = ?`), now.UnixMicro(), req.AgentID)
+		}
+		if err != nil {
+			return Job{}, fmt.Errorf("claim for agent %d: %w", req.AgentID, err)
+		}
+		return Job{}, ErrNoJob
+	}
 	claim := `UPDATE jobs SET
 			status = 'running', attempts = attempts + 1, lease_id = ?, lease_expires_at = ?,
 			agent_id = ?, started_at = ?, cancel_requested = FALSE, log_bytes = 0
 		WHERE status = 'queued' AND id = (` + s.d.claimPick() + `)
 		RETURNING ` + jobCols
-	args := []any{lease, now.Add(req.Lease).UnixMicro(), agent, now.UnixMicro(),
-		req.AgentID, jsonList(req.Labels), jsonList(req.GPUUUIDs)}
+	match := []any{req.AgentID, jsonList(req.Labels), jsonList(req.GPUUUIDs)}
+	args := append([]any{lease, now.Add(req.Lease).UnixMicro(), agent, now.UnixMicro()}, match...)
+	args = append(append(append(args, match...), now.UnixMicro()), match...)
 
 	var j Job
 	if s.d.dollar {
@@ -178,14 +198,23 @@ func (s *sqlStore) Claim(ctx context.Context, req ClaimRequest) (Job, error) {
 	return j, nil
 }
 
-// claimPick selects the job a claim takes; its parameters are the agent's
-// id (a drained agent takes nothing), its labels and its GPUs.
+// claimPick selects the job a claim takes: the first merge job in claim
+// order, else the job that has waited longest past its class's aging bound
+// (fleet.AgeAfter; the jobs_aged index), else the first in claim order
+// (jobs_claim). Its parameters are, for each of the three picks, the
+// agent's id (a drained agent takes nothing), its labels and its GPUs; the
+// aged pick takes the time now after them.
 func (d dialect) claimPick() string {
-	return `SELECT j.id FROM jobs j
+	pick := `SELECT j.id FROM jobs j
 			WHERE j.status = 'queued'
 				AND NOT EXISTS (SELECT 1 FROM agents a WHERE a.id = ? AND a.drained)
-				AND ` + d.claimMatch + `
-			ORDER BY j.priority, j.vtag, j.seq LIMIT 1` + d.skipLocked
+				AND ` + d.claimMatch
+	return `COALESCE((` + pick + ` AND j.priority = ` + strconv.Itoa(fleet.PriorityMerge) + `
+			ORDER BY j.priority, j.vtag, j.seq LIMIT 1` + d.skipLocked + `),
+		(` + pick + ` AND j.age_at <= ?
+			ORDER BY j.age_at, j.seq LIMIT 1` + d.skipLocked + `),
+		(` + pick + `
+			ORDER BY j.priority, j.vtag, j.seq LIMIT 1` + d.skipLocked + `))`
 }
 
 // Heartbeat extends the lease to now+extend and reports whether the job was
@@ -326,8 +355,11 @@ func (s *sqlStore) ReapExpired(ctx context.Context) ([]Job, error) {
 			var finished any
 			if status != jobstate.Queued {
 				finished = now
-			} else {
+			} else if !requeued {
 				requeued = true
+				if err := s.notifyQueued(ctx, tx); err != nil {
+					return err
+				}
 			}
 			if err := s.chargeAttempt(ctx, tx, j, j.AgentID, "lost", now); err != nil {
 				return err
@@ -384,6 +416,9 @@ func (s *sqlStore) cancelPR(ctx context.Context, repo string, pr int, keepSHA, r
 	var out Superseded
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		now := s.nowMicros()
+		if err := s.lockFlows(ctx, tx, s.shares.Key(repo)); err != nil {
+			return err
+		}
 		// A newer push's jobs take the places of the ones it cancels
 		// (handoff; see placeJob).
 		rows, err := tx.QueryContext(ctx, s.q(`UPDATE jobs SET status = 'cancelled', failure_reason = ?, finished_at = ?, handoff = ?
@@ -394,6 +429,9 @@ func (s *sqlStore) cancelPR(ctx context.Context, repo string, pr int, keepSHA, r
 		}
 		if out.Cancelled, err = collectJobs(rows); err != nil {
 			return fmt.Errorf("cancel queued: %w", err)
+		}
+		if err := s.refundQueued(ctx, tx, out.Cancelled); err != nil {
+			return err
 		}
 		rows, err = tx.QueryContext(ctx, s.q(`UPDATE jobs SET cancel_requested = TRUE
 			WHERE repo = ? AND pr_number = ? AND head_sha <> ? AND status = 'running' AND NOT cancel_requested
@@ -438,13 +476,28 @@ func (s *sqlStore) CancelJob(ctx context.Context, jobID int64, reason string) (J
 }
 
 func cancelJobTx(ctx context.Context, s *sqlStore, tx txer, jobID int64, reason string, now int64) (Job, error) {
+	var key string
+	err := tx.QueryRowContext(ctx, s.q(`SELECT share_key FROM jobs WHERE id = ?`), jobID).Scan(&key)
+	if err != nil {
+		return Job{}, notFound(err)
+	}
+	if err := s.lockFlows(ctx, tx, key); err != nil {
+		return Job{}, err
+	}
+	// A queued job is cancelled and its charge refunded; the statement
+	// changes nothing (no row) for a job in any other state.
+	j, err := scanJob(tx.QueryRowContext(ctx, s.q(`UPDATE jobs SET status = 'cancelled', failure_reason = ?, finished_at = ?
+		WHERE id = ? AND status = 'queued' RETURNING `+jobCols), reason, now, jobID))
+	if err == nil {
+		return j, s.refundQueued(ctx, tx, []Job{j})
+	}
+	if !errors.Is(err, sql.ErrNoRows) {
+		return Job{}, err
+	}
 	row := tx.QueryRowContext(ctx, s.q(`UPDATE jobs SET
-			status = CASE WHEN status = 'queued' THEN 'cancelled' ELSE status END,
-			failure_reason = CASE WHEN status = 'queued' THEN ? ELSE failure_reason END,
-			finished_at = CASE WHEN status = 'queued' THEN ? ELSE finished_at END,
 			cancel_requested = CASE WHEN status = 'running' THEN TRUE ELSE cancel_requested END
-		WHERE id = ? RETURNING `+jobCols), reason, now, jobID)
-	j, err := scanJob(row)
+		WHERE id = ? RETURNING `+jobCols), jobID)
+	j, err = scanJob(row)
 	return j, notFound(err)
 }
 
@@ -552,7 +605,7 @@ func (s *sqlStore) ListJobs(ctx context.Context, f JobFilter) ([]Job, error) {
 		query += ` WHERE ` + strings.Join(where, " AND ")
 	}
 	if f.ClaimOrder {
-		query += ` ORDER BY priority, vtag, seq`
+		query += ` ORDER BY ` + claimOrder(s.nowMicros())
 	} else {
 		query += ` ORDER BY id`
 		if f.Newest {

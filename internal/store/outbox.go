@@ -58,6 +58,9 @@ type Effect struct {
 	LastError      string
 	CreatedAt      time.Time
 	DoneAt         time.Time
+	// Priority orders due writes (EffectPriorityVerdict first); it is
+	// set by the store, not by PutEffect's caller.
+	Priority int
 }
 
 // CheckSyncBody points a check_sync effect at its row.
@@ -102,7 +105,7 @@ type EffectFilter struct {
 }
 
 const effectCols = `id, key, kind, installation_id, repo, body, status, version, attempts, next_attempt_at,
-	lease_id, last_error, created_at, done_at`
+	lease_id, last_error, created_at, done_at, priority`
 
 func scanEffect(sc scanner) (Effect, error) {
 	var (
@@ -111,7 +114,7 @@ func scanEffect(sc scanner) (Effect, error) {
 		next, created, doneT sql.NullInt64
 	)
 	if err := sc.Scan(&e.ID, &e.Key, &kind, &e.InstallationID, &e.Repo, &body, &status, &e.Version, &e.Attempts,
-		&next, &e.LeaseID, &e.LastError, &created, &doneT); err != nil {
+		&next, &e.LeaseID, &e.LastError, &created, &doneT, &e.Priority); err != nil {
 		return Effect{}, err
 	}
 	e.Kind, e.Status = EffectKind(kind), EffectStatus(status)
@@ -173,20 +176,21 @@ func (s *sqlStore) armCheckSync(ctx context.Context, tx txer, cr CheckRun, now i
 		return fmt.Errorf("arm check sync %d: %w", cr.ID, err)
 	}
 	_, err = tx.ExecContext(ctx, s.q(`INSERT INTO outbox
-			(key, kind, installation_id, repo, body, status, next_attempt_at, created_at)
-		VALUES (?, 'check_sync', ?, ?, ?, 'pending', ?, ?)
+			(key, kind, installation_id, repo, body, status, next_attempt_at, created_at, priority)
+		VALUES (?, 'check_sync', ?, ?, ?, 'pending', ?, ?, ?)
 		ON CONFLICT (key) DO UPDATE SET status = 'pending', version = outbox.version + 1, attempts = 0,
 			next_attempt_at = excluded.next_attempt_at, last_error = '', done_at = NULL,
-			installation_id = excluded.installation_id`),
-		CheckSyncKey(cr.ID), cr.InstallationID, cr.Repo, string(body), now, now)
+			installation_id = excluded.installation_id, priority = excluded.priority`),
+		CheckSyncKey(cr.ID), cr.InstallationID, cr.Repo, string(body), now, now, syncPriority(cr))
 	if err != nil {
 		return fmt.Errorf("arm check sync %d: %w", cr.ID, err)
 	}
 	return nil
 }
 
-// ClaimEffects leases up to limit due outbox rows, oldest first; each goes
-// to one claimer across workers and replicas.
+// ClaimEffects leases up to limit due outbox rows, verdicts first, then
+// other writes, then queue notes (effectPriority), oldest first within
+// each; each goes to one claimer across workers and replicas.
 func (s *sqlStore) ClaimEffects(ctx context.Context, limit int, lease time.Duration) ([]Effect, error) {
 	if limit <= 0 || lease <= 0 {
 		return nil, fmt.Errorf("claim effects: limit and lease must be positive")
@@ -199,7 +203,7 @@ func (s *sqlStore) ClaimEffects(ctx context.Context, limit int, lease time.Durat
 	rows, err := s.w.QueryContext(ctx, s.q(`UPDATE outbox SET lease_id = ?, lease_until = ?, attempts = attempts + 1
 		WHERE id IN (SELECT id FROM outbox
 			WHERE status = 'pending' AND next_attempt_at <= ? AND (lease_until IS NULL OR lease_until < ?)
-			ORDER BY next_attempt_at, id LIMIT ?`+s.d.skipLocked+`)
+			ORDER BY priority, next_attempt_at, id LIMIT ?`+s.d.skipLocked+`)
 		RETURNING `+effectCols),
 		leaseID, now.Add(lease).UnixMicro(), now.UnixMicro(), now.UnixMicro(), limit)
 	if err != nil {
@@ -336,4 +340,26 @@ func (s *sqlStore) CountEffects(ctx context.Context) (map[EffectStatus]int, erro
 		out[EffectStatus(st)] = n
 	}
 	return out, rows.Err()
+}
+
+// Outbox priorities (migration 0014): claimed lowest first.
+const (
+	EffectPriorityVerdict = 0 // a check run's completed state
+	EffectPriorityWrite   = 1 // comments, reactions, cancels, other syncs
+	EffectPriorityNote    = 2 // a queued check's sync: its queue note
+)
+
+// syncPriority is the priority of a check run row's sync: its verdict
+// goes before everything, its queue note after everything.
+func syncPriority(cr CheckRun) int {
+	if cr.Desired == nil {
+		return EffectPriorityWrite
+	}
+	switch cr.Desired.Status {
+	case "completed":
+		return EffectPriorityVerdict
+	case "queued":
+		return EffectPriorityNote
+	}
+	return EffectPriorityWrite
 }

@@ -14,7 +14,8 @@ import (
 // TestClaimPlanPostgres: the claim walks the jobs_claim index in claim
 // order and stops at the first job the agent can run — no sort of the
 // queue — with fresh statistics and without, and a drained agent's claim
-// is decided once, before the walk.
+// is decided once, before the walk; the aged jobs are found through
+// their own index (jobs_aged), not by a walk of the queue.
 func TestClaimPlanPostgres(t *testing.T) {
 	if testing.Short() {
 		t.Skip("fills a queue of 2,000 jobs")
@@ -43,7 +44,7 @@ func TestClaimPlanPostgres(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		rows, err := db.QueryContext(ctx, "EXPLAIN "+store.ClaimPickSQL(), 1, `["gpu","h100"]`, `[]`)
+		rows, err := db.QueryContext(ctx, "EXPLAIN SELECT "+store.ClaimPickSQL(), 1, `["gpu","h100"]`, `[]`, 1, `["gpu","h100"]`, `[]`, int64(1), 1, `["gpu","h100"]`, `[]`)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -57,7 +58,8 @@ func TestClaimPlanPostgres(t *testing.T) {
 		}
 		rows.Close()
 		text := strings.Join(plan, "\n")
-		if !strings.Contains(text, "Index Scan using jobs_claim") || strings.Contains(text, "Sort") || !strings.Contains(text, "One-Time Filter") {
+		if !strings.Contains(text, "Index Scan using jobs_claim") || !strings.Contains(text, "Index Scan using jobs_aged") ||
+			strings.Contains(text, "Sort") || !strings.Contains(text, "One-Time Filter") {
 			t.Errorf("claim plan (analyzed %v) does not walk jobs_claim once per claim:\n%s", analyzed, text)
 		}
 	}
@@ -85,7 +87,7 @@ func TestClaimPlanSQLite(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	rows, err := db.QueryContext(ctx, "EXPLAIN QUERY PLAN "+store.ClaimPickSQLite(), 1, `["gpu"]`, `[]`)
+	rows, err := db.QueryContext(ctx, "EXPLAIN QUERY PLAN SELECT "+store.ClaimPickSQLite(), 1, `["gpu"]`, `[]`, 1, `["gpu"]`, `[]`, int64(1), 1, `["gpu"]`, `[]`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +102,7 @@ func TestClaimPlanSQLite(t *testing.T) {
 		plan = append(plan, detail)
 	}
 	text := strings.Join(plan, "\n")
-	if !strings.Contains(text, "SCAN j USING INDEX jobs_claim") || strings.Contains(text, "TEMP B-TREE") {
+	if !strings.Contains(text, "SCAN j USING INDEX jobs_claim") || !strings.Contains(text, "USING INDEX jobs_aged") || strings.Contains(text, "TEMP B-TREE") {
 		t.Errorf("claim plan does not walk jobs_claim in order:\n%s", text)
 	}
 }

@@ -33,5 +33,9 @@ func openPostgres(ctx context.Context, dsn string, o options) (Store, error) {
 		_ = db.Close()
 		return nil, fmt.Errorf("open postgres %s:%d/%s: %w", cfg.Host, cfg.Port, cfg.Database, err)
 	}
+	if err := s.listen(pingCtx, cfg); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("open postgres %s:%d/%s: %w", cfg.Host, cfg.Port, cfg.Database, err)
+	}
 	return s, nil
 }

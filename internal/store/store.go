@@ -142,6 +142,15 @@ type Store interface {
 	Bisects
 	// Profile artifacts runners upload (artifacts.go).
 	Artifacts
+	// Their bytes, when the database keeps them (artifact_blobs.go).
+	ArtifactBlobs
+	// Periodic jobs run once across replicas (singletons.go).
+	Singletons
+
+	// Shared reports whether several processes (server replicas) may use
+	// the database at once (PostgreSQL): what they must all see lives in
+	// it, and the singletons' leases are taken in it.
+	Shared() bool
 
 	Close() error
 }

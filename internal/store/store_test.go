@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/perfgate/perfgate/internal/poll"
+	"github.com/perfgate/perfgate/internal/fleet"
 	"github.com/perfgate/perfgate/internal/store"
 	"github.com/perfgate/perfgate/internal/store/storetest"
 )
@@ -83,6 +84,15 @@ func BenchmarkQueue(b *testing.B) {
 func BenchmarkFleet(b *testing.B) {
 	b.Run("postgres", func(b *testing.B) { storetest.BenchFleet(b, storetest.PostgresDSN(b), 10000, 200, 100, 2) })
 	b.Run("sqlite", func(b *testing.B) { storetest.BenchFleet(b, sqliteDSN(b), 10000, 200, 100, 1) })
+}
+
+// BenchmarkIdleClaims: 1,000 runners of an unserved pool poll against
+// 10,000 queued jobs none of them can run.
+//
+//	go test -run XXX -bench IdleClaims -benchtime 2000x ./internal/store/
+func BenchmarkIdleClaims(b *testing.B) {
+	b.Run("postgres", func(b *testing.B) { storetest.BenchIdleClaims(b, storetest.PostgresDSN(b), 1000, 10000) })
+	b.Run("sqlite", func(b *testing.B) { storetest.BenchIdleClaims(b, sqliteDSN(b), 1000, 10000) })
 }
 
 func TestRedact(t *testing.T) {
@@ -174,4 +184,64 @@ func TestSQLiteFileMode(t *testing.T) {
 			t.Errorf("%s mode %o, want 600", filepath.Base(p), m)
 		}
 	}
+}
+
+// BenchmarkUsage: `perfgate usage` over 300,000 attempts on PostgreSQL,
+// summed by the database (Usage) and, as before, loaded and summed in
+// memory (ListAttempts, then fleet.Usage). B/op is what each allocates.
+//
+//	go test -run XXX -bench Usage -benchtime 3x -benchmem ./internal/store/
+func BenchmarkUsage(b *testing.B) {
+	const n = 300000
+	dsn := storetest.PostgresDSN(b)
+	ctx := context.Background()
+	st, err := store.Open(ctx, dsn)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer st.Close()
+	db, err := sql.Open("pgx", dsn)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	t0 := time.Date(2025, 1, 6, 0, 0, 0, 0, time.UTC).UnixMicro()
+	for _, q := range []struct {
+		sql string
+		arg int64
+	}{
+		{`INSERT INTO jobs (tier, repo, config, status, created_at)
+			SELECT (ARRAY['quick','nightly','merge'])[1 + g % 3], 'acme/r' || (g % 100), '', 'succeeded', 0 FROM generate_series(1, $1) g`, n},
+		{`INSERT INTO gpu_attempts (job_id, attempt, repo, tier, status, started_at, ended_at)
+			SELECT id, 1, repo, tier, 'succeeded', $1 + id * 60000000, $1 + id * 60000000 + 600000000 FROM jobs`, t0},
+	} {
+		if _, err := db.ExecContext(ctx, q.sql, q.arg); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.Run("sql", func(b *testing.B) {
+		b.ReportAllocs()
+		for range b.N {
+			rows, err := st.Usage(ctx, store.UsageFilter{})
+			if err != nil || len(rows) == 0 {
+				b.Fatal(rows, err)
+			}
+		}
+	})
+	b.Run("in-memory", func(b *testing.B) {
+		b.ReportAllocs()
+		for range b.N {
+			attempts, err := st.ListAttempts(ctx, store.AttemptFilter{})
+			if err != nil || len(attempts) != n {
+				b.Fatal(len(attempts), err)
+			}
+			ua := make([]fleet.UsageAttempt, 0, len(attempts))
+			for _, a := range attempts {
+				ua = append(ua, fleet.UsageAttempt{JobID: a.JobID, Repo: a.Repo, Tier: a.Tier, Started: a.StartedAt, Ended: a.EndedAt})
+			}
+			if rows := fleet.Usage(ua, nil, nil); len(rows) == 0 {
+				b.Fatal("no rows")
+			}
+		}
+	})
 }

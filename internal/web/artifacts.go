@@ -3,6 +3,7 @@ package web
 import (
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"os"
@@ -13,9 +14,9 @@ import (
 )
 
 // ArtifactFiles opens the files runners uploaded, by SHA-256
-// (artifact.Dir).
+// (artifact.Dir, artifact.DB).
 type ArtifactFiles interface {
-	Open(sum string) (*os.File, error)
+	Open(sum string) (io.ReadSeekCloser, error)
 }
 
 // ArtifactURL is the absolute, signed link that downloads one artifact
@@ -51,7 +52,7 @@ func (h *Handler) artifact(w http.ResponseWriter, r *http.Request, repo string) 
 	}
 	f, err := h.artifacts.Open(a.SHA256)
 	if errors.Is(err, os.ErrNotExist) {
-		h.fail(w, r, http.StatusGone, fmt.Sprintf("artifact %d (%s) is recorded but its file is gone from the server's artifact directory.", id, a.Name))
+		h.fail(w, r, http.StatusGone, fmt.Sprintf("artifact %d (%s) is recorded but its file is gone from the server's artifact store.", id, a.Name))
 		return
 	}
 	if err != nil {

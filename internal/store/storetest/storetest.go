@@ -93,6 +93,13 @@ func Run(t *testing.T, newDSN func(t testing.TB) string) {
 		{"FleetPinned", testFleetPinned},
 		{"FleetCards", testFleetCards},
 		{"FleetUsage", testFleetUsage},
+		{"FleetRefund", testFleetRefund},
+		{"FleetAging", testFleetAging},
+		{"Singletons", testSingletons},
+		{"NotifyAcrossReplicas", testNotifyAcrossReplicas},
+		{"ClaimUnservedPool", testClaimUnservedPool},
+		{"UsageInSQL", testUsageInSQL},
+		{"OutboxPriorities", testOutboxPriorities},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
