@@ -21,7 +21,7 @@ const (
 // SVG draws the latency–throughput curves: served requests/s across, TTFT
 // p99 up (log scale: past the knee it grows by orders of magnitude), one
 // line per side, filled points where the rate was sustained, hollow where
-// not, a dashed line at each knee and the TTFT SLO as a grey line. The
+// not, a dashed line through each knee's point and the TTFT SLO as a grey line. The
 // dashboard's check page embeds it as is.
 func SVG(w io.Writer, base, head *Sweep) error {
 	var b strings.Builder
@@ -88,8 +88,8 @@ func SVG(w io.Writer, base, head *Sweep) error {
 			fmt.Fprintf(&b, `<circle cx="%.1f" cy="%.1f" r="%d" fill="%s" stroke="%s"><title>%s: offered %s req/s, served %.2f, TTFT p99 %s, %.0f%% good</title></circle>`+"\n",
 				x(j.Throughput), y(j.TTFTp99ms), sustainedR, fill, side.colour, side.name, rateText(j.Rate), j.Throughput, html.EscapeString(ms(j.TTFTp99ms)), 100*j.GoodFraction())
 		}
-		if k := side.s.Knee(); k.Rate > 0 {
-			kx := x(k.Rate)
+		if j, ok := side.s.at(side.s.Knee().Rate); ok && j.Rate > 0 {
+			kx := x(j.Throughput) // the knee step's point: the axis is served, not offered, rate
 			fmt.Fprintf(&b, `<line class="knee" x1="%.1f" x2="%.1f" y1="%d" y2="%d" stroke="%s" stroke-dasharray="5 4"/><text x="%.1f" y="%d" fill="%s" text-anchor="middle">%s knee %s</text>`+"\n",
 				kx, kx, padT, svgH-padB, side.colour, kx, padT-6-12*i, side.colour, side.name, html.EscapeString(kneeText(side.s)))
 		}
