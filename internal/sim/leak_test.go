@@ -43,4 +43,3 @@ func TestLeakGrowsWithRequests(t *testing.T) {
 		})
 	}
 }
-
