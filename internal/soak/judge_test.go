@@ -1,8 +1,12 @@
 package soak
 
 import (
+	"encoding/json"
 	"math"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -115,5 +119,38 @@ func TestThresholdsValidate(t *testing.T) {
 	bad.MaxRSSGrowthMBPerHour, bad.WarmupFraction, bad.MinSamples = -1, 1, 1
 	if err := bad.Validate(); err == nil {
 		t.Fatal("negative limit, warm-up of the whole run and one sample accepted")
+	}
+}
+
+// Runs measured against the sim (internal/watch's TestSoakCatchesLeak
+// -update writes them): a clean engine and one leaking 500 MB per 1000
+// requests, an hour of injected clock each.
+func TestJudgeMeasuredRuns(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		file   string
+		failed string
+	}{{"clean.json", ""}, {"leak.json", "rss"}} {
+		b, err := os.ReadFile(filepath.Join("testdata", tc.file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var samples []Sample
+		if err := json.Unmarshal(b, &samples); err != nil {
+			t.Fatalf("%s: %v", tc.file, err)
+		}
+		if !math.IsNaN(samples[0].TTFTp50ms) {
+			t.Errorf("%s: the sample before any load has a TTFT: null did not read as unknown", tc.file)
+		}
+		th := DefaultThresholds()
+		th.MaxLatencyCreepPerHour = 1
+		r := Judge(samples, th)
+		var failed []string
+		for _, tr := range r.Failed() {
+			failed = append(failed, tr.Name)
+		}
+		if strings.Join(failed, ",") != tc.failed {
+			t.Errorf("%s: failed %v, want %q", tc.file, failed, tc.failed)
+		}
 	}
 }
