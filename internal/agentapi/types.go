@@ -85,6 +85,10 @@ type Plan struct {
 	// Profile, when set, makes the job a profiling pass of BaseSHA and
 	// HeadSHA (artifacts.go) rather than measured runs.
 	Profile *ProfilePlan `json:"profile,omitempty"`
+	// Capacity and Soak make the job a capacity sweep or a soak
+	// (longrun.go).
+	Capacity *CapacityPlan `json:"capacity,omitempty"`
+	Soak     *SoakPlan     `json:"soak,omitempty"`
 }
 
 // Interleave shapes an interleaved base/head job.
@@ -429,6 +433,7 @@ func (p Plan) Validate() error {
 			errs = append(errs, errors.New("plan profile: a profiling pass does not interleave"))
 		}
 	}
+	errs = append(errs, p.validateLongRun()...)
 	if b := p.Engine.Build; b != nil && len(b.Command) == 0 {
 		errs = append(errs, errors.New("plan engine build has no command"))
 	}
