@@ -40,6 +40,9 @@ type CapacityPlan struct {
 	MinPrompts  int     `json:"min_prompts,omitempty"`
 	// Sweeps per commit (0: 1): repeats give the comparison its spread.
 	Sweeps int `json:"sweeps,omitempty"`
+	// Threshold is the server's: the relative change of the sustainable
+	// rate below which base and head are the same (0: 10%).
+	Threshold float64 `json:"threshold,omitempty"`
 }
 
 // CapacitySweep is one sweep's artifact.

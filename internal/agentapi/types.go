@@ -152,8 +152,8 @@ func (p Plan) Commits() []string {
 	if p.HeadSHA != "" {
 		out = append(out, p.HeadSHA)
 	}
-	if p.Interleave != nil && p.BaseSHA != "" && p.BaseSHA != p.HeadSHA {
-		out = append(out, p.BaseSHA)
+	if (p.Interleave != nil || p.Capacity != nil) && p.BaseSHA != "" && p.BaseSHA != p.HeadSHA {
+		out = append(out, p.BaseSHA) // a capacity job sweeps base too (longrun.go)
 	}
 	if d := p.Workload.DatasetSHA; d != "" && d != p.HeadSHA && (p.Interleave == nil || d != p.BaseSHA) {
 		out = append(out, d)

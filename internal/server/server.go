@@ -253,6 +253,7 @@ func New(cfg Config, st store.Store, log zerolog.Logger, now func() time.Time) (
 		artifactURL = s.web.ArtifactURL
 	}
 	s.dispatch.EnableFindings(dispatch.FindingsOptions{Traces: traceFiles{arts}, ArtifactURL: artifactURL})
+	s.dispatch.EnableLongRun(dispatch.LongRunOptions{Files: traceFiles{arts}})
 	fwd.s = s.dispatch
 	s.bisects.wire(s, a.ClientCreator())
 	s.inbox = inbox.New(inbox.Options{Store: st, Handler: a, Policy: cfg.Loop.InboxPolicy, Lease: cfg.Loop.InboxLease,
