@@ -5,26 +5,30 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"time"
 
 	"github.com/rs/zerolog"
 	"golang.org/x/term"
 
+	"github.com/perfgate/perfgate/internal/capacity"
 	"github.com/perfgate/perfgate/internal/demo"
 )
 
 func init() {
-	register("demo", command{summary: "run the whole loop locally: SQLite, a real git repository, an agent starting the simulated engine from each commit, a PR that regresses (--scenario scheduler: the profile diff and the knowledge base; --scenario bisect: find the commit on main that slowed the engine)", run: runDemo})
+	register("demo", command{summary: "run the whole loop locally: SQLite, a real git repository, an agent starting the simulated engine from each commit, a PR that regresses (--scenario scheduler: the profile diff and the knowledge base; --scenario bisect: find the commit on main that slowed the engine; --scenario capacity: a PR that moves the knee; --scenario soak: a planted leak)", run: runDemo})
 }
 
 func runDemo(ctx context.Context, env *cliEnv, args []string) int {
-	fs := env.flags("demo", "[--engine sim|ollama] [--scenario scheduler|bisect] [--slowdown 1.2] [--dir DIR|postgres://…] [--commits N --planted K]")
-	scenario := fs.String("scenario", "", `"scheduler": a PR turns up the engine's prefill eagerness; the profile diff names it and, after /perf rootcause, a second PR with the same change is recognised; "bisect": a maintainer's /perf bisect finds which commit on main slowed the engine (default: the slowdown scenario)`)
+	fs := env.flags("demo", "[--engine sim|ollama] [--scenario scheduler|bisect|capacity|soak] [--slowdown 1.2] [--dir DIR|postgres://…] [--commits N --planted K]")
+	scenario := fs.String("scenario", "", `"scheduler": a PR turns up the engine's prefill eagerness; the profile diff names it and, after /perf rootcause, a second PR with the same change is recognised; "bisect": a maintainer's /perf bisect finds which commit on main slowed the engine; "capacity": a PR shrinks the KV cache, light-load latency unchanged, and the capacity tier's sweep finds the knee moved; "soak": a PR that leaks memory per request fails the soak tier, a clean one passes (default: the slowdown scenario)`)
 	slowdown := fs.Float64("slowdown", 1.2, "the engine slowdown the regressing commit writes into inference_engine/sim.yaml (1.2 = 20% slower)")
 	dir := fs.String("dir", "", "directory for the demo's SQLite store (default: a new temporary directory), or a postgres:// DSN")
 	serve := fs.String("serve", "", "after the demo, keep the server up on this address (e.g. 127.0.0.1:8080) with a month of nightly history, and print the dashboard's URL")
 	commits := fs.Int("commits", 8, "--scenario bisect: the commits that land on main after the good one")
 	planted := fs.Int("planted", 0, "--scenario bisect: which of them (1…commits) slows the engine; 0 picks one at random")
 	engine := fs.String("engine", demo.EngineSim, "the engine the repository serves: sim (perfgate's simulator) or ollama (a real engine: Ollama built from the Go module proxy, on the CPU; install: "+demo.OllamaInstall+")")
+	sweeps := fs.Int("sweeps", 1, "--scenario capacity: sweeps of base and head each (ABBA)")
+	soakFor := fs.Duration("soak-duration", 2*time.Minute, "--scenario soak: how long each pull request's engine is soaked")
 	ollama := fs.String("ollama", "", "--engine ollama: the ollama binary (default: $OLLAMA_BIN, PATH, then the Go bin directory)")
 	if code, ok := fs.parse(args); !ok {
 		return code
@@ -77,8 +81,26 @@ func runDemo(ctx context.Context, env *cliEnv, args []string) int {
 		if out.Found != out.Planted {
 			return 1
 		}
+	case "capacity":
+		out, err := demo.RunCapacity(ctx, demo.Options{Dir: *dir, Out: env.stdout, Log: env.log, Sweeps: *sweeps})
+		if err != nil {
+			fmt.Fprintf(env.stderr, "perfgate demo: %v\n", err)
+			return 1
+		}
+		if out.Verdict.Comparison.Verdict != capacity.Regression {
+			return 1
+		}
+	case "soak":
+		out, err := demo.RunSoak(ctx, demo.Options{Dir: *dir, Out: env.stdout, Log: env.log, SoakDuration: *soakFor})
+		if err != nil {
+			fmt.Fprintf(env.stderr, "perfgate demo: %v\n", err)
+			return 1
+		}
+		if out.Leak.Report.Pass || !out.Clean.Report.Pass {
+			return 1
+		}
 	default:
-		fmt.Fprintf(env.stderr, "perfgate demo: --scenario %q: want scheduler or bisect (or none)\n", *scenario)
+		fmt.Fprintf(env.stderr, "perfgate demo: --scenario %q: want scheduler, bisect, capacity or soak (or none)\n", *scenario)
 		return 3
 	}
 	return 0

@@ -14,7 +14,7 @@ func TestDemoScenarioFlags(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"demo", "--scenario", "nightly"}, `--scenario "nightly": want scheduler or bisect (or none)`},
+		{[]string{"demo", "--scenario", "nightly"}, `--scenario "nightly": want scheduler, bisect, capacity or soak (or none)`},
 		{[]string{"demo", "--scenario", "bisect", "--commits", "4", "--planted", "5"}, "--planted one of 1…4"},
 		{[]string{"demo", "--scenario", "bisect", "--commits", "0"}, "--commits must be at least 1"},
 		{[]string{"demo", "--scenario", "bisect", "--serve", "127.0.0.1:0"}, "--serve goes with the default scenario"},

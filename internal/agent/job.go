@@ -161,6 +161,12 @@ func (a *Agent) execute(ctx context.Context, c *agentapi.ClaimResponse, log zero
 	if plan.Profile != nil {
 		return a.profileJob(ctx, c, plan, uuid, log)
 	}
+	if plan.Capacity != nil {
+		return a.capacityJob(ctx, c, plan, uuid, log)
+	}
+	if plan.Soak != nil {
+		return a.soakJob(ctx, c, plan, uuid, dev, log)
+	}
 
 	sides := map[string]*side{}
 	defer func() {

@@ -96,6 +96,10 @@ type Plan struct {
 	// Profile, when set, makes the job a profiling pass of BaseSHA and
 	// HeadSHA (artifacts.go) rather than measured runs.
 	Profile *ProfilePlan `json:"profile,omitempty"`
+	// Capacity and Soak make the job a capacity sweep or a soak
+	// (longrun.go).
+	Capacity *CapacityPlan `json:"capacity,omitempty"`
+	Soak     *SoakPlan     `json:"soak,omitempty"`
 }
 
 // Interleave shapes an interleaved base/head job.
@@ -159,8 +163,8 @@ func (p Plan) Commits() []string {
 	if p.HeadSHA != "" {
 		out = append(out, p.HeadSHA)
 	}
-	if p.Interleave != nil && p.BaseSHA != "" && p.BaseSHA != p.HeadSHA {
-		out = append(out, p.BaseSHA)
+	if (p.Interleave != nil || p.Capacity != nil) && p.BaseSHA != "" && p.BaseSHA != p.HeadSHA {
+		out = append(out, p.BaseSHA) // a capacity job sweeps base too (longrun.go)
 	}
 	if d := p.Workload.DatasetSHA; d != "" && d != p.HeadSHA && (p.Interleave == nil || d != p.BaseSHA) {
 		out = append(out, d)
@@ -451,6 +455,7 @@ func (p Plan) Validate() error {
 			errs = append(errs, errors.New("plan profile: a profiling pass does not interleave"))
 		}
 	}
+	errs = append(errs, p.validateLongRun()...)
 	if b := p.Engine.Build; b != nil && len(b.Command) == 0 {
 		errs = append(errs, errors.New("plan engine build has no command"))
 	}

@@ -60,6 +60,10 @@ type Options struct {
 	Engine string
 	// Ollama is the ollama binary (FindOllama when empty).
 	Ollama string
+	// Sweeps per commit in --scenario capacity (0: 1); SoakDuration is
+	// how long --scenario soak soaks each pull request (0: 2 minutes).
+	Sweeps       int
+	SoakDuration time.Duration
 }
 
 // Outcome is what the demo saw, for tests.

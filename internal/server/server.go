@@ -257,6 +257,7 @@ func New(cfg Config, st store.Store, log zerolog.Logger, now func() time.Time) (
 		artifactURL = s.web.ArtifactURL
 	}
 	s.dispatch.EnableFindings(dispatch.FindingsOptions{Traces: traceFiles{arts}, ArtifactURL: artifactURL})
+	s.dispatch.EnableLongRun(dispatch.LongRunOptions{Files: traceFiles{arts}})
 	a, err := app.New(appCfg, app.Deps{Dispatcher: s.dispatch, Inbox: storeInbox{st}, Outbox: s.dispatch, Config: app.ContentsConfigLoader{},
 		Appeals: s.dispatch, Releases: s.dispatch, Approvals: s.dispatch, Acks: s.dispatch, Findings: s.dispatch, Bisects: s.bisects.asker,
 		Accepted: func() { s.inbox.Wake() }}) // the inbox, built next, runs the app's handlers

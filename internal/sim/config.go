@@ -45,6 +45,9 @@ type Config struct {
 	ErrorRate    float64 // fraction of requests answered HTTP 500
 	StallMS      int     // stall each stream this long after half its tokens
 	StartupDelay time.Duration
+	// LeakMBPer1kRequests plants a memory leak: each answered request
+	// keeps this many MB / 1000 resident for the engine's life (leak.go).
+	LeakMBPer1kRequests float64
 
 	DefaultMaxTokens int    // output length when the request has no max_tokens
 	ReasoningTokens  int    // chat streams send this many reasoning deltas before content
@@ -148,6 +151,9 @@ func (c Config) validate() error {
 	}
 	if c.ErrorRate < 0 || c.ErrorRate > 1 {
 		errs = append(errs, fmt.Errorf("error rate is %g: must be in [0, 1]", c.ErrorRate))
+	}
+	if c.LeakMBPer1kRequests < 0 || c.LeakMBPer1kRequests > 10000 {
+		errs = append(errs, fmt.Errorf("leak is %g MB per 1k requests: must be in [0, 10000]", c.LeakMBPer1kRequests))
 	}
 	if c.StallMS < 0 {
 		errs = append(errs, fmt.Errorf("stall is %d ms: must be >= 0", c.StallMS))

@@ -29,6 +29,10 @@
 // every fourth decoding step, so waiting prompts are batched and decoding is
 // interrupted less often, at the price of time to first token.
 //
+// LeakMBPer1kRequests plants a memory leak for the soak tier: every
+// answered request keeps its share resident for the engine's life, shown
+// as perfgate_sim_leaked_bytes and in process_resident_memory_bytes.
+//
 // # Noise
 //
 // Step times vary the way a GPU's do (noise.go), in four independent parts,

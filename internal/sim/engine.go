@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 )
 
 // errClosed is returned to a request submitted after Close began.
@@ -23,6 +24,7 @@ type Engine struct {
 	stats *engineStats
 	prof  *profiler
 	reg   *prometheus.Registry
+	leak  *leak
 
 	// Pre-encoded so the per-token path copies bytes instead of encoding:
 	// by name, every model served (adapters.go).
@@ -68,11 +70,17 @@ func New(cfg Config) (*Engine, error) {
 		done:      make(chan struct{}),
 		schedEnd:  make(chan struct{}),
 		errRNG:    rand.New(rand.NewPCG(uint64(cfg.Seed), streamErrors)),
+		leak:      newLeak(cfg.LeakMBPer1kRequests),
 	}
 	e.stats = newEngineStats(cfg)
+	e.stats.leaked = e.leak.leaked
 	e.reg = prometheus.NewRegistry()
-	if err := e.reg.Register(e.stats); err != nil {
-		return nil, fmt.Errorf("register sim metrics: %w", err)
+	// process_resident_memory_bytes and friends, as vLLM's default
+	// registry serves them: the soak tier reads the engine's RSS there.
+	for _, c := range []prometheus.Collector{e.stats, collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
+		if err := e.reg.Register(c); err != nil {
+			return nil, fmt.Errorf("register sim metrics: %w", err)
+		}
 	}
 	sch := newScheduler(e)
 	go sch.run()

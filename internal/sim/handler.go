@@ -210,6 +210,7 @@ func (e *Engine) serveGenerate(w http.ResponseWriter, r *http.Request, chat bool
 		rec.FinishReason = s.finishReason
 		rec.CachedTokens = s.cachedTokens
 		rec.Preemptions = s.preemptions
+		e.leak.request()
 	case errors.Is(err, errDisconnected):
 		rec.Status, rec.Error = 499, err.Error()
 	default:

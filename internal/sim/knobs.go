@@ -46,6 +46,7 @@ var knobs = []knob{
 	{"throttle-slowdown", "extra step time while throttled (0.15 = 15% slower)", func(c *Config) any { return &c.Noise.ThrottleSlowdown }},
 	{"error-rate", "fraction of requests answered HTTP 500", func(c *Config) any { return &c.ErrorRate }},
 	{"stall-ms", "stall each stream this many ms after half its tokens", func(c *Config) any { return &c.StallMS }},
+	{"leak-mb-per-1k-requests", "plant a memory leak: every answered request keeps this many MB/1000 resident (0 = none)", func(c *Config) any { return &c.LeakMBPer1kRequests }},
 	{"startup-delay", "answer /health 503 for this long after start", func(c *Config) any { return &c.StartupDelay }},
 	{"default-max-tokens", "output length when a request sets no max_tokens", func(c *Config) any { return &c.DefaultMaxTokens }},
 	{"reasoning-tokens", "chat responses send this many reasoning tokens before content", func(c *Config) any { return &c.ReasoningTokens }},

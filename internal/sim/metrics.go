@@ -95,6 +95,8 @@ type engineStats struct {
 	iterTokensNow int // tokens of the step being applied
 
 	cacheInfo []string // cache_config_info label values
+
+	leaked func() int64 // bytes of the planted leak (leak.go)
 }
 
 var finishReasons = []string{finishAbort, finishLength, finishStop}
@@ -223,6 +225,7 @@ var (
 	// The sim's own state, for tests and a fake GPU monitor: no vLLM name.
 	descSpeed     = prometheus.NewDesc("perfgate_sim_speed_factor", "Multiplier of step time from the simulated card, clock state, throttling and drift (1 = nominal).", metricLabels, nil)
 	descThrottled = prometheus.NewDesc("perfgate_sim_throttled", "1 while the simulated card is in a throttle episode.", metricLabels, nil)
+	descLeaked    = prometheus.NewDesc("perfgate_sim_leaked_bytes", "Bytes kept by the planted leak (leak_mb_per_1k_requests).", metricLabels, nil)
 )
 
 // Describe implements prometheus.Collector.
@@ -230,7 +233,7 @@ func (st *engineStats) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descRunning, descWaiting, descGPUCache, descKVCache, descCacheInfo,
 		descPreemptions, descPromptTokens, descGenTokens, descPCQueries, descPCHits, descGPUPCQueries, descGPUPCHits, descSuccess,
 		descTTFT, descITL, descTPOT, descRequestTPOT, descE2E, descQueue, descInference, descPrefill, descDecode,
-		descPromptLen, descGenLen, descMaxTokens, descIterTokens, descSpeed, descThrottled} {
+		descPromptLen, descGenLen, descMaxTokens, descIterTokens, descSpeed, descThrottled, descLeaked} {
 		ch <- d
 	}
 }
@@ -278,4 +281,7 @@ func (st *engineStats) Collect(ch chan<- prometheus.Metric) {
 		throttled = 1
 	}
 	gauge(descThrottled, throttled)
+	if st.leaked != nil {
+		gauge(descLeaked, float64(st.leaked()))
+	}
 }

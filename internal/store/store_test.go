@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/perfgate/perfgate/internal/poll"
 	"github.com/perfgate/perfgate/internal/fleet"
+	"github.com/perfgate/perfgate/internal/poll"
 	"github.com/perfgate/perfgate/internal/store"
 	"github.com/perfgate/perfgate/internal/store/storetest"
 )
