@@ -101,9 +101,20 @@ func deeperModelSpec() gguf.Llama {
 // inference_engine/serve.sh from the commit's checkout, which starts
 // `ollama serve` with the checkout's server settings and creates the model
 // from the checkout's model/Modelfile. The load is small enough for a
-// CPU: 40 prompts of 16 words, 8 output tokens, 4 at a time (prefill is
-// the slow part of a generic ggml build's batched path); 40 requests
-// cannot carry a p90, so the quick tier gates medians.
+// CPU: 40 prompts of 16 words, 8 output tokens, 4 at a time.
+//
+// The quick tier is designed for a CPU runner shared with other work (see
+// docs/real-engine.md, "Why the docs-only PR was never passed"):
+//
+//   - it gates the engine's CPU time per output token: a neighbour's
+//     load delays every request (wall-clock medians of back-to-back runs
+//     spread 20–40% at load 20 on two cores) but barely changes the work
+//     the engine does per token (2–6%); a bigger model doubles it. The
+//     wall-clock metrics are shown as secondary, never blocking;
+//   - base and head are interleaved on the runner (8 ABBA pairs, 9 engine
+//     starts: the gate's units), so what is left of the load's drift and
+//     any per-start state cancel instead of being compared with a
+//     baseline measured at another load.
 func ollamaRepoConfig(string) string {
 	return `paths: ["model/**", "inference_engine/**"]
 server:
@@ -122,8 +133,10 @@ tiers:
     prompts: 40
     repeats: 3
     warmup: 4
-    metrics: {itl_median: 15%, ttft_median: 15%, ttft_p90: "off", output_throughput: -15%}
-    secondary: {tpot_p90: "off", ttft_median: "off"}
+    interleave: true
+    pairs: 8
+    metrics: {engine_cpu_per_token: 15%, itl_median: "off", ttft_p90: "off", output_throughput: "off"}
+    secondary: {itl_median: 15%, output_throughput: -15%, tpot_p90: "off", e2el_median: "off", gpu_mem_used: "off", gpu_power: "off"}
 `
 }
 
