@@ -137,6 +137,8 @@ tiers:
     pairs: 8
     metrics: {engine_cpu_per_token: 15%, itl_median: "off", ttft_p90: "off", output_throughput: "off"}
     secondary: {itl_median: 15%, output_throughput: -15%, tpot_p90: "off", e2el_median: "off", gpu_mem_used: "off", gpu_power: "off"}
+profile:
+  command: ["bash", "{{.Workdir}}/inference_engine/profile.sh", "{{.PID}}", "{{.Out}}", "5"]
 `
 }
 
@@ -175,6 +177,33 @@ done
 (cd "$root/model" && "$ollama" create perfgate-tiny -f Modelfile >/dev/null)
 echo "engine ready: $("$ollama" --version 2>&1 | tail -n 1), model perfgate-tiny from model/Modelfile" >&2
 wait "$pid"
+`
+
+// ollamaProfile is inference_engine/profile.sh, the repository's
+// profile.command: Ollama has no /start_profile, so the runner starts this
+// beside the profiled load. It samples the engine's processes (its process
+// group: serve.sh, ollama serve, the llama.cpp runner) with perf's
+// cpu-clock software event and writes a call-graph profile, a flat report
+// by symbol and perf stat's software counters. Hardware counters
+// (instructions, cycles) are not offered inside this machine's VM;
+// cpu-clock sampling needs none.
+const ollamaProfile = `#!/usr/bin/env bash
+# usage: profile.sh ENGINE_PID OUT_DIR [SECONDS]
+# perfgate's runner runs it with the profiled load (profile.command).
+set -euo pipefail
+pid=${1:?usage: profile.sh ENGINE_PID OUT_DIR [SECONDS]}
+out=${2:?usage: profile.sh ENGINE_PID OUT_DIR [SECONDS]}
+secs=${3:-5}
+command -v perf >/dev/null || { echo "profile.sh: no perf on the runner (Debian: apt-get install linux-perf)" >&2; exit 1; }
+# The engine runs in a process group of its own, led by ENGINE_PID; the
+# runner profiles after its warm-up, so Ollama's llama.cpp runner process
+# (started at the first request) is in it.
+pids=$(pgrep -d, -g "$pid")
+[ -n "$pids" ] || { echo "profile.sh: no process in the engine's group $pid" >&2; exit 1; }
+perf stat -e task-clock,context-switches,cpu-migrations,page-faults -p "$pids" -o "$out/perf-stat.txt" -- sleep "$secs" &
+perf record -q -e cpu-clock -F 499 -g -p "$pids" -o "$out/perf.data" -- sleep "$secs"
+wait
+perf report -i "$out/perf.data" --stdio --no-children --sort dso,symbol -g none > "$out/perf-report.txt" 2>/dev/null
 `
 
 // ollamaSettings is inference_engine/ollama.env: the server-wide knobs.
@@ -222,6 +251,7 @@ func ollamaLayout() (repoLayout, error) {
 			"model/README.md":                readme,
 			"inference_engine/serve.sh":      ollamaServe,
 			"inference_engine/ollama.env":    ollamaSettings,
+			"inference_engine/profile.sh":    ollamaProfile,
 			"inference_engine/README.md":     "# inference_engine\n\nOllama, started by serve.sh with the settings in ollama.env.\n",
 			"README.md":                      "# acme/inference\n",
 			"inference_engine/scheduler.txt": "continuous batching (OLLAMA_NUM_PARALLEL slots)\n",

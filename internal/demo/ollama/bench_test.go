@@ -19,6 +19,12 @@ import (
 // there is none (except under CI, which must run it).
 func startOllama(t *testing.T, ctx context.Context) *engine.Server {
 	t.Helper()
+	return startOllamaIn(t, ctx, t.TempDir())
+}
+
+// startOllamaIn is startOllama with main's files written to dir.
+func startOllamaIn(t *testing.T, ctx context.Context, dir string) *engine.Server {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("a real engine")
 	}
@@ -29,7 +35,7 @@ func startOllama(t *testing.T, ctx context.Context) *engine.Server {
 		}
 		t.Skipf("no real engine here: %v", err)
 	}
-	srv, err := demo.StartOllama(ctx, t.TempDir(), ollama, zerolog.Nop())
+	srv, err := demo.StartOllama(ctx, dir, ollama, zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
 	}
