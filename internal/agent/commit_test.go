@@ -192,6 +192,7 @@ func TestEnginePerCommit(t *testing.T) {
 		pair int
 		env  result.Environment
 		tpot float64
+		cpu  float64 // the engine's CPU seconds in the run
 	}
 	var runs []run
 	for _, rs := range e.results(job.ID) {
@@ -204,7 +205,11 @@ func TestEnginePerCommit(t *testing.T) {
 			t.Fatal(err)
 		}
 		tpot, _ := res.Metric("median_tpot_ms")
-		runs = append(runs, run{rs.Side, rs.Pair, env, tpot})
+		var cpu float64
+		if res.Perfgate != nil {
+			cpu = res.Perfgate.EngineCPUSeconds
+		}
+		runs = append(runs, run{rs.Side, rs.Pair, env, tpot, cpu})
 	}
 	var order []string
 	for _, r := range runs {
@@ -235,6 +240,16 @@ func TestEnginePerCommit(t *testing.T) {
 			s += x
 		}
 		return s / float64(len(xs))
+	}
+	// The agent reads the engine's process tree (serve.sh and the sim it
+	// runs) around each measured run: a command engine's CPU is measured.
+	cpu := 0.0
+	for _, r := range runs {
+		cpu += r.cpu
+	}
+	t.Logf("engine CPU over the %d runs: %.2f s", len(runs), cpu)
+	if cpu <= 0 {
+		t.Errorf("no run carries the engine's CPU time (engine_cpu_seconds)")
 	}
 	ratio := mean(median["head"]) / mean(median["base"])
 	t.Logf("median TPOT: base %.2f ms, head %.2f ms (x%.2f)", mean(median["base"]), mean(median["head"]), ratio)

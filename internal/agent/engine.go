@@ -32,6 +32,16 @@ func (r *running) BaseURL() string {
 	return r.sim.base
 }
 
+// cpuTime is the CPU time the engine's processes have used so far; false
+// for the in-process sim (its CPU is the agent's) or where the process
+// table cannot be read.
+func (r *running) cpuTime() (time.Duration, bool) {
+	if r.proc == nil {
+		return 0, false
+	}
+	return r.proc.CPUTime()
+}
+
 func (r *running) Exited() <-chan struct{} {
 	if r.proc != nil {
 		return r.proc.Exited()

@@ -294,8 +294,10 @@ func (a *Agent) execute(ctx context.Context, c *agentapi.ClaimResponse, log zero
 		// previous run's in the engine's prefix cache, so the first run
 		// after an engine start is no colder than the others.
 		opts.CacheSalt = opts.RunID
+		cpu0, cpuOK := cur.cpuTime()
 		res, err := bench.Run(rctx, opts)
 		telemetry := sampler.Stop()
+		cpu1, cpuOK1 := cur.cpuTime()
 		if o, ok := crashed("during " + what); ok {
 			return o
 		}
@@ -306,6 +308,9 @@ func (a *Agent) execute(ctx context.Context, c *agentapi.ClaimResponse, log zero
 			return outcome{jobstate.Failed, fmt.Sprintf("%s: %v", what, err)}
 		}
 		a.annotate(res, plan, cur, s, info.info, &telemetry)
+		if cpuOK && cpuOK1 && cpu1 > cpu0 {
+			res.Perfgate.EngineCPUSeconds = (cpu1 - cpu0).Seconds()
+		}
 		if err := a.upload(ctx, c, slot, res, log); err != nil {
 			if errors.Is(err, agentapi.ErrLeaseLost) || ctx.Err() != nil {
 				return outcome{jobstate.Failed, err.Error()}

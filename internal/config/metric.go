@@ -31,6 +31,10 @@ var otherMetrics = map[string]Metric{
 	"error_rate":             {Name: "error_rate", Key: "error_rate", Unit: "", Natural: HigherIsWorse, Absolute: true},
 	"gpu_mem_used":           {Name: "gpu_mem_used", Key: "gpu_mem_used_mib", Unit: "MiB", Natural: HigherIsWorse},
 	"gpu_power":              {Name: "gpu_power", Key: "gpu_power_w", Unit: "W", Natural: HigherIsWorse},
+	// The engine's CPU time per output token (the agent measures its
+	// process tree): on a CPU runner shared with other work, the engine's
+	// cost rather than its neighbours' delays.
+	"engine_cpu_per_token": {Name: "engine_cpu_per_token", Key: "engine_cpu_ms_per_token", Unit: "ms/tok", Natural: HigherIsWorse},
 }
 
 // LookupMetric resolves a config metric name.

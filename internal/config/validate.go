@@ -277,7 +277,7 @@ func (d *decoder) validateMetric(f, name string, th Threshold, t Tier) {
 	info, ok := LookupMetric(name)
 	if !ok {
 		d.errField(f, fmt.Sprintf("unknown metric %q", name), orList(didYouMean(name, knownMetricNames()),
-			"metrics are ttft|tpot|itl|e2el with _mean, _median or _pNN, output_throughput, request_throughput, total_token_throughput, error_rate, gpu_mem_used, gpu_power"))
+			"metrics are ttft|tpot|itl|e2el with _mean, _median or _pNN, output_throughput, request_throughput, total_token_throughput, error_rate, gpu_mem_used, gpu_power, engine_cpu_per_token"))
 		return
 	}
 	if !info.Absolute && th.Limit >= 1 {

@@ -86,10 +86,12 @@ type RepoSHAs struct{ Main, Slow, Docs string }
 type Measured struct {
 	Commit, Tree string
 	Runs         int
-	// TPOTMedian is the median over runs of each run's median TPOT (ms).
-	TPOTMedian float64
-	Engine     string // the engine command that ran
-	Sandbox    string
+	// TPOTMedian is the median over runs of each run's median TPOT (ms);
+	// CPUPerToken the median of the engine's CPU ms per output token
+	// (0 when the runner did not measure it: the in-process sim).
+	TPOTMedian, CPUPerToken float64
+	Engine                  string // the engine command that ran
+	Sandbox                 string
 	// Identity is the real engine's name and version ("ollama v0.9.6");
 	// empty for the simulated engine.
 	Identity string
@@ -476,7 +478,9 @@ func (h *Harness) MeasuredAt(ctx context.Context, sha string) (Measured, error) 
 	}
 	var runs []*result.Result
 	for _, j := range jobs {
-		rs, err := decodeRuns(ctx, h.Store, j)
+		// An interleaved job ran the base too: the commit's runs are its
+		// head side.
+		rs, err := decodeSide(ctx, h.Store, j, agentapi.SideHead)
 		if err != nil {
 			return Measured{}, err
 		}
@@ -495,6 +499,7 @@ func measured(runs []*result.Result) Measured {
 		m.Commit, m.Tree, m.Engine, m.Sandbox = p.Environment.Commit, p.Environment.SourceTree, p.Environment.EngineImage, p.Environment.Sandbox
 	}
 	m.TPOTMedian, _ = gate.MedianOf(runs, "tpot_median")
+	m.CPUPerToken, _ = gate.MedianOf(runs, "engine_cpu_per_token")
 	return m
 }
 
@@ -624,8 +629,12 @@ func describe(m Measured) string {
 	if m.Identity != "" {
 		engine = m.Identity + " via " + engine
 	}
-	return fmt.Sprintf("commit %s (tree %s), %d runs, median TPOT %.2f ms, engine %s (%s)",
-		short(m.Commit), shortTree(m.Tree), m.Runs, m.TPOTMedian, engine, orNone(m.Sandbox))
+	cpu := ""
+	if m.CPUPerToken > 0 {
+		cpu = fmt.Sprintf(", engine CPU %.2f ms per output token", m.CPUPerToken)
+	}
+	return fmt.Sprintf("commit %s (tree %s), %d runs, median TPOT %.2f ms%s, engine %s (%s)",
+		short(m.Commit), shortTree(m.Tree), m.Runs, m.TPOTMedian, cpu, engine, orNone(m.Sandbox))
 }
 
 func engineName(cmd string) string {
@@ -687,6 +696,13 @@ func (h *Harness) measure(ctx context.Context, cfg *config.Config, sha string) (
 }
 
 func decodeRuns(ctx context.Context, st store.Store, j store.Job) ([]*result.Result, error) {
+	return decodeSide(ctx, st, j, "")
+}
+
+// decodeSide decodes a job's measured runs of its last attempt; with a
+// side, only that side's runs of an interleaved job (a job that did not
+// interleave has no sides and keeps all).
+func decodeSide(ctx context.Context, st store.Store, j store.Job, side string) ([]*result.Result, error) {
 	res, err := st.ListResults(ctx, j.ID)
 	if err != nil {
 		return nil, err
@@ -694,7 +710,7 @@ func decodeRuns(ctx context.Context, st store.Store, j store.Job) ([]*result.Res
 	sort.SliceStable(res, func(a, b int) bool { return res[a].RunIndex < res[b].RunIndex })
 	var runs []*result.Result
 	for _, r := range res {
-		if r.Kind != jobstate.KindMeasured || r.Attempt != j.Attempts {
+		if r.Kind != jobstate.KindMeasured || r.Attempt != j.Attempts || (side != "" && r.Side != "" && r.Side != side) {
 			continue
 		}
 		rr, err := result.Parse(r.Samples)

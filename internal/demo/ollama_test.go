@@ -13,7 +13,7 @@ import (
 // one.
 func TestOllamaRepoFiles(t *testing.T) {
 	t.Parallel()
-	for name, body := range map[string]string{"demo": ollamaRepoConfig(""), "gates": ollamaGatesConfig("")} {
+	for name, body := range map[string]string{"demo": ollamaRepoConfig(""), "gates": ollamaGatesConfig(""), "cpu gates": ollamaCPUGatesConfig("")} {
 		if _, err := config.Parse(config.DefaultPath, []byte(body)); err != nil {
 			t.Errorf("%s config: %v\n%s", name, err, body)
 		}

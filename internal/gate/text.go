@@ -134,6 +134,8 @@ func value(m MetricResult, v float64) string {
 		return fmt.Sprintf("%.4g %s", v, m.Unit)
 	case "MiB", "W":
 		return fmt.Sprintf("%.0f %s", v, m.Unit)
+	case "ms/tok":
+		return fmt.Sprintf("%.3f ms/tok", v)
 	}
 	if absolute(m) {
 		return fmt.Sprintf("%.2f%%", 100*v)

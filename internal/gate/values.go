@@ -32,6 +32,11 @@ func runValue(r *result.Result, m config.Metric, series *seriesCache) (float64, 
 		return gpuSeries(r, "mem_used_mib", func(a result.Aggregate) float64 { return a.Max })
 	case "gpu_power_w":
 		return gpuSeries(r, "power_w", func(a result.Aggregate) float64 { return a.Mean })
+	case "engine_cpu_ms_per_token":
+		if r.Perfgate == nil || r.Perfgate.EngineCPUSeconds <= 0 || r.TotalOutputTokens <= 0 {
+			return 0, false
+		}
+		return 1000 * r.Perfgate.EngineCPUSeconds / float64(r.TotalOutputTokens), true
 	}
 	if v, ok := r.Metric(m.Key); ok {
 		return v, true

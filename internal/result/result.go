@@ -108,6 +108,15 @@ type Section struct {
 	// about the measured phase.
 	ServerMetrics *ServerMetrics `json:"server_metrics,omitempty"`
 	GPU           *GPUSummary    `json:"gpu,omitempty"`
+	// EngineCPUSeconds is the CPU time the engine's processes (its root
+	// and every descendant) used during the measured phase, as the agent
+	// read it from the process table before and after; 0 when not measured
+	// (a bench run by hand, the in-process sim). The window is the whole
+	// bench run, its probe request included (one request more than the
+	// measured ones, on base and head alike). Per output token it is the
+	// engine's own work, which a busy neighbour on a shared CPU delays but
+	// hardly changes.
+	EngineCPUSeconds float64 `json:"engine_cpu_seconds,omitempty"`
 }
 
 // ClientCheck is the client's evidence that it, not the engine, did not

@@ -19,7 +19,8 @@ import (
 // inference_engine/serve.sh, serving a small llama model made with
 // perfgate gguf. Main is measured and promoted; PR #17 swaps in a deeper
 // model and must warn with the table; PR #18 only edits a README and must
-// pass — measured, not simulated.
+// pass (a green check, not a neutral "inconclusive") — measured, not
+// simulated, on this shared two-core machine.
 //
 // It needs the ollama binary (demo.OllamaInstall; .ci/run installs it)
 // and skips without it, except under CI where it must run.
@@ -46,11 +47,11 @@ func TestOllamaRealEngine(t *testing.T) {
 	if out.Warning.Conclusion != "neutral" || !strings.Contains(out.Warning.Summary, "❌ regression") {
 		t.Errorf("the deeper model: conclusion %q, want a neutral warning with a regression row\n%s", out.Warning.Conclusion, out.Warning.Summary)
 	}
-	// The docs-only PR runs main's engine and model: never a regression.
-	// It passes on a quiet runner; on a contended one the check may stay
-	// neutral-inconclusive, which the log shows.
-	if out.Docs.Conclusion == "failure" || strings.Contains(out.Docs.Summary, "❌ regression") {
-		t.Errorf("the docs-only PR: conclusion %q with a regression row\n%s", out.Docs.Conclusion, out.Docs.Summary)
+	// The docs-only PR runs main's engine and model: it passes, by the
+	// equivalence test on the engine's CPU per output token (settling with
+	// added pairs when the first ones leave it open).
+	if out.Docs.Conclusion != "success" {
+		t.Errorf("the docs-only PR: conclusion %q (%s), want success\n%s", out.Docs.Conclusion, out.Docs.Title, out.Docs.Summary)
 	}
 	t.Logf("docs-only PR: %s — %s", out.Docs.Conclusion, out.Docs.Title)
 	if out.Escalated.Conclusion != "failure" {
@@ -62,6 +63,9 @@ func TestOllamaRealEngine(t *testing.T) {
 	}
 	if !strings.HasPrefix(out.Head.Identity, "ollama v") || !strings.Contains(out.Head.Engine, "serve.sh") {
 		t.Errorf("engine identity %q, command %q: want ollama's version and the checkout's serve.sh", out.Head.Identity, out.Head.Engine)
+	}
+	if out.Head.CPUPerToken <= 1.3*out.Baseline.CPUPerToken {
+		t.Errorf("the deeper model's engine CPU %.2f ms per output token is not well above main's %.2f ms", out.Head.CPUPerToken, out.Baseline.CPUPerToken)
 	}
 	if out.Head.TPOTMedian <= out.Baseline.TPOTMedian {
 		t.Errorf("the deeper model's median TPOT %.2f ms is not above main's %.2f ms", out.Head.TPOTMedian, out.Baseline.TPOTMedian)
