@@ -20,6 +20,7 @@ func MergeUsage(parts ...[]UsageRow) []UsageRow {
 			m.Jobs += r.Jobs
 			m.BaselineReuse += r.BaselineReuse
 			m.Regressions += r.Regressions
+			m.RegressionUSDMonth += r.RegressionUSDMonth
 		}
 	}
 	out := make([]UsageRow, 0, len(rows))
