@@ -119,7 +119,7 @@ func (a *Agent) withEngineRun(ctx context.Context, c *agentapi.ClaimResponse, pl
 	if err := f(cur); err != nil {
 		select {
 		case <-cur.Exited():
-			return fmt.Errorf("engine crashed: %v (%w)", cur.CrashError(), err)
+			return fmt.Errorf("engine crashed: %w (%w)", cur.CrashError(), err)
 		default:
 		}
 		return err

@@ -50,7 +50,7 @@ func JudgeCapacity(ctx context.Context, st ArtifactLister, files TraceFiles, job
 	var v CapacityVerdict
 	var plan agentapi.Plan
 	if err := json.Unmarshal(job.Config, &plan); err != nil || plan.Capacity == nil {
-		return v, fmt.Errorf("capacity job %d: its plan has no capacity section (%v)", job.ID, err)
+		return v, fmt.Errorf("capacity job %d: its plan has no capacity section (%w)", job.ID, err)
 	}
 	arts, err := st.ListArtifacts(ctx, job.ID)
 	if err != nil {

@@ -58,7 +58,7 @@ func TreeCPU(proc string, root int) (time.Duration, bool) {
 		if err != nil {
 			continue
 		}
-		procs[pid] = entry{st.ppid, st.ticks}
+		procs[pid] = entry(st)
 	}
 	if _, ok := procs[root]; !ok {
 		return 0, false

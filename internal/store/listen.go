@@ -45,9 +45,10 @@ func (s *sqlStore) listen(ctx context.Context, cfg *pgx.ConnConfig) error {
 	if err != nil {
 		return err
 	}
-	lctx, cancel := context.WithCancel(context.Background())
+	// The listener outlives the call that opens the store: it ends at Close.
+	lctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	s.listener = &listener{cfg: cfg, cancel: cancel, done: make(chan struct{})}
-	go func() {
+	go func() { //nolint:gosec // G118: the listener outlives the opening call by design; it ends at Close (cancel)
 		defer close(s.listener.done)
 		for {
 			for conn != nil {
