@@ -21,9 +21,7 @@ var update = flag.Bool("update", false, "rewrite the generated parts of the page
 // pending are pages other work of issue 24 writes at the same time as
 // this manual; a link to one is allowed to dangle until it lands. Empty
 // this list once they are all merged.
-var pending = []string{
-	"architecture.md", "development.md", "capacity.md", "soak.md", "cost.md", "replicas.md",
-}
+var pending = []string{}
 
 const (
 	settingsBegin = "<!-- settings:begin — generated from server.Settings by `go generate ./docs`; do not edit -->\n"
