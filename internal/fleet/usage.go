@@ -2,7 +2,6 @@ package fleet
 
 import (
 	"fmt"
-	"sort"
 	"time"
 )
 
@@ -126,15 +125,6 @@ func Usage(attempts []UsageAttempt, reuses []UsageReuse, regressions []UsageRegr
 	for _, r := range rows {
 		out = append(out, *r)
 	}
-	sort.Slice(out, func(i, j int) bool {
-		a, b := out[i], out[j]
-		if a.Week != b.Week {
-			return a.Week > b.Week
-		}
-		if a.Repo != b.Repo {
-			return a.Repo < b.Repo
-		}
-		return a.Tier < b.Tier
-	})
+	sortUsage(out)
 	return out
 }

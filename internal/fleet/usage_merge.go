@@ -16,17 +16,30 @@ func MergeUsage(parts ...[]UsageRow) []UsageRow {
 				m = &UsageRow{Repo: r.Repo, Tier: r.Tier, Week: r.Week, WeekStart: r.WeekStart}
 				rows[k] = m
 			}
-			m.GPUHours += r.GPUHours
-			m.Jobs += r.Jobs
-			m.BaselineReuse += r.BaselineReuse
-			m.Regressions += r.Regressions
-			m.RegressionUSDMonth += r.RegressionUSDMonth
+			m.add(r)
 		}
 	}
 	out := make([]UsageRow, 0, len(rows))
 	for _, r := range rows {
 		out = append(out, *r)
 	}
+	sortUsage(out)
+	return out
+}
+
+// add sums o's measures into r: every measure a usage row has, in one
+// place, so a new one cannot be left out of a merge.
+func (r *UsageRow) add(o UsageRow) {
+	r.GPUHours += o.GPUHours
+	r.Jobs += o.Jobs
+	r.BaselineReuse += o.BaselineReuse
+	r.Regressions += o.Regressions
+	r.RegressionUSDMonth += o.RegressionUSDMonth
+}
+
+// sortUsage orders usage rows newest week first, then by repository and
+// tier.
+func sortUsage(out []UsageRow) {
 	sort.Slice(out, func(i, j int) bool {
 		a, b := out[i], out[j]
 		if a.Week != b.Week {
@@ -37,5 +50,4 @@ func MergeUsage(parts ...[]UsageRow) []UsageRow {
 		}
 		return a.Tier < b.Tier
 	})
-	return out
 }
