@@ -15,7 +15,7 @@ import (
 	"strings"
 	"testing"
 
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 )
 
 var units = []string{"systemd/perfgate-agent.service", "systemd/perfgate-server.service"}

@@ -6,7 +6,7 @@ import (
 	"slices"
 	"testing"
 
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 )
 
 // TestManifestSubscribesHandledEvents guards app.yml against a handler whose

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/perfgate/perfgate/internal/agentserver"
 	"github.com/perfgate/perfgate/internal/artifact"

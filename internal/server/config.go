@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/robfig/cron/v3"
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/perfgate/perfgate/internal/fleet"
 	"github.com/perfgate/perfgate/internal/setup"

@@ -1,0 +1,3 @@
+module github.com/hashicorp/golang-lru
+
+go 1.12
