@@ -92,11 +92,13 @@ func TestGateRatesEndToEnd(t *testing.T) {
 type rateGate struct {
 	arm  string // "A/A" or the planted slowdown
 	sha  string
+	pr   int    // the pull request it is opened as (quick tier); 0: a merge_group (merge tier)
 	seen string // its check's final state
 	doc  gateDoc
 }
 
-// gateRates sends every gate as a merge_group webhook (in a random order,
+// gateRates sends every gate as a merge_group webhook, or as a pull
+// request opened when the gate names one (in a random order,
 // so slow drift of the cards cannot favour one arm), waits for all to be
 // judged, and logs per arm how often each was called a regression, with
 // Clopper–Pearson 95% intervals.
@@ -108,13 +110,11 @@ func gateRates(t *testing.T, ctx context.Context, h *Harness, gates []*rateGate,
 
 	start := time.Now()
 	for i, g := range gates {
-		// A queue ref names its pull request (GitHub: gh-readonly-queue/<base>/pr-<n>-<sha>);
-		// a group whose pull request cannot be told does not run (it may hold a fork's code).
-		body, err := h.mergeGroupEvent(g.sha, fmt.Sprintf("pr-%d-%s", slowPR, g.sha))
+		event, body, err := h.gateEvent(g)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if code, err := h.deliver(ctx, "merge_group", body, fmt.Sprintf("gate-delivery-%d", i)); err != nil || code/100 != 2 {
+		if code, err := h.deliver(ctx, event, body, fmt.Sprintf("gate-delivery-%d", i)); err != nil || code/100 != 2 {
 			t.Fatalf("deliver gate %d: %d %v", i, code, err)
 		}
 	}
@@ -139,7 +139,7 @@ func gateRates(t *testing.T, ctx context.Context, h *Harness, gates []*rateGate,
 			if g.seen != "" {
 				continue
 			}
-			cr, err := h.Store.GetCheckRun(ctx, repo, g.sha, "merge")
+			cr, err := h.Store.GetCheckRun(ctx, repo, g.sha, g.tier())
 			if err != nil || cr.State == store.CheckQueued || cr.State == store.CheckInProgress {
 				left++
 				continue
@@ -203,6 +203,30 @@ func gateRates(t *testing.T, ctx context.Context, h *Harness, gates []*rateGate,
 		t.Errorf("%d gates failed to run", broken)
 	}
 	return arms
+}
+
+// tier is the check the gate is judged on.
+func (g *rateGate) tier() string {
+	if g.pr != 0 {
+		return "quick"
+	}
+	return "merge"
+}
+
+// gateEvent is the webhook that starts gate g: a pull request opened from
+// main to its head (quick tier), or a merge group whose queue ref names
+// its pull request (GitHub: gh-readonly-queue/<base>/pr-<n>-<sha>; a group
+// whose pull request cannot be told does not run: it may hold a fork's code).
+func (h *Harness) gateEvent(g *rateGate) (event string, body []byte, err error) {
+	if g.pr == 0 {
+		body, err = h.mergeGroupEvent(g.sha, fmt.Sprintf("pr-%d-%s", slowPR, g.sha))
+		return "merge_group", body, err
+	}
+	if err := h.setPR(g.pr, g.sha); err != nil {
+		return "", nil, err
+	}
+	body, err = h.prEvent("opened", g.pr, g.sha)
+	return "pull_request", body, err
 }
 
 // rateTally counts one arm's outcomes.

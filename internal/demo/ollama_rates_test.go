@@ -42,7 +42,7 @@ func ollamaCPUGatesConfig(string) string {
 `
 }
 
-// TestOllamaGateRates measures the merge gate end to end on the real
+// TestOllamaGateRates measures a gate end to end on the real
 // engine: server, runners, Ollama started by each commit's serve.sh. Half
 // the gates are A/A (the head only edits model/README.md: the engine and
 // model are main's), half plant a real slowdown: a model with a fifth
@@ -52,9 +52,14 @@ func ollamaCPUGatesConfig(string) string {
 // A benchmark, not part of the suite: it runs only with
 // PERFGATE_E2E_OLLAMA_GATES=<gates per arm>, on PERFGATE_E2E_RUNNERS
 // runners (4 by default; one Ollama per runner, one thread each);
-// PERFGATE_E2E_OLLAMA_GATE_CPU=1 gates the engine's CPU per output token:
+// PERFGATE_E2E_OLLAMA_GATE_CPU=1 gates the engine's CPU per output token;
+// PERFGATE_E2E_OLLAMA_TIER=quick opens each gate as a pull request judged
+// by the quick tier of the real-engine demo's own perfgate.yml (40
+// prompts, 8 interleaved pairs, engine CPU per output token at 15%: the
+// configuration docs/real-engine.md recommends for a shared CPU):
 //
 //	PERFGATE_E2E_OLLAMA_GATES=40 PERFGATE_E2E_RUNNERS=12 go test -run TestOllamaGateRates -v -timeout 3h ./internal/demo
+//	PERFGATE_E2E_OLLAMA_TIER=quick PERFGATE_E2E_OLLAMA_GATES=40 PERFGATE_E2E_RUNNERS=1 go test -run TestOllamaGateRates -v -timeout 3h ./internal/demo
 func TestOllamaGateRates(t *testing.T) {
 	perArm, _ := strconv.Atoi(os.Getenv("PERFGATE_E2E_OLLAMA_GATES"))
 	if perArm <= 0 || testing.Short() {
@@ -74,9 +79,13 @@ func TestOllamaGateRates(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Hour)
 	defer cancel()
-	cfg, gated := ollamaGatesConfig, "the wall-clock metrics"
+	cfg, gated := ollamaGatesConfig, "merge tier gating the wall-clock metrics, interleaved (4 pairs, +4 once when inconclusive)"
 	if os.Getenv("PERFGATE_E2E_OLLAMA_GATE_CPU") != "" {
-		cfg, gated = ollamaCPUGatesConfig, "engine_cpu_per_token"
+		cfg, gated = ollamaCPUGatesConfig, "merge tier gating engine_cpu_per_token at 5%, interleaved (4 pairs, +4 once when inconclusive)"
+	}
+	quick := os.Getenv("PERFGATE_E2E_OLLAMA_TIER") == "quick"
+	if quick {
+		cfg, gated = ollamaRepoConfig, "the demo's quick tier: 40 prompts, engine_cpu_per_token at 15%, 8 interleaved pairs (doubled while inconclusive)"
 	}
 	h, err := Start(ctx, t.TempDir(), zerolog.Nop(), WithOllama(ollama), func(c *startConfig) {
 		c.config, c.agents = cfg, runners
@@ -98,12 +107,16 @@ func TestOllamaGateRates(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		gates = append(gates, &rateGate{arm: "A/A", sha: aa}, &rateGate{arm: "+1 block", sha: slow})
+		a, b := &rateGate{arm: "A/A", sha: aa}, &rateGate{arm: "+1 block", sha: slow}
+		if quick {
+			a.pr, b.pr = 100+2*i, 101+2*i
+		}
+		gates = append(gates, a, b)
 	}
 	wctx, wcancel := context.WithTimeout(ctx, budget)
 	defer wcancel()
 	gateRates(t, wctx, h, gates, []string{"A/A", "+1 block"},
-		fmt.Sprintf("real engine (%s, perfgate-tiny on the CPU), merge tier gating %s, interleaved (4 pairs, +4 once when inconclusive), %d runners", h.Engine, gated, runners))
+		fmt.Sprintf("real engine (%s, perfgate-tiny on the CPU), %s, %d runners", h.Engine, gated, runners))
 }
 
 func gguf5() string {
