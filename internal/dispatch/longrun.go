@@ -22,12 +22,15 @@ type LongRunOptions struct {
 	Files TraceFiles
 }
 
-// EnableLongRun routes finished capacity and soak jobs to their judges;
-// each posts its verdict on the pull request: the capacity comparison with
-// its latency–throughput table, or the soak's trends.
+// EnableLongRun routes finished capacity and soak jobs to their judges
+// (longruncheck.go): each concludes its `perfgate / capacity` or
+// `perfgate / soak` check run with the capacity comparison and its
+// latency–throughput table, or the soak's trends. A job queued without a
+// check run posts its verdict on the pull request instead.
 func (s *Service) EnableLongRun(o LongRunOptions) {
-	s.HandleKind(agentapi.KindCapacity, func(ctx context.Context, job store.Job) error { return s.capacityDone(ctx, job, o) })
-	s.HandleKind(agentapi.KindSoak, func(ctx context.Context, job store.Job) error { return s.soakDone(ctx, job, o) })
+	s.longRun = &o
+	s.router.Route(agentapi.KindCapacity, s.longRunDone, s.cannotJudge)
+	s.router.Route(agentapi.KindSoak, s.longRunDone, s.cannotJudge)
 }
 
 // CapacityVerdict is a finished capacity job's judgement.
