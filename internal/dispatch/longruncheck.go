@@ -31,10 +31,12 @@ type longRunDoc struct {
 	// req/s (−60%)"); Markdown the check's text (the table).
 	Headline string `json:"headline"`
 	Markdown string `json:"markdown"`
-	// Capacity: the comparison of the knees and the latency–throughput
-	// curve (an SVG).
-	Capacity *capacity.Comparison `json:"capacity,omitempty"`
-	SVG      string               `json:"svg,omitempty"`
+	// Capacity: the comparison of the knees and the first sweep of each
+	// side, from which the web check page draws the latency–throughput
+	// curve (capacity.SVG); the dashboard reads the head's knee.
+	Capacity  *capacity.Comparison `json:"capacity,omitempty"`
+	BaseSweep *capacity.Sweep      `json:"base_sweep,omitempty"`
+	HeadSweep *capacity.Sweep      `json:"head_sweep,omitempty"`
 	// Soak: whether every trend passed.
 	SoakPass *bool `json:"soak_pass,omitempty"`
 }
@@ -152,7 +154,7 @@ func (s *Service) judgeCapacityCheck(ctx context.Context, job store.Job) (longRu
 		return longRunDoc{}, checkstate.Event{}, err
 	}
 	c := v.Comparison
-	doc := longRunDoc{Markdown: v.Markdown, Capacity: &c, SVG: v.SVG,
+	doc := longRunDoc{Markdown: v.Markdown, Capacity: &c, BaseSweep: v.Base, HeadSweep: v.Head,
 		Headline: fmt.Sprintf("sustainable rate %.3g → %.3g req/s (%s)", c.Base.Median, c.Head.Median, changeText(c.Change))}
 	if v.Base == v.Head {
 		doc.Headline = fmt.Sprintf("sustainable rate %.3g req/s", c.Head.Median)
@@ -246,14 +248,18 @@ func (s *Service) longRunFiles() LongRunOptions {
 	return *s.longRun
 }
 
-// capacitySVG is a check run row's latency–throughput curve, if it is a
-// judged capacity check ("" otherwise): what the web check page draws.
+// CapacitySVG is a judged capacity check row's latency–throughput curve
+// ("" for any other row), drawn from the sweeps it keeps.
 func CapacitySVG(cr store.CheckRun) string {
 	var doc struct {
 		LongRun *longRunDoc `json:"long_run"`
 	}
-	if cr.Tier != string(check.TierCapacity) || json.Unmarshal(cr.Verdict, &doc) != nil || doc.LongRun == nil {
+	if cr.Tier != string(check.TierCapacity) || json.Unmarshal(cr.Verdict, &doc) != nil || doc.LongRun == nil || doc.LongRun.BaseSweep == nil || doc.LongRun.HeadSweep == nil {
 		return ""
 	}
-	return doc.LongRun.SVG
+	var b bytes.Buffer
+	if capacity.SVG(&b, doc.LongRun.BaseSweep, doc.LongRun.HeadSweep) != nil {
+		return ""
+	}
+	return b.String()
 }
