@@ -77,13 +77,25 @@ func JudgeCapacity(ctx context.Context, st ArtifactLister, files TraceFiles, job
 			v.Head = sw.Sweep
 		}
 	}
-	if v.Base == nil || v.Head == nil {
-		return v, fmt.Errorf("capacity job %d: no sweep of %s", job.ID, map[bool]string{true: "base", false: "head"}[v.Base == nil])
+	headOnly := plan.BaseSHA == "" || plan.BaseSHA == plan.HeadSHA
+	if v.Head == nil || v.Base == nil && !headOnly {
+		return v, fmt.Errorf("capacity job %d: no sweep of %s", job.ID, map[bool]string{true: "head", false: "base"}[v.Head == nil])
 	}
-	v.Comparison = capacity.Compare(knees[agentapi.SideBase], knees[agentapi.SideHead], plan.Capacity.Threshold)
 	var md, svg bytes.Buffer
-	if err := capacity.Markdown(&md, v.Base, v.Head, v.Comparison); err != nil {
-		return v, err
+	if headOnly {
+		// The nightly sweeps the branch's head alone: its knee is
+		// recorded, nothing is compared.
+		v.Comparison = capacity.Compare(knees[agentapi.SideHead], knees[agentapi.SideHead], plan.Capacity.Threshold)
+		v.Comparison.Base = capacity.Side{}
+		v.Comparison.Verdict, v.Comparison.Why = capacity.Same, "no base was swept: the head's knee is recorded"
+		if err := capacity.MarkdownHead(&md, v.Head); err != nil {
+			return v, err
+		}
+	} else {
+		v.Comparison = capacity.Compare(knees[agentapi.SideBase], knees[agentapi.SideHead], plan.Capacity.Threshold)
+		if err := capacity.Markdown(&md, v.Base, v.Head, v.Comparison); err != nil {
+			return v, err
+		}
 	}
 	if err := capacity.SVG(&svg, v.Base, v.Head); err != nil {
 		return v, err

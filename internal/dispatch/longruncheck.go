@@ -156,8 +156,8 @@ func (s *Service) judgeCapacityCheck(ctx context.Context, job store.Job) (longRu
 	c := v.Comparison
 	doc := longRunDoc{Markdown: v.Markdown, Capacity: &c, BaseSweep: v.Base, HeadSweep: v.Head,
 		Headline: fmt.Sprintf("sustainable rate %.3g → %.3g req/s (%s)", c.Base.Median, c.Head.Median, changeText(c.Change))}
-	if v.Base == v.Head {
-		doc.Headline = fmt.Sprintf("sustainable rate %.3g req/s", c.Head.Median)
+	if v.Base == nil {
+		doc.Headline = fmt.Sprintf("sustainable rate %.3g req/s (the head alone)", c.Head.Median)
 	}
 	ev := checkstate.Event{Kind: checkstate.GatePass}
 	switch c.Verdict {
@@ -254,7 +254,7 @@ func CapacitySVG(cr store.CheckRun) string {
 	var doc struct {
 		LongRun *longRunDoc `json:"long_run"`
 	}
-	if cr.Tier != string(check.TierCapacity) || json.Unmarshal(cr.Verdict, &doc) != nil || doc.LongRun == nil || doc.LongRun.BaseSweep == nil || doc.LongRun.HeadSweep == nil {
+	if cr.Tier != string(check.TierCapacity) || json.Unmarshal(cr.Verdict, &doc) != nil || doc.LongRun == nil || doc.LongRun.HeadSweep == nil {
 		return ""
 	}
 	var b bytes.Buffer

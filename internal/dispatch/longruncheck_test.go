@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/palantir/go-githubapp/githubapp"
+
 	"github.com/perfgate/perfgate/internal/agentapi"
 	"github.com/perfgate/perfgate/internal/artifact"
 	"github.com/perfgate/perfgate/internal/capacity"
@@ -228,4 +230,59 @@ func (l *lifecycle) rowOf(tier check.Tier, sha string) store.CheckRun {
 		l.t.Fatal(err)
 	}
 	return cr
+}
+
+// The nightly queues the long-run tiers marked nightly: capacity sweeps the
+// branch head alone (no base), and a soak not marked stays off.
+func TestNightlyQueuesLongRuns(t *testing.T) {
+	l := newLifecycle(t)
+	l.gh.SetContent(testRepo, "main", config.DefaultPath, []byte(strings.Replace(longRunConfig, "  step: 4s\n", "  step: 4s\n  nightly: true\n", 1)))
+	l.gh.SetBranch(testRepo, "main", headSHA, false)
+	clients, err := githubapp.NewDefaultCachingClientCreator(l.gh.AppConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.svc.Nightly(l.ctx, clients, testRepo); err != nil {
+		t.Fatal(err)
+	}
+	jobs, err := l.st.ListJobs(l.ctx, store.JobFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kinds := map[string]int{}
+	for _, j := range jobs {
+		kinds[j.Kind]++
+		if j.Kind == agentapi.KindCapacity {
+			var plan agentapi.Plan
+			if err := json.Unmarshal(j.Config, &plan); err != nil || plan.BaseSHA != "" || len(plan.CapacitySides()) != 2 || plan.CapacitySides()[0] != agentapi.SideHead {
+				t.Errorf("nightly capacity plan: base %q sides %v (%v), want the head alone, twice", plan.BaseSHA, plan.CapacitySides(), err)
+			}
+		}
+	}
+	if kinds[agentapi.KindCapacity] != 1 || kinds[agentapi.KindSoak] != 0 || kinds["nightly"] == 0 {
+		t.Fatalf("nightly queued %v, want the nightly's jobs and one capacity sweep, no soak", kinds)
+	}
+	// The head's sweeps conclude the check with its knee: nothing to
+	// compare, so it passes.
+	dir, err := artifact.NewDir(filepath.Join(t.TempDir(), "artifacts"), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.svc.EnableLongRun(LongRunOptions{Files: files{dir}})
+	var head capacity.Sweep
+	readFixture(t, "../capacity/testdata/head.json", &head)
+	for range jobs {
+		j := l.claim()
+		if j.Kind != agentapi.KindCapacity {
+			continue
+		}
+		for i := range 2 {
+			putArtifact(t, l, dir, j, agentapi.SideHead, agentapi.CapacityArtifactPrefix+string(rune('1'+i))+".json", agentapi.CapacitySweep{Side: agentapi.SideHead, Sweep: &head, Knee: head.Knee()})
+		}
+		l.finish(j)
+	}
+	c := l.check(l.rowOf(check.TierCapacity, headSHA).GitHubID)
+	if c.Conclusion != "success" || !strings.Contains(c.Title, "(the head alone)") || !strings.Contains(c.Summary, "no base was swept") {
+		t.Errorf("nightly capacity check %s %q:\n%s", c.Conclusion, c.Title, c.Summary)
+	}
 }

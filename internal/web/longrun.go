@@ -35,7 +35,7 @@ func longRunOf(verdict []byte) *LongRun {
 		return nil
 	}
 	lr := doc.LongRun.LongRun
-	if b, h := doc.LongRun.BaseSweep, doc.LongRun.HeadSweep; b != nil && h != nil {
+	if b, h := doc.LongRun.BaseSweep, doc.LongRun.HeadSweep; h != nil {
 		var svg bytes.Buffer
 		if capacity.SVG(&svg, b, h) == nil {
 			// capacity.SVG writes numbers and its own fixed labels only:
