@@ -286,3 +286,27 @@ func TestNightlyQueuesLongRuns(t *testing.T) {
 		t.Errorf("nightly capacity check %s %q:\n%s", c.Conclusion, c.Title, c.Summary)
 	}
 }
+
+// An appeal accepted on a capacity regression turns its check green, as on
+// any tier.
+func TestCapacityRegressionAccepted(t *testing.T) {
+	var base, head capacity.Sweep
+	readFixture(t, "../capacity/testdata/base.json", &base)
+	readFixture(t, "../capacity/testdata/head.json", &head)
+	l, dir := longRunLifecycle(t)
+	l.requestTier(check.TierCapacity, newSHA)
+	j := l.start()
+	putArtifact(t, l, dir, j, agentapi.SideBase, agentapi.CapacityArtifactPrefix+"1.json", agentapi.CapacitySweep{Side: agentapi.SideBase, Sweep: &base, Knee: base.Knee()})
+	putArtifact(t, l, dir, j, agentapi.SideHead, agentapi.CapacityArtifactPrefix+"2.json", agentapi.CapacitySweep{Side: agentapi.SideHead, Sweep: &head, Knee: head.Knee()})
+	l.finish(j)
+	if err := l.svc.Open(l.ctx, request.Appeal{Owner: "acme", Repo: "inference", PR: 17, HeadSHA: newSHA, By: "octocat", Reason: "the bigger model is worth it"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.svc.Decide(l.ctx, request.Decision{Owner: "acme", Repo: "inference", PR: 17, HeadSHA: newSHA, Accept: true, By: "maintainer"}); err != nil {
+		t.Fatal(err)
+	}
+	l.flush()
+	if c := l.check(l.rowOf(check.TierCapacity, newSHA).GitHubID); c.Conclusion != "success" || !strings.HasPrefix(c.Title, "Capacity regression accepted") {
+		t.Errorf("accepted capacity regression: %s %q", c.Conclusion, c.Title)
+	}
+}
