@@ -3,8 +3,8 @@ package demo
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -172,6 +172,9 @@ func RunCapacity(ctx context.Context, o Options) (*CapacityOutcome, error) {
 	}
 	res := &CapacityOutcome{Base: main, Head: head, Verdict: v, Check: c}
 	res.PageURL = h.Server.Web().CheckRunURL(repo, head, string(check.TierCapacity))
+	if strings.HasPrefix(res.PageURL, "/") {
+		res.PageURL = h.URL + res.PageURL // the demo's server has no public URL
+	}
 	res.Page = filepath.Join(o.Dir, "capacity.html")
 	if err := savePage(ctx, res.PageURL, res.Page); err != nil {
 		return nil, err

@@ -137,6 +137,14 @@ func (s *Service) longRunDone(ctx context.Context, job store.Job) error {
 		return s.broken(ctx, cr, true, []string{fmt.Sprintf("perfgate could not judge job %d: %v", job.ID, err)})
 	}
 	ev.EscalateAfter = escalateAfter(job)
+	if doc.Capacity != nil && doc.BaseSweep == nil && cr.PRNumber <= 0 {
+		// The nightly's sweep of the branch head: its knee is a series.
+		p := store.TrendPoint{Repo: cr.Repo, Key: string(check.TierCapacity), Metric: config.SustainableRate,
+			Date: s.now().UTC().Truncate(24 * time.Hour), Value: doc.Capacity.Head.Median, JobID: job.ID}
+		if err := s.timing().PutTrend(ctx, p); err != nil {
+			return fmt.Errorf("record the knee of job %d: %w", job.ID, err)
+		}
+	}
 	zerolog.Ctx(ctx).Info().Int64("job_id", job.ID).Str("tier", cr.Tier).Str("event", string(ev.Kind)).Str("headline", doc.Headline).Msg("long run judged")
 	return s.settle(ctx, cr, step{
 		ev:     ev,

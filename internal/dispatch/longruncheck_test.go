@@ -285,6 +285,11 @@ func TestNightlyQueuesLongRuns(t *testing.T) {
 	if c.Conclusion != "success" || !strings.Contains(c.Title, "(the head alone)") || !strings.Contains(c.Summary, "no base was swept") {
 		t.Errorf("nightly capacity check %s %q:\n%s", c.Conclusion, c.Title, c.Summary)
 	}
+	// Its knee is the night's point of the capacity series.
+	pts, err := l.st.ListTrend(l.ctx, testRepo, "capacity", config.SustainableRate, time.Time{})
+	if err != nil || len(pts) != 1 || pts[0].Value != head.Knee().Rate {
+		t.Errorf("capacity series %+v (%v), want one point at the knee %g", pts, err, head.Knee().Rate)
+	}
 }
 
 // An appeal accepted on a capacity regression turns its check green, as on
