@@ -4,9 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/perfgate/perfgate/internal/capacity"
+	"github.com/perfgate/perfgate/internal/config"
 	"github.com/perfgate/perfgate/internal/store"
 )
 
@@ -41,4 +44,25 @@ func capacityCheck(t *testing.T, f *fixture) string {
 		t.Fatal(err)
 	}
 	return capacitySHA
+}
+
+// The nightly's capacity knee is its own series on the dashboard: the
+// repository page lists it and its page draws it in req/s, lower is worse.
+func TestCapacitySeries(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	day := time.Date(2025, 4, 1, 0, 0, 0, 0, time.UTC)
+	for i, v := range []float64{20.7, 20.1, 21, 8.7, 8.4} {
+		if err := f.st.PutTrend(ctx, store.TrendPoint{Repo: repo, Key: "capacity", Metric: config.SustainableRate, Date: day.AddDate(0, 0, i), Value: v}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	code, body, _ := get(t, nil, f.srv.URL+"/r/"+repo+"/series?key=capacity&metric=sustainable_rate")
+	if code != 200 || !strings.Contains(body, "sustainable_rate <span class=\"muted\">req/s</span>") || !strings.Contains(body, "lower is worse") || !strings.Contains(body, "8.4") {
+		t.Errorf("capacity series page: %d\n%.2000s", code, body)
+	}
+	if code, body, _ := get(t, nil, f.srv.URL+"/r/"+repo); code != 200 || !strings.Contains(body, `data-metric="sustainable_rate" data-key="capacity"`) {
+		t.Errorf("the repository page does not list the capacity series: %d", code)
+	}
 }
