@@ -200,7 +200,11 @@ func (s *Service) judgeSoakCheck(ctx context.Context, job store.Job) (longRunDoc
 func soakHeadline(r soak.Report) string {
 	var failed []string
 	for _, t := range r.Failed() {
-		failed = append(failed, fmt.Sprintf("%s %+.3g %s/h", t.Name, t.PerHour, t.Unit))
+		per := fmt.Sprintf("%+.3g", t.PerHour)
+		if math.Abs(t.PerHour) >= 1000 {
+			per = fmt.Sprintf("%+.0f", t.PerHour)
+		}
+		failed = append(failed, fmt.Sprintf("%s %s %s/h", t.Name, per, t.Unit))
 	}
 	if len(failed) == 0 {
 		return fmt.Sprintf("no trend over %s", time.Duration(r.DurationS*float64(time.Second)).Round(time.Second))
