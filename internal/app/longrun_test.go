@@ -44,3 +44,18 @@ func TestLongRunCommands(t *testing.T) {
 		}
 	}
 }
+
+// The Retest button on a long-run check re-runs it for a maintainer only.
+func TestLongRunRetestButton(t *testing.T) {
+	h := newHarness(t)
+	h.gh.SetContent(repoName, "main", repoconfig.Path, []byte("capacity:\n  slo: {ttft_ms: 500}\n"))
+	h.gh.SetPermission(repoName, "octocat", "write", "write")
+	h.press(t, "octocat", "retest", "perfgate / capacity", headSHA)
+	if got := h.lastComment(t); !strings.Contains(got, "needs the maintain or admin role") || len(h.disp.Runs()) != 0 {
+		t.Errorf("retest of capacity by a writer: %q (%d runs)", got, len(h.disp.Runs()))
+	}
+	h.press(t, "monalisa", "retest", "perfgate / capacity", headSHA)
+	if runs := h.disp.Runs(); len(runs) != 1 || runs[0].Tier != check.TierCapacity || runs[0].HeadSHA != headSHA {
+		t.Errorf("retest of capacity by a maintainer: runs %+v", runs)
+	}
+}
