@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/perfgate/perfgate/internal/capacity"
+	"github.com/perfgate/perfgate/internal/config"
 	"github.com/perfgate/perfgate/internal/soak"
 )
 
@@ -126,4 +127,45 @@ func (p Plan) validateLongRun() []error {
 		errs = append(errs, errors.New("plan: capacity, soak and profile are different jobs: set one"))
 	}
 	return errs
+}
+
+// LongRunPlanAt is the plan of a capacity or soak job (kind) from a
+// repository's config: the engine and workload as the quick tier has them,
+// the sweep or soak from the config's capacity: or soak: section. A
+// capacity plan sweeps base and head (head alone when they are the same
+// commit); a soak runs the head.
+func LongRunPlanAt(cfg *config.Config, kind string, c Commits) (Plan, error) {
+	p, err := PlanFromConfig(cfg, "quick")
+	if err != nil {
+		return Plan{}, err
+	}
+	p.Tier, p.Repo, p.HeadSHA = kind, c.Repo, c.Head
+	switch kind {
+	case KindCapacity:
+		cp := cfg.Capacity
+		if !cp.On {
+			return Plan{}, errors.New("plan: the config has no capacity: section")
+		}
+		p.BaseSHA = c.Base
+		if p.BaseSHA == p.HeadSHA {
+			p.BaseSHA = ""
+		}
+		p.Capacity = &CapacityPlan{
+			Sweep: capacity.Plan{Rates: cp.Rates, Resolution: cp.Resolution, MaxSteps: cp.MaxSteps},
+			SLO:   cp.SLO, Arrivals: cp.Arrivals, StepSeconds: cp.Step.D().Seconds(), MinPrompts: cp.MinPrompts,
+			Sweeps: cp.Sweeps, Threshold: float64(cp.Threshold),
+		}
+	case KindSoak:
+		sk := cfg.Soak
+		if !sk.On {
+			return Plan{}, errors.New("plan: the config has no soak: section")
+		}
+		p.Soak = &SoakPlan{Duration: Duration(sk.Duration.D()), Window: Duration(sk.Window.D()), Rate: sk.Rate, Thresholds: sk.Thresholds}
+	default:
+		return Plan{}, fmt.Errorf("plan: %q is not a long-run kind", kind)
+	}
+	if err := p.Validate(); err != nil {
+		return Plan{}, err
+	}
+	return p, nil
 }

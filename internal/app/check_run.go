@@ -87,6 +87,18 @@ func (h *checkRunHandler) Handle(ctx context.Context, eventType, deliveryID stri
 			return answer(fmt.Sprintf("perfgate has no button %q; nothing was run.", ev.GetRequestedAction().Identifier))
 		}
 	}
+	if tier.LongRun() {
+		// A long-run tier holds a card for tens of minutes to hours: its
+		// re-run is the maintainers', as `/perf capacity` and `/perf soak`.
+		a, err := h.collaboratorAccess(ctx, client, t.owner, t.repo, sender)
+		if err != nil {
+			return err
+		}
+		if a < accessMaintain {
+			log.Info().Str("sender", sender).Str("tier", string(tier)).Msg("long-run re-run by a non-maintainer refused")
+			return answer(fmt.Sprintf("re-running `%s` needs the maintain or admin role (as `/perf %s`); you have %s access, so nothing was run.", run.GetName(), tier, accessWord(a)))
+		}
+	}
 	cfg, ok, err := h.buttonConfig(ctx, client, t, tier, deliveryID, answer)
 	if !ok {
 		return err

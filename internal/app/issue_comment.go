@@ -148,6 +148,9 @@ func (h *issueCommentHandler) run(ctx context.Context, client *github.Client, t 
 	case command.Profile:
 		return h.profileCommand(ctx, client, t, by, deliveryID)
 
+	case command.Capacity, command.Soak:
+		return h.longRunCommand(ctx, client, t, check.Tier(cmd.Kind), by, deliveryID)
+
 	case command.RootCause:
 		return h.rootCauseCommand(ctx, t, cmd, by, prURLOf(commentURL))
 

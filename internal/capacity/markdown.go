@@ -35,6 +35,24 @@ func Markdown(w io.Writer, base, head *Sweep, c Comparison) error {
 	return nil
 }
 
+// MarkdownHead writes the capacity section of a sweep of one commit with
+// no base to compare (the nightly's): its knee and its curve.
+func MarkdownHead(w io.Writer, head *Sweep) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "### Capacity: %s req/s\n\n", kneeText(head))
+	fmt.Fprintf(&b, "Sustainable rate **%s req/s** (SLO: %s); no base was swept, so nothing is compared.\n\n", kneeText(head), sloText(head.SLO))
+	b.WriteString("| offered req/s | served req/s | TTFT p99 | TPOT p50 | good |\n|---:|---:|---:|---:|---:|\n")
+	k := head.Knee()
+	for _, r := range rates(head) {
+		fmt.Fprintf(&b, "| %s | %s |\n", rateText(r), cells(head, r, k))
+	}
+	b.WriteString("\n◆ the knee: the highest rate sustained below the lowest that was not; ✓ sustained, ✗ not.\n")
+	if _, err := io.WriteString(w, b.String()); err != nil {
+		return fmt.Errorf("write capacity markdown: %w", err)
+	}
+	return nil
+}
+
 // cells are one side's four columns at rate r, blank when not measured.
 func cells(s *Sweep, r float64, k Knee) string {
 	j, ok := s.at(r)

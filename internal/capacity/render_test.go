@@ -68,3 +68,23 @@ func TestRenderMeasuredSweeps(t *testing.T) {
 		t.Errorf("svg marks %d knees, want 2", n)
 	}
 }
+
+// A sweep of the head alone (the nightly) has its own table and a curve
+// with one knee.
+func TestRenderHeadOnly(t *testing.T) {
+	t.Parallel()
+	head := loadSweep(t, "base.json")
+	var md, svg bytes.Buffer
+	if err := MarkdownHead(&md, head); err != nil {
+		t.Fatal(err)
+	}
+	if err := SVG(&svg, nil, head); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(md.String(), "| offered req/s | served req/s |") || strings.Count(md.String(), "◆") != 2 || strings.Contains(md.String(), "base served") {
+		t.Errorf("head-only table:\n%s", md.String())
+	}
+	if n := strings.Count(svg.String(), `class="knee"`); n != 1 || strings.Contains(svg.String(), `<g class="base">`) {
+		t.Errorf("head-only curve has %d knees or a base curve", n)
+	}
+}

@@ -27,6 +27,9 @@ func SVG(w io.Writer, base, head *Sweep) error {
 	var b strings.Builder
 	maxX, minY, maxY := 0.0, math.Inf(1), 0.0
 	for _, s := range []*Sweep{base, head} {
+		if s == nil {
+			continue // a sweep of the head alone (the nightly)
+		}
 		for _, j := range s.Steps {
 			maxX = math.Max(maxX, math.Max(j.Throughput, j.Rate))
 			if j.TTFTp99ms > 0 {
@@ -73,6 +76,9 @@ func SVG(w io.Writer, base, head *Sweep) error {
 		s      *Sweep
 		colour string
 	}{{"base", base, baseColour}, {"head", head, headColour}} {
+		if side.s == nil {
+			continue
+		}
 		steps := append([]Judged(nil), side.s.Steps...)
 		sortByRate(steps)
 		var pts []string

@@ -17,7 +17,15 @@ const (
 	TierQuick   Tier = "quick"
 	TierMerge   Tier = "merge"
 	TierNightly Tier = "nightly"
+	// The long-run tiers (the repository's capacity: and soak: sections):
+	// a sweep to the knee of base and head, and a long soak of the head.
+	TierCapacity Tier = "capacity"
+	TierSoak     Tier = "soak"
 )
+
+// LongRun reports whether t is a long-run tier, judged by its own judge
+// rather than the gate.
+func (t Tier) LongRun() bool { return t == TierCapacity || t == TierSoak }
 
 // CheckName is the check run name of a tier, e.g. "perfgate / quick".
 func CheckName(t Tier) string { return "perfgate / " + string(t) }
@@ -26,7 +34,7 @@ func CheckName(t Tier) string { return "perfgate / " + string(t) }
 func TierFromCheckName(name string) (Tier, bool) {
 	t, ok := strings.CutPrefix(name, "perfgate / ")
 	switch Tier(t) {
-	case TierQuick, TierMerge, TierNightly:
+	case TierQuick, TierMerge, TierNightly, TierCapacity, TierSoak:
 		return Tier(t), ok
 	}
 	return "", false

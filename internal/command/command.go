@@ -36,6 +36,8 @@ const (
 	Profile      Kind = "profile"
 	Bisect       Kind = "bisect"
 	RootCause    Kind = "rootcause"
+	Capacity     Kind = "capacity"
+	Soak         Kind = "soak"
 )
 
 // Permission is what the commenter must hold for a command to run.
@@ -166,6 +168,20 @@ var table = []spec{
 			}
 			return Command{}, nil
 		},
+	},
+	{
+		kind:       Capacity,
+		usage:      "/perf capacity",
+		summary:    "maintainers: sweep the PR's base and head to their capacity knees (the config's `capacity:` tier) as the `perfgate / capacity` check",
+		permission: Maintain,
+		parse:      noArgs("capacity"),
+	},
+	{
+		kind:       Soak,
+		usage:      "/perf soak",
+		summary:    "maintainers: soak the PR's head under a steady load (the config's `soak:` tier) as the `perfgate / soak` check",
+		permission: Maintain,
+		parse:      noArgs("soak"),
 	},
 	{
 		kind:       Bisect,
@@ -409,4 +425,14 @@ func equalWords(a, b []string) bool {
 		}
 	}
 	return true
+}
+
+// noArgs parses a command that takes no arguments.
+func noArgs(name string) func([]string, string) (Command, error) {
+	return func(args []string, _ string) (Command, error) {
+		if len(args) != 0 {
+			return Command{}, fmt.Errorf("%s takes no arguments", name)
+		}
+		return Command{}, nil
+	}
 }

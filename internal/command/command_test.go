@@ -36,6 +36,8 @@ func TestParseAccepted(t *testing.T) {
 		{"approve full sha", "/perf approve 9f4c3e1a2b7d8e6f5a4b3c2d1e0f9a8b7c6d5e4f", Command{Kind: Approve, SHA: "9f4c3e1a2b7d8e6f5a4b3c2d1e0f9a8b7c6d5e4f", Permission: Write}},
 		{"indented up to three", "   /perf help", Command{Kind: Help, Permission: Anyone}},
 		{"profile", "/perf profile", Command{Kind: Profile, Permission: Write}},
+		{"capacity", "/perf capacity", Command{Kind: Capacity, Permission: Maintain}},
+		{"soak", "/perf soak", Command{Kind: Soak, Permission: Maintain}},
 		{"bisect SHAs", "/perf bisect 1a2b3c4 9f8e7d6c5b4a39281706f5e4d3c2b1a098765432", Command{Kind: Bisect, Good: "1a2b3c4", Bad: "9f8e7d6c5b4a39281706f5e4d3c2b1a098765432", Permission: Maintain}},
 		{"bisect tag and branch", "/perf bisect v0.26.0 release/0.27", Command{Kind: Bisect, Good: "v0.26.0", Bad: "release/0.27", Permission: Maintain}},
 		{"bisect after prose", "Found it on the nightly.\n/perf bisect abc1234 main", Command{Kind: Bisect, Good: "abc1234", Bad: "main", Permission: Maintain}},
@@ -77,6 +79,8 @@ func TestParseReplies(t *testing.T) {
 		{"accept with words", "/perf appeal accept because", "takes no arguments"},
 		{"help with words", "/perf help me", "takes no arguments"},
 		{"profile with words", "/perf profile now", "profile takes no arguments"},
+		{"capacity with words", "/perf capacity 32", "capacity takes no arguments"},
+		{"soak with words", "/perf soak 2h", "soak takes no arguments"},
 		{"bisect bare", "/perf bisect", "two commits, the good one first"},
 		{"bisect one commit", "/perf bisect abc1234", "got 1"},
 		{"bisect three commits", "/perf bisect a1 b2 c3", "got 3"},
@@ -183,7 +187,7 @@ func TestHelpTextFromTable(t *testing.T) {
 	}
 	// The permissions: maintainers bisect and record causes,
 	// writers profile.
-	for k, want := range map[Kind]Permission{Bisect: Maintain, RootCause: Maintain, Profile: Write} {
+	for k, want := range map[Kind]Permission{Bisect: Maintain, RootCause: Maintain, Profile: Write, Capacity: Maintain, Soak: Maintain} {
 		if got := PermissionFor(k); got != want {
 			t.Errorf("PermissionFor(%q) = %q, want %q", k, got, want)
 		}

@@ -31,6 +31,9 @@ type Config struct {
 	Triggers      Triggers        `yaml:"triggers"`
 	Profile       Profile         `yaml:"profile"`
 	Cost          Cost            `yaml:"cost"`
+	// Capacity and Soak are the long-run tiers (longrun.go); unset, off.
+	Capacity Capacity `yaml:"capacity"`
+	Soak     Soak     `yaml:"soak"`
 }
 
 // Server is how the runner starts the inference engine: a container image
@@ -252,7 +255,9 @@ func Default() *Config {
 			Forks:      ForksMaintainer,
 			Drafts:     "skip",
 		},
-		Profile: defaultProfile(),
+		Profile:  defaultProfile(),
+		Capacity: defaultCapacity(),
+		Soak:     defaultSoak(),
 	}
 }
 

@@ -37,6 +37,20 @@ var otherMetrics = map[string]Metric{
 	"engine_cpu_per_token": {Name: "engine_cpu_per_token", Key: "engine_cpu_ms_per_token", Unit: "ms/tok", Natural: HigherIsWorse},
 }
 
+// SustainableRate is the capacity tier's knee (requests/s), recorded
+// each night as the series capacity/sustainable_rate. It is a series, not
+// a metric a tier can gate: the capacity check judges it.
+const SustainableRate = "sustainable_rate"
+
+// SeriesMetric resolves the metric of a stored series: a config metric,
+// or one the long-run tiers record.
+func SeriesMetric(name string) (Metric, bool) {
+	if name == SustainableRate {
+		return Metric{Name: name, Key: name, Unit: "req/s", Natural: LowerIsWorse}, true
+	}
+	return LookupMetric(name)
+}
+
 // LookupMetric resolves a config metric name.
 func LookupMetric(name string) (Metric, bool) {
 	if m, ok := otherMetrics[name]; ok {

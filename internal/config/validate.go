@@ -13,6 +13,7 @@ import (
 // finish resolves choices that depend on what the file set: an image
 // replaces the default command.
 func (d *decoder) finish(c *Config) {
+	c.Capacity.On, c.Soak.On = d.set["capacity"], d.set["soak"]
 	if d.set["server.image"] && !d.set["server.command"] && c.Server.Image != "" {
 		c.Server.Command = nil
 	}
@@ -107,6 +108,7 @@ func (d *decoder) validate(c *Config) {
 	d.oneOf("triggers.drafts", t.Drafts, []string{"skip", "run"})
 	d.validateProfile(c)
 	d.validateCost(c.Cost)
+	d.validateLongRun(c)
 }
 
 func (d *decoder) oneOf(field, got string, valid []string) bool {

@@ -2,10 +2,9 @@ package demo
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"html"
 	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,11 +12,9 @@ import (
 
 	"github.com/perfgate/perfgate/internal/agentapi"
 	"github.com/perfgate/perfgate/internal/artifact"
-	"github.com/perfgate/perfgate/internal/capacity"
+	"github.com/perfgate/perfgate/internal/check"
 	"github.com/perfgate/perfgate/internal/dispatch"
 	"github.com/perfgate/perfgate/internal/githubtest"
-	"github.com/perfgate/perfgate/internal/jobstate"
-	"github.com/perfgate/perfgate/internal/soak"
 	"github.com/perfgate/perfgate/internal/store"
 )
 
@@ -55,9 +52,13 @@ leak_mb_per_1k_requests: %g
 `, blocks, leak)
 }
 
-// longRunConfig is perfgate.yml of the long-run scenarios.
-func longRunConfig(perfgate string) string {
-	return simEngineYAML(perfgate) + `workload:
+// longRunConfig is perfgate.yml of the long-run scenarios: the quick
+// tier's workload and the capacity: and soak: tiers. A sweep offers 2–32
+// requests/s for 4 s a rate (sweeps per commit), then bisects to 15%;
+// the SLO is TTFT ≤ 250 ms for 95% of requests. A soak keeps 20
+// requests/s on the head for soak, a sample every thirtieth of it.
+func longRunConfig(perfgate string, sweeps int, soakFor time.Duration) string {
+	return simEngineYAML(perfgate) + fmt.Sprintf(`workload:
   dataset: random
   input_len: 32
   output_len: 16
@@ -67,23 +68,61 @@ tiers:
     prompts: 100
     repeats: 3
     warmup: 4
-`
+capacity:
+  rates: [2, 4, 8, 16, 32]
+  resolution: 0.15
+  slo: {ttft_ms: 250}
+  arrivals: constant
+  step: 4s
+  min_prompts: 24
+  sweeps: %d
+soak:
+  duration: %s
+  window: %s
+  rate: 20
+  thresholds:
+    # Minutes on a shared machine stand for the nightly hours: latency
+    # moves with the neighbours, so only memory, cache and KV are held.
+    max_latency_creep_per_hour: 0
+    # A clean engine's heap grew 12 MB in its first 40 s here, which an
+    # hour's extrapolation calls 1.3 GB/h: the floor, not the slope,
+    # separates it from the leak (190 MB in the same time).
+    memory_noise_mb: 48
+`, max(1, sweeps), soakFor, soakWindow(soakFor))
+}
+
+// soakDuration is a scenario's soak (default 2 minutes).
+func soakDuration(o Options) time.Duration {
+	if o.SoakDuration > 0 {
+		return o.SoakDuration
+	}
+	return 2 * time.Minute
+}
+
+// soakWindow samples a soak thirty times, at least once a second.
+func soakWindow(d time.Duration) time.Duration {
+	return max((d / 30).Round(100*time.Millisecond), time.Second)
 }
 
 // CapacityOutcome is what the capacity scenario saw.
 type CapacityOutcome struct {
 	Base, Head string
 	Verdict    dispatch.CapacityVerdict
-	Comment    string // the capacity comment on the PR
-	Page       string // the check page written (HTML, the curve inline)
+	// Check is the `perfgate / capacity` check run as GitHub has it.
+	Check githubtest.CheckRun
+	// Page is the check's web page as the server served it, saved (the
+	// curve inline); PageURL where the server served it.
+	Page, PageURL string
 }
 
 // RunCapacity runs the capacity scenario: PR #31 shrinks the engine's KV
 // cache from 64 blocks to 9 (room for a bigger model), which leaves
-// light-load latency alone; the capacity tier sweeps base and head on the
-// runner, ABBA, finds head's knee far lower, and posts the comparison with
-// its latency–throughput table on the PR. The curve's page is written to
-// the demo's directory.
+// light-load latency alone. A maintainer comments `/perf capacity`; the
+// capacity tier sweeps base and head on the runner, ABBA, finds head's
+// knee far lower, and concludes the `perfgate / capacity` check with the
+// latency–throughput table: a regression, which warns first (neutral) as
+// every regression does. The check's web page, with the curve, is saved
+// in the demo's directory.
 func RunCapacity(ctx context.Context, o Options) (*CapacityOutcome, error) {
 	h, out, err := longRunStart(ctx, &o)
 	if err != nil {
@@ -109,21 +148,17 @@ func RunCapacity(ctx context.Context, o Options) (*CapacityOutcome, error) {
 	fmt.Fprintf(out, "main %s: the engine batches 8 sequences, its KV cache holds 64 blocks\n", short(main))
 	fmt.Fprintf(out, "PR #%d %s: inference_engine/sim.yaml num_gpu_blocks: 64 → 9 (light-load latency unchanged)\n\n", kvPR, short(head))
 
-	cp := &agentapi.CapacityPlan{
-		Sweep: capacity.Plan{Rates: []float64{2, 4, 8, 16, 32}, Resolution: 0.15},
-		SLO:   capacity.SLO{TTFTms: 250}, Arrivals: "constant", StepSeconds: 4, MinPrompts: 24, Sweeps: o.Sweeps,
-	}
-	fmt.Fprintf(out, "1. The capacity tier sweeps base and head on the runner (%d sweep(s) each, ABBA): rates %v requests/s, then a bisection to 15%%; SLO TTFT ≤ 250 ms for 95%% of requests…\n",
-		max(1, cp.Sweeps), cp.Sweep.Rates)
-	job, err := h.queueLongRun(ctx, kvPR, main, head, func(p *agentapi.Plan) { p.Capacity = cp })
+	cfg, err := h.RepoConfig()
 	if err != nil {
 		return nil, err
 	}
-	j, err := h.waitJob(ctx, job.ID)
+	fmt.Fprintf(out, "1. A maintainer comments `/perf capacity`: the capacity tier (perfgate.yml capacity:) sweeps base and head on the runner (%d sweep(s) each, ABBA): rates %v requests/s, then a bisection to %.0f%%; SLO TTFT ≤ %g ms for 95%% of requests…\n",
+		cfg.Capacity.Sweeps, cfg.Capacity.Rates, 100*cfg.Capacity.Resolution, cfg.Capacity.SLO.TTFTms)
+	c, err := h.longRunCommand(ctx, out, kvPR, head, check.TierCapacity)
 	if err != nil {
 		return nil, err
 	}
-	comment, err := h.waitPRComment(ctx, kvPR, "perfgate capacity")
+	j, err := h.longRunJob(ctx, head, check.TierCapacity)
 	if err != nil {
 		return nil, err
 	}
@@ -135,28 +170,32 @@ func RunCapacity(ctx context.Context, o Options) (*CapacityOutcome, error) {
 	if err != nil {
 		return nil, err
 	}
-	fmt.Fprintf(out, "----- PR #%d comment -----\n%s\n--------------------------\n\n", kvPR, comment)
-	page := filepath.Join(o.Dir, "capacity.html")
-	if err := writeCapacityPage(page, kvPR, v); err != nil {
+	res := &CapacityOutcome{Base: main, Head: head, Verdict: v, Check: c}
+	res.PageURL = h.Server.Web().CheckRunURL(repo, head, string(check.TierCapacity))
+	if strings.HasPrefix(res.PageURL, "/") {
+		res.PageURL = h.URL + res.PageURL // the demo's server has no public URL
+	}
+	res.Page = filepath.Join(o.Dir, "capacity.html")
+	if err := savePage(ctx, res.PageURL, res.Page); err != nil {
 		return nil, err
 	}
-	fmt.Fprintf(out, "2. The latency–throughput curve, knees marked: %s\n", page)
-	return &CapacityOutcome{Base: main, Head: head, Verdict: v, Comment: comment, Page: page}, nil
+	fmt.Fprintf(out, "2. The check's page, the latency–throughput curve with both knees marked: %s\n   saved as %s\n", res.PageURL, res.Page)
+	return res, nil
 }
 
 // SoakOutcome is what the soak scenario saw.
 type SoakOutcome struct {
-	Leak, Clean agentapi.SoakRun
-	LeakComment string
-	CleanNote   string
+	Leak, Clean           agentapi.SoakRun
+	LeakCheck, CleanCheck githubtest.CheckRun
 }
 
 // RunSoak runs the soak scenario: PR #32 keeps every request's prompt in a
 // cache nothing evicts (the sim's leak_mb_per_1k_requests: 400), PR #33
-// changes nothing that leaks; each head is soaked for o.SoakDuration under
-// a steady load while the runner samples the engine process's RSS, the
-// card's memory, /metrics and latency; the leak fails on memory growth,
-// the clean PR passes.
+// changes nothing that leaks. A maintainer comments `/perf soak` on each;
+// the soak tier (perfgate.yml soak:) keeps a steady load on the head's
+// engine while the runner samples its process's RSS, the card's memory,
+// /metrics and latency. The leak's `perfgate / soak` check warns on memory
+// growth; the clean PR's succeeds.
 func RunSoak(ctx context.Context, o Options) (*SoakOutcome, error) {
 	h, out, err := longRunStart(ctx, &o)
 	if err != nil {
@@ -181,40 +220,23 @@ func RunSoak(ctx context.Context, o Options) (*SoakOutcome, error) {
 			return nil, err
 		}
 	}
-	dur := o.SoakDuration
-	if dur <= 0 {
-		dur = 2 * time.Minute
-	}
-	window := max((dur / 30).Round(100*time.Millisecond), time.Second)
+	dur := soakDuration(o)
 	fmt.Fprintf(out, "perfgate demo --scenario soak: server on %s, store %s, local GitHub on %s\n", h.URL, h.DB, h.GitHub.URL)
 	fmt.Fprintf(out, "PR #%d %s keeps every prompt (leak_mb_per_1k_requests: 400); PR #%d %s leaks nothing\n\n", leakPR, short(leaky), cleanSoakPR, short(clean))
-	th := soak.DefaultThresholds()
-	// Minutes on a shared machine stand for the nightly hours: latency
-	// moves with the neighbours, so only memory, cache and KV are held.
-	th.MaxLatencyCreepPerHour = 0
-	// A clean engine's heap grew 12 MB in its first 40 s here, which an
-	// hour's extrapolation calls 1.3 GB/h: the floor, not the slope,
-	// separates it from the leak (190 MB in the same time).
-	th.MemoryNoiseMB = 48
 	res := &SoakOutcome{}
 	for _, pr := range []struct {
 		n   int
 		sha string
 		run *agentapi.SoakRun
-	}{{leakPR, leaky, &res.Leak}, {cleanSoakPR, clean, &res.Clean}} {
-		fmt.Fprintf(out, "Soaking PR #%d (%s) for %s at 20 requests/s, a sample every %s…\n", pr.n, short(pr.sha), dur, window)
-		job, err := h.queueLongRun(ctx, pr.n, main, pr.sha, func(p *agentapi.Plan) {
-			p.BaseSHA = ""
-			p.Soak = &agentapi.SoakPlan{Duration: agentapi.Duration(dur), Window: agentapi.Duration(window), Rate: 20, Thresholds: th}
-		})
+		c   *githubtest.CheckRun
+	}{{leakPR, leaky, &res.Leak, &res.LeakCheck}, {cleanSoakPR, clean, &res.Clean, &res.CleanCheck}} {
+		fmt.Fprintf(out, "A maintainer comments `/perf soak` on PR #%d (%s): %s at 20 requests/s, a sample every %s…\n", pr.n, short(pr.sha), dur, soakWindow(dur))
+		c, err := h.longRunCommand(ctx, out, pr.n, pr.sha, check.TierSoak)
 		if err != nil {
 			return nil, err
 		}
-		j, err := h.waitJob(ctx, job.ID)
-		if err != nil {
-			return nil, err
-		}
-		comment, err := h.waitPRComment(ctx, pr.n, "perfgate soak")
+		*pr.c = c
+		j, err := h.longRunJob(ctx, pr.sha, check.TierSoak)
 		if err != nil {
 			return nil, err
 		}
@@ -225,14 +247,61 @@ func RunSoak(ctx context.Context, o Options) (*SoakOutcome, error) {
 		if *pr.run, err = dispatch.JudgeSoak(ctx, h.Store, files, j); err != nil {
 			return nil, err
 		}
-		if pr.n == leakPR {
-			res.LeakComment = comment
-		} else {
-			res.CleanNote = comment
-		}
-		fmt.Fprintf(out, "----- PR #%d comment -----\n%s\n--------------------------\n\n", pr.n, comment)
 	}
 	return res, nil
+}
+
+// longRunCommand has a maintainer comment `/perf <tier>` on PR number and
+// waits for the tier's check run on sha to conclude; it prints the check
+// as GitHub shows it.
+func (h *Harness) longRunCommand(ctx context.Context, out io.Writer, number int, sha string, tier check.Tier) (githubtest.CheckRun, error) {
+	h.GitHub.SetPermission(repo, "monalisa", "admin", "maintain")
+	if err := h.commentOnPR(ctx, number, "/perf "+string(tier), fmt.Sprintf("%s-%d", tier, number)); err != nil {
+		return githubtest.CheckRun{}, err
+	}
+	name := check.CheckName(tier)
+	c, err := waitCheckFor(ctx, h.GitHub, 9*time.Minute, func(c githubtest.CheckRun) bool {
+		return c.Name == name && c.HeadSHA == sha && c.Status == "completed"
+	})
+	if err != nil {
+		return c, fmt.Errorf("%s on PR #%d: %w", name, number, err)
+	}
+	fmt.Fprintf(out, "----- check run %q on PR #%d: %s → %s -----\n%s\n\n%s\n-------------------------------------------\n\n",
+		c.Name, number, strings.Join(c.Statuses, " → "), c.Conclusion, c.Title, c.Summary)
+	return c, nil
+}
+
+// longRunJob is the job of sha's tier check run.
+func (h *Harness) longRunJob(ctx context.Context, sha string, tier check.Tier) (store.Job, error) {
+	cr, err := h.Store.GetCheckRun(ctx, repo, sha, string(tier))
+	if err != nil {
+		return store.Job{}, fmt.Errorf("%s check of %s: %w", tier, short(sha), err)
+	}
+	if len(cr.JobIDs) == 0 {
+		return store.Job{}, fmt.Errorf("%s check of %s has no job", tier, short(sha))
+	}
+	return h.Store.GetJob(ctx, cr.JobIDs[len(cr.JobIDs)-1])
+}
+
+// savePage saves the page at url to path.
+func savePage(ctx context.Context, url, path string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return fmt.Errorf("check page: %w", err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("check page: %w", err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("check page %s: %d %w", url, resp.StatusCode, err)
+	}
+	if err := os.WriteFile(path, body, 0o600); err != nil {
+		return fmt.Errorf("save check page: %w", err)
+	}
+	return nil
 }
 
 // longRunStart starts the harness with the long-run scenarios' config.
@@ -259,78 +328,11 @@ func longRunStart(ctx context.Context, o *Options) (*Harness, io.Writer, error) 
 	if err != nil {
 		return nil, nil, err
 	}
-	if _, err := h.Repo.commit("perfgate: the long-run tiers", map[string]string{".github/perfgate.yml": longRunConfig(perfgate)}); err != nil {
+	if _, err := h.Repo.commit("perfgate: the long-run tiers", map[string]string{".github/perfgate.yml": longRunConfig(perfgate, o.Sweeps, soakDuration(*o))}); err != nil {
 		h.Close()
 		return nil, nil, err
 	}
 	return h, o.Out, nil
-}
-
-// queueLongRun queues a capacity or soak job of head against base for pr,
-// the plan built from main's config as the quick tier's, then shaped by
-// set.
-func (h *Harness) queueLongRun(ctx context.Context, pr int, base, head string, set func(*agentapi.Plan)) (store.Job, error) {
-	cfg, err := h.RepoConfig()
-	if err != nil {
-		return store.Job{}, err
-	}
-	plan, err := agentapi.PlanAt(cfg, "quick", agentapi.Commits{Repo: repo, Head: head})
-	if err != nil {
-		return store.Job{}, err
-	}
-	plan.BaseSHA = base
-	set(&plan)
-	kind := agentapi.KindCapacity
-	if plan.Soak != nil {
-		kind = agentapi.KindSoak
-	}
-	plan.Tier = kind
-	if err := plan.Validate(); err != nil {
-		return store.Job{}, err
-	}
-	snap, err := json.Marshal(plan)
-	if err != nil {
-		return store.Job{}, fmt.Errorf("encode plan: %w", err)
-	}
-	return h.Store.Enqueue(ctx, store.JobSpec{Tier: kind, Kind: kind, Repo: repo, InstallationID: githubtest.InstallationID,
-		PRNumber: pr, HeadSHA: head, BaseSHA: plan.BaseSHA, Config: snap, Labels: cfg.Runner.Labels})
-}
-
-// waitJob waits for a job to succeed; a failed or cancelled one is an
-// error naming its reason.
-func (h *Harness) waitJob(ctx context.Context, id int64) (store.Job, error) {
-	for {
-		j, err := h.Store.GetJob(ctx, id)
-		if err != nil {
-			return store.Job{}, err
-		}
-		switch j.Status {
-		case jobstate.Succeeded:
-			return j, nil
-		case jobstate.Failed, jobstate.Cancelled:
-			return j, fmt.Errorf("job %d %s: %s", j.ID, j.Status, j.FailureReason)
-		}
-		select {
-		case <-ctx.Done():
-			return store.Job{}, fmt.Errorf("job %d still %s: %w", id, j.Status, ctx.Err())
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
-}
-
-// writeCapacityPage writes the capacity check's page: the verdict, the
-// curve and the table.
-func writeCapacityPage(path string, pr int, v dispatch.CapacityVerdict) error {
-	var b strings.Builder
-	fmt.Fprintf(&b, "<!doctype html><html><head><meta charset=\"utf-8\"><title>perfgate / capacity · PR #%d</title>", pr)
-	b.WriteString("<style>body{font-family:sans-serif;margin:24px}pre{background:#f6f8fa;padding:12px;overflow:auto}</style></head><body>")
-	fmt.Fprintf(&b, "<h1>perfgate / capacity · PR #%d: %s</h1><p id=\"why\">%s</p>", pr, html.EscapeString(string(v.Comparison.Verdict)), html.EscapeString(v.Comparison.Why))
-	b.WriteString("<div id=\"curve\">" + v.SVG + "</div>")
-	b.WriteString("<pre id=\"table\">" + html.EscapeString(v.Markdown) + "</pre></body></html>\n")
-	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
-		return fmt.Errorf("write capacity page: %w", err)
-	}
-	return nil
 }
 
 // artifactFiles opens what the demo's server keeps of uploaded artifacts.

@@ -21,8 +21,12 @@ import (
 // and the knob that moves the knee is the only one the PR changes.
 func TestLongRunConfigValid(t *testing.T) {
 	t.Parallel()
-	if _, err := config.Parse(config.DefaultPath, []byte(longRunConfig("/usr/bin/perfgate"))); err != nil {
+	c, err := config.Parse(config.DefaultPath, []byte(longRunConfig("/usr/bin/perfgate", 0, 40*time.Second)))
+	if err != nil {
 		t.Fatal(err)
+	}
+	if !c.Capacity.On || !c.Soak.On || c.Capacity.Sweeps != 1 || c.Soak.Window.D() != 1300*time.Millisecond || c.Soak.Thresholds.MemoryNoiseMB != 48 {
+		t.Errorf("long-run tiers: %+v %+v", c.Capacity, c.Soak)
 	}
 	for _, blocks := range []int{64, 9} {
 		if _, err := sim.ParseConfig("sim.yaml", []byte(longRunKnobs(blocks, 0)), sim.DefaultConfig()); err != nil {
@@ -56,8 +60,11 @@ func TestCapacityScenario(t *testing.T) {
 	if d := hl.TPOTp50ms/bl.TPOTp50ms - 1; d > 0.15 || d < -0.15 {
 		t.Errorf("light-load TPOT %.1f → %.1f ms: the PR was to leave it alone", bl.TPOTp50ms, hl.TPOTp50ms)
 	}
-	if !strings.Contains(out.Comment, "Capacity: regression") || !strings.Contains(out.Comment, "◆") {
-		t.Errorf("the PR comment has no verdict or no knee:\n%s", out.Comment)
+	// The check run went through its lifecycle and warns (neutral) with
+	// the table; the author was told.
+	if ch := out.Check; ch.Conclusion != "neutral" || strings.Join(ch.Statuses, " ") != "queued in_progress completed" ||
+		!strings.HasPrefix(ch.Title, "Capacity regression (warning)") || !strings.Contains(ch.Summary, "Capacity: regression") || !strings.Contains(ch.Summary, "◆") {
+		t.Errorf("perfgate / capacity: %v %s %q\n%s", ch.Statuses, ch.Conclusion, ch.Title, ch.Summary)
 	}
 
 	bctx, bcancel := context.WithTimeout(browsertest.Start(t), time.Minute)
@@ -72,7 +79,7 @@ func TestCapacityScenario(t *testing.T) {
 	if n, _ := knees.(float64); n != 2 {
 		t.Errorf("the check page marks %v knees, want base's and head's", knees)
 	}
-	why, err := chromedp.Run(bctx, chromedp.Evaluate[any](`document.querySelector("#why").textContent`))
+	why, err := chromedp.Run(bctx, chromedp.Evaluate[any](`document.querySelector("#longrun-table").textContent`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,13 +115,13 @@ func TestSoakScenario(t *testing.T) {
 		t.Fatalf("%v\n%s", err, log.String())
 	}
 	t.Log("\n" + log.String())
-	if out.Leak.Report.Pass || !strings.Contains(out.LeakComment, "Soak: fail") {
-		t.Errorf("the leaking PR passed the soak:\n%s", out.LeakComment)
+	if out.Leak.Report.Pass || out.LeakCheck.Conclusion != "neutral" || !strings.HasPrefix(out.LeakCheck.Title, "Soak regression (warning): rss") {
+		t.Errorf("the leaking PR's perfgate / soak: %s %q\n%s", out.LeakCheck.Conclusion, out.LeakCheck.Title, out.LeakCheck.Summary)
 	}
 	if f := out.Leak.Report.Failed(); len(f) == 0 || f[0].Name != "rss" {
 		t.Errorf("the leak failed %+v, want rss", f)
 	}
-	if !out.Clean.Report.Pass {
-		t.Errorf("the clean PR failed the soak:\n%s", out.CleanNote)
+	if !out.Clean.Report.Pass || out.CleanCheck.Conclusion != "success" {
+		t.Errorf("the clean PR's perfgate / soak: %s %q\n%s", out.CleanCheck.Conclusion, out.CleanCheck.Title, out.CleanCheck.Summary)
 	}
 }

@@ -64,6 +64,8 @@ type verdictDoc struct {
 	// Cost is what a regression costs a month at the price the job was
 	// queued with (cost.go); the dashboard reads it under "cost".
 	Cost *cost.Estimate `json:"cost,omitempty"`
+	// LongRun is a capacity or soak check's verdict (longruncheck.go).
+	LongRun *longRunDoc `json:"long_run,omitempty"`
 }
 
 // withLooks is doc with the budgets in looks stored over its own.
@@ -124,6 +126,9 @@ func (s *Service) cannotJudge(ctx context.Context, job store.Job, cause error) e
 var errMoved = errors.New("check run changed while judging")
 
 func (s *Service) jobDone(ctx context.Context, job store.Job) error {
+	if check.Tier(job.Kind).LongRun() {
+		return s.longRunDone(ctx, job)
+	}
 	for range 5 {
 		if err := s.jobDoneOnce(ctx, job); !errors.Is(err, errMoved) {
 			return err

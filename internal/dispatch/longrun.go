@@ -22,12 +22,15 @@ type LongRunOptions struct {
 	Files TraceFiles
 }
 
-// EnableLongRun routes finished capacity and soak jobs to their judges;
-// each posts its verdict on the pull request: the capacity comparison with
-// its latency–throughput table, or the soak's trends.
+// EnableLongRun routes finished capacity and soak jobs to their judges
+// (longruncheck.go): each concludes its `perfgate / capacity` or
+// `perfgate / soak` check run with the capacity comparison and its
+// latency–throughput table, or the soak's trends. A job queued without a
+// check run posts its verdict on the pull request instead.
 func (s *Service) EnableLongRun(o LongRunOptions) {
-	s.HandleKind(agentapi.KindCapacity, func(ctx context.Context, job store.Job) error { return s.capacityDone(ctx, job, o) })
-	s.HandleKind(agentapi.KindSoak, func(ctx context.Context, job store.Job) error { return s.soakDone(ctx, job, o) })
+	s.longRun = &o
+	s.router.Route(agentapi.KindCapacity, s.longRunDone, s.cannotJudge)
+	s.router.Route(agentapi.KindSoak, s.longRunDone, s.cannotJudge)
 }
 
 // CapacityVerdict is a finished capacity job's judgement.
@@ -74,13 +77,25 @@ func JudgeCapacity(ctx context.Context, st ArtifactLister, files TraceFiles, job
 			v.Head = sw.Sweep
 		}
 	}
-	if v.Base == nil || v.Head == nil {
-		return v, fmt.Errorf("capacity job %d: no sweep of %s", job.ID, map[bool]string{true: "base", false: "head"}[v.Base == nil])
+	headOnly := plan.BaseSHA == "" || plan.BaseSHA == plan.HeadSHA
+	if v.Head == nil || v.Base == nil && !headOnly {
+		return v, fmt.Errorf("capacity job %d: no sweep of %s", job.ID, map[bool]string{true: "head", false: "base"}[v.Head == nil])
 	}
-	v.Comparison = capacity.Compare(knees[agentapi.SideBase], knees[agentapi.SideHead], plan.Capacity.Threshold)
 	var md, svg bytes.Buffer
-	if err := capacity.Markdown(&md, v.Base, v.Head, v.Comparison); err != nil {
-		return v, err
+	if headOnly {
+		// The nightly sweeps the branch's head alone: its knee is
+		// recorded, nothing is compared.
+		v.Comparison = capacity.Compare(knees[agentapi.SideHead], knees[agentapi.SideHead], plan.Capacity.Threshold)
+		v.Comparison.Base = capacity.Side{}
+		v.Comparison.Verdict, v.Comparison.Why = capacity.Same, "no base was swept: the head's knee is recorded"
+		if err := capacity.MarkdownHead(&md, v.Head); err != nil {
+			return v, err
+		}
+	} else {
+		v.Comparison = capacity.Compare(knees[agentapi.SideBase], knees[agentapi.SideHead], plan.Capacity.Threshold)
+		if err := capacity.Markdown(&md, v.Base, v.Head, v.Comparison); err != nil {
+			return v, err
+		}
 	}
 	if err := capacity.SVG(&svg, v.Base, v.Head); err != nil {
 		return v, err

@@ -146,7 +146,33 @@ func (s *Service) Nightly(ctx context.Context, clients githubapp.ClientCreator, 
 		}
 		return fmt.Errorf("nightly %s@%s: %w", fullName, short(sha), err)
 	}
-	return nil
+	return s.nightlyLongRuns(ctx, inst.GetID(), owner, name, repo.GetDefaultBranch(), sha)
+}
+
+// nightlyLongRuns queues the long-run tiers the config marks nightly: a
+// sweep of the branch head alone to its knee, a soak of it.
+func (s *Service) nightlyLongRuns(ctx context.Context, installationID int64, owner, name, branch, sha string) error {
+	cfg, err := s.configAt(ctx, nil, installationID, owner, name, "", branch, sha)
+	if err != nil {
+		return fmt.Errorf("nightly long runs of %s/%s: %w", owner, name, err)
+	}
+	var errs []error
+	for _, lr := range []struct {
+		tier check.Tier
+		on   bool
+	}{{check.TierCapacity, cfg.Capacity.On && cfg.Capacity.Nightly}, {check.TierSoak, cfg.Soak.On && cfg.Soak.Nightly}} {
+		if !lr.on {
+			continue
+		}
+		err := s.RequestRun(ctx, request.Run{
+			InstallationID: installationID, Owner: owner, Repo: name, HeadSHA: sha, BaseSHA: sha, BaseRef: branch, Config: cfg,
+			Tier: lr.tier, Trigger: "nightly", RequestedBy: "perfgate", DeliveryID: "nightly-" + s.now().UTC().Format("2006-01-02"),
+		})
+		if err != nil {
+			errs = append(errs, fmt.Errorf("nightly %s of %s/%s@%s: %w", lr.tier, owner, name, short(sha), err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // recordTrend stores the nightly medians of the tier's gated metrics under

@@ -82,6 +82,7 @@ type Service struct {
 	written    func()
 	router     *completion.Router // finished jobs to their consumers; the judge takes a check's
 	findings   *findings          // profiles and the knowledge base (findings.go); nil: off
+	longRun    *LongRunOptions    // the capacity and soak judges (longrun.go); nil: off
 }
 
 // KindHandler takes a finished job of a kind that belongs to no check run
@@ -172,6 +173,9 @@ func (s *Service) RequestRun(ctx context.Context, req request.Run) error {
 	cfg, err := s.configAt(ctx, req.Config, req.InstallationID, req.Owner, req.Repo, req.ConfigRef, req.BaseRef, req.BaseSHA)
 	if err != nil {
 		return err
+	}
+	if req.Tier.LongRun() {
+		return s.requestLongRun(ctx, req, cfg)
 	}
 	tier, err := cfg.Tier(string(req.Tier))
 	if err != nil {

@@ -108,6 +108,9 @@ func (s *Service) apply(ctx context.Context, cr store.CheckRun, st step) (store.
 			if st.outFor != nil {
 				out = st.outFor(cr)
 			}
+			if out.Title == "" && doc.LongRun != nil {
+				out = longRunOutput(cr.Tier, next.Phase, doc.LongRun)
+			}
 			if out.Title == "" {
 				c, err := report.RenderCheck(view)
 				if err != nil {
@@ -128,6 +131,9 @@ func (s *Service) apply(ctx context.Context, cr store.CheckRun, st step) (store.
 				continue
 			}
 			body, err := report.RenderComment(view)
+			if doc.LongRun != nil {
+				body, err = longRunComment(after, next.Phase, doc), nil
+			}
 			if err != nil {
 				return cr, false, fmt.Errorf("render comment: %w", err)
 			}

@@ -195,7 +195,7 @@ func (p *Pass) series(ctx context.Context, si store.SeriesInfo, r *run) error {
 		return err
 	}
 	direction := config.HigherIsWorse
-	if m, ok := config.LookupMetric(si.Metric); ok {
+	if m, ok := config.SeriesMetric(si.Metric); ok {
 		direction = m.Natural
 	}
 	used := map[int64]bool{}

@@ -171,6 +171,30 @@ func TestBrowser(t *testing.T) {
 		}
 	})
 
+	t.Run("capacity check page draws the latency–throughput curve with both knees", func(t *testing.T) {
+		sha := capacityCheck(t, f)
+		ctx := run(t)
+		open(t, ctx, "/r/"+repo+"/checks/"+sha+"/capacity")
+		var knees, points float64
+		var headline, table string
+		eval(t, ctx, `document.querySelectorAll("#curve svg line.knee").length`, &knees)
+		eval(t, ctx, `document.querySelectorAll("#curve svg circle").length`, &points)
+		eval(t, ctx, `document.querySelector("#longrun").textContent`, &headline)
+		eval(t, ctx, `document.querySelector("#longrun-table").textContent`, &table)
+		if knees != 2 || points < 6 {
+			t.Errorf("curve: %v knees and %v points, want base's and head's", knees, points)
+		}
+		if !strings.Contains(headline, "sustainable rate") || !strings.Contains(table, "| offered req/s |") {
+			t.Errorf("capacity verdict %q, table %.80q", headline, table)
+		}
+		img := shot(t, ctx, "capacity")
+		curve := rect(t, ctx, "#curve svg")
+		base, head := color.RGBA{0x1f, 0x77, 0xb4, 255}, color.RGBA{0xd6, 0x27, 0x28, 255}
+		if b, h := browsertest.Count(img, curve, base, 40), browsertest.Count(img, curve, head, 40); b < 100 || h < 100 || curve.Dx() < 300 {
+			t.Errorf("curve %v: %d base-blue and %d head-red pixels; want both curves drawn", curve, b, h)
+		}
+	})
+
 	t.Run("weekly view", func(t *testing.T) {
 		ctx := run(t)
 		open(t, ctx, series+"&view=weekly")

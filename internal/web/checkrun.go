@@ -43,6 +43,9 @@ type CheckRun struct {
 	// Cost is what the regression costs a month at the repository's
 	// declared price; nil without one.
 	Cost *cost.Estimate `json:"cost,omitempty"`
+
+	// LongRun is a capacity or soak check's verdict (longrun.go).
+	LongRun *LongRun `json:"long_run,omitempty"`
 }
 
 // MetricRuns is one metric's value in every run, head and base: the
@@ -110,6 +113,7 @@ func (h *Handler) loadCheckRun(ctx context.Context, repo, sha, tier string, with
 	}
 	out.Report, out.Environment, out.Notes = doc.Report, doc.Env, append(out.Notes, doc.Notes...)
 	out.Cost = verdictCost(cr.Verdict)
+	out.LongRun = longRunOf(cr.Verdict)
 
 	// Head runs per matrix cell, with the jobs that measured them.
 	heads := map[string][]*result.Result{}

@@ -93,7 +93,7 @@ func (h *Handler) overview(ctx context.Context, repo string, series []store.Seri
 		c := &Card{Key: si.Key, Tier: tier, Cell: cell, Metric: si.Metric, URL: seriesPath(repo, si.Key, si.Metric, ""),
 			Current: pts[len(pts)-1].Value, Regressions: regs[k]}
 		dir := config.HigherIsWorse
-		if m, ok := config.LookupMetric(si.Metric); ok {
+		if m, ok := config.SeriesMetric(si.Metric); ok {
 			c.Unit, dir = m.Unit, m.Natural
 		}
 		if wow, ok := weekOverWeek(pts); ok {

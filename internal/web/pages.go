@@ -34,7 +34,7 @@ func (h *Handler) parseTemplates() error {
 		"assume":  func() string { return cost.Assumption },
 		"worse": func(f float64, metric string) bool {
 			d := config.HigherIsWorse
-			if m, ok := config.LookupMetric(metric); ok {
+			if m, ok := config.SeriesMetric(metric); ok {
 				d = m.Natural
 			}
 			return d.Sign()*f > 0

@@ -80,7 +80,7 @@ func splitKey(key string) (tier, cell string) {
 func (h *Handler) loadSeries(ctx context.Context, repo, key, metric string, since time.Time) (*Series, error) {
 	tier, cell := splitKey(key)
 	s := &Series{Repo: repo, Key: key, Tier: tier, Cell: cell, Metric: metric, Direction: string(config.HigherIsWorse)}
-	if m, ok := config.LookupMetric(metric); ok {
+	if m, ok := config.SeriesMetric(metric); ok {
 		s.Unit, s.Direction = m.Unit, string(m.Natural)
 	}
 	pts, err := h.st.SeriesPoints(ctx, repo, key, metric, since)
