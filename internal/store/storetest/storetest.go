@@ -95,6 +95,7 @@ func Run(t *testing.T, newDSN func(t testing.TB) string) {
 		{"FleetUsage", testFleetUsage},
 		{"FleetRefund", testFleetRefund},
 		{"FleetAging", testFleetAging},
+		{"FleetArrivals", testFleetArrivals},
 		{"Singletons", testSingletons},
 		{"NotifyAcrossReplicas", testNotifyAcrossReplicas},
 		{"ClaimUnservedPool", testClaimUnservedPool},
