@@ -35,6 +35,9 @@ func (s *Service) UpdateQueueNotes(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// A retest pinned to a card gone past the grace ends first (its
+	// check leaves the queue).
+	stopErr := s.StopPinnedOnGoneCards(ctx, entries)
 	now := s.now()
 	var (
 		queue   []fleet.Queued
@@ -55,7 +58,7 @@ func (s *Service) UpdateQueueNotes(ctx context.Context) error {
 		}
 	}
 	if len(byCheck) == 0 {
-		return nil
+		return stopErr
 	}
 	recent, err := s.timing().ListAttempts(ctx, store.AttemptFilter{Succeeded: true, Limit: 1000})
 	if err != nil {
@@ -84,7 +87,7 @@ func (s *Service) UpdateQueueNotes(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	var errs []error
+	errs := []error{stopErr}
 	for _, cr := range open {
 		q, ok := byCheck[cr.ID]
 		if !ok || cr.State != store.CheckQueued {

@@ -82,6 +82,7 @@ type Service struct {
 	written    func()
 	router     *completion.Router // finished jobs to their consumers; the judge takes a check's
 	findings   *findings          // profiles and the knowledge base (findings.go); nil: off
+	cardGrace  time.Duration      // retestcard.go
 }
 
 // KindHandler takes a finished job of a kind that belongs to no check run
@@ -116,6 +117,9 @@ type Options struct {
 	JudgePolicy backoff.Policy
 	// JudgePoll is how often an idle judge looks for finished jobs (1 s).
 	JudgePoll time.Duration
+	// CardGrace is how long a check's job pinned to a card (a retest)
+	// waits for it while it is gone (bisectjob.DefaultCardGrace).
+	CardGrace time.Duration
 }
 
 // New builds a Service.
@@ -124,7 +128,8 @@ func New(o Options) *Service {
 		o.Now = time.Now
 	}
 	s := &Service{st: o.Store, clients: o.Clients, detailsURL: o.DetailsURL, details: o.Details, now: o.Now, log: o.Log, written: o.Written,
-		router: completion.New(completion.Options{Queue: o.Store, Policy: o.JudgePolicy, Poll: o.JudgePoll, Now: o.Now, Log: o.Log})}
+		router:    completion.New(completion.Options{Queue: o.Store, Policy: o.JudgePolicy, Poll: o.JudgePoll, Now: o.Now, Log: o.Log}),
+		cardGrace: o.CardGrace}
 	s.router.Otherwise(s.jobDone, s.cannotJudge)
 	return s
 }
