@@ -29,6 +29,7 @@ type timerStore interface {
 	ListAttempts(ctx context.Context, f store.AttemptFilter) ([]store.Attempt, error)
 	ListQueue(ctx context.Context) ([]store.QueueEntry, error)
 	Arrivals(ctx context.Context, since, recent time.Time) ([]fleet.Arrived, error)
+	RunningQueuedChecks(ctx context.Context) ([]int64, error)
 	PutTrend(ctx context.Context, p store.TrendPoint) error
 }
 

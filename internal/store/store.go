@@ -63,6 +63,7 @@ type Store interface {
 	// repository, tier and week.
 	ListQueue(ctx context.Context) ([]QueueEntry, error)
 	Arrivals(ctx context.Context, since, recent time.Time) ([]fleet.Arrived, error)
+	RunningQueuedChecks(ctx context.Context) ([]int64, error)
 	ListAttempts(ctx context.Context, f AttemptFilter) ([]Attempt, error)
 	Usage(ctx context.Context, f UsageFilter) ([]fleet.UsageRow, error)
 

@@ -96,6 +96,7 @@ func Run(t *testing.T, newDSN func(t testing.TB) string) {
 		{"FleetRefund", testFleetRefund},
 		{"FleetAging", testFleetAging},
 		{"FleetArrivals", testFleetArrivals},
+		{"RunningQueuedChecks", testRunningQueuedChecks},
 		{"Singletons", testSingletons},
 		{"NotifyAcrossReplicas", testNotifyAcrossReplicas},
 		{"ClaimUnservedPool", testClaimUnservedPool},
