@@ -40,14 +40,26 @@ func (e *CardGoneError) Error() string {
 		e.Card, e.Since.UTC().Format("2006-01-02 15:04 UTC"), e.Why)
 }
 
-// cardGone says whether job's pinned card has been unavailable for longer
-// than the grace, and why. A card counts as available while a registered,
+// CardClock keeps, in the store, since when a card no runner offers has
+// been missing (store.Singletons), so every replica runs one grace.
+type CardClock interface {
+	CardMissingSince(ctx context.Context, card string) (time.Time, error)
+	CardSeen(ctx context.Context, card string) error
+}
+
+func (r *Runner) cardGone(ctx context.Context, job store.Job, agents []store.Agent, now time.Time) (*CardGoneError, error) {
+	return CardGone(ctx, r.st, job, agents, now, r.grace())
+}
+
+// CardGone says whether job's pinned card has been unavailable for longer
+// than grace, and why (the bisect's rule, which retests pinned to a card
+// follow too). A card counts as available while a registered,
 // undrained runner that called in within the grace offers it (in its GPU
 // list or its reported cards). A drained runner's card is gone only once
 // the drain has lasted the grace: drains are usually brief (an upgrade),
 // and a bisect stopped for one would have to start over. With no runner
 // registered at all the fleet is not known and nothing is judged.
-func (r *Runner) cardGone(ctx context.Context, job store.Job, agents []store.Agent, now time.Time) (*CardGoneError, error) {
+func CardGone(ctx context.Context, clock CardClock, job store.Job, agents []store.Agent, now time.Time, grace time.Duration) (*CardGoneError, error) {
 	card := job.GPUUUID
 	if card == "" || len(agents) == 0 {
 		return nil, nil
@@ -57,9 +69,9 @@ func (r *Runner) cardGone(ctx context.Context, job store.Job, agents []store.Age
 		if !offers(a, card) {
 			continue
 		}
-		stale := now.Sub(a.LastSeenAt) > r.grace()
+		stale := now.Sub(a.LastSeenAt) > grace
 		if !a.Drained && !stale {
-			return nil, r.st.CardSeen(ctx, card)
+			return nil, clock.CardSeen(ctx, card)
 		}
 		g := &CardGoneError{Card: card, JobID: job.ID, SHA: job.HeadSHA, Since: a.LastSeenAt,
 			Why: fmt.Sprintf("runner %s last called in at %s", a.Name, a.LastSeenAt.UTC().Format("15:04 UTC"))}
@@ -79,13 +91,13 @@ func (r *Runner) cardGone(ctx context.Context, job store.Job, agents []store.Age
 	if best == nil {
 		// When the card was first seen missing is in the store: every
 		// replica's pass, and a restarted server, run the same grace.
-		first, err := r.st.CardMissingSince(ctx, card)
+		first, err := clock.CardMissingSince(ctx, card)
 		if err != nil {
 			return nil, err
 		}
 		best = &CardGoneError{Card: card, JobID: job.ID, SHA: job.HeadSHA, Since: first,
 			Why: "no registered runner offers it"}
-	} else if err := r.st.CardSeen(ctx, card); err != nil {
+	} else if err := clock.CardSeen(ctx, card); err != nil {
 		return nil, err
 	}
 	// The grace runs from when the job began waiting, too: a card gone
@@ -94,7 +106,7 @@ func (r *Runner) cardGone(ctx context.Context, job store.Job, agents []store.Age
 	if job.CreatedAt.After(start) {
 		start = job.CreatedAt
 	}
-	if now.Sub(start) <= r.grace() {
+	if now.Sub(start) <= grace {
 		return nil, nil
 	}
 	return best, nil

@@ -67,6 +67,11 @@ const (
 	NewerPush Kind = "newer_push"
 	// PRClosed: the pull request was closed.
 	PRClosed Kind = "pr_closed"
+	// CardGone: the card the check's jobs are pinned to (a retest
+	// re-measures on the card of the first run) has been gone past the
+	// grace: the jobs are cancelled and the check ends where the run
+	// before it left the commit.
+	CardGone Kind = "card_gone"
 )
 
 // Event is something that happened to a check run.

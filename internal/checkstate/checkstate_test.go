@@ -20,7 +20,7 @@ var allPhases = []check.Phase{check.None, check.Queued, check.InProgress, check.
 	check.Skipped, check.Superseded, check.Closed, check.Waiting, check.ConfigError, check.NotConfigured}
 
 var allKinds = []Kind{Requested, Concluded, Started, Progressed, GatePass, GateRegression, GateUndecided, Broken,
-	DeadlinePassed, AppealAccepted, Acked, NewerPush, PRClosed, QueueMoved}
+	DeadlinePassed, AppealAccepted, Acked, NewerPush, PRClosed, QueueMoved, CardGone}
 
 // fx abbreviates effect lists in the table.
 func fx(kinds ...any) []Effect {
@@ -118,6 +118,11 @@ var table = []row{
 	{"newer push concludes a queued check", State{Phase: check.Queued, Deadline: deadline}, Event{Kind: NewerPush}, State{Phase: check.Superseded}, fx(SyncCheck, CancelJobs)},
 	{"newer push concludes a running check", State{Phase: check.InProgress}, Event{Kind: NewerPush}, State{Phase: check.Superseded}, fx(SyncCheck, CancelJobs)},
 
+	{"card gone under a retest of an escalation", State{Phase: check.Queued, Held: check.Escalated}, Event{Kind: CardGone},
+		State{Phase: check.Escalated, Held: check.Escalated}, fx(SyncCheck, CancelJobs, "retest.card_gone")},
+	{"card gone under a retest of an accepted regression", State{Phase: check.InProgress, Held: check.Accepted, Deadline: deadline}, Event{Kind: CardGone},
+		State{Phase: check.Accepted, Held: check.Accepted}, fx(SyncCheck, CancelJobs, "retest.card_gone")},
+
 	{"closed PR cancels a queued check", State{Phase: check.Queued}, Event{Kind: PRClosed}, State{Phase: check.Closed}, fx(SyncCheck, CancelJobs, "check.closed")},
 	{"closed PR cancels a running check", State{Phase: check.InProgress, Held: check.Escalated, Deadline: deadline}, Event{Kind: PRClosed}, State{Phase: check.Closed}, fx(SyncCheck, CancelJobs, "check.closed")},
 }
@@ -148,6 +153,7 @@ func init() {
 				{"engine failed", withClock(p), Event{Kind: Broken}, State{Phase: check.Errored}, fx(SyncCheck, "gate.broken")},
 				{"newer push", withClock(p), Event{Kind: NewerPush}, State{Phase: check.Superseded}, fx(SyncCheck, CancelJobs)},
 				{"PR closed", withClock(p), Event{Kind: PRClosed}, State{Phase: check.Closed}, fx(SyncCheck, CancelJobs, "check.closed")},
+				{"card gone", withClock(p), Event{Kind: CardGone}, cardGoneTo(clock), fx(SyncCheck, CancelJobs, "retest.card_gone")},
 				{"deadline waits for the run", withClock(p), Event{Kind: DeadlinePassed}, State{}, nil},
 			} {
 				r.name = fmt.Sprintf("%s while %s (clock %v)", r.name, p, !clock.IsZero())
@@ -267,7 +273,7 @@ func mustApply(s State, k Kind) bool {
 	switch k {
 	case Requested, Concluded:
 		return true
-	case GatePass, GateRegression, GateUndecided, Broken, NewerPush, PRClosed, Progressed:
+	case GatePass, GateRegression, GateUndecided, Broken, NewerPush, PRClosed, Progressed, CardGone:
 		return s.Phase.Open()
 	case Started, QueueMoved:
 		return s.Phase == check.Queued
@@ -291,7 +297,7 @@ func key(s State, k Kind) string {
 // as completed on GitHub.
 func TestEveryVerdictCompletesTheCheck(t *testing.T) {
 	t.Parallel()
-	for _, k := range []Kind{GatePass, GateRegression, GateUndecided, Broken, NewerPush, PRClosed} {
+	for _, k := range []Kind{GatePass, GateRegression, GateUndecided, Broken, NewerPush, PRClosed, CardGone} {
 		for _, p := range []check.Phase{check.Queued, check.InProgress} {
 			for _, h := range []check.Phase{check.None, check.Escalated, check.Accepted} {
 				got, _, err := Transition(State{Phase: p, Held: h}, Event{Kind: k, Now: now, EscalateAfter: after})
@@ -316,4 +322,13 @@ func TestEveryVerdictCompletesTheCheck(t *testing.T) {
 			t.Errorf("settled phase %s shows %s/%q", p, status, conclusion)
 		}
 	}
+}
+
+// cardGoneTo is where a retest whose card is gone leaves a check with no
+// held regression: its warning's clock, else inconclusive.
+func cardGoneTo(clock time.Time) State {
+	if clock.IsZero() {
+		return State{Phase: check.Inconclusive}
+	}
+	return State{Phase: check.Warned, Deadline: clock}
 }

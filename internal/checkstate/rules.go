@@ -106,6 +106,23 @@ var rules = []rule{
 		return State{Phase: check.Errored}, sync(audit("gate.broken"))
 	}},
 
+	// A retest whose pinned card is gone ends without a verdict: a held
+	// escalation or acceptance stands, a warning keeps its clock (a card
+	// drained under a retest is no way around the deadline), anything
+	// else is inconclusive — the runner failed, not the commit.
+	{on: CardGone, from: isOpen, when: heldEscalated, to: func(s State, e Event) (State, []Effect) {
+		return State{Phase: check.Escalated, Held: check.Escalated}, sync(Effect{Kind: CancelJobs}, audit("retest.card_gone"))
+	}},
+	{on: CardGone, from: isOpen, when: heldAccepted, to: func(s State, e Event) (State, []Effect) {
+		return State{Phase: check.Accepted, Held: check.Accepted}, sync(Effect{Kind: CancelJobs}, audit("retest.card_gone"))
+	}},
+	{on: CardGone, from: isOpen, when: hasClock, to: func(s State, e Event) (State, []Effect) {
+		return State{Phase: check.Warned, Deadline: s.Deadline}, sync(Effect{Kind: CancelJobs}, audit("retest.card_gone"))
+	}},
+	{on: CardGone, from: isOpen, to: func(s State, e Event) (State, []Effect) {
+		return State{Phase: check.Inconclusive}, sync(Effect{Kind: CancelJobs}, audit("retest.card_gone"))
+	}},
+
 	// The clock: a warning past its deadline blocks. While a re-run
 	// measures the commit its verdict decides, so the deadline waits; on
 	// any other phase the clock no longer applies and is cleared.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/perfgate/perfgate/internal/baseline"
 	"github.com/perfgate/perfgate/internal/checkstate"
+	"github.com/perfgate/perfgate/internal/fleet"
 	"github.com/perfgate/perfgate/internal/store"
 )
 
@@ -27,6 +28,8 @@ type timerStore interface {
 	ListAgents(ctx context.Context) ([]store.Agent, error)
 	ListAttempts(ctx context.Context, f store.AttemptFilter) ([]store.Attempt, error)
 	ListQueue(ctx context.Context) ([]store.QueueEntry, error)
+	Arrivals(ctx context.Context, since, recent time.Time) ([]fleet.Arrived, error)
+	RunningQueuedChecks(ctx context.Context) ([]int64, error)
 	PutTrend(ctx context.Context, p store.TrendPoint) error
 }
 

@@ -24,35 +24,41 @@ const (
 	queueTitle = "Queued"
 )
 
-// UpdateQueueNotes estimates the place of every queued job from the claim
-// order, the runners (online, undrained, busy until their jobs' expected
-// end) and recent run times per tier and pool, and shows each queued
-// check its job's place. A check's note is rewritten only when its text
-// changes and at most once per QueueNoteEvery; each rewrite is a
-// lifecycle step whose GitHub write goes through the outbox.
+// UpdateQueueNotes estimates the place of every queued job (fleet.Estimate:
+// the claims replayed on recent run times, with the work that will arrive
+// and overtake at the observed rates) and shows each queued check its
+// job's place. A check's note is rewritten only when its text changes and
+// at most once per QueueNoteEvery; each rewrite is a lifecycle step whose
+// GitHub write goes through the outbox.
 func (s *Service) UpdateQueueNotes(ctx context.Context) error {
 	entries, err := s.timing().ListQueue(ctx)
 	if err != nil {
 		return err
 	}
+	// A retest pinned to a card gone past the grace ends first (its
+	// check leaves the queue).
+	stopErr := s.StopPinnedOnGoneCards(ctx, entries)
+	now := s.now()
 	var (
 		queue   []fleet.Queued
-		running []store.QueueEntry
+		running = map[int64]*fleet.RunningJob{}
 		byCheck = map[int64]fleet.Queued{}
 	)
 	for _, e := range entries {
 		if e.Status == jobstate.Running {
-			running = append(running, e)
+			running[e.AgentID] = &fleet.RunningJob{Tier: e.Tier, Pool: fleet.Pool(e.Labels, e.GPUUUID), Ran: now.Sub(e.StartedAt),
+				Priority: e.Priority, Tag: e.VTag}
 			continue
 		}
-		q := fleet.Queued{ID: e.ID, Tier: e.Tier, Labels: e.Labels, GPUUUID: e.GPUUUID}
+		q := fleet.Queued{ID: e.ID, Tier: e.Tier, Labels: e.Labels, GPUUUID: e.GPUUUID,
+			Priority: e.Priority, Tenant: e.ShareKey, Tag: e.VTag, Cost: e.VCost, Ages: !e.AgeAt.IsZero(), AgesIn: e.AgeAt.Sub(now)}
 		queue = append(queue, q)
 		if _, seen := byCheck[e.CheckRunID]; !seen && e.CheckRunID != 0 {
 			byCheck[e.CheckRunID] = q // its first job in claim order
 		}
 	}
 	if len(byCheck) == 0 {
-		return nil
+		return stopErr
 	}
 	recent, err := s.timing().ListAttempts(ctx, store.AttemptFilter{Succeeded: true, Limit: 1000})
 	if err != nil {
@@ -63,27 +69,25 @@ func (s *Service) UpdateQueueNotes(ctx context.Context) error {
 		samples = append(samples, fleet.Sample{Tier: a.Tier, Pool: a.Pool, Took: a.EndedAt.Sub(a.StartedAt)})
 	}
 	dur := fleet.NewDurations(samples)
+	arrived, err := s.timing().Arrivals(ctx, now.Add(-fleet.MixWindow), now.Add(-fleet.ArrivalWindow))
+	if err != nil {
+		return err
+	}
 	agents, err := s.timing().ListAgents(ctx)
 	if err != nil {
 		return err
 	}
-	now := s.now()
-	busy := map[int64]time.Duration{}
-	for _, j := range running {
-		left := dur.Of(j.Tier, fleet.Pool(j.Labels, j.GPUUUID)) - now.Sub(j.StartedAt)
-		busy[j.AgentID] = max(busy[j.AgentID], left, 0)
-	}
 	runners := make([]fleet.Runner, 0, len(agents))
 	for _, a := range agents {
-		runners = append(runners, fleet.Runner{Name: a.Name, Labels: a.Labels, GPUUUIDs: a.GPUUUIDs, BusyFor: busy[a.ID],
+		runners = append(runners, fleet.Runner{Name: a.Name, Labels: a.Labels, GPUUUIDs: a.GPUUUIDs, Job: running[a.ID],
 			Available: !a.Drained && now.Sub(a.LastSeenAt) <= fleet.OnlineWindow})
 	}
-	places := fleet.Estimate(queue, runners, dur.Of)
+	places := fleet.Estimate(fleet.Forecast{Queue: queue, Runners: runners, Durations: dur, Arrivals: fleet.Streams(arrived)})
 	open, err := s.timing().ListOpenCheckRuns(ctx)
 	if err != nil {
 		return err
 	}
-	var errs []error
+	errs := []error{stopErr}
 	for _, cr := range open {
 		q, ok := byCheck[cr.ID]
 		if !ok || cr.State != store.CheckQueued {
@@ -127,8 +131,8 @@ func queueSummary(cr store.CheckRun, q fleet.Queued, p fleet.Place, dur fleet.Du
 	if p.NoRunner {
 		b.WriteString(", and no runner that can take it is online and undrained right now: it starts when one is.")
 	} else {
-		fmt.Fprintf(&b, "; at recent run times (%s tier: about %s a job) a runner should start it in about %s.",
-			q.Tier, fleet.Minutes(dur.Of(q.Tier, q.Pool())), fleet.Minutes(p.Wait))
+		fmt.Fprintf(&b, "; at recent run times (%s tier: about %s a job on average), and with the work that usually arrives meanwhile and goes first, a runner should start it in about %s (half the time between %s and %s).",
+			q.Tier, fleet.Minutes(dur.Of(q.Tier, q.Pool())), fleet.Minutes(p.Wait), fleet.Minutes(p.Low), fleet.Minutes(p.High))
 	}
 	b.WriteString("\n\nMerge-queue and merge-tier jobs go first, then quick screens, then nightly and bisect work; within each, repositories share the runners by weight. This note follows the queue, at most once a minute.")
 	return b.String()

@@ -83,6 +83,7 @@ type Service struct {
 	router     *completion.Router // finished jobs to their consumers; the judge takes a check's
 	findings   *findings          // profiles and the knowledge base (findings.go); nil: off
 	longRun    *LongRunOptions    // the capacity and soak judges (longrun.go); nil: off
+	cardGrace  time.Duration      // retestcard.go
 }
 
 // KindHandler takes a finished job of a kind that belongs to no check run
@@ -117,6 +118,9 @@ type Options struct {
 	JudgePolicy backoff.Policy
 	// JudgePoll is how often an idle judge looks for finished jobs (1 s).
 	JudgePoll time.Duration
+	// CardGrace is how long a check's job pinned to a card (a retest)
+	// waits for it while it is gone (bisectjob.DefaultCardGrace).
+	CardGrace time.Duration
 }
 
 // New builds a Service.
@@ -125,7 +129,8 @@ func New(o Options) *Service {
 		o.Now = time.Now
 	}
 	s := &Service{st: o.Store, clients: o.Clients, detailsURL: o.DetailsURL, details: o.Details, now: o.Now, log: o.Log, written: o.Written,
-		router: completion.New(completion.Options{Queue: o.Store, Policy: o.JudgePolicy, Poll: o.JudgePoll, Now: o.Now, Log: o.Log})}
+		router:    completion.New(completion.Options{Queue: o.Store, Policy: o.JudgePolicy, Poll: o.JudgePoll, Now: o.Now, Log: o.Log}),
+		cardGrace: o.CardGrace}
 	s.router.Otherwise(s.jobDone, s.cannotJudge)
 	return s
 }

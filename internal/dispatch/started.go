@@ -15,13 +15,22 @@ import (
 // SyncStarted moves the check runs of jobs an agent has claimed from
 // queued to in_progress. It polls the store rather than hooking the claim,
 // so it works whichever replica handed out the job; the step is a
-// compare-and-set, so one replica makes each.
+// compare-and-set, so one replica makes each. It reads only the running
+// jobs whose check still shows queued (RunningQueuedChecks), not every
+// running job with its plan.
 func (s *Service) SyncStarted(ctx context.Context) error {
-	jobs, err := s.timing().ListJobs(ctx, store.JobFilter{Status: jobstate.Running})
+	ids, err := s.timing().RunningQueuedChecks(ctx)
 	if err != nil {
 		return err
 	}
-	for _, j := range jobs {
+	for _, id := range ids {
+		j, err := s.timing().GetJob(ctx, id)
+		if err != nil {
+			return err
+		}
+		if j.Status != jobstate.Running {
+			continue // ended meanwhile
+		}
 		cr, ok, err := s.checkOf(ctx, j)
 		if err != nil || !ok || cr.State != store.CheckQueued {
 			continue
@@ -38,7 +47,18 @@ func (s *Service) SyncStarted(ctx context.Context) error {
 	return nil
 }
 
-// RunStartSync calls SyncStarted every interval until ctx ends.
+// RunStartSync calls SyncStarted every interval until ctx ends, in the
+// replica that takes the interval's turn.
 func (s *Service) RunStartSync(ctx context.Context, every time.Duration) {
-	s.every(ctx, every, "sync started jobs", s.SyncStarted)
+	s.every(ctx, every, "sync started jobs", func(ctx context.Context) error {
+		_, err := s.StartSyncTurn(ctx, s.now(), every)
+		return err
+	})
+}
+
+// StartSyncTurn syncs the started checks of the period of length every
+// that at falls in, if this replica takes the turn: one replica a period,
+// not every replica every tick.
+func (s *Service) StartSyncTurn(ctx context.Context, at time.Time, every time.Duration) (bool, error) {
+	return s.inTurn(ctx, TurnStartSync, at.Truncate(every), every, s.SyncStarted)
 }

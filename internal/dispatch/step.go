@@ -41,6 +41,9 @@ type step struct {
 	replaced [2]string
 	// cancelReason is given to jobs the step cancels.
 	cancelReason string
+	// comment, when set, is posted on the PR with the step (through the
+	// outbox, once per commentKey).
+	comment, commentKey string
 	// actor, action and detail make the step's own audit entry (besides
 	// the lifecycle's).
 	actor, action string
@@ -168,6 +171,16 @@ func (s *Service) apply(ctx context.Context, cr store.CheckRun, st step) (store.
 			}
 			ch.Audit = append(ch.Audit, entry)
 		}
+	}
+	if st.comment != "" && cr.PRNumber > 0 {
+		eff, err := commentEffect(st.commentKey, cr.InstallationID, cr.Repo, cr.PRNumber, st.comment)
+		if err != nil {
+			return cr, false, err
+		}
+		if eff, err = ifOpen(eff); err != nil {
+			return cr, false, err
+		}
+		ch.Effects = append(ch.Effects, eff)
 	}
 	if st.action != "" {
 		actor := st.actor

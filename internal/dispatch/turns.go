@@ -14,6 +14,7 @@ import (
 const (
 	TurnNightly    = "nightly"
 	TurnQueueNotes = "queue-notes"
+	TurnStartSync  = "start-sync"
 )
 
 // nightlyHold is how long a nightly turn is held: longer than queueing

@@ -1,6 +1,7 @@
 package fleet
 
 import (
+	"math/rand/v2"
 	"reflect"
 	"strings"
 	"testing"
@@ -112,13 +113,23 @@ func TestMinutes(t *testing.T) {
 }
 
 func TestEstimate(t *testing.T) {
-	ten := func(string, string) time.Duration { return 10 * time.Minute }
+	// Every job takes exactly 10 minutes: the replays agree.
+	ten := NewDurations([]Sample{{Took: 10 * time.Minute}})
 	gpu := []string{"gpu"}
+	est := func(q []Queued, r []Runner) map[int64]Place {
+		return Estimate(Forecast{Queue: q, Runners: r, Durations: ten})
+	}
 	t.Run("one runner, a line", func(t *testing.T) {
 		q := []Queued{{ID: 1, Labels: gpu}, {ID: 2, Labels: gpu}, {ID: 3, Labels: gpu}}
 		r := []Runner{{Name: "a", Labels: gpu, Available: true, BusyFor: 3 * time.Minute}}
-		got := Estimate(q, r, ten)
-		want := map[int64]Place{1: {Ahead: 0, Wait: 3 * time.Minute}, 2: {Ahead: 1, Wait: 13 * time.Minute}, 3: {Ahead: 2, Wait: 23 * time.Minute}}
+		got := est(q, r)
+		at := func(d time.Duration) (time.Duration, time.Duration, time.Duration) { return d, d, d }
+		want := map[int64]Place{1: {Ahead: 0}, 2: {Ahead: 1}, 3: {Ahead: 2}}
+		for id, d := range map[int64]time.Duration{1: 3 * time.Minute, 2: 13 * time.Minute, 3: 23 * time.Minute} {
+			p := want[id]
+			p.Wait, p.Low, p.High = at(d)
+			want[id] = p
+		}
 		if !reflect.DeepEqual(got, want) {
 			t.Errorf("Estimate = %v, want %v", got, want)
 		}
@@ -132,7 +143,7 @@ func TestEstimate(t *testing.T) {
 	t.Run("two runners share the line", func(t *testing.T) {
 		q := []Queued{{ID: 1}, {ID: 2}, {ID: 3}, {ID: 4}}
 		r := []Runner{{Name: "a", Available: true}, {Name: "b", Available: true, BusyFor: 5 * time.Minute}}
-		got := Estimate(q, r, ten)
+		got := est(q, r)
 		waits := []time.Duration{got[1].Wait, got[2].Wait, got[3].Wait, got[4].Wait}
 		if !reflect.DeepEqual(waits, []time.Duration{0, 5 * time.Minute, 10 * time.Minute, 15 * time.Minute}) {
 			t.Errorf("waits = %v", waits)
@@ -145,7 +156,7 @@ func TestEstimate(t *testing.T) {
 		a100, h100 := []string{"gpu", "a100"}, []string{"gpu", "h100"}
 		q := []Queued{{ID: 1, Labels: a100}, {ID: 2, Labels: a100}, {ID: 3, Labels: h100}, {ID: 4, Labels: gpu}}
 		r := []Runner{{Name: "a", Labels: a100, Available: true}, {Name: "h", Labels: h100, Available: true}}
-		got := Estimate(q, r, ten)
+		got := est(q, r)
 		if got[3].Ahead != 0 || got[3].Wait != 0 {
 			t.Errorf("h100 job behind a100 jobs: %+v", got[3])
 		}
@@ -157,12 +168,37 @@ func TestEstimate(t *testing.T) {
 	t.Run("pinned job waits for its card", func(t *testing.T) {
 		q := []Queued{{ID: 1, GPUUUID: "GPU-x"}, {ID: 2}}
 		r := []Runner{{Name: "x", GPUUUIDs: []string{"GPU-x"}, Available: false}, {Name: "y", GPUUUIDs: []string{"GPU-y"}, Available: true}}
-		got := Estimate(q, r, ten)
+		got := est(q, r)
 		if !got[1].NoRunner || got[2].NoRunner || got[2].Ahead != 0 {
 			t.Errorf("places = %+v", got)
 		}
 		if n := got[1].Note(q[0]); !strings.Contains(n, "waiting for card GPU-x") {
 			t.Errorf("note = %q", n)
+		}
+	})
+	t.Run("work that overtakes", func(t *testing.T) {
+		// A bisect job next in line on a busy runner: merge work arrives
+		// six an hour and goes first; a quick job of a tenant with a
+		// long line is overtaken by other tenants' new jobs.
+		r := []Runner{{Name: "a", Labels: gpu, Available: true, BusyFor: 5 * time.Minute}}
+		batch := []Queued{{ID: 1, Labels: gpu, Priority: PriorityBatch, Tenant: "acme/a", Ages: true, AgesIn: 6 * time.Hour}}
+		merge := []Stream{{Priority: PriorityMerge, Tenant: "acme/b", Tier: "merge", Pool: "gpu", PerHour: 6, Cost: 600}}
+		alone := Estimate(Forecast{Queue: batch, Runners: r, Durations: ten})[1]
+		behind := Estimate(Forecast{Queue: batch, Runners: r, Durations: ten, Arrivals: merge})[1]
+		if alone.Wait != 5*time.Minute || behind.Wait <= alone.Wait || behind.High <= behind.Low {
+			t.Errorf("alone %+v, with merge work arriving %+v: want it later, with a range", alone, behind)
+		}
+		var line []Queued
+		for i := range 6 {
+			line = append(line, Queued{ID: int64(i + 1), Labels: gpu, Priority: PriorityQuick, Tenant: "acme/a", Tag: float64(600 * i), Cost: 600})
+		}
+		others := []Stream{{Priority: PriorityQuick, Tenant: "acme/c", Tier: "quick", Pool: "gpu", PerHour: 3, Cost: 600}}
+		own := []Stream{{Priority: PriorityQuick, Tenant: "acme/a", Tier: "quick", Pool: "gpu", PerHour: 3, Cost: 600}}
+		last := func(s []Stream) time.Duration {
+			return Estimate(Forecast{Queue: line, Runners: r, Durations: ten, Arrivals: s})[6].Wait
+		}
+		if l, o := last(own), last(others); l != 55*time.Minute || o <= l {
+			t.Errorf("last of the line: %v with its own tenant's arrivals (want 55 min), %v with another's (want later)", l, o)
 		}
 	})
 	t.Run("scales with pools, not runners squared", func(t *testing.T) {
@@ -175,27 +211,56 @@ func TestEstimate(t *testing.T) {
 			r = append(r, Runner{Labels: []string{"gpu", []string{"a100", "h100"}[i%2]}, Available: true})
 		}
 		start := time.Now()
-		got := Estimate(q, r, ten)
+		got := est(q, r)
 		if len(got) != 10000 || got[9999].Ahead != 4999 {
 			t.Errorf("last job = %+v", got[9999])
 		}
-		t.Logf("10,000 jobs, 100 runners: %v", time.Since(start))
+		t.Logf("10,000 jobs, 100 runners, %d replays: %v", Replays, time.Since(start))
 	})
 }
 
-func TestDurations(t *testing.T) {
-	d := NewDurations([]Sample{
-		{Tier: "quick", Pool: "gpu", Took: 4 * time.Minute}, {Tier: "quick", Pool: "gpu", Took: 6 * time.Minute},
-		{Tier: "quick", Pool: "gpu,h100", Took: 3 * time.Minute},
-	})
-	if got := d.Of("quick", "gpu"); got != 5*time.Minute {
-		t.Errorf("pool median = %v", got)
+func TestSpan(t *testing.T) {
+	for _, c := range []struct {
+		lo, hi time.Duration
+		want   string
+	}{
+		{12 * time.Minute, 20 * time.Minute, "10–20 min"},
+		{4 * time.Minute, 7 * time.Minute, "4–7 min"},
+		{10 * time.Second, 5 * time.Minute, "up to 5 min"},
+		{50 * time.Minute, 80 * time.Minute, "50 min–1 h 20 min"},
+		{13 * time.Minute, 14 * time.Minute, "15 min"},
+	} {
+		if got := Span(c.lo, c.hi); got != c.want {
+			t.Errorf("Span(%v, %v) = %q, want %q", c.lo, c.hi, got, c.want)
+		}
 	}
-	if got := d.Of("quick", "gpu,a100"); got != 4*time.Minute {
-		t.Errorf("tier median = %v", got)
+}
+
+func TestDurations(t *testing.T) {
+	var s []Sample
+	for _, m := range []time.Duration{2, 4, 6, 8, 10} {
+		s = append(s, Sample{Tier: "quick", Pool: "gpu", Took: m * time.Minute})
+	}
+	s = append(s, Sample{Tier: "quick", Pool: "gpu,h100", Took: 3 * time.Minute})
+	d := NewDurations(s)
+	if got := d.Of("quick", "gpu"); got != 6*time.Minute {
+		t.Errorf("pool mean = %v, want 6 min (no floor, no median)", got)
+	}
+	if got := d.Of("quick", "gpu,h100"); got != 33*time.Minute/6 {
+		t.Errorf("one sample in the pool: the tier's mean = %v", got)
 	}
 	if got := d.Of("merge", "gpu"); got != DefaultDuration("merge") {
 		t.Errorf("default = %v", got)
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 100 {
+		// A job that has run 7 minutes ends in 1 or 3 more.
+		if l := d.DrawLeft(rng, "quick", "gpu", 7*time.Minute); l != time.Minute && l != 3*time.Minute {
+			t.Fatalf("left after 7 min = %v", l)
+		}
+		if l := d.DrawLeft(rng, "quick", "gpu", time.Hour); l < 0 || l > 6*time.Minute/5 {
+			t.Fatalf("left after outrunning them all = %v", l)
+		}
 	}
 }
 

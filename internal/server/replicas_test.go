@@ -183,6 +183,11 @@ func TestReplicasRunSingletonsOnce(t *testing.T) {
 		}},
 		{"artifact retention", func(r *replica, at time.Time) (bool, error) { return r.srv.sweepTurn(ctx, at, time.Hour) }},
 		{"queue notes", func(r *replica, at time.Time) (bool, error) { return r.srv.dispatch.QueueNotesTurn(ctx, at, noteEvery) }},
+		// Ticks 5 s apart here so that the replicas' 2 s skew falls in one
+		// period (the default, 1 s: at most once a second across them).
+		{"start sync", func(r *replica, at time.Time) (bool, error) {
+			return r.srv.dispatch.StartSyncTurn(ctx, at, 5*time.Second)
+		}},
 	}
 	fire := time.Date(2026, 12, 4, 5, 30, 0, 0, time.UTC)
 	for _, j := range jobs {

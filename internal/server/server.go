@@ -241,7 +241,8 @@ func New(cfg Config, st store.Store, log zerolog.Logger, now func() time.Time) (
 	s.outbox = outbox.New(outbox.Options{Store: st, Clients: clients, Policy: cfg.Loop.OutboxPolicy,
 		Lease: cfg.Loop.OutboxLease, Poll: cfg.Loop.Poll, Now: now, Log: log})
 	s.dispatch = dispatch.New(dispatch.Options{Store: st, Clients: clients, DetailsURL: cfg.PublicURL, Details: details,
-		Now: now, Log: log, Written: s.outbox.Wake, JudgePolicy: cfg.Loop.JudgePolicy, JudgePoll: cfg.Loop.Poll})
+		Now: now, Log: log, Written: s.outbox.Wake, JudgePolicy: cfg.Loop.JudgePolicy, JudgePoll: cfg.Loop.Poll,
+		CardGrace: cfg.Loop.BisectCardGrace})
 	s.bisects = newBisects(s, clients)
 	arts, err := openArtifacts(cfg, st, log)
 	if err != nil {

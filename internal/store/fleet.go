@@ -222,14 +222,20 @@ type QueueEntry struct {
 	GPUUUID             string
 	Status              jobstate.Status
 	Priority            int
-	AgentID             int64     // running jobs
-	StartedAt           time.Time // running jobs
+	// The job's place in its class's fair share: its tenant, start tag
+	// and cost, and when it ages past the strict order (zero: never).
+	ShareKey    string
+	VTag, VCost float64
+	AgeAt       time.Time
+	AgentID     int64     // running jobs
+	StartedAt   time.Time // running jobs
 }
 
 // ListQueue returns the queued jobs in claim order, then the running ones,
 // without their plans: what a queue estimate needs, cheaply.
 func (s *sqlStore) ListQueue(ctx context.Context) ([]QueueEntry, error) {
-	const cols = `SELECT id, check_run_id, repo, tier, head_sha, required_labels, gpu_uuid, status, priority, agent_id, started_at FROM jobs`
+	const cols = `SELECT id, check_run_id, repo, tier, head_sha, required_labels, gpu_uuid, status, priority, agent_id, started_at,
+		share_key, vtag, vcost, age_at FROM jobs`
 	var out []QueueEntry
 	for _, q := range []string{
 		cols + ` WHERE status = 'queued' ORDER BY ` + claimOrder(s.nowMicros()),
@@ -244,8 +250,10 @@ func (s *sqlStore) ListQueue(ctx context.Context) ([]QueueEntry, error) {
 				e              QueueEntry
 				labels, status string
 				agent, started sql.NullInt64
+				ageAt          sql.NullInt64
 			)
-			if err := rows.Scan(&e.ID, &e.CheckRunID, &e.Repo, &e.Tier, &e.HeadSHA, &labels, &e.GPUUUID, &status, &e.Priority, &agent, &started); err != nil {
+			if err := rows.Scan(&e.ID, &e.CheckRunID, &e.Repo, &e.Tier, &e.HeadSHA, &labels, &e.GPUUUID, &status, &e.Priority, &agent, &started,
+				&e.ShareKey, &e.VTag, &e.VCost, &ageAt); err != nil {
 				rows.Close()
 				return nil, fmt.Errorf("list queue: %w", err)
 			}
@@ -253,7 +261,7 @@ func (s *sqlStore) ListQueue(ctx context.Context) ([]QueueEntry, error) {
 				rows.Close()
 				return nil, fmt.Errorf("list queue: job %d: %w", e.ID, err)
 			}
-			e.Status, e.AgentID, e.StartedAt = jobstate.Status(status), agent.Int64, fromMicros(started)
+			e.Status, e.AgentID, e.StartedAt, e.AgeAt = jobstate.Status(status), agent.Int64, fromMicros(started), fromMicros(ageAt)
 			out = append(out, e)
 		}
 		rows.Close()

@@ -62,6 +62,8 @@ type Store interface {
 	// The fleet's GPU time (fleet.go): every attempt, and usage by
 	// repository, tier and week.
 	ListQueue(ctx context.Context) ([]QueueEntry, error)
+	Arrivals(ctx context.Context, since, recent time.Time) ([]fleet.Arrived, error)
+	RunningQueuedChecks(ctx context.Context) ([]int64, error)
 	ListAttempts(ctx context.Context, f AttemptFilter) ([]Attempt, error)
 	Usage(ctx context.Context, f UsageFilter) ([]fleet.UsageRow, error)
 

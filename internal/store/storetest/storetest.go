@@ -95,6 +95,8 @@ func Run(t *testing.T, newDSN func(t testing.TB) string) {
 		{"FleetUsage", testFleetUsage},
 		{"FleetRefund", testFleetRefund},
 		{"FleetAging", testFleetAging},
+		{"FleetArrivals", testFleetArrivals},
+		{"RunningQueuedChecks", testRunningQueuedChecks},
 		{"Singletons", testSingletons},
 		{"NotifyAcrossReplicas", testNotifyAcrossReplicas},
 		{"ClaimUnservedPool", testClaimUnservedPool},
