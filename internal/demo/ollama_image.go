@@ -59,11 +59,26 @@ func SharedLibraries(ctx context.Context, bin string) ([]string, error) {
 		}
 		return nil, fmt.Errorf("ldd %s: %w: %s", bin, err, strings.TrimSpace(string(out)))
 	}
-	var libs []string
-	for _, m := range lddPath.FindAllStringSubmatch(string(out), -1) {
-		libs = append(libs, m[1])
+	libs, missing := parseLDD(string(out))
+	if len(missing) > 0 {
+		return nil, fmt.Errorf("ldd %s: %s not found on this host, so the image could not run it", bin, strings.Join(missing, ", "))
 	}
 	return libs, nil
+}
+
+// lddMissing is a library ldd could not resolve: "name => not found".
+var lddMissing = regexp.MustCompile(`(?m)^\s*(\S+)\s+=>\s+not found`)
+
+// parseLDD reads ldd's output: the resolved path of every library and the
+// loader (vdso lines name no file), and the libraries not found.
+func parseLDD(out string) (libs, missing []string) {
+	for _, m := range lddPath.FindAllStringSubmatch(out, -1) {
+		libs = append(libs, m[1])
+	}
+	for _, m := range lddMissing.FindAllStringSubmatch(out, -1) {
+		missing = append(missing, m[1])
+	}
+	return libs, missing
 }
 
 // OllamaImage is what BuildOllamaImage made.
