@@ -166,7 +166,9 @@ trap 'exit 143' TERM INT
 set -a
 . "$root/inference_engine/ollama.env"
 set +a
-export OLLAMA_HOST="127.0.0.1:$port" OLLAMA_MODELS="$models"
+# ENGINE_BIND: the address to listen on; an engine image sets 0.0.0.0,
+# where the sandbox's relay reaches it.
+export OLLAMA_HOST="${ENGINE_BIND:-127.0.0.1}:$port" OLLAMA_MODELS="$models"
 "$ollama" serve &
 pid=$!
 for _ in $(seq 1 600); do

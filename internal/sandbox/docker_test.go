@@ -132,7 +132,13 @@ type report struct {
 
 func probe(t *testing.T, container, token string, dials []string, gatewayPorts ...string) report {
 	t.Helper()
-	out, err := exec.Command("docker", "exec", container, "/probe", "--token", token, "--dial", strings.Join(dials, ","),
+	return probeAt(t, container, "/probe", token, dials, gatewayPorts...)
+}
+
+// probeAt runs the probe found at path inside the container.
+func probeAt(t *testing.T, container, path, token string, dials []string, gatewayPorts ...string) report {
+	t.Helper()
+	out, err := exec.Command("docker", "exec", container, path, "--token", token, "--dial", strings.Join(dials, ","),
 		"--gateway-ports", strings.Join(gatewayPorts, ",")).CombinedOutput()
 	if err != nil {
 		t.Fatalf("docker exec probe: %v\n%s", err, out)
@@ -233,11 +239,60 @@ func TestSandboxContains(t *testing.T) {
 	}
 	resp.Body.Close()
 
+	r := probeContained(t, engine.ContainerName(job), "/probe", token, apiPort)
+	if !strings.Contains(strings.Join(r.Env, " "), "ENGINE_SETTING=1") {
+		t.Errorf("the plan's variable is missing: %v", r.Env)
+	}
+	if len(r.TokenFoundIn) > 0 {
+		t.Errorf("the agent token is readable inside the sandbox: %v", r.TokenFoundIn)
+	}
+	if strings.Join(r.Workspace, " ") != "/workspace/engine.yaml" {
+		t.Errorf("/workspace holds %v, want the checkout", r.Workspace)
+	}
+
+	if err := srv.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	stopped = true
+	for _, args := range [][]string{{"ps", "-aq", "--filter", "label=perfgate.job=" + job}, {"network", "ls", "-q", "--filter", "label=perfgate.job=" + job}} {
+		if out, err := exec.Command("docker", args...).CombinedOutput(); err != nil || strings.TrimSpace(string(out)) != "" {
+			t.Errorf("docker %v after Stop: %q %v, want nothing left", args, out, err)
+		}
+	}
+
+	// The control: the same probe on Docker's default bridge reaches the
+	// host, so the checks above can fail.
+	name := "perfgate-sandbox-control-" + token[4:12]
+	out, err := exec.Command("docker", "run", "--detach", "--rm", "--name", name, engineImage).CombinedOutput()
+	if err != nil {
+		t.Fatalf("control container: %v\n%s", err, out)
+	}
+	defer exec.Command("docker", "rm", "--force", name).Run()
+	gw, err := exec.Command("docker", "network", "inspect", "--format", "{{(index .IPAM.Config 0).Gateway}}", "bridge").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	hostOnBridge := net.JoinHostPort(strings.TrimSpace(string(gw)), apiPort)
+	control := probe(t, name, token, []string{hostOnBridge})
+	if got := control.Dials[hostOnBridge]; got != "refused" && got != "connected" {
+		t.Errorf("control: the host at %s is %q from the default bridge; the probe cannot tell reachable from not", hostOnBridge, got)
+	}
+}
+
+// probeContained runs the probe (at probePath inside the container) and
+// checks what the sandbox promises every engine: the agent API (on
+// apiPort), the host, the gateways and the outside unreachable; the root
+// filesystem, the checkout and the models read-only, the tmpfs scratch
+// writable; nobody, no capabilities, no-new-privileges, no Docker socket;
+// no PERFGATE_* variable and no token anywhere. It returns the report for
+// the caller's own checks.
+func probeContained(t *testing.T, container, probePath, token, apiPort string) report {
+	t.Helper()
 	dials := []string{net.JoinHostPort("127.0.0.1", apiPort), "203.0.113.1:80"}
 	for _, a := range hostAddrs(t) {
 		dials = append(dials, net.JoinHostPort(a, apiPort), net.JoinHostPort(a, "22"))
 	}
-	r := probe(t, engine.ContainerName(job), token, dials, apiPort, "80")
+	r := probeAt(t, container, probePath, token, dials, apiPort, "80")
 	for addr, got := range r.Dials {
 		// From inside, 127.0.0.1 is the container's own loopback: refused
 		// there says nothing of the host. Anywhere else, refused means the
@@ -277,43 +332,7 @@ func TestSandboxContains(t *testing.T) {
 			t.Errorf("the engine's environment holds %s", kv)
 		}
 	}
-	if !strings.Contains(strings.Join(r.Env, " "), "ENGINE_SETTING=1") {
-		t.Errorf("the plan's variable is missing: %v", r.Env)
-	}
-	if len(r.TokenFoundIn) > 0 {
-		t.Errorf("the agent token is readable inside the sandbox: %v", r.TokenFoundIn)
-	}
-	if strings.Join(r.Workspace, " ") != "/workspace/engine.yaml" {
-		t.Errorf("/workspace holds %v, want the checkout", r.Workspace)
-	}
-
-	if err := srv.Stop(ctx); err != nil {
-		t.Fatal(err)
-	}
-	stopped = true
-	for _, args := range [][]string{{"ps", "-aq", "--filter", "label=perfgate.job=" + job}, {"network", "ls", "-q", "--filter", "label=perfgate.job=" + job}} {
-		if out, err := exec.Command("docker", args...).CombinedOutput(); err != nil || strings.TrimSpace(string(out)) != "" {
-			t.Errorf("docker %v after Stop: %q %v, want nothing left", args, out, err)
-		}
-	}
-
-	// The control: the same probe on Docker's default bridge reaches the
-	// host, so the checks above can fail.
-	name := "perfgate-sandbox-control-" + token[4:12]
-	out, err := exec.Command("docker", "run", "--detach", "--rm", "--name", name, engineImage).CombinedOutput()
-	if err != nil {
-		t.Fatalf("control container: %v\n%s", err, out)
-	}
-	defer exec.Command("docker", "rm", "--force", name).Run()
-	gw, err := exec.Command("docker", "network", "inspect", "--format", "{{(index .IPAM.Config 0).Gateway}}", "bridge").Output()
-	if err != nil {
-		t.Fatal(err)
-	}
-	hostOnBridge := net.JoinHostPort(strings.TrimSpace(string(gw)), apiPort)
-	control := probe(t, name, token, []string{hostOnBridge})
-	if got := control.Dials[hostOnBridge]; got != "refused" && got != "connected" {
-		t.Errorf("control: the host at %s is %q from the default bridge; the probe cannot tell reachable from not", hostOnBridge, got)
-	}
+	return r
 }
 
 // BenchmarkEngineStart is the start-up cost the sandbox adds per engine
