@@ -45,8 +45,8 @@ func runDemo(ctx context.Context, env *cliEnv, args []string) int {
 		fmt.Fprintf(env.stderr, "perfgate demo: --engine %q: want sim or ollama\n", *engine)
 		return 3
 	}
-	if *engine == demo.EngineOllama && *scenario != "" && *scenario != "default" {
-		fmt.Fprintf(env.stderr, "perfgate demo: --engine ollama runs the default scenario (a slower model, a docs-only PR); --scenario %s is on the sim\n", *scenario)
+	if *engine == demo.EngineOllama && *scenario != "" && *scenario != "default" && *scenario != "bisect" {
+		fmt.Fprintf(env.stderr, "perfgate demo: --engine ollama runs the default scenario (a slower model, a docs-only PR) and the bisect; --scenario %s is on the sim\n", *scenario)
 		return 3
 	}
 	if log, quieter := demoLog(env.log, env.logLevelChosen, isTerminal(env.stderr)); quieter {
@@ -73,7 +73,8 @@ func runDemo(ctx context.Context, env *cliEnv, args []string) int {
 			fmt.Fprintf(env.stderr, "perfgate demo: --commits must be at least 1 and --planted one of 1…%d (0: at random)\n", *commits)
 			return 3
 		}
-		out, err := demo.RunBisect(ctx, demo.BisectOptions{Dir: *dir, Commits: *commits, Planted: *planted, Slowdown: *slowdown, Out: env.stdout, Log: env.log})
+		out, err := demo.RunBisect(ctx, demo.BisectOptions{Dir: *dir, Commits: *commits, Planted: *planted, Slowdown: *slowdown,
+			Engine: *engine, Ollama: *ollama, Out: env.stdout, Log: env.log})
 		if err != nil {
 			fmt.Fprintf(env.stderr, "perfgate demo: %v\n", err)
 			return 1

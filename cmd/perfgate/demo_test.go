@@ -18,6 +18,7 @@ func TestDemoScenarioFlags(t *testing.T) {
 		{[]string{"demo", "--scenario", "bisect", "--commits", "4", "--planted", "5"}, "--planted one of 1…4"},
 		{[]string{"demo", "--scenario", "bisect", "--commits", "0"}, "--commits must be at least 1"},
 		{[]string{"demo", "--scenario", "bisect", "--serve", "127.0.0.1:0"}, "--serve goes with the default scenario"},
+		{[]string{"demo", "--engine", "ollama", "--scenario", "capacity"}, "--engine ollama runs the default scenario (a slower model, a docs-only PR) and the bisect; --scenario capacity is on the sim"},
 	} {
 		code, _, stderr := run(t, tc.args...)
 		if code != 3 || !strings.Contains(stderr, tc.want) {

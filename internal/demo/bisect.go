@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
+	"path"
 	"strings"
 	"time"
 
@@ -28,8 +30,14 @@ type BisectOptions struct {
 	Planted  int
 	Slowdown float64
 	Perfgate string // the perfgate binary the engine command runs; this executable when empty
-	Out      io.Writer
-	Log      zerolog.Logger
+	// Engine is EngineSim (the default) or EngineOllama: the repository
+	// serves Ollama from each commit's checkout, and the planted commit
+	// adds a fifth transformer block to model/perfgate-tiny.gguf (about
+	// +19% work per token; Slowdown does not apply). Ollama is the binary
+	// (FindOllama when empty).
+	Engine, Ollama string
+	Out            io.Writer
+	Log            zerolog.Logger
 }
 
 // BisectOutcome is what the bisect scenario saw.
@@ -80,12 +88,23 @@ func RunBisect(ctx context.Context, o BisectOptions) (*BisectOutcome, error) {
 	if o.Out == nil {
 		o.Out = io.Discard
 	}
-	h, err := Start(ctx, o.Dir, o.Log, WithPerfgate(o.Perfgate), func(c *startConfig) { c.config = bisectConfig })
+	opts := []StartOption{WithPerfgate(o.Perfgate), func(c *startConfig) { c.config = bisectConfig }}
+	switch o.Engine {
+	case "", EngineSim:
+	case EngineOllama:
+		opts = append(opts, WithOllama(o.Ollama))
+	default:
+		return nil, fmt.Errorf("engine %q: want %s or %s", o.Engine, EngineSim, EngineOllama)
+	}
+	h, err := Start(ctx, o.Dir, o.Log, opts...)
 	if err != nil {
 		return nil, err
 	}
 	defer h.Close()
 	fmt.Fprintf(o.Out, "perfgate demo --scenario bisect: server on %s, store %s, local GitHub on %s\n", h.URL, h.DB, h.GitHub.URL)
+	if h.Engine != "" {
+		fmt.Fprintf(o.Out, "the engine is real: %s, started from each measured commit's checkout by its inference_engine/serve.sh\n", h.Engine)
+	}
 	out, err := h.Bisect(ctx, o.Commits, o.Planted, o.Slowdown, o.Out)
 	if err != nil {
 		return nil, err
@@ -98,19 +117,19 @@ func RunBisect(ctx context.Context, o BisectOptions) (*BisectOutcome, error) {
 // engine's slowdown, asks for `/perf bisect` over them on an issue as a
 // maintainer, and waits for the bisect's report.
 func (h *Harness) Bisect(ctx context.Context, n, planted int, slowdown float64, w io.Writer) (*BisectOutcome, error) {
+	plant := h.bisectPlant(slowdown)
 	r := h.Repo
-	// The good commit: the engine's knobs for a bisect on a busy machine.
-	good, err := r.commit("inference_engine: longer decode steps, fewer in flight", map[string]string{"inference_engine/sim.yaml": bisectKnobs(1)})
+	good, err := r.commit(plant.goodMsg, plant.good)
 	if err != nil {
 		return nil, err
 	}
 	out := &BisectOutcome{History: []string{good}}
 	for i := 1; i <= n; i++ {
-		files := map[string]string{"model/CHANGELOG.md": fmt.Sprintf("# model\n\nchange %d\n", i)}
-		title := fmt.Sprintf("model: tidy the loader, part %d (#%d)", i, 100+i)
+		files := map[string]string{plant.noise: fmt.Sprintf("# %s\n\nchange %d\n", path.Dir(plant.noise), i)}
+		title := fmt.Sprintf("%s: tidy the loader, part %d (#%d)", path.Dir(plant.noise), i, 100+i)
 		if i == planted {
-			files["inference_engine/sim.yaml"] = bisectKnobs(slowdown)
-			title = fmt.Sprintf("inference_engine: re-tile the decode kernel (#%d)", 100+i)
+			maps.Copy(files, plant.bad)
+			title = fmt.Sprintf("%s (#%d)", plant.badMsg, 100+i)
 		}
 		sha, err := r.commit(title, files)
 		if err != nil {
@@ -122,8 +141,8 @@ func (h *Harness) Bisect(ctx context.Context, n, planted int, slowdown float64, 
 		}
 	}
 	bad := out.History[n]
-	fmt.Fprintf(w, "main: %s (good) and %d commits after it up to %s (bad); commit %d of %d, %s, sets inference_engine/sim.yaml slowdown: %g (the planted regression)\n",
-		short(good), n, short(bad), planted, n, short(out.Planted), slowdown)
+	fmt.Fprintf(w, "main: %s (good) and %d commits after it up to %s (bad); commit %d of %d, %s, %s (the planted regression)\n",
+		short(good), n, short(bad), planted, n, short(out.Planted), plant.story)
 
 	h.GitHub.SetPermission(repo, bisectMaintainer, "admin", "maintain")
 	body := fmt.Sprintf("TPOT went up on main; which commit?\n/perf bisect %s main", short(good))
@@ -194,6 +213,50 @@ func (h *Harness) Bisect(ctx context.Context, n, planted int, slowdown float64, 
 	fmt.Fprintf(w, "%d commits measured between the ends (⌈log2 %d⌉ = %d), %d GPU jobs, %d runs, %s\n",
 		out.Steps, n, ceilLog2(n), out.Jobs, out.Runs, out.Elapsed.Round(time.Second))
 	return out, nil
+}
+
+// bisectPlant is what the bisect scenario's history holds: the good
+// commit's files, the file every ordinary commit edits, and the planted
+// commit's change.
+type bisectPlant struct {
+	goodMsg string
+	good    map[string]string
+	noise   string
+	badMsg  string
+	bad     map[string]string
+	story   string
+}
+
+// PlantedTitle is the title of the bisect scenario's planted commit for
+// an engine (without its PR number): what the report must name.
+func PlantedTitle(engine string) string {
+	if engine == EngineOllama {
+		return ollamaPlantedTitle
+	}
+	return simPlantedTitle
+}
+
+const (
+	simPlantedTitle    = "inference_engine: re-tile the decode kernel"
+	ollamaPlantedTitle = "model: a fifth transformer block"
+)
+
+func (h *Harness) bisectPlant(slowdown float64) bisectPlant {
+	if h.Engine != "" { // the real engine: a model change in the Ollama layout
+		return bisectPlant{
+			goodMsg: "model: note the release", good: map[string]string{"model/CHANGELOG.md": "# model\n\nrelease 1\n"},
+			noise:  "model/CHANGELOG.md",
+			badMsg: ollamaPlantedTitle, bad: map[string]string{"model/perfgate-tiny.gguf": fifthBlockGGUF()},
+			story: "adds a fifth transformer block to model/perfgate-tiny.gguf (about +19% work per token)",
+		}
+	}
+	// The good commit: the engine's knobs for a bisect on a busy machine.
+	return bisectPlant{
+		goodMsg: "inference_engine: longer decode steps, fewer in flight", good: map[string]string{"inference_engine/sim.yaml": bisectKnobs(1)},
+		noise:  "model/CHANGELOG.md",
+		badMsg: simPlantedTitle, bad: map[string]string{"inference_engine/sim.yaml": bisectKnobs(slowdown)},
+		story: fmt.Sprintf("sets inference_engine/sim.yaml slowdown: %g", slowdown),
+	}
 }
 
 // bisectConfig is the demo repository's config with a quick tier a busy

@@ -31,7 +31,7 @@ func TestBisectFindsThePlantedCommit(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v\n%s", err, log.String())
 	}
-	checkBisect(t, out, 8, log.String())
+	checkBisect(t, out, 8, EngineSim, log.String())
 	for _, want := range []string{"Bisect started: 8 commits after good", "planted: " + short(out.Planted), "found:   " + short(out.Planted)} {
 		if !strings.Contains(log.String(), want) {
 			t.Errorf("the scenario does not print %q:\n%s", want, log.String())
@@ -43,7 +43,7 @@ func TestBisectFindsThePlantedCommit(t *testing.T) {
 // checkBisect: the bisect found the planted commit, within ⌈log2 n⌉ + 3
 // commits measured between the ends, and its report says so with the
 // evidence.
-func checkBisect(t *testing.T, out *BisectOutcome, n int, log string) {
+func checkBisect(t *testing.T, out *BisectOutcome, n int, engine, log string) {
 	t.Helper()
 	if out.Status != bisect.Found || out.Found != out.Planted {
 		t.Fatalf("bisect %s, found %q; want the planted %s\n%s", out.Status, out.Found, out.Planted, log)
@@ -59,7 +59,7 @@ func checkBisect(t *testing.T, out *BisectOutcome, n int, log string) {
 	if limit := ceilLog2(n) + 3; out.Steps > limit {
 		t.Errorf("%d commits measured between the ends, want at most ⌈log2 %d⌉ + 3 = %d", out.Steps, n, limit)
 	}
-	for _, want := range []string{"**Culprit: [`" + short(out.Planted) + "`]", "re-tile the decode kernel", "| after job | commit |", "Bisect asked for by @" + bisectMaintainer} {
+	for _, want := range []string{"**Culprit: [`" + short(out.Planted) + "`]", PlantedTitle(engine), "| after job | commit |", "Bisect asked for by @" + bisectMaintainer} {
 		if !strings.Contains(out.Report, want) {
 			t.Errorf("report lacks %q:\n%s", want, out.Report)
 		}
@@ -100,9 +100,49 @@ func TestBisectSteps(t *testing.T) {
 					n, planted, slowdown, out.Status, map[bool]string{true: "the planted commit", false: "WRONG commit"}[out.Found == out.Planted],
 					out.Steps, ceilLog2(n), out.Jobs, out.Runs, out.Elapsed.Round(time.Second))
 				t.Logf("the report:\n%s", out.Report)
-				checkBisect(t, out, n, log.String())
+				checkBisect(t, out, n, EngineSim, log.String())
 			})
 		}
+	}
+}
+
+// TestOllamaBisect bisects a real regression on the real engine: 16
+// commits land on main in the Ollama layout, one of them adds a fifth
+// transformer block to model/perfgate-tiny.gguf (about +19% work per
+// token); a maintainer's `/perf bisect` has the runner start Ollama from
+// each measured commit's checkout, and the report must name that commit.
+// PERFGATE_E2E_OLLAMA_BISECT runs, the planted commit spread over the
+// range (a measurement, minutes per run; needs the ollama binary):
+//
+//	PERFGATE_E2E_OLLAMA_BISECT=3 go test -run TestOllamaBisect -v -timeout 2h ./internal/demo
+func TestOllamaBisect(t *testing.T) {
+	var reps int
+	fmt.Sscan(os.Getenv("PERFGATE_E2E_OLLAMA_BISECT"), &reps)
+	if reps <= 0 || testing.Short() {
+		t.Skip("a measurement: set PERFGATE_E2E_OLLAMA_BISECT=<runs> to run it")
+	}
+	ollama, err := FindOllama()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 16
+	for rep := range reps {
+		planted := 1 + (rep*7+5)%n // 6, 13, 4, 11, …: spread over the range, the same every time
+		t.Run(fmt.Sprintf("N=%d/planted=%d", n, planted), func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 45*time.Minute)
+			defer cancel()
+			var log strings.Builder
+			out, err := RunBisect(ctx, BisectOptions{Dir: t.TempDir(), Commits: n, Planted: planted, Engine: EngineOllama, Ollama: ollama,
+				Perfgate: perfgateBin, Log: zerolog.Nop(), Out: &log})
+			if err != nil {
+				t.Fatalf("%v\n%s", err, log.String())
+			}
+			fmt.Printf("ollama bisect N=%d planted=%d: %s %s, steps %d (⌈log2 N⌉ = %d), jobs %d, runs %d, %s\n",
+				n, planted, out.Status, map[bool]string{true: "the planted commit", false: "WRONG commit"}[out.Found == out.Planted],
+				out.Steps, ceilLog2(n), out.Jobs, out.Runs, out.Elapsed.Round(time.Second))
+			t.Logf("the scenario:\n%s", log.String())
+			checkBisect(t, out, n, EngineOllama, log.String())
+		})
 	}
 }
 

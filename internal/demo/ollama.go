@@ -272,6 +272,19 @@ func ollamaLayout() (repoLayout, error) {
 	}, nil
 }
 
+// fifthBlockGGUF is main's model with a fifth transformer block: about
+// +19% work per output token, the real slowdown of the gate-rate runs and
+// of the real-engine bisect.
+func fifthBlockGGUF() string {
+	m := ollamaModelSpec()
+	m.Layers = 5
+	b, err := ggufBytes(m)
+	if err != nil {
+		panic(err) // the spec is fixed: a failure is a bug in gguf
+	}
+	return string(b)
+}
+
 func ggufBytes(m gguf.Llama) ([]byte, error) {
 	kvs, tensors, err := m.Build()
 	if err != nil {

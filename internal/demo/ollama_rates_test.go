@@ -94,7 +94,7 @@ func TestOllamaGateRates(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer h.Close()
-	wider := gguf5()
+	wider := fifthBlockGGUF()
 	var gates []*rateGate
 	for i := range perArm {
 		aa, err := h.Repo.Branch(fmt.Sprintf("aa-%d", i), "docs only", map[string]string{
@@ -117,16 +117,6 @@ func TestOllamaGateRates(t *testing.T) {
 	defer wcancel()
 	gateRates(t, wctx, h, gates, []string{"A/A", "+1 block"},
 		fmt.Sprintf("real engine (%s, perfgate-tiny on the CPU), %s, %d runners", h.Engine, gated, runners))
-}
-
-func gguf5() string {
-	m := ollamaModelSpec()
-	m.Layers = 5
-	b, err := ggufBytes(m)
-	if err != nil {
-		panic(err)
-	}
-	return string(b)
 }
 
 // TestOllamaNoise measures the real engine's noise: for each tier size
