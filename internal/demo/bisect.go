@@ -8,7 +8,6 @@ import (
 	"io"
 	"maps"
 	"math/rand/v2"
-	"path"
 	"strings"
 	"time"
 
@@ -88,15 +87,13 @@ func RunBisect(ctx context.Context, o BisectOptions) (*BisectOutcome, error) {
 	if o.Out == nil {
 		o.Out = io.Discard
 	}
-	opts := []StartOption{WithPerfgate(o.Perfgate), func(c *startConfig) { c.config = bisectConfig }}
-	switch o.Engine {
-	case "", EngineSim:
-	case EngineOllama:
-		opts = append(opts, WithOllama(o.Ollama))
-	default:
-		return nil, fmt.Errorf("engine %q: want %s or %s", o.Engine, EngineSim, EngineOllama)
+	withEngine, err := engineOption(o.Engine, o.Ollama)
+	if err != nil {
+		return nil, err
 	}
-	h, err := Start(ctx, o.Dir, o.Log, opts...)
+	// The engine's option last: the Ollama repository's config replaces
+	// the sim's bisect config.
+	h, err := Start(ctx, o.Dir, o.Log, WithPerfgate(o.Perfgate), func(c *startConfig) { c.config = bisectConfig }, withEngine)
 	if err != nil {
 		return nil, err
 	}
@@ -125,8 +122,8 @@ func (h *Harness) Bisect(ctx context.Context, n, planted int, slowdown float64, 
 	}
 	out := &BisectOutcome{History: []string{good}}
 	for i := 1; i <= n; i++ {
-		files := map[string]string{plant.noise: fmt.Sprintf("# %s\n\nchange %d\n", path.Dir(plant.noise), i)}
-		title := fmt.Sprintf("%s: tidy the loader, part %d (#%d)", path.Dir(plant.noise), i, 100+i)
+		files := map[string]string{"model/CHANGELOG.md": fmt.Sprintf("# model\n\nchange %d\n", i)}
+		title := fmt.Sprintf("model: tidy the loader, part %d (#%d)", i, 100+i)
 		if i == planted {
 			maps.Copy(files, plant.bad)
 			title = fmt.Sprintf("%s (#%d)", plant.badMsg, 100+i)
@@ -215,21 +212,20 @@ func (h *Harness) Bisect(ctx context.Context, n, planted int, slowdown float64, 
 	return out, nil
 }
 
-// bisectPlant is what the bisect scenario's history holds: the good
-// commit's files, the file every ordinary commit edits, and the planted
-// commit's change.
+// bisectPlant is what the bisect scenario's history holds besides the
+// ordinary commits (each edits model/CHANGELOG.md): the good commit's
+// files and the planted commit's change.
 type bisectPlant struct {
 	goodMsg string
 	good    map[string]string
-	noise   string
 	badMsg  string
 	bad     map[string]string
 	story   string
 }
 
-// PlantedTitle is the title of the bisect scenario's planted commit for
+// plantedTitle is the title of the bisect scenario's planted commit for
 // an engine (without its PR number): what the report must name.
-func PlantedTitle(engine string) string {
+func plantedTitle(engine string) string {
 	if engine == EngineOllama {
 		return ollamaPlantedTitle
 	}
@@ -245,7 +241,6 @@ func (h *Harness) bisectPlant(slowdown float64) bisectPlant {
 	if h.Engine != "" { // the real engine: a model change in the Ollama layout
 		return bisectPlant{
 			goodMsg: "model: note the release", good: map[string]string{"model/CHANGELOG.md": "# model\n\nrelease 1\n"},
-			noise:  "model/CHANGELOG.md",
 			badMsg: ollamaPlantedTitle, bad: map[string]string{"model/perfgate-tiny.gguf": fifthBlockGGUF()},
 			story: "adds a fifth transformer block to model/perfgate-tiny.gguf (about +19% work per token)",
 		}
@@ -253,7 +248,6 @@ func (h *Harness) bisectPlant(slowdown float64) bisectPlant {
 	// The good commit: the engine's knobs for a bisect on a busy machine.
 	return bisectPlant{
 		goodMsg: "inference_engine: longer decode steps, fewer in flight", good: map[string]string{"inference_engine/sim.yaml": bisectKnobs(1)},
-		noise:  "model/CHANGELOG.md",
 		badMsg: simPlantedTitle, bad: map[string]string{"inference_engine/sim.yaml": bisectKnobs(slowdown)},
 		story: fmt.Sprintf("sets inference_engine/sim.yaml slowdown: %g", slowdown),
 	}

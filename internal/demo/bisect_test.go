@@ -59,7 +59,7 @@ func checkBisect(t *testing.T, out *BisectOutcome, n int, engine, log string) {
 	if limit := ceilLog2(n) + 3; out.Steps > limit {
 		t.Errorf("%d commits measured between the ends, want at most ⌈log2 %d⌉ + 3 = %d", out.Steps, n, limit)
 	}
-	for _, want := range []string{"**Culprit: [`" + short(out.Planted) + "`]", PlantedTitle(engine), "| after job | commit |", "Bisect asked for by @" + bisectMaintainer} {
+	for _, want := range []string{"**Culprit: [`" + short(out.Planted) + "`]", plantedTitle(engine), "| after job | commit |", "Bisect asked for by @" + bisectMaintainer} {
 		if !strings.Contains(out.Report, want) {
 			t.Errorf("report lacks %q:\n%s", want, out.Report)
 		}

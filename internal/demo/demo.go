@@ -155,6 +155,21 @@ func WithOllama(path string) StartOption {
 	return func(c *startConfig) { c.engine, c.ollama, c.config = EngineOllama, path, ollamaRepoConfig }
 }
 
+// engineOption is the StartOption for the demo's engine by name: sim
+// (the default) or ollama (the binary at path; FindOllama when empty).
+// Options after it may still set the config: the bisect's is the sim's
+// only, and WithOllama sets the Ollama repository's.
+func engineOption(engine, path string) (StartOption, error) {
+	switch engine {
+	case "", EngineSim:
+		return func(*startConfig) {}, nil
+	case EngineOllama:
+		return WithOllama(path), nil
+	default:
+		return nil, fmt.Errorf("engine %q: want %s or %s", engine, EngineSim, EngineOllama)
+	}
+}
+
 // WithSlowdown sets the slowdown PR #17 writes into the engine's knobs.
 func WithSlowdown(f float64) StartOption {
 	return func(c *startConfig) { c.slowdown = f }
@@ -512,14 +527,11 @@ func Run(ctx context.Context, o Options) (*Outcome, error) {
 		o.Out = io.Discard
 	}
 	var serve net.Listener
-	startOpts := []StartOption{WithSlowdown(o.Slowdown), WithPerfgate(o.Perfgate)}
-	switch o.Engine {
-	case "", EngineSim:
-	case EngineOllama:
-		startOpts = append(startOpts, WithOllama(o.Ollama))
-	default:
-		return nil, fmt.Errorf("engine %q: want %s or %s", o.Engine, EngineSim, EngineOllama)
+	withEngine, err := engineOption(o.Engine, o.Ollama)
+	if err != nil {
+		return nil, err
 	}
+	startOpts := []StartOption{WithSlowdown(o.Slowdown), WithPerfgate(o.Perfgate), withEngine}
 	if o.Serve != "" {
 		ln, err := net.Listen("tcp", o.Serve)
 		if err != nil {
