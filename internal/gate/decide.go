@@ -89,13 +89,13 @@ func newJudge(tier config.Tier, opt Options, design string) (*judge, *Report, er
 
 // measureAll estimates every gated and secondary metric and fills the
 // report's rows; decide runs afterwards, in finish.
-func (j *judge) measureAll(rep *Report, measure func(config.Metric) (estimate, string), medians func(config.Metric) (float64, float64)) {
+func (j *judge) measureAll(rep *Report, measure func(config.Metric) (estimate, string), sides func(config.Metric) sideValues) {
 	for _, name := range j.tier.GatedMetrics() {
-		mr, w := j.row(name, j.tier.Metrics[name], false, rep, measure, medians)
+		mr, w := j.row(name, j.tier.Metrics[name], false, rep, measure, sides)
 		rep.Metrics, j.work = append(rep.Metrics, mr), append(j.work, w)
 	}
 	for _, name := range j.tier.SecondaryMetrics() {
-		mr, w := j.row(name, j.tier.Secondary[name], true, rep, measure, medians)
+		mr, w := j.row(name, j.tier.Secondary[name], true, rep, measure, sides)
 		if !w.ok {
 			rep.Notes = append(rep.Notes, fmt.Sprintf("secondary metric %s not shown: %s", name, mr.Note))
 			continue
@@ -104,7 +104,16 @@ func (j *judge) measureAll(rep *Report, measure func(config.Metric) (estimate, s
 	}
 }
 
-func (j *judge) row(name string, th config.Threshold, secondary bool, rep *Report, measure func(config.Metric) (estimate, string), medians func(config.Metric) (float64, float64)) (MetricResult, metricWork) {
+// sideValues is what a row shows of each side beside the estimate: the
+// baseline's centre in the metric's unit (the geometric mean of its runs,
+// or what the design compares with), from which the candidate's column is
+// the estimate applied, and the medians of runs as context.
+type sideValues struct {
+	baseCentre          float64
+	baseMedian, candMed float64
+}
+
+func (j *judge) row(name string, th config.Threshold, secondary bool, rep *Report, measure func(config.Metric) (estimate, string), sides func(config.Metric) sideValues) (MetricResult, metricWork) {
 	m, known := config.LookupMetric(name)
 	mr := MetricResult{Metric: name, Key: m.Key, Unit: m.Unit, Direction: th.Direction, Threshold: th.Limit,
 		Secondary: secondary, BaselineRuns: rep.BaselineRuns, CandidateRuns: rep.CandidateRuns}
@@ -115,30 +124,31 @@ func (j *judge) row(name string, th config.Threshold, secondary bool, rep *Repor
 	// A metric that cannot be measured is no evidence either way.
 	mr.P, mr.HolmP, mr.PassP = 1, 1, 1
 	if !known {
-		mr.Verdict, mr.Note = MetricInconclusive, "unknown metric"
+		mr.Verdict, mr.Rule, mr.Note = MetricInconclusive, RuleUnmeasured, "unknown metric"
 		return mr, w
 	}
 	e, note := measure(m)
 	if note != "" {
-		mr.Verdict, mr.Note = MetricInconclusive, note
+		mr.Verdict, mr.Rule, mr.Note = MetricInconclusive, RuleUnmeasured, note
 		return mr, w
 	}
-	mr.Baseline, mr.Candidate = medians(m)
-	if m.Absolute {
-		mr.Delta = mr.Candidate - mr.Baseline
-	} else if mr.Baseline > 0 {
-		mr.Delta = mr.Candidate/mr.Baseline - 1
-	}
+	sv := sides(m)
+	mr.BaselineMedian, mr.CandidateMedian = sv.baseMedian, sv.candMed
 	w.ok = true
 	w.d, w.se, w.df, w.band = w.sign*e.d, e.se, e.df, e.band
 	w.medianD = w.sign * e.medianD
 	w.tau = tau(m, th, mr.Direction)
 	w.pWorse, w.pBetter = oneSided(w.d, w.se, w.df)
 	mr.Estimate = back(m, e.d)
-	if j.design == DesignInterleaved {
-		// The pairs' ratio is the change; the medians of each side are
-		// context.
-		mr.Delta = mr.Estimate
+	// One change per row: the value columns are the baseline's centre and
+	// that centre moved by the estimate, so a row never reads backwards
+	// and Δ is exactly their ratio.
+	mr.Delta = mr.Estimate
+	mr.Baseline = sv.baseCentre
+	if m.Absolute {
+		mr.Candidate = sv.baseCentre + mr.Estimate
+	} else {
+		mr.Candidate = sv.baseCentre * (1 + mr.Estimate)
 	}
 	mr.NoiseBand = back(m, e.band)
 	mr.DF = e.df
@@ -227,13 +237,6 @@ func (j *judge) decide(ms []MetricResult) {
 		mr := &ms[i]
 		mr.HolmP = adjWorse[i]
 		upper := w.d + tq(1-j.beta, w.df)*w.se // worse side: the pass test
-		lower := w.d - tq(1-level[i], w.df)*w.se
-		// By value: the worse side is the high end for higher-is-worse.
-		lo, hi := w.sign*lower, w.sign*upper
-		if lo > hi {
-			lo, hi = hi, lo
-		}
-		mr.CILow, mr.CIHigh = back(w.m, lo), back(w.m, hi)
 		mr.Bound = back(w.m, w.sign*upper)
 		mr.PassP = passP(w.d, w.tau, w.se, w.df)
 		mr.Call = back(w.m, w.sign*call0(w.tau, j.half))
@@ -245,25 +248,54 @@ func (j *judge) decide(ms []MetricResult) {
 			call = w.tau / 2
 		}
 		medianOK := math.IsNaN(w.medianD) || w.medianD > call
+		// The level of the interval shown is the level of the rule that
+		// decides the row.
+		regLevel := 1 - level[i]
+		show := regLevel
 		switch {
 		case sigWorse && w.d > call && w.d > w.band && medianOK:
-			mr.Verdict = MetricRegression
+			mr.Verdict, mr.Rule = MetricRegression, RuleRegressionTest
 		case sigBetter && -w.d > w.band:
-			mr.Verdict = MetricImprovement
-		case upper < w.tau || (j.final && w.d <= call && j.precise(w)):
-			if mr.Significant {
-				mr.Verdict = MetricPass
-			} else {
+			mr.Verdict, mr.Rule = MetricImprovement, RuleImprovementTest
+		case upper < w.tau:
+			mr.Rule, show = RuleEquivalence, 1-j.beta
+		case j.final && w.d <= call && j.precise(w):
+			mr.Rule, show = RuleLastLook, 1-j.beta
+			mr.Decided = "last look: estimate below the regression line"
+		default:
+			mr.Verdict, mr.Rule = MetricInconclusive, RuleOpen
+		}
+		half := tq(show, w.df) * w.se
+		lo, hi := w.sign*(w.d-half), w.sign*(w.d+half) // by value
+		if lo > hi {
+			lo, hi = hi, lo
+		}
+		mr.CILow, mr.CIHigh, mr.Level = back(w.m, lo), back(w.m, hi), show
+		if mr.Rule == RuleEquivalence || mr.Rule == RuleLastLook {
+			// "~" exactly when the interval shown holds no change.
+			mr.Verdict = MetricPass
+			if w.d-half <= 0 && w.d+half >= 0 {
 				mr.Verdict = MetricSame
 			}
-			if upper >= w.tau {
-				mr.Decided = "last look: estimate below the regression line"
-			}
-		default:
-			mr.Verdict = MetricInconclusive
 		}
+		mr.Detectable = back(w.m, w.sign*(tq(regLevel, w.df)+tq(DetectPower, w.df))*w.se)
 	}
 }
+
+// DetectPower is the power at which a row's detectable change is stated.
+const DetectPower = 0.9
+
+// What decided a row, and a report.
+const (
+	RuleRegressionTest  = "regression_test"  // significant and past the regression line and the noise band
+	RuleImprovementTest = "improvement_test" // significantly better, beyond the noise band
+	RuleEquivalence     = "equivalence"      // the pass (TOST) bound is inside the threshold
+	RuleLastLook        = "last_look"        // the plan's last look: the estimate is below the regression line
+	RuleOpen            = "open"             // none of the above: more evidence, or a person, decides
+	RuleUnmeasured      = "unmeasured"       // the metric is missing from runs
+	RuleTooFewRuns      = "too_few_runs"
+	RuleEnvironment     = "environment_mismatch"
+)
 
 // precise reports whether the evidence is precise enough for the last
 // look to pass an estimate below the regression line: a change at the
@@ -319,11 +351,12 @@ func tq(p, df float64) float64 {
 // in the budget and checks the report for non-finite numbers.
 func (j *judge) finish(rep *Report, known Verdict) (*Report, error) {
 	if known != "" {
-		rep.Verdict = known
+		rep.Verdict, rep.Rule = known, RuleTooFewRuns
 	} else {
 		j.decide(rep.Metrics)
 		rep.Verdict, rep.NeedMoreRuns = j.verdict(rep)
 	}
+	rep.Headline = headline(rep)
 	rep.Looks.record(rep.BaselineRuns, rep.CandidateRuns, rep.Verdict)
 	if err := rep.checkFinite(); err != nil {
 		return nil, fmt.Errorf("compare: %w", err)
@@ -337,7 +370,7 @@ func (j *judge) verdict(rep *Report) (Verdict, int) {
 	for _, m := range rep.Metrics {
 		if m.Secondary {
 			if m.Verdict == MetricRegression {
-				rep.Notes = append(rep.Notes, fmt.Sprintf("secondary metric %s is worse by %s: shown, does not block", m.Metric, change(m)))
+				rep.Notes = append(rep.Notes, fmt.Sprintf("secondary metric %s is worse by %s: shown, does not block", m.Metric, m.DeltaText()))
 			}
 			continue
 		}
@@ -353,19 +386,29 @@ func (j *judge) verdict(rep *Report) (Verdict, int) {
 		}
 	}
 	if len(rep.Mismatches) > 0 {
+		rep.Rule = RuleEnvironment
 		rep.Notes = append(rep.Notes, fmt.Sprintf("environment differs in %d field(s): the runs are not comparable; rerun the baseline or the candidate on a matching runner", len(rep.Mismatches)))
 		return Inconclusive, 0
 	}
 	if len(regressed) > 0 {
+		rep.Rule = RuleRegressionTest
 		return Regression, 0
 	}
 	if len(unusable) > 0 {
+		rep.Rule = RuleUnmeasured
 		rep.Notes = append(rep.Notes, fmt.Sprintf("gated metric(s) %v missing from some runs: more runs will not help; fix the benchmark or the tier's metrics", unusable))
 		return Inconclusive, 0
 	}
 	if len(unsure) == 0 {
+		rep.Rule = RuleEquivalence
+		for _, m := range rep.Metrics {
+			if !m.Secondary && m.Rule == RuleLastLook {
+				rep.Rule = RuleLastLook
+			}
+		}
 		return Pass, 0
 	}
+	rep.Rule = RuleOpen
 	unit, have := "candidate run(s)", rep.CandidateRuns
 	first := max(j.tier.Repeats, MinRuns)
 	if j.design == DesignInterleaved {
@@ -382,14 +425,6 @@ func (j *judge) verdict(rep *Report) (Verdict, int) {
 	return Inconclusive, 0
 }
 
-// change prints a metric's change the way its unit reads.
-func change(m MetricResult) string {
-	if m.Unit == "" && m.Key == "error_rate" {
-		return fmt.Sprintf("%+.2f points", 100*m.Delta)
-	}
-	return fmt.Sprintf("%+.1f%%", 100*m.Delta)
-}
-
 // checkFinite refuses a report with a NaN or infinity in it: encoding/json
 // cannot write one, and a verdict must never be stored empty.
 func (r *Report) checkFinite() error {
@@ -403,10 +438,10 @@ func (r *Report) checkFinite() error {
 		}
 	}
 	names := [...]string{"baseline", "candidate", "delta", "estimate", "threshold", "noise_band", "p", "holm_p", "df",
-		"ci_low", "ci_high", "run_sd", "session_sd", "pair_sd", "bound", "pass_p", "call"}
+		"ci_low", "ci_high", "run_sd", "session_sd", "pair_sd", "bound", "pass_p", "call", "level", "detectable", "baseline_median", "candidate_median"}
 	for _, m := range r.Metrics {
 		for i, x := range [...]float64{m.Baseline, m.Candidate, m.Delta, m.Estimate, m.Threshold, m.NoiseBand, m.P, m.HolmP, m.DF,
-			m.CILow, m.CIHigh, m.RunSD, m.SessionSD, m.PairSD, m.Bound, m.PassP, m.Call} {
+			m.CILow, m.CIHigh, m.RunSD, m.SessionSD, m.PairSD, m.Bound, m.PassP, m.Call, m.Level, m.Detectable, m.BaselineMedian, m.CandidateMedian} {
 			if bad(x) {
 				return fmt.Errorf("report of tier %s: metric %s has a non-finite %s (%v)", r.Tier, m.Metric, names[i], x)
 			}

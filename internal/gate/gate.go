@@ -88,11 +88,16 @@ type MetricResult struct {
 	Key       string           `json:"key"`    // result key, e.g. p90_tpot_ms
 	Unit      string           `json:"unit"`
 	Direction config.Direction `json:"direction"`
-	// Baseline and Candidate are the medians over each side's runs (for
-	// the ratchet, Baseline is the median of the recent baselines').
-	Baseline  float64 `json:"baseline"`
-	Candidate float64 `json:"candidate"`
-	Delta     float64 `json:"delta"` // Candidate/Baseline − 1, signed by value, not by worse
+	// Baseline is the baseline's centre in the metric's unit: the
+	// geometric mean of its runs (for the ratchet, of the recent
+	// baselines' means). Candidate is that centre moved by the estimate,
+	// so Candidate/Baseline − 1 = Delta = Estimate and a row never reads
+	// backwards. The medians of runs are context, shown apart.
+	Baseline        float64 `json:"baseline"`
+	Candidate       float64 `json:"candidate"`
+	Delta           float64 `json:"delta"` // = Estimate: one change per row
+	BaselineMedian  float64 `json:"baseline_median"`
+	CandidateMedian float64 `json:"candidate_median"`
 	// Estimate is the change the test estimates, by value: the ratio of
 	// geometric means of runs (stored), or the geometric mean of the
 	// per-pair ratios (interleaved), minus one.
@@ -109,13 +114,21 @@ type MetricResult struct {
 	P     float64 `json:"p"`
 	HolmP float64 `json:"holm_p"`
 	DF    float64 `json:"df"`
-	// CILow, CIHigh is the interval of the tests that decide, by value:
-	// the bound on the better side at Holm's level for this metric (it
-	// excludes no change when the regression test is significant), the
-	// bound on the worse side at the pass test's level (inside the
-	// threshold exactly when the metric passes).
+	// CILow, CIHigh is the interval of the rule that decided, by value,
+	// both ends at Level: the equivalence test's 1 − β for a pass by it,
+	// else the regression test's 1 − (Holm's level for this metric). So
+	// the interval and the verdict beside it never disagree: a pass's
+	// worse end is inside the threshold, a regression's better end
+	// excludes no change, and "~" means the interval holds zero.
 	CILow  float64 `json:"ci_low"`
 	CIHigh float64 `json:"ci_high"`
+	Level  float64 `json:"level"`
+	// Rule is what decided the row (Rule* constants); Detectable is the
+	// smallest change, worse-signed and by value, that the row's evidence
+	// would call at its level with 90% power — what the runs could have
+	// resolved.
+	Rule       string  `json:"rule"`
+	Detectable float64 `json:"detectable"`
 	// RunSD and SessionSD are the run-to-run and session-to-session
 	// standard deviations the test used (log space: ≈ coefficients of
 	// variation); PairSD is the per-pair ratio's.
@@ -186,6 +199,11 @@ type Report struct {
 	// does to the check (config.Inconclusive*).
 	RegressionAt       string `json:"regression_at"`
 	InconclusivePolicy string `json:"inconclusive_policy"`
+	// Rule is what decided the verdict (Rule* constants) and Headline
+	// says it in one plain sentence; every surface prints Headline as its
+	// first line and derives nothing of its own.
+	Rule     string `json:"rule"`
+	Headline string `json:"headline"`
 }
 
 // NeedsAck reports whether the check must hold (action required) until a
@@ -282,8 +300,26 @@ func Compare(baseline, candidate []*result.Result, tier config.Tier, opt Options
 	measure := func(m config.Metric) (estimate, string) {
 		return j.stored(m, base, groups, hist)
 	}
-	j.measureAll(rep, measure, func(m config.Metric) (float64, float64) { return j.medianOf(base, m), j.medianOf(cand, m) })
+	j.measureAll(rep, measure, func(m config.Metric) sideValues { return j.sides(m, base, cand) })
 	return j.finish(rep, "")
+}
+
+// sides is what a two-sided design's row shows beside the estimate.
+func (j *judge) sides(m config.Metric, base, cand []*result.Result) sideValues {
+	xs, _ := j.presentLogValues(base, m)
+	return sideValues{baseCentre: centre(m, stats.Mean(xs)), baseMedian: j.medianOf(base, m), candMed: j.medianOf(cand, m)}
+}
+
+// centre maps a mean in the test's space back to the metric's unit: the
+// geometric mean for ratio metrics.
+func centre(m config.Metric, x float64) float64 {
+	switch {
+	case math.IsNaN(x):
+		return 0 // no runs with the metric: the row carries a note instead
+	case m.Absolute:
+		return x
+	}
+	return math.Exp(x)
 }
 
 // validRuns drops runs whose GPU telemetry marked them untrustworthy

@@ -3,6 +3,7 @@ package gate
 import (
 	"encoding/json"
 	"math"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -226,15 +227,15 @@ func TestDirectionsAndImprovements(t *testing.T) {
 	}
 }
 
-// The values shown are medians of runs: one odd run does not move them.
+// The medians of runs, kept as context, do not move for one odd run.
 func TestMedianOfRuns(t *testing.T) {
 	t.Parallel()
 	b, c := runs(lat, 0.01, 0), runs(lat, 0.01, 0)
 	c[4].Metrics["p99_tpot_ms"] = 1000
 	rep := compare(t, b, c, tier(0.05, 3, "tpot_p99"), Options{})
 	m := metric(t, rep, "tpot_p99")
-	if m.Candidate != c[2].Metrics["p99_tpot_ms"] || m.Baseline != b[2].Metrics["p99_tpot_ms"] {
-		t.Errorf("candidate %.3f baseline %.3f: want the middle runs' values", m.Candidate, m.Baseline)
+	if m.CandidateMedian != c[2].Metrics["p99_tpot_ms"] || m.BaselineMedian != b[2].Metrics["p99_tpot_ms"] {
+		t.Errorf("candidate median %.3f baseline median %.3f: want the middle runs' values", m.CandidateMedian, m.BaselineMedian)
 	}
 	if m.Verdict == MetricRegression {
 		t.Error("one outlier run among five called a regression")
@@ -321,8 +322,8 @@ func TestVLLMFiles(t *testing.T) {
 	if itl.Baseline <= 0 || itl.Note != "" {
 		t.Errorf("itl_p90 from arrays: %+v", itl)
 	}
-	if ttft := metric(t, rep, "ttft_median"); ttft.Baseline != stats.Median([]float64{base[0].Metrics["median_ttft_ms"], base[1].Metrics["median_ttft_ms"], base[2].Metrics["median_ttft_ms"]}) {
-		t.Errorf("ttft_median should come from vLLM's key: %v", ttft.Baseline)
+	if ttft := metric(t, rep, "ttft_median"); ttft.BaselineMedian != stats.Median([]float64{base[0].Metrics["median_ttft_ms"], base[1].Metrics["median_ttft_ms"], base[2].Metrics["median_ttft_ms"]}) {
+		t.Errorf("ttft_median should come from vLLM's key: %v", ttft.BaselineMedian)
 	}
 }
 
@@ -366,4 +367,48 @@ func TestExitCodes(t *testing.T) {
 	if Pass.ExitCode() != 0 || Regression.ExitCode() != 1 || Inconclusive.ExitCode() != 2 {
 		t.Error("exit codes")
 	}
+}
+
+// A row never reads backwards: the value columns are the baseline's centre
+// and that centre moved by the estimate, so the candidate's column is
+// higher exactly when Δ is positive, and their ratio is Δ — whatever the
+// noise, the design or an outlier run.
+func TestRowsNeverReadBackwards(t *testing.T) {
+	t.Parallel()
+	rng := rand.New(rand.NewPCG(7, 9))
+	levels := map[string]float64{"p99_tpot_ms": 14, "output_throughput": 5000, "median_e2el_ms": 1000}
+	tr := tier(0.05, 3, "tpot_p99", "output_throughput", "e2el_median")
+	for i := range 200 {
+		cv := 0.01 + 0.2*rng.Float64()
+		b := noisyRuns(rng, levels, cv, 0, 5)
+		c := noisyRuns(rng, levels, cv, 0.3*(rng.Float64()-0.5), 5)
+		if i%3 == 0 {
+			c[rng.IntN(len(c))].Metrics["p99_tpot_ms"] *= 3 // an outlier run
+		}
+		rep := compare(t, b, c, tr, Options{})
+		if len(rep.Metrics) != 3 {
+			t.Fatalf("trial %d: %d rows", i, len(rep.Metrics))
+		}
+		for _, m := range rep.Metrics {
+			if !m.Measured() {
+				t.Fatalf("trial %d %s: %s", i, m.Metric, m.Note)
+			}
+			if m.Delta != m.Estimate || math.Abs(m.Candidate/m.Baseline-1-m.Estimate) > 1e-9 {
+				t.Fatalf("trial %d %s: %s → %s with Δ %s", i, m.Metric, m.ValueText(m.Baseline), m.ValueText(m.Candidate), m.DeltaText())
+			}
+		}
+	}
+}
+
+func noisyRuns(rng *rand.Rand, levels map[string]float64, cv, shift float64, n int) []*result.Result {
+	out := make([]*result.Result, n)
+	for i := range out {
+		r := &result.Result{Completed: 1000, Metrics: map[string]float64{}, Perfgate: env()}
+		for k, v := range levels {
+			r.Metrics[k] = v * math.Exp(shift+cv*rng.NormFloat64())
+		}
+		r.OutputThroughput = r.Metrics["output_throughput"]
+		out[i] = r
+	}
+	return out
 }

@@ -230,6 +230,6 @@ func ComparePaired(pairs []Pair, tier config.Tier, opt Options) (*Report, error)
 	measure := func(m config.Metric) (estimate, string) {
 		return j.paired(m, good, hist, pairHist)
 	}
-	j.measureAll(rep, measure, func(m config.Metric) (float64, float64) { return j.medianOf(base, m), j.medianOf(head, m) })
+	j.measureAll(rep, measure, func(m config.Metric) sideValues { return j.sides(m, base, head) })
 	return j.finish(rep, "")
 }

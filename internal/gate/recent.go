@@ -59,14 +59,19 @@ func CompareRecent(runs []*result.Result, tier config.Tier, opt Options) (*Repor
 		rep.Notes = append(rep.Notes, fmt.Sprintf("compared with the median of the %d latest baselines (%s … %s)", len(recent), recent[0].Label, recent[len(recent)-1].Label))
 	}
 	measure := func(m config.Metric) (estimate, string) { return j.recent(m, cand, recent, hist) }
-	medians := func(m config.Metric) (float64, float64) {
-		var ref []float64
+	sides := func(m config.Metric) sideValues {
+		// The reference is the median of the recent baselines' means,
+		// the value the estimate is taken from.
+		var ref, means []float64
 		for _, s := range recent {
 			ref = append(ref, j.medianOf(s.Runs, m))
+			if x, ok := j.logValues(s.Runs, m); ok {
+				means = append(means, stats.Mean(x))
+			}
 		}
-		return stats.Median(ref), j.medianOf(cand, m)
+		return sideValues{baseCentre: centre(m, stats.Median(means)), baseMedian: stats.Median(ref), candMed: j.medianOf(cand, m)}
 	}
-	j.measureAll(rep, measure, medians)
+	j.measureAll(rep, measure, sides)
 	return j.finish(rep, "")
 }
 

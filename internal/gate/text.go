@@ -3,48 +3,39 @@ package gate
 import (
 	"fmt"
 	"io"
-	"math"
-	"strconv"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/perfgate/perfgate/internal/config"
+	"github.com/perfgate/perfgate/internal/figure"
 )
 
-// WriteText prints the report as a benchstat-like plain-text table: values
-// with units, signed deltas, "~" where the change is not distinguishable
-// from noise, then the test that decided (one-sided p after Holm, its
-// interval, degrees of freedom), the evidence and the α it spent.
+// WriteText prints the verdict document as a benchstat-like plain-text
+// table: the headline first, then per metric the values, the change the
+// test used ("~" where the interval holds no change), the interval at the
+// level of the rule that decided, the threshold, the noise band, the
+// smallest change the evidence could call, the verdict and the rule; then
+// the evidence and the α it spent. It prints what the document holds and
+// computes nothing (the check run and the pages print the same methods).
 func (r *Report) WriteText(w io.Writer) error {
-	fmt.Fprintf(w, "tier %s: %s — %s\n", r.Tier, strings.ToUpper(string(r.Verdict)), r.Evidence())
-	fmt.Fprintf(w, "%s\n\n", r.Policy())
+	fmt.Fprintf(w, "tier %s: %s\n%s\n", r.Tier, strings.ToUpper(string(r.Verdict)), r.Headline)
 	if len(r.Metrics) > 0 {
+		fmt.Fprintln(w)
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "metric\tbaseline\tcandidate\tΔ (estimate tested)\tthreshold\tnoise\tverdict\ttest (one-sided p after Holm, interval; equivalence bound)")
+		fmt.Fprintln(tw, "metric\tbaseline\tcandidate\tΔ\tinterval\tthreshold\tnoise\tdetectable\tverdict\trule")
 		for _, m := range r.Metrics {
-			name := m.Metric
+			name := m.Name()
 			if m.Secondary {
 				name += " (secondary)"
 			}
-			delta := "~"
-			if m.Verdict != MetricSame {
-				delta = signedChange(m)
-			}
-			detail := m.Note
-			if detail == "" {
-				p := fmt.Sprintf("p=%.2g", m.HolmP)
-				if m.Secondary {
-					p = fmt.Sprintf("p=%.2g (not in the family)", m.P)
-				}
-				detail = fmt.Sprintf("%s [%s, %s] df=%.0f; %s", p, signed(m, m.CILow), signed(m, m.CIHigh), m.DF, Equivalence(m))
-			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", name, value(m, m.Baseline), value(m, m.Candidate),
-				delta, threshold(m), band(m), m.Verdict, detail)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", name, m.ValueText(m.Baseline), m.ValueText(m.Candidate),
+				m.DeltaText(), m.IntervalText(), m.ThresholdText(), m.BandText(), m.DetectableText(), m.VerdictText(), m.RuleText())
 		}
 		if err := tw.Flush(); err != nil {
 			return err
 		}
 	}
+	fmt.Fprintf(w, "\n%s\n%s\n", r.Evidence(), r.Policy())
 	if len(r.Mismatches) > 0 {
 		fmt.Fprintf(w, "\nenvironment mismatch:\n")
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
@@ -67,6 +58,7 @@ func (r *Report) WriteText(w io.Writer) error {
 
 // Evidence says what the verdict rests on: runs or pairs, sessions,
 // history, and the α this look spent out of the pull request's budget.
+// It is maintainers' detail, not the author's first screen.
 func (r *Report) Evidence() string {
 	var runs string
 	switch r.Design {
@@ -84,8 +76,8 @@ func (r *Report) Evidence() string {
 	if r.HistorySessions > 0 {
 		hist = fmt.Sprintf("noise history of %d %s", r.HistorySessions, plural(r.HistorySessions, "session", "sessions"))
 	}
-	return fmt.Sprintf("%s, %s; look %d of %d: α %s of the pull request's %s (%s spent), confidence %s",
-		runs, hist, r.Look(), r.Looks.Max, pctg(r.Alpha), pctg(1-r.Confidence), pctg(r.Looks.SpentAlpha()), pctg(r.Confidence))
+	return fmt.Sprintf("%s, %s; look %d of %d: α %s of the pull request's %s (%s spent; family-wise confidence %s over all looks)",
+		runs, hist, r.Look(), r.Looks.Max, figure.Level(r.Alpha), figure.Level(1-r.Confidence), figure.Level(r.Looks.SpentAlpha()), figure.Level(r.Confidence))
 }
 
 // Policy says how the tier turns evidence into a verdict.
@@ -106,93 +98,4 @@ func plural(n int, one, many string) string {
 		return one
 	}
 	return many
-}
-
-// pctg prints a small probability: 0.25%, 0.0625%.
-func pctg(p float64) string {
-	return strconv.FormatFloat(100*p, 'g', 3, 64) + "%"
-}
-
-// signed prints a change the metric's way: percent or points.
-func signed(m MetricResult, x float64) string {
-	if absolute(m) {
-		return fmt.Sprintf("%+.2fpp", 100*x)
-	}
-	return fmt.Sprintf("%+.1f%%", 100*x)
-}
-
-func absolute(m MetricResult) bool { return m.Key == "error_rate" }
-
-func value(m MetricResult, v float64) string {
-	if m.Verdict == MetricInconclusive && m.Note != "" && v == 0 {
-		return "-"
-	}
-	switch m.Unit {
-	case "ms":
-		return fmt.Sprintf("%.2f ms", v)
-	case "tok/s", "req/s":
-		return fmt.Sprintf("%.4g %s", v, m.Unit)
-	case "MiB", "W":
-		return fmt.Sprintf("%.0f %s", v, m.Unit)
-	case "ms/tok":
-		return fmt.Sprintf("%.3f ms/tok", v)
-	}
-	if absolute(m) {
-		return fmt.Sprintf("%.2f%%", 100*v)
-	}
-	return fmt.Sprintf("%.4g", v)
-}
-
-// signedChange is the change the test used: the geometric-mean ratio of
-// runs, or of pairs, not the medians' (which are context).
-func signedChange(m MetricResult) string {
-	if m.Note != "" {
-		return "-"
-	}
-	if absolute(m) {
-		return fmt.Sprintf("%+.2fpp", 100*m.Estimate)
-	}
-	return fmt.Sprintf("%+.2f%%", 100*m.Estimate)
-}
-
-// Equivalence states the pass (TOST) test against the threshold the way a
-// reader checks it: "no regression larger than 5% (upper bound +2.1%)".
-func Equivalence(m MetricResult) string {
-	if m.Note != "" {
-		return ""
-	}
-	lim := strings.TrimPrefix(strings.TrimPrefix(threshold(m), "+"), "-")
-	word := "larger"
-	if m.Direction.Sign() < 0 {
-		word = "drop larger"
-	}
-	bound := "upper bound"
-	if m.Direction.Sign() < 0 {
-		bound = "lower bound"
-	}
-	if m.Bound*m.Direction.Sign() < m.Threshold {
-		if m.Direction.Sign() < 0 {
-			return fmt.Sprintf("no %s than %s (%s %s)", word, lim, bound, signed(m, m.Bound))
-		}
-		return fmt.Sprintf("no regression %s than %s (%s %s)", word, lim, bound, signed(m, m.Bound))
-	}
-	return fmt.Sprintf("cannot rule out %s (%s %s)", lim, bound, signed(m, m.Bound))
-}
-
-func threshold(m MetricResult) string {
-	s := m.Direction.Sign() * m.Threshold
-	if absolute(m) {
-		return fmt.Sprintf("%+.2gpp", 100*s)
-	}
-	return fmt.Sprintf("%+.3g%%", 100*s)
-}
-
-func band(m MetricResult) string {
-	if m.Note != "" || math.IsNaN(m.NoiseBand) {
-		return "-"
-	}
-	if absolute(m) {
-		return fmt.Sprintf("±%.2gpp", 100*m.NoiseBand)
-	}
-	return fmt.Sprintf("±%.2g%%", 100*m.NoiseBand)
 }

@@ -56,7 +56,7 @@ func TestEngineCPUPerToken(t *testing.T) {
 	if rep.Verdict != Pass {
 		t.Errorf("the same engine: %s %+v", rep.Verdict, rep.Metrics)
 	}
-	if v := value(metric(t, rep, "engine_cpu_per_token"), 2.4); v != "2.400 ms/tok" {
+	if v := metric(t, rep, "engine_cpu_per_token").ValueText(2.4); v != "2.40 ms/tok" {
 		t.Errorf("shown as %q", v)
 	}
 }

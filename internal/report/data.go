@@ -12,9 +12,9 @@ import (
 // summaryData is what check_summary.md.tmpl sees.
 type summaryData struct {
 	View
-	Icon, Headline, Lead, Escalation, SecondaryNote string
-	TableRows, SecondaryRows                        []tableRow
-	NextSteps                                       []string
+	Icon, Title, Lead, Escalation, SecondaryNote string
+	TableRows, DetailRows, SecondaryRows         []tableRow
+	NextSteps                                    []string
 	costLines
 }
 
@@ -44,43 +44,49 @@ type commentData struct {
 	View
 	Icon, ShortSHA, Deadline, EscalateAfterText string
 	Escalated                                   bool
-	TableRows                                   []tableRow
+	TableRows, DetailRows                       []tableRow
 	costLines
 }
 
 func summaryDataOf(v View) summaryData {
 	d := summaryData{View: v, SecondaryNote: "shown, never blocking on their own", costLines: costLinesOf(v)}
-	d.TableRows = table(v.Rows)
+	d.TableRows = table(firstScreen(v.Rows))
+	d.DetailRows = detailTable(v.Rows)
 	d.SecondaryRows = table(v.Secondary)
 	short := shortSHA(v.SHA)
 	switch v.Verdict {
 	case Pass:
-		d.Icon, d.Headline = "✅", fmt.Sprintf("perfgate / %s: no performance regression", v.Tier)
+		d.Icon, d.Title = "✅", fmt.Sprintf("perfgate / %s: no performance regression", v.Tier)
 		d.Lead = fmt.Sprintf("Every gated metric of %s is within its threshold of the baseline.", short)
 	case Warning:
-		d.Icon, d.Headline = "⚠️", fmt.Sprintf("perfgate / %s: performance regression (warning)", v.Tier)
+		d.Icon, d.Title = "⚠️", fmt.Sprintf("perfgate / %s: performance regression (warning)", v.Tier)
 		d.Lead = fmt.Sprintf("%s is slower than the baseline beyond the threshold, the noise band and the statistical test.", short)
 		if !v.Deadline.IsZero() {
 			d.Escalation = fmt.Sprintf("This check is **neutral** until **%s**; unresolved by then, it turns into a blocking failure.", formatTime(v.Deadline))
 		}
 	case Escalated:
-		d.Icon, d.Headline = "❌", fmt.Sprintf("perfgate / %s: performance regression (blocking)", v.Tier)
+		d.Icon, d.Title = "❌", fmt.Sprintf("perfgate / %s: performance regression (blocking)", v.Tier)
 		d.Lead = fmt.Sprintf("%s is slower than the baseline, and the regression was not resolved within %s.", short, formatDuration(v.EscalateAfter))
 	case Accepted:
-		d.Icon, d.Headline = "🟦", fmt.Sprintf("perfgate / %s: regression accepted on appeal", v.Tier)
+		d.Icon, d.Title = "🟦", fmt.Sprintf("perfgate / %s: regression accepted on appeal", v.Tier)
 		d.Lead = fmt.Sprintf("A maintainer accepted the regression of %s; it is recorded in the audit log. The baseline does not move without its own review.", short)
 	case Inconclusive:
-		d.Icon, d.Headline = "❔", fmt.Sprintf("perfgate / %s: inconclusive", v.Tier)
+		d.Icon, d.Title = "❔", fmt.Sprintf("perfgate / %s: inconclusive", v.Tier)
 		d.Lead = fmt.Sprintf("The runs of %s could not settle whether it regressed. This does not block the PR.", short)
 		if v.NeedsAck {
 			d.Lead = fmt.Sprintf("The runs of %s could not settle whether it regressed. This tier does not pass an inconclusive result: the check needs action until a maintainer acknowledges it or more runs decide.", short)
 		}
 	case Skipped:
-		d.Icon, d.Headline = "⏭️", fmt.Sprintf("perfgate / %s: skipped", v.Tier)
+		d.Icon, d.Title = "⏭️", fmt.Sprintf("perfgate / %s: skipped", v.Tier)
 		d.Lead = "This PR changes no files that match the repository's perfgate paths, so nothing was measured."
 	case Broken:
-		d.Icon, d.Headline = "🛑", fmt.Sprintf("perfgate / %s: could not run", v.Tier)
+		d.Icon, d.Title = "🛑", fmt.Sprintf("perfgate / %s: could not run", v.Tier)
 		d.Lead = "perfgate could not measure this commit:\n\n" + quoteLines(v.Problems)
+	}
+	if v.Headline != "" && v.Verdict != Accepted {
+		// A gate verdict leads with the document's own sentence, which
+		// names the rows and the rule that decided.
+		d.Lead = short + ": " + v.Headline
 	}
 	switch v.Verdict {
 	case Warning, Escalated:
@@ -90,7 +96,7 @@ func summaryDataOf(v View) summaryData {
 			"Comment `/perf appeal <reason>` to explain why the regression is acceptable; a maintainer answers `/perf appeal accept` or `/perf appeal reject`.",
 		}
 	case Inconclusive:
-		d.NextSteps = []string{"Comment `/perf retest` to add runs; more runs narrow the interval (each retest is a look of the pull request's bounded plan: it spends part of the false-alarm budget, so retesting cannot turn noise into a verdict, and the last look decides)."}
+		d.NextSteps = []string{"Comment `/perf retest` to add runs: they join the evidence and narrow the interval (retesting cannot turn noise into a verdict; the details say how)."}
 		if v.NeedsAck {
 			d.NextSteps = append(d.NextSteps, "A maintainer who accepts the uncertainty comments `/perf ack`; it is recorded in the audit log.")
 		}
@@ -108,36 +114,62 @@ func commentDataOf(v View) commentData {
 	return commentData{
 		View: v, Icon: icon, ShortSHA: shortSHA(v.SHA), Deadline: formatTime(v.Deadline),
 		EscalateAfterText: formatDuration(v.EscalateAfter),
-		Escalated:         v.Verdict == Escalated, TableRows: table(v.Rows),
+		Escalated:         v.Verdict == Escalated, TableRows: table(firstScreen(v.Rows)), DetailRows: detailTable(v.Rows),
 		costLines: costLinesOf(v),
 	}
 }
 
-// table pads every cell so the raw markdown lines up as well as the
-// rendered table; numeric columns are right-aligned.
+// firstScreen is what an author reads first: the rows that decided (a
+// regression, an improvement, an open question), or every row when all
+// passed.
+func firstScreen(rows []Row) []Row {
+	var out []Row
+	for _, r := range rows {
+		if r.Matters {
+			out = append(out, r)
+		}
+	}
+	if len(out) == 0 {
+		return rows
+	}
+	return out
+}
+
+// table is the author's table: values, change, threshold, verdict.
 func table(rows []Row) []tableRow {
 	if len(rows) == 0 {
 		return nil
 	}
-	header := []string{"metric", "baseline", "candidate", "Δ", "threshold", "verdict"}
+	header := []string{"metric", "baseline", "this commit", "Δ", "threshold", "verdict"}
 	right := []bool{false, true, true, true, true, false}
-	tested := false
-	for _, r := range rows {
-		tested = tested || r.Interval != "" || r.Noise != "" || r.P != ""
-	}
-	if tested {
-		header = []string{"metric", "baseline", "candidate", "Δ (tested)", "interval", "noise", "p", "threshold", "verdict"}
-		right = []bool{false, true, true, true, true, true, true, true, false}
-	}
 	cells := [][]string{header}
 	for _, r := range rows {
-		if tested {
-			cells = append(cells, []string{r.Metric, r.Baseline, r.Candidate, r.Delta, orDash(r.Interval), orDash(r.Noise), orDash(r.P), r.Threshold, r.Verdict})
-			continue
-		}
 		cells = append(cells, []string{r.Metric, r.Baseline, r.Candidate, r.Delta, r.Threshold, r.Verdict})
 	}
-	width := make([]int, len(header))
+	return aligned(cells, right)
+}
+
+// detailTable is the maintainer's table: the change with the interval of
+// the rule that decided, the noise band, the smallest change the evidence
+// could call, and the rule in words. Rows built by hand (not from a
+// verdict document) have none of it and get no detail table.
+func detailTable(rows []Row) []tableRow {
+	if len(rows) == 0 || rows[0].Interval == "" {
+		return nil
+	}
+	header := []string{"metric", "Δ", "interval", "noise", "detectable", "verdict", "decided by"}
+	right := []bool{false, true, true, true, true, false, false}
+	cells := [][]string{header}
+	for _, r := range rows {
+		cells = append(cells, []string{r.Metric, r.Delta, orDash(r.Interval), orDash(r.Noise), orDash(r.Detectable), r.Verdict, orDash(r.Rule)})
+	}
+	return aligned(cells, right)
+}
+
+// aligned pads every cell so the raw markdown lines up as well as the
+// rendered table; numeric columns are right-aligned.
+func aligned(cells [][]string, right []bool) []tableRow {
+	width := make([]int, len(right))
 	for _, row := range cells {
 		for i, c := range row {
 			width[i] = max(width[i], utf8.RuneCountInString(c), 3)
@@ -151,8 +183,8 @@ func table(rows []Row) []tableRow {
 		}
 		out = append(out, tableRow{Cells: padded})
 		if n == 0 {
-			sep := make([]string, len(header))
-			for i := range header {
+			sep := make([]string, len(right))
+			for i := range right {
 				if right[i] {
 					sep[i] = strings.Repeat("-", width[i]-1) + ":"
 				} else {

@@ -1,43 +1,37 @@
 package report
 
 import (
-	"fmt"
 	"regexp"
-	"strconv"
 	"strings"
 
-	"github.com/perfgate/perfgate/internal/config"
+	"github.com/perfgate/perfgate/internal/figure"
 	"github.com/perfgate/perfgate/internal/gate"
 	"github.com/perfgate/perfgate/internal/result"
 )
 
-// FromGate fills a View's table, run counts, noise band, mismatches and
-// notes from the gate's report. The caller sets Verdict (a regression is a
-// Warning or Escalated depending on its deadline), SHA, Author and times.
+// FromGate fills a View from the verdict document: its headline, its rows
+// (every number printed by the document's own methods, as the check page
+// and `perfgate compare` print them), run counts, mismatches and notes.
+// It computes nothing. The caller sets Verdict (a regression is a Warning
+// or Escalated depending on its deadline), SHA, Author and times.
 func FromGate(v View, rep *gate.Report, env *result.Environment) View {
 	v.Tier = rep.Tier
+	v.Headline = rep.Headline
 	v.BaselineRuns, v.CandidateRuns = rep.BaselineRuns, rep.CandidateRuns
-	v.Confidence = strconv.FormatFloat(rep.Confidence*100, 'f', -1, 64) + "%"
+	v.Confidence = figure.Level(rep.Confidence)
 	v.Evidence = rep.Evidence()
 	v.Policy = strings.TrimPrefix(rep.Policy(), "policy: ")
 	v.Excluded = append(v.Excluded, rep.ExcludedRuns...)
 	v.Notes = append(v.Notes, rep.Notes...)
 	for _, m := range rep.Metrics {
-		row := rowOf(m)
+		row := RowOf(m)
 		if m.Secondary {
 			v.Secondary = append(v.Secondary, row)
 			continue
 		}
 		v.Rows = append(v.Rows, row)
-		if m.Note == "" && (m.Verdict == gate.MetricPass || m.Verdict == gate.MetricSame) {
-			eq := strings.ReplaceAll(gate.Equivalence(m), " -", " −") // the table's minus sign
-			v.Equivalence = append(v.Equivalence, displayName(m.Metric)+": "+eq)
-		}
 	}
 	v.Notes = append(v.Notes, estimatorNotes(rep)...)
-	// Each row carries its own noise band: no summary band to disagree
-	// with it.
-	v.NoiseBand = ""
 	for _, mm := range rep.Mismatches {
 		v.Mismatches = append(v.Mismatches, Mismatch{Field: mm.Field, Baseline: orDash(mm.Baseline), Candidate: orDash(mm.Candidate)})
 	}
@@ -47,68 +41,14 @@ func FromGate(v View, rep *gate.Report, env *result.Environment) View {
 	return v
 }
 
-func rowOf(m gate.MetricResult) Row {
-	higherWorse := m.Direction != config.LowerIsWorse
-	r := Row{Metric: displayName(m.Metric), Verdict: verdictCell(m.Verdict)}
-	if isAbsolute(m) {
-		// error_rate: a fraction compared as a difference in points.
-		r.Baseline = FormatValue(100*m.Baseline, "%")
-		r.Candidate = FormatValue(100*m.Candidate, "%")
-		r.Delta = signedPoints(100 * m.Estimate)
-		r.Threshold = "+" + strconv.FormatFloat(100*m.Threshold, 'f', -1, 64) + " pt"
-		if m.Note == "" {
-			r.Interval = "[" + signedPoints(100*m.CILow) + ", " + signedPoints(100*m.CIHigh) + "]"
-			r.Noise = "±" + strings.TrimPrefix(signedPoints(100*m.NoiseBand), "+")
-			r.P = formatP(m.HolmP)
-		}
-		return r
+// RowOf is one row of the verdict document as the tables print it.
+func RowOf(m gate.MetricResult) Row {
+	return Row{
+		Metric: m.Name(), Baseline: m.ValueText(m.Baseline), Candidate: m.ValueText(m.Candidate),
+		Delta: m.DeltaText(), Threshold: m.ThresholdText(), Verdict: verdictCell(m.Verdict),
+		Interval: m.IntervalText(), Noise: m.BandText(), Detectable: m.DetectableText(), Rule: m.RuleText(),
+		Matters: m.Verdict == gate.MetricRegression || m.Verdict == gate.MetricInconclusive || m.Verdict == gate.MetricImprovement,
 	}
-	r.Baseline = FormatValue(m.Baseline, m.Unit)
-	r.Candidate = FormatValue(m.Candidate, m.Unit)
-	r.Delta = FormatDelta(m.Estimate)
-	r.Threshold = FormatThreshold(m.Threshold, higherWorse)
-	if m.Note == "" {
-		r.Interval = "[" + FormatDelta(m.CILow) + ", " + FormatDelta(m.CIHigh) + "]"
-		r.Noise = "±" + strings.TrimPrefix(FormatDelta(m.NoiseBand), "+")
-		r.P = formatP(m.HolmP)
-		if m.Secondary {
-			r.P = formatP(m.P)
-		}
-	}
-	return r
-}
-
-// formatP prints a p-value the way benchstat does: two digits.
-func formatP(p float64) string {
-	if p < 0.001 {
-		return "<0.001"
-	}
-	return strconv.FormatFloat(p, 'g', 2, 64)
-}
-
-func isAbsolute(m gate.MetricResult) bool {
-	_, name := splitCell(m.Metric)
-	cm, ok := config.LookupMetric(name)
-	return ok && cm.Absolute
-}
-
-// splitCell separates a nightly matrix cell's label ("c=16 tpot_p99") from
-// the metric name.
-func splitCell(metric string) (cell, name string) {
-	if i := strings.LastIndexByte(metric, ' '); i >= 0 {
-		return metric[:i], metric[i+1:]
-	}
-	return "", metric
-}
-
-func signedPoints(p float64) string {
-	switch {
-	case p >= 0.005:
-		return fmt.Sprintf("+%.2f pt", p)
-	case p <= -0.005:
-		return fmt.Sprintf("−%.2f pt", -p)
-	}
-	return "0.00 pt"
 }
 
 func verdictCell(v string) string {
@@ -120,30 +60,11 @@ func verdictCell(v string) string {
 	case gate.MetricPass:
 		return "✅ pass"
 	case gate.MetricSame:
-		return "~"
+		return "~ no change"
 	case gate.MetricInconclusive:
 		return "❔ inconclusive"
 	}
 	return v
-}
-
-// displayName turns "tpot_p99" into "TPOT p99" and "output_throughput"
-// into "output throughput".
-func displayName(metric string) string {
-	if cell, name := splitCell(metric); cell != "" {
-		return cell + " · " + displayName(name)
-	}
-	name := metric
-	series, stat, ok := strings.Cut(name, "_")
-	switch series {
-	case "ttft", "tpot", "itl", "e2el":
-		if ok {
-			return strings.ToUpper(series) + " " + stat
-		}
-	case "gpu":
-		return "GPU " + strings.ReplaceAll(stat, "_", " ")
-	}
-	return strings.ReplaceAll(name, "_", " ")
 }
 
 func environment(e result.Environment) []KV {
@@ -232,7 +153,7 @@ func estimatorNotes(rep *gate.Report) []string {
 			out = append(out, "estimate: "+first)
 		}
 		if rest != "" {
-			out = append(out, displayName(m.Metric)+": "+rest)
+			out = append(out, m.Name()+": "+rest)
 		}
 	}
 	return out

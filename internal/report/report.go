@@ -39,7 +39,10 @@ const (
 // View is everything the templates show. Values arrive already formatted
 // (units, signs) from FromGate or from the caller.
 type View struct {
-	Tier          string
+	Tier string
+	// Headline is the verdict document's one-sentence verdict; it leads
+	// every gate verdict's summary and comment.
+	Headline      string
 	Verdict       Verdict
 	SHA           string
 	Author        string
@@ -51,7 +54,6 @@ type View struct {
 	Environment   []KV
 	BaselineRuns  int
 	CandidateRuns int
-	NoiseBand     string
 	Confidence    string
 	// Evidence says what the verdict rests on (runs or pairs, sessions,
 	// history, the look and the α it spent); Policy how the tier judges.
@@ -63,11 +65,7 @@ type View struct {
 	// more runs decide. The caller sets it when it concludes the check
 	// that way (gate.Report.NeedsAck says when the policy asks for it).
 	NeedsAck bool
-	// Equivalence states, per gated metric that passed, the bound the pass
-	// test proved: "TPOT median: no regression larger than 5% (upper
-	// bound +2.1%)".
-	Equivalence []string
-	Excluded    []string
+	Excluded []string
 	// Cost is what a regression costs a month at the repository's
 	// declared price (CostOf); nil when the repository declared none.
 	// Shown on regression verdicts only.
@@ -78,14 +76,17 @@ type View struct {
 	Log       string   // runner log tail, truncated first
 }
 
-// Row is one line of the regression table. Delta is the change the test
-// used; Interval, Noise and P, when set (FromGate sets them), are the
-// interval of the tests that decided, the metric's noise band and the
-// one-sided p after Holm: a table whose rows have them shows them next to
-// the change.
+// Row is one line of the regression table, printed by the verdict
+// document's methods (RowOf). Delta is the change the test used, and the
+// value columns are the baseline and the baseline moved by Delta. The
+// maintainer's columns — the interval at the level of the rule that
+// decided, the noise band, the smallest change the evidence could call,
+// the rule — go in the details fold; Matters marks the rows an author's
+// first screen shows.
 type Row struct {
 	Metric, Baseline, Candidate, Delta, Threshold, Verdict string
-	Interval, Noise, P                                     string
+	Interval, Noise, Detectable, Rule                      string
+	Matters                                                bool
 }
 
 // Mismatch is one environment field that differs.

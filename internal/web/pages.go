@@ -13,6 +13,7 @@ import (
 
 	"github.com/perfgate/perfgate/internal/config"
 	"github.com/perfgate/perfgate/internal/cost"
+	"github.com/perfgate/perfgate/internal/figure"
 	"github.com/perfgate/perfgate/internal/store"
 )
 
@@ -21,7 +22,7 @@ func (h *Handler) parseTemplates() error {
 		"short":   short,
 		"day":     func(t time.Time) string { return t.UTC().Format("2006-01-02") },
 		"when":    func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04 UTC") },
-		"pct":     func(f float64) string { return fmt.Sprintf("%+.1f%%", 100*f) },
+		"pct":     figure.Change,
 		"num":     formatNum,
 		"series":  seriesPath,
 		"check":   checkRunPath,
@@ -406,7 +407,7 @@ func rangeParams(r *http.Request, now time.Time) (dateRange, error) {
 	return d, nil
 }
 
-func pctString(f float64) string { return fmt.Sprintf("%+.1f%%", 100*f) }
+func pctString(f float64) string { return figure.Change(f) }
 
 func (h *Handler) jobLog(w http.ResponseWriter, r *http.Request, repo string) {
 	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
