@@ -56,6 +56,7 @@ func runCompare(ctx context.Context, env *cliEnv, args []string) int {
 		return 3
 	}
 	var opt gate.Options
+	var histRuns []*result.Result
 	for _, h := range hist {
 		set, err := gate.LoadRuns(h)
 		if err != nil {
@@ -63,6 +64,7 @@ func runCompare(ctx context.Context, env *cliEnv, args []string) int {
 			return 3
 		}
 		opt.History.Sessions = append(opt.History.Sessions, gate.Session{Label: h, Runs: set})
+		histRuns = append(histRuns, set...)
 	}
 	if *looksPath != "" {
 		data, err := os.ReadFile(*looksPath)
@@ -77,13 +79,19 @@ func runCompare(ctx context.Context, env *cliEnv, args []string) int {
 	}
 	var rep *gate.Report
 	if *paired {
-		if len(baseline) != len(candidate) {
-			fmt.Fprintf(env.stderr, "perfgate compare: --paired needs as many baseline runs as candidate runs, got %d and %d\n", len(baseline), len(candidate))
+		pairs, notes, err := pairsOf(baseline, candidate)
+		if err != nil {
+			fmt.Fprintf(env.stderr, "perfgate compare: --paired: %v\n", err)
 			return 3
 		}
-		pairs := make([]gate.Pair, len(baseline))
-		for i := range pairs {
-			pairs[i] = gate.Pair{Session: "1", Index: i, Base: baseline[i], Head: candidate[i]}
+		if opt.History.Paired, err = pairHistoryOf(histRuns); err != nil {
+			fmt.Fprintf(env.stderr, "perfgate compare: --history: %v\n", err)
+			return 3
+		}
+		// The pairing's notes go beside the verdict, as on the server's
+		// check, so the document stays the server's byte for byte.
+		for _, n := range notes {
+			fmt.Fprintf(env.stderr, "perfgate compare: note: %s\n", n)
 		}
 		rep, err = gate.ComparePaired(pairs, tier, opt)
 	} else {
@@ -110,6 +118,74 @@ func runCompare(ctx context.Context, env *cliEnv, args []string) int {
 		return 3
 	}
 	return rep.Verdict.ExitCode()
+}
+
+// pairsOf pairs an interleaved job's runs the way the server does: from
+// the places the agent wrote into each result (job, side, pair, position),
+// through the same gate.MakePairs, so engine starts shared by neighbouring
+// runs are known and the verdict is the server's. Files without places
+// (plain `perfgate bench` output) are paired in file order, each run its
+// own start, and a note says the server may decide otherwise.
+func pairsOf(baseline, candidate []*result.Result) ([]gate.Pair, []string, error) {
+	all := append(append([]*result.Result(nil), baseline...), candidate...)
+	placed := 0
+	for _, r := range all {
+		if r.Perfgate != nil && r.Perfgate.Place != nil && r.Perfgate.Place.Side != "" {
+			placed++
+		}
+	}
+	switch placed {
+	case len(all):
+		for i, r := range baseline {
+			if r.Perfgate.Place.Side != gate.SideBase {
+				return nil, nil, fmt.Errorf("baseline run %d is a %s run of job %d", i+1, r.Perfgate.Place.Side, r.Perfgate.Place.Job)
+			}
+		}
+		for i, r := range candidate {
+			if r.Perfgate.Place.Side != gate.SideHead {
+				return nil, nil, fmt.Errorf("candidate run %d is a %s run of job %d", i+1, r.Perfgate.Place.Side, r.Perfgate.Place.Job)
+			}
+		}
+		sided, err := gate.SidedRunsOf(all)
+		if err != nil {
+			return nil, nil, err
+		}
+		return gate.MakePairs(sided)
+	case 0:
+		if len(baseline) != len(candidate) {
+			return nil, nil, fmt.Errorf("needs as many baseline runs as candidate runs, got %d and %d", len(baseline), len(candidate))
+		}
+		pairs := make([]gate.Pair, len(baseline))
+		for i := range pairs {
+			pairs[i] = gate.Pair{Session: "1", Index: i, Base: baseline[i], Head: candidate[i]}
+		}
+		return pairs, []string{"the result files carry no place in a job (perfgate.place): pairs were taken in file order and each run counted as its own engine start; the server, which knows the order, may decide otherwise"}, nil
+	}
+	return nil, nil, fmt.Errorf("%d of %d runs carry their place in a job: give all of one job's files, or none", placed, len(all))
+}
+
+// pairHistoryOf groups placed history runs into their jobs' pairs, the
+// noise prior the server gives a paired comparison; none without places.
+func pairHistoryOf(runs []*result.Result) ([][]gate.Pair, error) {
+	if len(runs) == 0 {
+		return nil, nil
+	}
+	sided, err := gate.SidedRunsOf(runs)
+	if err != nil {
+		return nil, nil //nolint:nilerr // unplaced history is the stored kind, used as such
+	}
+	pairs, _, err := gate.MakePairs(sided)
+	if err != nil {
+		return nil, err
+	}
+	var out [][]gate.Pair
+	for _, p := range pairs {
+		if n := len(out); n == 0 || out[n-1][0].Session != p.Session {
+			out = append(out, nil)
+		}
+		out[len(out)-1] = append(out[len(out)-1], p)
+	}
+	return out, nil
 }
 
 // expandMultiValueFlags rewrites "--candidate a b --baseline c" into

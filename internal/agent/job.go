@@ -462,6 +462,11 @@ func (a *Agent) annotate(res *result.Result, p agentapi.Plan, srv *running, s *s
 }
 
 func (a *Agent) upload(ctx context.Context, c *agentapi.ClaimResponse, slot agentapi.Slot, res *result.Result, log zerolog.Logger) error {
+	if res.Perfgate != nil {
+		// The file says where it ran, so `perfgate compare --paired`
+		// rebuilds the pairs and engine starts as the server does.
+		res.Perfgate.Place = &result.Place{Job: c.JobID, Side: slot.Side, Pair: slot.Pair, Seq: slot.RunIndex}
+	}
 	data, err := json.Marshal(res)
 	if err != nil {
 		return fmt.Errorf("encode result: %w", err)

@@ -233,3 +233,19 @@ func ComparePaired(pairs []Pair, tier config.Tier, opt Options) (*Report, error)
 	j.measureAll(rep, measure, func(m config.Metric) sideValues { return j.sides(m, base, head) })
 	return j.finish(rep, "")
 }
+
+// SidedRunsOf reads interleaved runs from the places the agent wrote into
+// their results (result.Place): the job is the session, and side, pair and
+// position are the ones the server pairs by. It fails, naming the run,
+// when a run has no place or no side.
+func SidedRunsOf(runs []*result.Result) ([]SidedRun, error) {
+	out := make([]SidedRun, 0, len(runs))
+	for i, r := range runs {
+		if r == nil || r.Perfgate == nil || r.Perfgate.Place == nil || r.Perfgate.Place.Side == "" {
+			return nil, fmt.Errorf("run %d has no place in an interleaved job (result files of perfgate's agent carry perfgate.place)", i+1)
+		}
+		p := r.Perfgate.Place
+		out = append(out, SidedRun{Session: strconv.FormatInt(p.Job, 10), Side: p.Side, Pair: p.Pair, Seq: p.Seq, Result: r})
+	}
+	return out, nil
+}

@@ -63,6 +63,14 @@ type Result struct {
 	Perfgate *Section `json:"perfgate,omitempty"`
 }
 
+// Place is a run's position in the job that measured it.
+type Place struct {
+	Job  int64  `json:"job"`
+	Side string `json:"side,omitempty"` // "base" or "head" in an interleaved job
+	Pair int    `json:"pair"`
+	Seq  int    `json:"seq"` // the run's index in the job's order
+}
+
 // Section is what perfgate records beyond vLLM's keys.
 type Section struct {
 	SchemaVersion int               `json:"schema_version"`
@@ -78,6 +86,12 @@ type Section struct {
 	// RunID prefixes every request's X-Request-Id ("<run_id>-<index>"), so
 	// the engine's logs and traces join with this result.
 	RunID string `json:"run_id,omitempty"`
+	// Place is where the run stood in its job, as the agent ran it: the
+	// job, the side and pair of an interleaved job, and the run's position.
+	// With it, `perfgate compare --paired` rebuilds the pairs and the
+	// engine starts exactly as the server does; nil in files written by
+	// `perfgate bench` alone.
+	Place *Place `json:"place,omitempty"`
 	// TokenSource says where output token counts came from: "usage" (the
 	// server's usage block), "server_tokenizer" (the generated text counted
 	// with the server's /tokenize), "chunks" (counted stream chunks: an
