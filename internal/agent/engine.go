@@ -117,7 +117,9 @@ func (a *Agent) startEngine(ctx context.Context, c *agentapi.ClaimResponse, p ag
 	}
 	desc := e.Image
 	if desc == "" {
-		desc = strings.Join(e.Command, " ")
+		// The command as it ran, its placeholders filled in, not the
+		// template from the config.
+		desc = strings.Join(srv.Argv(), " ")
 	}
 	return &running{describe: desc, proc: srv}, nil
 }
