@@ -18,9 +18,11 @@ type summaryData struct {
 	costLines
 }
 
-// costLines are a regression's price and the assumption behind it.
+// costLines are a regression's price and the assumption behind it; a
+// regression the price cannot reach (a latency, errors) says why in the
+// details, not on the author's first screen.
 type costLines struct {
-	CostLine, CostAssumption string
+	CostLine, CostAssumption, CostDetail string
 }
 
 func costLinesOf(v View) costLines {
@@ -30,7 +32,7 @@ func costLinesOf(v View) costLines {
 			return costLines{}
 		}
 		if v.Cost.Unpriced != "" {
-			return costLines{CostLine: v.Cost.Line()}
+			return costLines{CostDetail: v.Cost.Line()}
 		}
 		return costLines{CostLine: v.Cost.Line(), CostAssumption: cost.Assumption}
 	}
