@@ -88,7 +88,17 @@ func runDemo(ctx context.Context, env *cliEnv, args []string) int {
 			fmt.Fprintf(env.stderr, "perfgate demo: %v\n", err)
 			return 1
 		}
-		if out.Verdict.Comparison.Verdict != capacity.Regression {
+		// The last line says what happened: the planted KV-cache cut found,
+		// or why not — a distorted sweep is "cannot tell", never a verdict.
+		cmp := out.Verdict.Comparison
+		switch cmp.Verdict {
+		case capacity.Regression:
+			fmt.Fprintf(env.stdout, "capacity: the planted KV-cache cut was found: %s\n", cmp.Why)
+		case capacity.Inconclusive:
+			fmt.Fprintf(env.stdout, "capacity: could not decide (exit 2): %s\n", cmp.Why)
+			return 2
+		default:
+			fmt.Fprintf(env.stdout, "capacity: the planted KV-cache cut was NOT found (exit 1): %s — %s\n", cmp.Verdict, cmp.Why)
 			return 1
 		}
 	case "soak":

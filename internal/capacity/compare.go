@@ -55,6 +55,18 @@ func Compare(base, head []Knee, threshold float64) Comparison {
 		c.Verdict, c.Why = Inconclusive, "no sweep finished on one side: measure again"
 		return c
 	}
+	// A knee the host distorted is no knee: a starved client makes the
+	// engine look saturated, and comparing it would turn a worse head
+	// into an improvement (or the reverse).
+	for i, knees := range [][]Knee{base, head} {
+		side := [...]string{"base", "head"}[i]
+		for _, k := range knees {
+			if k.Distorted != "" {
+				c.Verdict, c.Why = Inconclusive, fmt.Sprintf("cannot tell: %s's sweep stopped because %s; measure again on a quieter runner", side, k.Distorted)
+				return c
+			}
+		}
+	}
 	switch {
 	case c.Base.Median == 0 && c.Head.Median == 0:
 		c.Verdict, c.Why = Same, "neither sustains the lowest rate"

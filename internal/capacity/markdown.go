@@ -72,7 +72,7 @@ func cells(s *Sweep, r float64, k Knee) string {
 // at is the step measured at rate r (the last, if twice).
 func (s *Sweep) at(r float64) (Judged, bool) {
 	for i := len(s.Steps) - 1; i >= 0; i-- {
-		if s.Steps[i].Rate == r {
+		if s.Steps[i].Rate == r && s.Steps[i].Distorted == "" {
 			return s.Steps[i], true
 		}
 	}

@@ -93,6 +93,10 @@ type Step struct {
 	// Preemptions the engine reported during the step (its /metrics), -1
 	// when it reports none.
 	Preemptions float64 `json:"preemptions"`
+	// Distorted is why the host, not the engine, shaped the step: the
+	// benchmark client's self-check found it sent or read late (CPU
+	// starvation). Such a step judges nothing and is measured again.
+	Distorted string `json:"distorted,omitempty"`
 }
 
 // GoodFraction is the share of sent requests that met every SLO.

@@ -14,6 +14,10 @@ const (
 	DefaultResolution = 0.10
 	// DefaultMaxSteps bounds a sweep, fixed rates and bisection together.
 	DefaultMaxSteps = 12
+	// Remeasures is how often a step the host distorted (the benchmark
+	// client's self-check failed: it sent or read late) is measured again
+	// before the sweep stops and says it cannot tell.
+	Remeasures = 2
 )
 
 // DefaultRates are the fixed rates (requests/s) a sweep starts with.
@@ -93,7 +97,13 @@ func NewSweep(plan Plan, slo SLO) (*Sweep, error) {
 
 // Next is the rate to measure next, or ok false when the sweep is done.
 func (s *Sweep) Next() (rate float64, ok bool) {
-	if len(s.Steps) >= s.Plan.MaxSteps {
+	if len(s.Steps) >= s.Plan.MaxSteps+Remeasures || s.distorted() != "" {
+		return 0, false
+	}
+	if n := len(s.Steps); n > 0 && s.Steps[n-1].Distorted != "" {
+		return s.Steps[n-1].Rate, true // measure the distorted rate again
+	}
+	if s.measured() >= s.Plan.MaxSteps {
 		return 0, false
 	}
 	lo, hi := s.bracket()
@@ -131,8 +141,37 @@ func (s *Sweep) Observe(st Step) error {
 	if !ok || st.Rate != want {
 		return fmt.Errorf("%w: got %g requests/s, want %g", ErrStale, st.Rate, want)
 	}
-	s.Steps = append(s.Steps, Judged{Step: st, Sustained: s.SLO.Sustained(st)})
+	s.Steps = append(s.Steps, Judged{Step: st, Sustained: st.Distorted == "" && s.SLO.Sustained(st)})
 	return nil
+}
+
+// measured counts the steps that measured the engine, not the host.
+func (s *Sweep) measured() int {
+	n := 0
+	for _, j := range s.Steps {
+		if j.Distorted == "" {
+			n++
+		}
+	}
+	return n
+}
+
+// distorted is why the sweep cannot tell: a rate whose every try, the
+// first and Remeasures more, the host distorted; "" otherwise.
+func (s *Sweep) distorted() string {
+	run := 0
+	for i, j := range s.Steps {
+		if j.Distorted == "" || (i > 0 && s.Steps[i-1].Rate != j.Rate) {
+			run = 0
+		}
+		if j.Distorted != "" {
+			run++
+			if run > Remeasures {
+				return fmt.Sprintf("the host distorted every one of %d tries at %g requests/s (%s)", run, j.Rate, j.Distorted)
+			}
+		}
+	}
+	return ""
 }
 
 // Knee is what a sweep found: the highest rate sustained below the lowest
@@ -144,12 +183,16 @@ type Knee struct {
 	Below    float64 `json:"below"`
 	Censored bool    `json:"censored,omitempty"`
 	Steps    int     `json:"steps"`
+	// Distorted, when set, says why the sweep cannot tell where its knee
+	// is: a rate the host kept distorting (a CPU-starved client sends and
+	// reads late, which reads as the engine failing its SLO).
+	Distorted string `json:"distorted,omitempty"`
 }
 
 // Knee reports the bracket found so far.
 func (s *Sweep) Knee() Knee {
 	lo, hi := s.bracket()
-	return Knee{Rate: lo, Below: hi, Censored: hi == 0, Steps: len(s.Steps)}
+	return Knee{Rate: lo, Below: hi, Censored: hi == 0, Steps: len(s.Steps), Distorted: s.distorted()}
 }
 
 // bracket is (highest sustained rate below hi, lowest rate not
@@ -158,7 +201,7 @@ func (s *Sweep) Knee() Knee {
 // the first failure bounds what the engine can be trusted with.
 func (s *Sweep) bracket() (lo, hi float64) {
 	for _, j := range s.Steps {
-		if !j.Sustained && (hi == 0 || j.Rate < hi) {
+		if !j.Sustained && j.Distorted == "" && (hi == 0 || j.Rate < hi) {
 			hi = j.Rate
 		}
 	}

@@ -3,6 +3,7 @@ package capacity
 import (
 	"errors"
 	"math"
+	"strings"
 	"testing"
 )
 
@@ -166,4 +167,60 @@ func equalRates(a, b []float64) bool {
 		}
 	}
 	return true
+}
+
+// A step the host distorted (the client's self-check failed) judges
+// nothing: the sweep measures that rate again, and the knee is the
+// engine's. When the host distorts a rate every time, the sweep stops and
+// says it cannot tell, and the comparison never turns it into a verdict —
+// least of all an improvement: a starved base that looks saturated at 2
+// requests/s would otherwise make a worse head look better.
+func TestDistortedSteps(t *testing.T) {
+	t.Parallel()
+	engine := engineWithKnee(8)
+	distortOnce := map[float64]bool{2: true, 16: true}
+	transient := func(r float64) Step {
+		st := engine(r)
+		if distortOnce[r] {
+			delete(distortOnce, r)
+			st.Good, st.TTFTp99ms, st.Distorted = 10, 9000, "schedule lag p99 900 ms > 125 ms"
+		}
+		return st
+	}
+	s, err := NewSweep(Plan{}, SLO{TTFTms: 500})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tried := runSweep(t, s, transient)
+	if want := []float64{1, 2, 2, 4, 8, 16, 16, 11.3, 9.51, 8.72}; !equalRates(tried, want) {
+		t.Errorf("tried %v, want each distorted rate measured again: %v", tried, want)
+	}
+	if k := s.Knee(); k.Rate != 8 || k.Below != 8.72 || k.Distorted != "" {
+		t.Errorf("knee %+v: want the engine's, 8 below 8.72", k)
+	}
+
+	starved, err := NewSweep(Plan{}, SLO{TTFTms: 500})
+	if err != nil {
+		t.Fatal(err)
+	}
+	always := func(r float64) Step {
+		st := engine(r)
+		if r >= 2 {
+			st.Good, st.Distorted = 0, "client CPU 97% of 2 core(s) ≥ 90%"
+		}
+		return st
+	}
+	tried = runSweep(t, starved, always)
+	if want := []float64{1, 2, 2, 2}; !equalRates(tried, want) {
+		t.Errorf("tried %v, want %v: %d tries at the distorted rate, then stop", tried, want, 1+Remeasures)
+	}
+	base := starved.Knee()
+	if base.Distorted == "" || base.Rate != 1 {
+		t.Fatalf("starved sweep's knee %+v: want it marked distorted", base)
+	}
+	head := Knee{Rate: 4, Below: 4.4, Steps: 7} // a worse engine, measured cleanly
+	c := Compare([]Knee{base}, []Knee{head}, 0.1)
+	if c.Verdict != Inconclusive || !strings.Contains(c.Why, "cannot tell: base's sweep stopped because the host distorted") {
+		t.Errorf("comparison %s: %s; want inconclusive, cannot tell", c.Verdict, c.Why)
+	}
 }
