@@ -29,12 +29,11 @@ func newSimRunner(l *lifecycle, beat, measure time.Duration) *simRunner {
 	return &simRunner{l: l, beat: beat, measure: measure, started: map[int64]time.Time{}, ended: map[int64]time.Time{}}
 }
 
-// tick is one beat of the runner.
-func (r *simRunner) tick() {
+// tick is the runner's call at now, a beat after its last.
+func (r *simRunner) tick(now time.Time) {
 	l := r.l
 	l.t.Helper()
-	l.clock.add(r.beat)
-	now := l.clock.now()
+	l.clock.add(now.Sub(l.clock.now()))
 	if r.job == nil {
 		j, err := l.st.Claim(l.ctx, store.ClaimRequest{AgentID: l.agent.ID, Labels: l.agent.Labels, Lease: time.Hour})
 		if errors.Is(err, store.ErrNoJob) {
@@ -74,7 +73,7 @@ func (r *simRunner) tick() {
 // measured for its whole 10 minutes.
 func TestReplacedRunStopsItsJobs(t *testing.T) {
 	const (
-		beat    = 30 * time.Second // the runner's heartbeat: the cancel latency
+		beat    = 3 * time.Second  // the runner's cancel poll (agent.DefaultCancelPoll): the cancel latency
 		measure = 10 * time.Minute // one job of the quick tier
 	)
 	l := newLifecycle(t)
@@ -82,7 +81,9 @@ func TestReplacedRunStopsItsJobs(t *testing.T) {
 	r := newSimRunner(l, beat, measure)
 	start := l.clock.now()
 	// Each request lands at its time, between two beats of the runner:
-	// the job of the run it replaces is running (R) or still queued (Q).
+	// the job of the run it replaces is running (R) or still queued (Q): a
+	// request a third of a beat after another finds the runner still busy
+	// (or not yet called in), so the job the first queued is still queued.
 	events := []struct {
 		at       time.Duration
 		trigger  string
@@ -91,16 +92,16 @@ func TestReplacedRunStopsItsJobs(t *testing.T) {
 	}{
 		{0, "pull_request.opened", false, ""},
 		{2 * time.Minute, "pull_request.ready_for_review", false, "R"},
-		{2*time.Minute + 45*time.Second, "pull_request.reopened", false, "Q"},
+		{2*time.Minute + beat/3, "pull_request.reopened", false, "Q"},
 		{5 * time.Minute, "/perf retest", true, "R"},
 		{17 * time.Minute, "check_run.rerequested", true, ""},
-		{17*time.Minute + 10*time.Second, "check_suite.rerequested", true, "Q"},
+		{17*time.Minute + beat/3, "check_suite.rerequested", true, "Q"},
 	}
 	replacedAt := map[int64]time.Time{} // a replaced run's job → when its run was replaced
 	var ids []int64                     // GitHub check run of each request
 	next := 0
-	for l.clock.now().Sub(start) < 40*time.Minute {
-		for next < len(events) && !start.Add(events[next].at).After(l.clock.now().Add(beat)) {
+	for call := start.Add(beat); call.Sub(start) < 40*time.Minute; call = call.Add(beat) {
+		for next < len(events) && start.Add(events[next].at).Before(call) {
 			ev := events[next]
 			next++
 			l.clock.add(start.Add(ev.at).Sub(l.clock.now()))
@@ -135,7 +136,7 @@ func TestReplacedRunStopsItsJobs(t *testing.T) {
 				}
 			}
 		}
-		r.tick()
+		r.tick(call)
 	}
 
 	// Runner time a replaced run got after it was replaced: at most one
