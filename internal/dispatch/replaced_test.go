@@ -180,3 +180,40 @@ func TestReplacedRunStopsItsJobs(t *testing.T) {
 		t.Errorf("the last run: %s/%s %q, want success", c.Status, c.Conclusion, c.Title)
 	}
 }
+
+// A long run (capacity, soak) holds a card for tens of minutes to hours: a
+// re-run of the same commit stops the one it replaces as a quick run does,
+// and the stopped job's end leaves the new run open.
+func TestReplacedLongRunStops(t *testing.T) {
+	l, _ := longRunLifecycle(t)
+	ask := func(delivery string) store.CheckRun {
+		t.Helper()
+		if err := l.svc.RequestRun(l.ctx, request.Run{InstallationID: githubtest.InstallationID, Owner: "acme", Repo: "inference", PR: 17,
+			HeadSHA: newSHA, BaseSHA: headSHA, BaseRef: "main", Tier: check.TierCapacity, Trigger: "check_run.rerequested",
+			Author: "octocat", DeliveryID: delivery}); err != nil {
+			t.Fatal(err)
+		}
+		l.flush()
+		cr, err := l.st.GetCheckRun(l.ctx, testRepo, newSHA, string(check.TierCapacity))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cr
+	}
+	first := ask("d-1")
+	old := l.start()
+	second := ask("d-2")
+	if j, err := l.st.GetJob(l.ctx, old.ID); err != nil || !j.CancelRequested {
+		t.Fatalf("the replaced capacity job: %s, cancel requested %v (%v); want it told to stop", j.Status, j.CancelRequested, err)
+	}
+	if len(second.JobIDs) != 1 || second.JobIDs[0] == old.ID || second.Generation != first.Generation+1 {
+		t.Fatalf("the new run: jobs %v generation %d, want one new job on generation %d", second.JobIDs, second.Generation, first.Generation+1)
+	}
+	if _, err := l.st.Finish(l.ctx, old.ID, old.LeaseID, jobstate.Cancelled, "cancelled by the server"); err != nil {
+		t.Fatal(err)
+	}
+	l.judge()
+	if cr, err := l.st.GetCheckRun(l.ctx, testRepo, newSHA, string(check.TierCapacity)); err != nil || cr.State != store.CheckQueued {
+		t.Errorf("after the replaced job ended the new run is %s (%v), want still queued", cr.State, err)
+	}
+}
