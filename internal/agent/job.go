@@ -23,7 +23,7 @@ import (
 
 // Why a job's context ended, as its cancel cause.
 var (
-	errCancelled = errors.New("cancelled by the server: superseded by a newer push")
+	errCancelled = errors.New("cancelled by the server: a newer push or run replaced it, or its pull request closed")
 	errLeaseLost = errors.New("lease lost")
 	errCrashed   = errors.New("engine exited")
 )

@@ -10,6 +10,7 @@ package app
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -263,9 +264,29 @@ func (a *App) Process(ctx context.Context, event, deliveryID string, payload []b
 		ctx = l.WithContext(ctx)
 	}
 	start := time.Now()
-	err := h.Handle(ctx, event, deliveryID, payload)
+	var err error
+	if env, ok := withoutInstallation(payload); ok {
+		// Not the App's delivery: a token for installation 0 does not
+		// exist, so acting on it could only fail, again on every retry.
+		zerolog.Ctx(ctx).Warn().Str("repository", env.Repository.FullName).Str("sender", env.Sender.Login).Str("action", env.Action).
+			Msg("delivery without an installation ignored: a repository or organisation webhook points at perfgate; " +
+				"remove it (the repository's or organisation's Settings → Webhooks) and install the GitHub App instead, whose deliveries name their installation")
+	} else {
+		err = h.Handle(ctx, event, deliveryID, payload)
+	}
 	if a.cfg.Events != nil {
 		a.cfg.Events.EventHandled(event, time.Since(start), err)
 	}
 	return err
+}
+
+// withoutInstallation reports whether a payload names no installation: it
+// came from a repository or organisation webhook, not from the GitHub App.
+// A payload that does not decode is left to its handler, which says why.
+func withoutInstallation(payload []byte) (hookEnvelope, bool) {
+	var env hookEnvelope
+	if err := json.Unmarshal(payload, &env); err != nil {
+		return env, false
+	}
+	return env, env.installationID() == 0
 }

@@ -156,9 +156,9 @@ func (b *base) fetchPR(ctx context.Context, client *github.Client, installationI
 }
 
 // isBot reports whether login is a bot account or this app itself.
-func (b *base) isBot(u *github.User) bool {
-	login := strings.ToLower(u.GetLogin())
-	return strings.HasSuffix(login, "[bot]") || u.GetType() == "Bot" || login == strings.ToLower(b.appSlug)
+func (b *base) isBot(u hookUser) bool {
+	login := strings.ToLower(u.Login)
+	return strings.HasSuffix(login, "[bot]") || u.Type == "Bot" || login == strings.ToLower(b.appSlug)
 }
 
 // access is a collaborator's role, ordered.

@@ -18,34 +18,34 @@ type checkRunHandler struct{ *base }
 func (h *checkRunHandler) Handles() []string { return []string{"check_run"} }
 
 func (h *checkRunHandler) Handle(ctx context.Context, eventType, deliveryID string, payload []byte) error {
-	var ev github.CheckRunEvent
+	var ev checkRunEvent
 	if err := parse(eventType, payload, &ev); err != nil {
 		return err
 	}
-	action := ev.GetAction()
+	action := ev.Action
 	if action != "rerequested" && action != "requested_action" {
 		return nil
 	}
-	run := ev.GetCheckRun()
+	run := ev.CheckRun
 	// Both actions go only to the app that owns the run; check anyway.
-	if id := run.GetApp().GetID(); id != 0 && id != h.appID {
+	if id := run.App.ID; id != 0 && id != h.appID {
 		return nil
 	}
-	tier, ok := check.TierFromCheckName(run.GetName())
+	tier, ok := check.TierFromCheckName(run.Name)
 	if !ok {
 		return nil
 	}
 	pr := prNumberOf(run)
-	installationID := githubapp.GetInstallationIDFromEvent(&ev)
-	ctx, log := githubapp.PreparePRContext(ctx, installationID, ev.GetRepo(), pr)
+	installationID := ev.installationID()
+	repo := ev.Repository.github()
+	ctx, log := githubapp.PreparePRContext(ctx, installationID, repo, pr)
 	client, err := h.clients.NewInstallationClient(installationID)
 	if err != nil {
 		return fmt.Errorf("installation client %d: %w", installationID, err)
 	}
-	repo := ev.GetRepo()
-	sender := ev.GetSender().GetLogin()
-	t := prTarget{installationID: installationID, owner: repo.GetOwner().GetLogin(), repo: repo.GetName(), number: pr, headSHA: run.GetHeadSHA(),
-		defaultBranch: repo.GetDefaultBranch()}
+	sender := ev.Sender.Login
+	t := prTarget{installationID: installationID, owner: ev.Repository.Owner.Login, repo: ev.Repository.Name, number: pr, headSHA: run.HeadSHA,
+		defaultBranch: ev.Repository.DefaultBranch}
 	prHead := ""
 	if pr > 0 {
 		fetched, _, err := h.fetchPR(ctx, client, installationID, repo, pr)
@@ -53,7 +53,7 @@ func (h *checkRunHandler) Handle(ctx context.Context, eventType, deliveryID stri
 			return err
 		}
 		prHead = fetched.headSHA
-		fetched.headSHA = run.GetHeadSHA() // re-run what was run, even if the PR moved on
+		fetched.headSHA = run.HeadSHA // re-run what was run, even if the PR moved on
 		t = fetched
 	}
 	answer := func(body string) error {
@@ -66,7 +66,7 @@ func (h *checkRunHandler) Handle(ctx context.Context, eventType, deliveryID stri
 	}
 	trigger := "check_run.rerequested"
 	if action == "requested_action" {
-		switch ev.GetRequestedAction().Identifier {
+		switch ev.RequestedAction.Identifier {
 		case "retest":
 			trigger = "check_run.retest"
 			// Buttons are shown to anyone who can see the check; gate them
@@ -77,14 +77,14 @@ func (h *checkRunHandler) Handle(ctx context.Context, eventType, deliveryID stri
 			}
 			if a < accessWrite {
 				log.Info().Str("sender", sender).Msg("retest button by a non-writer refused")
-				return answer(fmt.Sprintf("the Retest button on `%s` needs write access to the repository; you have %s access, so nothing was run. A maintainer can comment `/perf retest`.", run.GetName(), accessWord(a)))
+				return answer(fmt.Sprintf("the Retest button on `%s` needs write access to the repository; you have %s access, so nothing was run. A maintainer can comment `/perf retest`.", run.Name, accessWord(a)))
 			}
 		case "appeal":
-			return answer(fmt.Sprintf("to appeal `%s` on `%s`, comment `/perf appeal <reason>` on this pull request; the reason is recorded and the PR re-tested.", run.GetName(), short(t.headSHA)))
+			return answer(fmt.Sprintf("to appeal `%s` on `%s`, comment `/perf appeal <reason>` on this pull request; the reason is recorded and the PR re-tested.", run.Name, short(t.headSHA)))
 		case "approve":
 			return h.approveButton(ctx, client, t, tier, prHead, sender, deliveryID, answer)
 		default:
-			return answer(fmt.Sprintf("perfgate has no button %q; nothing was run.", ev.GetRequestedAction().Identifier))
+			return answer(fmt.Sprintf("perfgate has no button %q; nothing was run.", ev.RequestedAction.Identifier))
 		}
 	}
 	if tier.LongRun() {
@@ -96,7 +96,7 @@ func (h *checkRunHandler) Handle(ctx context.Context, eventType, deliveryID stri
 		}
 		if a < accessMaintain {
 			log.Info().Str("sender", sender).Str("tier", string(tier)).Msg("long-run re-run by a non-maintainer refused")
-			return answer(fmt.Sprintf("re-running `%s` needs the maintain or admin role (as `/perf %s`); you have %s access, so nothing was run.", run.GetName(), tier, accessWord(a)))
+			return answer(fmt.Sprintf("re-running `%s` needs the maintain or admin role (as `/perf %s`); you have %s access, so nothing was run.", run.Name, tier, accessWord(a)))
 		}
 	}
 	cfg, ok, err := h.buttonConfig(ctx, client, t, tier, deliveryID, answer)
@@ -166,12 +166,12 @@ func (h *checkRunHandler) approveButton(ctx context.Context, client *github.Clie
 
 // prNumberOf reads the PR from external_id (set by perfgate, present for
 // forks) or else from the run's pull_requests.
-func prNumberOf(run *github.CheckRun) int {
-	if n, ok := prFromExternalID(run.GetExternalID()); ok {
+func prNumberOf(run hookCheckRun) int {
+	if n, ok := prFromExternalID(run.ExternalID); ok {
 		return n
 	}
 	if len(run.PullRequests) > 0 {
-		return run.PullRequests[0].GetNumber()
+		return run.PullRequests[0].Number
 	}
 	return 0
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/google/go-github/v62/github"
 	"github.com/palantir/go-githubapp/githubapp"
 	"github.com/perfgate/perfgate/internal/check"
 	"github.com/rs/zerolog"
@@ -17,21 +16,21 @@ type checkSuiteHandler struct{ *base }
 func (h *checkSuiteHandler) Handles() []string { return []string{"check_suite"} }
 
 func (h *checkSuiteHandler) Handle(ctx context.Context, eventType, deliveryID string, payload []byte) error {
-	var ev github.CheckSuiteEvent
+	var ev checkSuiteEvent
 	if err := parse(eventType, payload, &ev); err != nil {
 		return err
 	}
-	suite := ev.GetCheckSuite()
-	if ev.GetAction() != "rerequested" || len(suite.PullRequests) == 0 {
+	suite := ev.CheckSuite
+	if ev.Action != "rerequested" || len(suite.PullRequests) == 0 {
 		return nil
 	}
 	// Only perfgate's own suite; GitHub sends rerequests to the owning app.
-	if id := suite.GetApp().GetID(); id != 0 && id != h.appID {
+	if id := suite.App.ID; id != 0 && id != h.appID {
 		return nil
 	}
-	installationID := githubapp.GetInstallationIDFromEvent(&ev)
-	repo := ev.GetRepo()
-	number := suite.PullRequests[0].GetNumber()
+	installationID := ev.installationID()
+	repo := ev.Repository.github()
+	number := suite.PullRequests[0].Number
 	ctx, _ = githubapp.PreparePRContext(ctx, installationID, repo, number)
 	client, err := h.clients.NewInstallationClient(installationID)
 	if err != nil {
@@ -41,7 +40,7 @@ func (h *checkSuiteHandler) Handle(ctx context.Context, eventType, deliveryID st
 	if err != nil {
 		return err
 	}
-	t.headSHA = suite.GetHeadSHA() // re-run what was run, even if the PR moved on
+	t.headSHA = suite.HeadSHA // re-run what was run, even if the PR moved on
 	cfg, state, err := h.loadConfig(ctx, client, t, check.TierQuick, deliveryID)
 	if state != configOK {
 		return err
@@ -51,7 +50,7 @@ func (h *checkSuiteHandler) Handle(ctx context.Context, eventType, deliveryID st
 		zerolog.Ctx(ctx).Info().Str("sha", t.headSHA).Msg("re-run of a fork commit nobody approved: nothing run")
 		return err
 	}
-	req := h.runRequest(t, cfg, check.TierQuick, "check_suite.rerequested", ev.GetSender().GetLogin(), deliveryID)
+	req := h.runRequest(t, cfg, check.TierQuick, "check_suite.rerequested", ev.Sender.Login, deliveryID)
 	req.Confirm = true
 	return h.queueRun(ctx, req)
 }

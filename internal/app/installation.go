@@ -3,7 +3,6 @@ package app
 import (
 	"context"
 
-	"github.com/google/go-github/v62/github"
 	"github.com/rs/zerolog"
 )
 
@@ -19,30 +18,30 @@ func (h *installationHandler) Handle(ctx context.Context, eventType, deliveryID 
 	log := zerolog.Ctx(ctx)
 	switch eventType {
 	case "installation":
-		var ev github.InstallationEvent
+		var ev installationEvent
 		if err := parse(eventType, payload, &ev); err != nil {
 			return err
 		}
 		names := make([]string, 0, len(ev.Repositories))
 		for _, r := range ev.Repositories {
-			names = append(names, r.GetFullName())
+			names = append(names, r.FullName)
 		}
-		log.Info().Str("action", ev.GetAction()).Int64("installation_id", ev.GetInstallation().GetID()).
-			Str("account", ev.GetInstallation().GetAccount().GetLogin()).Strs("repositories", names).
-			Str("by", ev.GetSender().GetLogin()).Msg("installation event")
+		log.Info().Str("action", ev.Action).Int64("installation_id", ev.installationID()).
+			Str("account", ev.Installation.Account.Login).Strs("repositories", names).
+			Str("by", ev.Sender.Login).Msg("installation event")
 	case "installation_repositories":
-		var ev github.InstallationRepositoriesEvent
+		var ev installationRepositoriesEvent
 		if err := parse(eventType, payload, &ev); err != nil {
 			return err
 		}
 		var added, removed []string
 		for _, r := range ev.RepositoriesAdded {
-			added = append(added, r.GetFullName())
+			added = append(added, r.FullName)
 		}
 		for _, r := range ev.RepositoriesRemoved {
-			removed = append(removed, r.GetFullName())
+			removed = append(removed, r.FullName)
 		}
-		log.Info().Str("action", ev.GetAction()).Int64("installation_id", ev.GetInstallation().GetID()).
+		log.Info().Str("action", ev.Action).Int64("installation_id", ev.installationID()).
 			Strs("added", added).Strs("removed", removed).Msg("installation repositories changed")
 	}
 	return nil

@@ -25,31 +25,31 @@ type issueCommentHandler struct{ *base }
 func (h *issueCommentHandler) Handles() []string { return []string{"issue_comment"} }
 
 func (h *issueCommentHandler) Handle(ctx context.Context, eventType, deliveryID string, payload []byte) error {
-	var ev github.IssueCommentEvent
+	var ev issueCommentEvent
 	if err := parse(eventType, payload, &ev); err != nil {
 		return err
 	}
 	// Edits and deletions never re-run a command: only what was posted.
 	// On an issue only the commands that need no pull request run (bisect.go).
-	if ev.GetAction() != "created" || h.isBot(ev.GetComment().GetUser()) {
+	if ev.Action != "created" || h.isBot(ev.Comment.User) {
 		return nil
 	}
-	onPR := ev.GetIssue().IsPullRequest()
-	outcome := command.Parse(ev.GetComment().GetBody())
+	onPR := ev.Issue.PullRequest != nil
+	outcome := command.Parse(ev.Comment.Body)
 	if outcome.Action == command.Ignore {
 		return nil
 	}
-	installationID := githubapp.GetInstallationIDFromEvent(&ev)
-	repo := ev.GetRepo()
-	number := ev.GetIssue().GetNumber()
+	installationID := ev.installationID()
+	repo := ev.Repository.github()
+	number := ev.Issue.Number
 	ctx, log := githubapp.PreparePRContext(ctx, installationID, repo, number)
 	client, err := h.clients.NewInstallationClient(installationID)
 	if err != nil {
 		return fmt.Errorf("installation client %d: %w", installationID, err)
 	}
 	owner, name := repo.GetOwner().GetLogin(), repo.GetName()
-	commenter := ev.GetComment().GetUser().GetLogin()
-	commentID := ev.GetComment().GetID()
+	commenter := ev.Comment.User.Login
+	commentID := ev.Comment.ID
 	if err := h.deps.Outbox.React(ctx, request.Reaction{Key: fmt.Sprintf("eyes:%s:%d", repo.GetFullName(), commentID), InstallationID: installationID,
 		Owner: owner, Repo: name, CommentID: commentID, Content: "eyes"}); err != nil {
 		return fmt.Errorf("react to command comment: %w", err)
@@ -86,7 +86,7 @@ func (h *issueCommentHandler) Handle(ctx context.Context, eventType, deliveryID 
 		log.Info().Msg("command refused: insufficient permission")
 		return reply(fmt.Sprintf("`%s` needs %s; you have %s access, so nothing was run.", usage(cmd), permissionWords(cmd.Permission), accessWord(a)))
 	}
-	msg, err := h.run(ctx, client, t, cmd, commenter, a, ev.GetComment().GetHTMLURL(), ev.GetComment().GetCreatedAt().Time, deliveryID)
+	msg, err := h.run(ctx, client, t, cmd, commenter, a, ev.Comment.HTMLURL, ev.Comment.CreatedAt.Time, deliveryID)
 	if err != nil {
 		// The delivery is retried (a GitHub or store hiccup); the reply
 		// comes with the attempt that succeeds. One that cannot succeed

@@ -24,28 +24,28 @@ func (h *mergeGroupHandler) Handles() []string { return []string{"merge_group"} 
 var queuePR = regexp.MustCompile(`/pr-(\d+)-[0-9a-f]+$`)
 
 func (h *mergeGroupHandler) Handle(ctx context.Context, eventType, deliveryID string, payload []byte) error {
-	var ev github.MergeGroupEvent
+	var ev mergeGroupEvent
 	if err := parse(eventType, payload, &ev); err != nil {
 		return err
 	}
-	if ev.GetAction() != "checks_requested" {
+	if ev.Action != "checks_requested" {
 		return nil
 	}
-	mg := ev.GetMergeGroup()
-	installationID := githubapp.GetInstallationIDFromEvent(&ev)
+	mg := ev.MergeGroup
+	installationID := ev.installationID()
 	pr := 0
-	if m := queuePR.FindStringSubmatch(mg.GetHeadRef()); m != nil {
+	if m := queuePR.FindStringSubmatch(mg.HeadRef); m != nil {
 		pr, _ = strconv.Atoi(m[1])
 	}
-	ctx, _ = githubapp.PreparePRContext(ctx, installationID, ev.GetRepo(), pr)
+	ctx, _ = githubapp.PreparePRContext(ctx, installationID, ev.Repository.github(), pr)
 	client, err := h.clients.NewInstallationClient(installationID)
 	if err != nil {
 		return fmt.Errorf("installation client %d: %w", installationID, err)
 	}
-	repo := ev.GetRepo()
+	repo := ev.Repository
 	t := prTarget{
-		installationID: installationID, owner: repo.GetOwner().GetLogin(), repo: repo.GetName(), number: pr,
-		headSHA: mg.GetHeadSHA(), baseSHA: mg.GetBaseSHA(), baseRef: mg.GetBaseRef(), defaultBranch: repo.GetDefaultBranch(),
+		installationID: installationID, owner: repo.Owner.Login, repo: repo.Name, number: pr,
+		headSHA: mg.HeadSHA, baseSHA: mg.BaseSHA, baseRef: mg.BaseRef, defaultBranch: repo.DefaultBranch,
 	}
 	cfg, state, err := h.loadConfig(ctx, client, t, check.TierMerge, deliveryID)
 	if state != configOK {
@@ -60,7 +60,7 @@ func (h *mergeGroupHandler) Handle(ctx context.Context, eventType, deliveryID st
 	} else if !ok {
 		return h.conclude(ctx, t, check.TierMerge, msg.verdict, msg.out, deliveryID)
 	}
-	return h.queueRun(ctx, h.runRequest(t, cfg, check.TierMerge, "merge_group", ev.GetSender().GetLogin(), deliveryID))
+	return h.queueRun(ctx, h.runRequest(t, cfg, check.TierMerge, "merge_group", ev.Sender.Login, deliveryID))
 }
 
 type groupRefusal struct {

@@ -23,23 +23,23 @@ func (h *pullRequestHandler) Handles() []string { return []string{"pull_request"
 const maxListedFiles = 3000
 
 func (h *pullRequestHandler) Handle(ctx context.Context, eventType, deliveryID string, payload []byte) error {
-	var ev github.PullRequestEvent
+	var ev pullRequestEvent
 	if err := parse(eventType, payload, &ev); err != nil {
 		return err
 	}
-	action := ev.GetAction()
+	action := ev.Action
 	switch action {
 	case "opened", "synchronize", "reopened", "ready_for_review", "labeled", "closed":
 	default:
 		return nil
 	}
-	installationID := githubapp.GetInstallationIDFromEvent(&ev)
-	ctx, log := githubapp.PreparePRContext(ctx, installationID, ev.GetRepo(), ev.GetPullRequest().GetNumber())
-	t := targetOf(installationID, ev.GetRepo(), ev.GetPullRequest())
+	installationID := ev.installationID()
+	ctx, log := githubapp.PreparePRContext(ctx, installationID, ev.Repository.github(), ev.PullRequest.Number)
+	t := targetOf(installationID, ev.Repository.github(), ev.PullRequest.github())
 	log.Debug().Str("action", action).Str("sha", t.headSHA).Msg("pull request event")
 	if action == "closed" {
 		// Merged or not, nothing more runs for it; reopening measures again.
-		if err := h.deps.Dispatcher.Close(ctx, t.fullName(), t.number, ev.GetSender().GetLogin()); err != nil {
+		if err := h.deps.Dispatcher.Close(ctx, t.fullName(), t.number, ev.Sender.Login); err != nil {
 			return fmt.Errorf("close %s#%d: %w", t.fullName(), t.number, err)
 		}
 		return nil
@@ -49,7 +49,7 @@ func (h *pullRequestHandler) Handle(ctx context.Context, eventType, deliveryID s
 		return fmt.Errorf("installation client %d: %w", installationID, err)
 	}
 	if action == "labeled" {
-		return h.labeled(ctx, client, t, ev.GetLabel().GetName(), ev.GetSender().GetLogin(), deliveryID)
+		return h.labeled(ctx, client, t, ev.Label.Name, ev.Sender.Login, deliveryID)
 	}
 	if action == "synchronize" {
 		// Older heads' pending runs are moot; cancel them before queueing.
@@ -61,7 +61,7 @@ func (h *pullRequestHandler) Handle(ctx context.Context, eventType, deliveryID s
 	if state != configOK {
 		return err
 	}
-	return h.quickRun(ctx, client, t, cfg, "pull_request."+action, ev.GetSender().GetLogin(), deliveryID)
+	return h.quickRun(ctx, client, t, cfg, "pull_request."+action, ev.Sender.Login, deliveryID)
 }
 
 // labeled runs the merge tier when the configured label is added. On a

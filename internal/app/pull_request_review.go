@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/google/go-github/v62/github"
 	"github.com/palantir/go-githubapp/githubapp"
 	"github.com/perfgate/perfgate/internal/check"
 )
@@ -16,23 +15,23 @@ type pullRequestReviewHandler struct{ *base }
 func (h *pullRequestReviewHandler) Handles() []string { return []string{"pull_request_review"} }
 
 func (h *pullRequestReviewHandler) Handle(ctx context.Context, eventType, deliveryID string, payload []byte) error {
-	var ev github.PullRequestReviewEvent
+	var ev pullRequestReviewEvent
 	if err := parse(eventType, payload, &ev); err != nil {
 		return err
 	}
-	if ev.GetAction() != "submitted" || !strings.EqualFold(ev.GetReview().GetState(), "approved") {
+	if ev.Action != "submitted" || !strings.EqualFold(ev.Review.State, "approved") {
 		return nil
 	}
-	installationID := githubapp.GetInstallationIDFromEvent(&ev)
-	ctx, log := githubapp.PreparePRContext(ctx, installationID, ev.GetRepo(), ev.GetPullRequest().GetNumber())
+	installationID := ev.installationID()
+	ctx, log := githubapp.PreparePRContext(ctx, installationID, ev.Repository.github(), ev.PullRequest.Number)
 	client, err := h.clients.NewInstallationClient(installationID)
 	if err != nil {
 		return fmt.Errorf("installation client %d: %w", installationID, err)
 	}
-	t := targetOf(installationID, ev.GetRepo(), ev.GetPullRequest())
+	t := targetOf(installationID, ev.Repository.github(), ev.PullRequest.github())
 	// Anyone may leave an approving review on a public repo; only a
 	// writer's approval spends merge-tier runner time.
-	reviewer := ev.GetReview().GetUser().GetLogin()
+	reviewer := ev.Review.User.Login
 	a, err := h.collaboratorAccess(ctx, client, t.owner, t.repo, reviewer)
 	if err != nil {
 		return err
@@ -51,7 +50,7 @@ func (h *pullRequestReviewHandler) Handle(ctx context.Context, eventType, delive
 	// A review may approve an older commit; the gate runs on what it saw,
 	// and on a fork's PR the review approves running that commit when
 	// triggers.forks lets the reviewer approve.
-	if sha := ev.GetReview().GetCommitID(); sha != "" {
+	if sha := ev.Review.CommitID; sha != "" {
 		t.headSHA = sha
 	}
 	return h.mergeRun(ctx, t, cfg, "pull_request_review.approved", reviewer, a, deliveryID)

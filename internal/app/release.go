@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/google/go-github/v62/github"
 	"github.com/palantir/go-githubapp/githubapp"
 	"github.com/perfgate/perfgate/internal/request"
 )
@@ -15,18 +14,18 @@ type releaseHandler struct{ *base }
 func (h *releaseHandler) Handles() []string { return []string{"release"} }
 
 func (h *releaseHandler) Handle(ctx context.Context, eventType, deliveryID string, payload []byte) error {
-	var ev github.ReleaseEvent
+	var ev releaseEvent
 	if err := parse(eventType, payload, &ev); err != nil {
 		return err
 	}
-	if ev.GetAction() != "published" {
+	if ev.Action != "published" {
 		return nil
 	}
-	installationID := githubapp.GetInstallationIDFromEvent(&ev)
-	ctx, log := githubapp.PrepareRepoContext(ctx, installationID, ev.GetRepo())
+	installationID := ev.installationID()
+	ctx, log := githubapp.PrepareRepoContext(ctx, installationID, ev.Repository.github())
 	rel := request.Release{
-		InstallationID: installationID, Owner: ev.GetRepo().GetOwner().GetLogin(), Repo: ev.GetRepo().GetName(),
-		Tag: ev.GetRelease().GetTagName(), TargetCommit: ev.GetRelease().GetTargetCommitish(), By: ev.GetSender().GetLogin(),
+		InstallationID: installationID, Owner: ev.Repository.Owner.Login, Repo: ev.Repository.Name,
+		Tag: ev.Release.TagName, TargetCommit: ev.Release.TargetCommitish, By: ev.Sender.Login,
 	}
 	log.Info().Str("tag", rel.Tag).Str("target", rel.TargetCommit).Msg("release published")
 	if h.deps.Releases == nil {

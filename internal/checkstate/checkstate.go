@@ -34,7 +34,8 @@ type Kind string
 // Events.
 const (
 	// Requested: a new run of the commit (first run, retest, appeal,
-	// approval, reopened PR). The check reports to a new GitHub run.
+	// approval, reopened PR). The check reports to a new GitHub run; the
+	// jobs of a run still open are cancelled with it.
 	Requested Kind = "requested"
 	// Concluded: a verdict without a run (Event.Phase: skipped, waiting,
 	// config error, not configured, errored).

@@ -49,14 +49,16 @@ type row struct {
 // checks that.
 var table = []row{
 	// Requested: from anywhere, a new GitHub run; the clock and a held
-	// regression carry over.
+	// regression carry over; an open run's jobs are cancelled with it.
 	{"first run", State{}, Event{Kind: Requested}, State{Phase: check.Queued}, fx(SyncCheck, NewCheck)},
+	{"re-request while queued stops the queued jobs", State{Phase: check.Queued}, Event{Kind: Requested}, State{Phase: check.Queued}, fx(SyncCheck, NewCheck, CancelJobs)},
+	{"re-request while running stops the running jobs", State{Phase: check.InProgress}, Event{Kind: Requested}, State{Phase: check.Queued}, fx(SyncCheck, NewCheck, CancelJobs)},
 	{"retest of a warning keeps the clock", State{Phase: check.Warned, Deadline: deadline}, Event{Kind: Requested},
 		State{Phase: check.Queued, Deadline: deadline}, fx(SyncCheck, NewCheck)},
 	{"retest of an escalation holds it", State{Phase: check.Escalated}, Event{Kind: Requested}, State{Phase: check.Queued, Held: check.Escalated}, fx(SyncCheck, NewCheck)},
 	{"retest of an accepted regression holds it", State{Phase: check.Accepted, Held: check.Accepted}, Event{Kind: Requested}, State{Phase: check.Queued, Held: check.Accepted}, fx(SyncCheck, NewCheck)},
 	{"retest while a retest runs keeps what it held", State{Phase: check.InProgress, Held: check.Escalated, Deadline: deadline}, Event{Kind: Requested},
-		State{Phase: check.Queued, Held: check.Escalated, Deadline: deadline}, fx(SyncCheck, NewCheck)},
+		State{Phase: check.Queued, Held: check.Escalated, Deadline: deadline}, fx(SyncCheck, NewCheck, CancelJobs)},
 	{"re-run after a pass holds nothing", State{Phase: check.Passed, Held: check.Accepted}, Event{Kind: Requested}, State{Phase: check.Queued}, fx(SyncCheck, NewCheck)},
 	{"reopened after close", State{Phase: check.Closed}, Event{Kind: Requested}, State{Phase: check.Queued}, fx(SyncCheck, NewCheck)},
 	{"fork approved after waiting", State{Phase: check.Waiting}, Event{Kind: Requested}, State{Phase: check.Queued}, fx(SyncCheck, NewCheck)},

@@ -41,6 +41,12 @@ func audit(action string) Effect   { return Effect{Kind: Audit, Action: action} 
 var rules = []rule{
 	// A new run of the commit: a fresh GitHub check run, the commit's clock
 	// kept, an escalated or accepted regression held for the new verdict.
+	// The run it replaces is still open: its jobs are stopped with the
+	// replacement, or a whole tier of GPU time goes to a result nobody
+	// reads.
+	{on: Requested, from: isOpen, to: func(s State, e Event) (State, []Effect) {
+		return State{Phase: check.Queued, Deadline: s.Deadline, Held: carried(s)}, sync(Effect{Kind: NewCheck}, Effect{Kind: CancelJobs})
+	}},
 	{on: Requested, from: anyPhase, to: func(s State, e Event) (State, []Effect) {
 		return State{Phase: check.Queued, Deadline: s.Deadline, Held: carried(s)}, sync(Effect{Kind: NewCheck})
 	}},

@@ -202,6 +202,29 @@ func TestReleasePromotesVerifiedRuns(t *testing.T) {
 	}
 }
 
+// A release on a repository perfgate never measured on the nightly or
+// merge tier (one without .github/perfgate.yml) promotes nothing, says so
+// in the audit log, and asks GitHub nothing: resolving its branch there
+// could only fail the delivery (a 404 from a repository the app cannot
+// read).
+func TestReleaseOnUnmeasuredRepositoryAsksNothing(t *testing.T) {
+	ctx := context.Background()
+	gh := ghtest.New(t)
+	clock := &testClock{t: time.Date(2026, 12, 2, 9, 0, 0, 0, time.UTC)}
+	svc, st := newService(t, gh, filepath.Join(t.TempDir(), "db"), clock)
+	defer st.Close()
+	if err := svc.ReleasePublished(ctx, request.Release{InstallationID: githubtest.InstallationID, Owner: "acme", Repo: "tokenizer", Tag: "v0.3.0", TargetCommit: "main", By: "monalisa"}); err != nil {
+		t.Fatalf("release on an unmeasured repository: %v", err)
+	}
+	if n := len(gh.Requests()); n != 0 {
+		t.Errorf("%d GitHub requests for a release on a repository perfgate never measured", n)
+	}
+	audit, err := st.ListAudit(ctx, "acme/tokenizer", 0)
+	if err != nil || len(audit) != 1 || audit[0].Action != "release.published" || !strings.Contains(string(audit[0].Detail), "no verified nightly or merge runs") {
+		t.Errorf("audit %+v (%v), want one release.published entry saying why nothing was promoted", audit, err)
+	}
+}
+
 func verifiedRuns(n int) []*result.Result {
 	rng := rand.New(rand.NewPCG(1, 2))
 	out := make([]*result.Result, n)

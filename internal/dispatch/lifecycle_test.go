@@ -367,11 +367,11 @@ func TestFailedRunVerdicts(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			l := newLifecycle(t)
 			l.baseline(1)
-			id := l.request(headSHA, false)
-			for range tc.reasons[1:] {
-				id = l.request(headSHA, true) // a retest while the first is queued
-			}
-			for _, reason := range tc.reasons {
+			var id int64
+			for i, reason := range tc.reasons {
+				// Each after the one before ended: a retest keeps the
+				// ended jobs as evidence (one still queued is cancelled).
+				id = l.request(headSHA, i > 0)
 				l.failJob(l.claim(), reason)
 			}
 			c := l.check(id)

@@ -82,16 +82,18 @@ func (s *Service) requestLongRun(ctx context.Context, req request.Run, cfg *conf
 			what = fmt.Sprintf("Waiting for a runner to sweep `%s` to its capacity knee.", short(req.HeadSHA))
 		}
 		_, applied, err := s.apply(ctx, prev, step{
-			ev:       checkstate.Event{Kind: checkstate.Requested, Tier: kind},
-			doc:      &doc,
-			out:      check.Output{Title: "Queued", Summary: what},
-			jobIDs:   []int64{},
-			jobs:     []store.JobSpec{spec},
-			key:      key,
-			replaced: [2]string{"Replaced by a newer run", fmt.Sprintf("A newer run of `%s` (%s) replaced this one before it finished; see the latest `%s` check.", short(req.HeadSHA), req.Trigger, check.CheckName(req.Tier))},
-			actor:    req.RequestedBy,
-			action:   "run.requested",
-			detail:   map[string]any{"trigger": req.Trigger, "delivery": req.DeliveryID, "jobs": 1},
+			ev:     checkstate.Event{Kind: checkstate.Requested, Tier: kind},
+			doc:    &doc,
+			out:    check.Output{Title: "Queued", Summary: what},
+			jobIDs: []int64{},
+			jobs:   []store.JobSpec{spec},
+			key:    key,
+			// An open long run replaced by this one stops: hours of a card.
+			cancelReason: fmt.Sprintf("replaced by a newer run of %s (%s)", short(req.HeadSHA), req.Trigger),
+			replaced:     [2]string{"Replaced by a newer run", fmt.Sprintf("A newer run of `%s` (%s) replaced this one before it finished; see the latest `%s` check.", short(req.HeadSHA), req.Trigger, check.CheckName(req.Tier))},
+			actor:        req.RequestedBy,
+			action:       "run.requested",
+			detail:       map[string]any{"trigger": req.Trigger, "delivery": req.DeliveryID, "jobs": 1},
 		})
 		return applied, err
 	})

@@ -197,6 +197,18 @@ func (s *Service) recordTrend(ctx context.Context, cr store.CheckRun, key string
 // never promoted silently.
 func (s *Service) ReleasePublished(ctx context.Context, r request.Release) error {
 	repo := r.Owner + "/" + r.Repo
+	measured, err := s.measuredForRelease(ctx, repo)
+	if err != nil {
+		return err
+	}
+	if !measured {
+		// Nothing here could be promoted (a repository without
+		// .github/perfgate.yml, say): no need to ask GitHub which commit
+		// the release names, a question that can only fail the delivery.
+		s.audit(ctx, r.By, "release.published", repo, 0, map[string]any{"tag": r.Tag, "target": r.TargetCommit, "promoted": false,
+			"why": "perfgate has no verified nightly or merge runs in this repository"})
+		return nil
+	}
 	if !isSHA(r.TargetCommit) {
 		// target_commitish is usually a branch: the release is its head.
 		client, err := s.clients.NewInstallationClient(r.InstallationID)
@@ -253,6 +265,21 @@ func (s *Service) ReleasePublished(ctx context.Context, r request.Release) error
 		s.audit(ctx, r.By, "release.published", repo, 0, detail)
 	}
 	return nil
+}
+
+// measuredForRelease reports whether repo has any verified run a release
+// could promote (the nightly or merge tier's).
+func (s *Service) measuredForRelease(ctx context.Context, repo string) (bool, error) {
+	for _, tier := range []check.Tier{check.TierNightly, check.TierMerge} {
+		jobs, err := s.timing().ListJobs(ctx, store.JobFilter{Repo: repo, Tier: string(tier), Status: jobstate.Succeeded, Limit: 1})
+		if err != nil {
+			return false, fmt.Errorf("verified %s runs of %s: %w", tier, repo, err)
+		}
+		if len(jobs) > 0 {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 func isSHA(s string) bool {

@@ -59,6 +59,7 @@ type lifecycleStore interface {
 	CancelSuperseded(ctx context.Context, repo string, pr int, newHeadSHA string) (store.Superseded, error)
 	GetCheckRun(ctx context.Context, repo, headSHA, tier string) (store.CheckRun, error)
 	GetCheckRunByID(ctx context.Context, id int64) (store.CheckRun, error)
+	GetJob(ctx context.Context, jobID int64) (store.Job, error)
 	ListCheckRuns(ctx context.Context, repo string, pr int) ([]store.CheckRun, error)
 	ListResults(ctx context.Context, jobID int64) ([]store.Result, error)
 }
@@ -206,8 +207,13 @@ func (s *Service) RequestRun(ctx context.Context, req request.Run) error {
 			// A retest after a suspected regression re-measures on the
 			// same card (three runs, or the tier's pairs again), and the
 			// new runs join the evidence: pressing retest must not be a
-			// way to draw a fresh sample until green.
-			jobIDs = prev.JobIDs
+			// way to draw a fresh sample until green. Only what the
+			// earlier run finished joins: the jobs it still had queued or
+			// running are cancelled with it (the lifecycle's Requested on
+			// an open check), so no runner measures for a replaced run.
+			if jobIDs, err = s.endedJobs(ctx, prev.JobIDs); err != nil {
+				return false, err
+			}
 			plan.Repeats = 3
 			if uuid := s.cardOf(ctx, prev.JobIDs); uuid != "" {
 				plan.GPUUUID = uuid
@@ -231,16 +237,17 @@ func (s *Service) RequestRun(ctx context.Context, req request.Run) error {
 			doc.Author = req.Author
 		}
 		_, applied, err := s.apply(ctx, prev, step{
-			ev:       checkstate.Event{Kind: checkstate.Requested, Tier: string(req.Tier)},
-			doc:      &doc,
-			out:      check.Output{Title: "Queued", Summary: fmt.Sprintf("Waiting for a runner to benchmark `%s` (%s tier).", short(req.HeadSHA), req.Tier)},
-			jobIDs:   jobIDs,
-			jobs:     specs,
-			key:      key,
-			replaced: [2]string{"Replaced by a newer run", fmt.Sprintf("A newer run of `%s` (%s) replaced this one before it finished; see the latest `%s` check.", short(req.HeadSHA), req.Trigger, check.CheckName(req.Tier))},
-			actor:    req.RequestedBy,
-			action:   "run.requested",
-			detail:   map[string]any{"trigger": req.Trigger, "delivery": req.DeliveryID, "jobs": len(specs)},
+			ev:           checkstate.Event{Kind: checkstate.Requested, Tier: string(req.Tier)},
+			doc:          &doc,
+			out:          check.Output{Title: "Queued", Summary: fmt.Sprintf("Waiting for a runner to benchmark `%s` (%s tier).", short(req.HeadSHA), req.Tier)},
+			jobIDs:       jobIDs,
+			jobs:         specs,
+			key:          key,
+			cancelReason: fmt.Sprintf("replaced by a newer run of %s (%s)", short(req.HeadSHA), req.Trigger),
+			replaced:     [2]string{"Replaced by a newer run", fmt.Sprintf("A newer run of `%s` (%s) replaced this one before it finished; see the latest `%s` check.", short(req.HeadSHA), req.Trigger, check.CheckName(req.Tier))},
+			actor:        req.RequestedBy,
+			action:       "run.requested",
+			detail:       map[string]any{"trigger": req.Trigger, "delivery": req.DeliveryID, "jobs": len(specs)},
 		})
 		return applied, err
 	})
@@ -370,6 +377,25 @@ func (s *Service) row(ctx context.Context, repo, sha, tier string) (store.CheckR
 		return store.CheckRun{}, false, nil
 	}
 	return cr, err == nil, err
+}
+
+// endedJobs is the jobs of ids that are no longer queued or running, in
+// order.
+func (s *Service) endedJobs(ctx context.Context, ids []int64) ([]int64, error) {
+	out := []int64{}
+	for _, id := range ids {
+		j, err := s.lifecycle().GetJob(ctx, id)
+		if errors.Is(err, store.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("job %d of the run a retest replaces: %w", id, err)
+		}
+		if j.Status != jobstate.Queued && j.Status != jobstate.Running {
+			out = append(out, id)
+		}
+	}
+	return out, nil
 }
 
 // cardOf returns the GPU the jobs' measured runs used, for pinning a retest.

@@ -27,17 +27,17 @@ func Order(event string, payload []byte) store.DeliveryOrder {
 	)
 	switch {
 	case p.PullRequest != nil:
-		number, at = p.PullRequest.Number, p.PullRequest.UpdatedAt
+		number, at = p.PullRequest.Number, p.PullRequest.UpdatedAt.Time
 	case p.Issue != nil && p.Issue.PullRequest != nil:
 		number = p.Issue.Number
 		if p.Comment != nil {
-			at = p.Comment.UpdatedAt
+			at = p.Comment.UpdatedAt.Time
 			if event == "issue_comment" && p.Action == "created" || at.IsZero() {
-				at = p.Comment.CreatedAt
+				at = p.Comment.CreatedAt.Time
 			}
 		}
 		if at.IsZero() {
-			at = p.Issue.UpdatedAt
+			at = p.Issue.UpdatedAt.Time
 		}
 	}
 	if number <= 0 {
@@ -54,15 +54,35 @@ type orderPayload struct {
 	} `json:"repository"`
 	PullRequest *struct {
 		Number    int       `json:"number"`
-		UpdatedAt time.Time `json:"updated_at"`
+		UpdatedAt eventTime `json:"updated_at"`
 	} `json:"pull_request"`
 	Issue *struct {
-		Number      int             `json:"number"`
-		UpdatedAt   time.Time       `json:"updated_at"`
-		PullRequest json.RawMessage `json:"pull_request"`
+		Number      int       `json:"number"`
+		UpdatedAt   eventTime `json:"updated_at"`
+		PullRequest *struct{} `json:"pull_request"` // null or absent on a plain issue
 	} `json:"issue"`
 	Comment *struct {
-		CreatedAt time.Time `json:"created_at"`
-		UpdatedAt time.Time `json:"updated_at"`
+		CreatedAt eventTime `json:"created_at"`
+		UpdatedAt eventTime `json:"updated_at"`
 	} `json:"comment"`
+}
+
+// eventTime is a time in a payload, read as GitHub has written them
+// (RFC 3339, or the older "2006-01-02 15:04:05" in UTC). One it cannot
+// read is zero rather than an error: an error would lose the whole
+// payload's order over one field, a zero time only this one's.
+type eventTime struct{ time.Time }
+
+func (t *eventTime) UnmarshalJSON(b []byte) error {
+	var s string
+	if json.Unmarshal(b, &s) != nil {
+		return nil
+	}
+	for _, layout := range []string{time.RFC3339Nano, "2006-01-02 15:04:05"} {
+		if v, err := time.Parse(layout, s); err == nil {
+			t.Time = v
+			return nil
+		}
+	}
+	return nil
 }

@@ -29,6 +29,10 @@ func TestOrder(t *testing.T) {
 		{"pull_request", "pull_request/synchronize.json", pr17("2024-05-14T10:00:00Z")},
 		{"issue_comment", "issue_comment/created.retest.json", pr17("2024-05-14T10:00:00Z")},
 		{"issue_comment", "issue_comment/edited.retest.json", pr17("2024-05-14T10:00:00Z")},
+		// An old-format timestamp elsewhere in the payload costs nothing.
+		{"issue_comment", "published/issue_comment/created.retest.odd_fields.json", pr17("2024-05-14T10:00:00Z")},
+		{"pull_request", "published/pull_request/opened.odd_fields.json", pr17("2024-05-14T10:00:00Z")},
+		{"issue_comment", "published/issue_comment/created.plain_issue.json", store.DeliveryOrder{}},
 		{"merge_group", "merge_group/checks_requested.json", store.DeliveryOrder{}},
 		{"installation", "installation/created.json", store.DeliveryOrder{}},
 	} {
@@ -45,8 +49,9 @@ func TestOrder(t *testing.T) {
 	// A comment on an issue that is not a pull request, and a payload
 	// that does not parse, keep no order.
 	for name, payload := range map[string]string{
-		"issue":   `{"action":"created","repository":{"full_name":"acme/inference"},"issue":{"number":3},"comment":{"created_at":"2026-12-01T00:00:00Z"}}`,
-		"garbage": `{"repository":`,
+		"issue":                          `{"action":"created","repository":{"full_name":"acme/inference"},"issue":{"number":3},"comment":{"created_at":"2026-12-01T00:00:00Z"}}`,
+		"issue with a null pull_request": `{"action":"created","repository":{"full_name":"acme/inference"},"issue":{"number":3,"pull_request":null},"comment":{"created_at":"2026-12-01T00:00:00Z"}}`,
+		"garbage":                        `{"repository":`,
 	} {
 		if got := Order("issue_comment", []byte(payload)); got != (store.DeliveryOrder{}) {
 			t.Errorf("%s: Order = %+v, want none", name, got)

@@ -602,6 +602,226 @@ FIXTURES = {
 }
 
 
+# published/: the shapes GitHub's published examples (octokit/webhooks
+# payload-examples) exercise beyond the fixtures above, in this world: a
+# delivery with no installation (a repository or organisation webhook),
+# the older "2018-04-25 20:42:10" timestamp and integer timestamps, nulls
+# and fields perfgate has never heard of in places it does not read,
+# comments on plain issues, check runs and suites of other apps, push, and
+# a release on a repository without .github/perfgate.yml. Replayed through
+# the server by internal/server's TestPublishedShapes.
+OLD_TS = "2018-04-25 20:42:10"
+ISSUE_NUMBER = 3
+
+
+def other_app():
+    """Another app, as GitHub's check_run examples show theirs."""
+    return {
+        "id": 2,
+        "slug": "super-duper",
+        "node_id": "MDExOkludGVncmF0aW9uMQ==",
+        "owner": user("acme"),
+        "name": "Super Duper",
+        "description": None,
+        "external_url": "http://super-duper.example.com",
+        "html_url": f"{WEB}/apps/super-duper",
+        "created_at": OLD_TS,
+        "updated_at": OLD_TS,
+    }
+
+
+def old_timestamps(a):
+    a = copy.deepcopy(a)
+    a["created_at"] = OLD_TS
+    a["updated_at"] = OLD_TS
+    return a
+
+
+def without_installation(body):
+    body = copy.deepcopy(body)
+    del body["installation"]
+    return body
+
+
+def odd_fields(body):
+    """Nulls, integer timestamps and unknown fields where perfgate reads nothing."""
+    body = copy.deepcopy(body)
+    body["repository"]["created_at"] = 1525286400
+    body["repository"]["pushed_at"] = 1714989600
+    body["repository"]["license"] = {"key": "apache-2.0", "name": "Apache License 2.0", "spdx_id": "Apache-2.0", "url": None, "node_id": "MDc6TGljZW5zZTI="}
+    body["repository"]["custom_properties"] = {"team": None, "tier": ["gpu", 1]}
+    body["sender"]["user_view_type"] = "public"
+    body["a_field_from_the_future"] = {"nested": [1, "two", None, {"created_at": OLD_TS}]}
+    if "pull_request" in body and "created_at" in body["pull_request"]:
+        body["pull_request"]["created_at"] = OLD_TS  # updated_at orders the inbox: left as GitHub sends it
+        body["pull_request"]["milestone"] = None
+        body["pull_request"]["requested_teams"] = None
+    if "review" in body:
+        body["review"]["submitted_at"] = OLD_TS
+    return body
+
+
+def own_rerequested_old_app():
+    """perfgate's own run re-requested, its app dated the old way (both
+    check_run/rerequested examples carry check_run.app.created_at so)."""
+    body = check_run("rerequested", "monalisa")
+    body["check_run"]["app"] = old_timestamps(body["check_run"]["app"])
+    body["check_run"]["check_suite"]["app"] = old_timestamps(body["check_run"]["check_suite"]["app"])
+    body["check_run"]["output"]["text"] = None
+    return body
+
+
+def other_app_check_run(action, sender="octocat", requested_action=None):
+    body = check_run(action, sender, requested_action)
+    run = body["check_run"]
+    run.update({"name": "randscape", "external_id": "", "details_url": None, "app": other_app(), "pull_requests": []})
+    run["check_suite"]["app"] = other_app()
+    run["check_suite"]["pull_requests"] = []
+    run["output"] = {"title": "Report", "summary": "It's all good.", "text": None, "annotations_count": 2,
+                     "annotations_url": run["output"]["annotations_url"]}
+    if action == "created":
+        run.update({"status": "queued", "conclusion": None, "completed_at": None})
+    return body
+
+
+def other_app_check_suite(action, with_prs=False):
+    body = check_suite(action)
+    suite = body["check_suite"]
+    suite["app"] = other_app()
+    if not with_prs:
+        suite["pull_requests"] = []
+    if action == "requested":
+        suite.update({"status": "queued", "conclusion": None})
+    return body
+
+
+def plain_issue_comment(comment_id, login, text, action="created"):
+    body = issue_comment(comment_id, login, text, action=action)
+    issue = body["issue"]
+    del issue["pull_request"]
+    del issue["draft"]
+    url = f"{API}/repos/acme/inference/issues/{ISSUE_NUMBER}"
+    issue.update({"number": ISSUE_NUMBER, "url": url, "html_url": f"{WEB}/acme/inference/issues/{ISSUE_NUMBER}",
+                  "title": "Prefix cache hit rate drops after restart", "labels": None, "body": None})
+    body["comment"]["issue_url"] = url
+    body["comment"]["html_url"] = f"{WEB}/acme/inference/issues/{ISSUE_NUMBER}#issuecomment-{comment_id}"
+    return body
+
+
+def comment_with_old_dates():
+    """A /perf retest on the PR, dated the old way where perfgate only
+    logs, with another app's performed_via_github_app."""
+    body = issue_comment(1000031, "monalisa", "/perf retest")
+    body["comment"]["updated_at"] = OLD_TS
+    body["comment"]["performed_via_github_app"] = other_app()
+    body["issue"]["created_at"] = OLD_TS
+    body["issue"]["milestone"] = None
+    body["issue"]["pull_request"]["merged_at"] = None
+    return odd_fields(body)
+
+
+def push(with_installation=True):
+    commit = {
+        "id": NEW_HEAD_SHA,
+        "tree_id": "7b3c1d9e0f2a4b6c8d0e1f3a5b7c9d1e3f5a7b9c",
+        "distinct": True,
+        "message": "Fuse softmax into the attention kernel",
+        "timestamp": "2019-05-15T15:20:30-07:00",
+        "url": f"{WEB}/acme/inference/commit/{NEW_HEAD_SHA}",
+        "author": {"name": "Octo Cat", "email": "octocat@github.com", "username": "octocat"},
+        "committer": {"name": "GitHub", "email": "noreply@github.com", "username": "web-flow"},
+        "added": [], "removed": [], "modified": ["model/attention.py"],
+    }
+    repo = repository()
+    repo.update({"created_at": 1557933565, "pushed_at": 1557933657, "stargazers": 0, "master_branch": "main"})
+    body = {
+        "ref": "refs/heads/fused-softmax",
+        "before": HEAD_SHA,
+        "after": NEW_HEAD_SHA,
+        "repository": repo,
+        "pusher": {"name": "octocat", "email": "octocat@github.com"},
+        "organization": ORG,
+        "sender": user("octocat"),
+        "created": False, "deleted": False, "forced": False, "base_ref": None,
+        "compare": f"{WEB}/acme/inference/compare/{HEAD_SHA[:12]}...{NEW_HEAD_SHA[:12]}",
+        "commits": [commit],
+        "head_commit": commit,
+    }
+    if with_installation:
+        body["installation"] = INSTALLATION_REF
+    return body
+
+
+def release_without_config(action="published"):
+    body = release()
+    body["action"] = action
+    body["repository"] = repository(name="tokenizer", rid=700018)
+    rel = body["release"]
+    rel.update({"tag_name": "v0.3.0", "name": None, "body": None, "target_commitish": "main",
+                "url": f"{API}/repos/acme/tokenizer/releases/6000018", "id": 6000018})
+    if action == "created":
+        rel.update({"draft": True, "published_at": None})
+    return body
+
+
+def installation_dated_by_integers(action):
+    body = installation_created()
+    body["action"] = action
+    inst = body["installation"]
+    inst.update({"created_at": 1501449845, "updated_at": 1501449845})
+    if action == "new_permissions_accepted":
+        body["repositories"] = None
+    return body
+
+
+PUBLISHED = {
+    # No installation: a repository or organisation webhook pointed at
+    # perfgate. Every one is ignored with one log line.
+    "published/pull_request/opened.no_installation.json": without_installation(pr_event("opened")),
+    "published/pull_request/synchronize.no_installation.json": without_installation(pr_event(
+        "synchronize", head_sha=NEW_HEAD_SHA, extra={"before": HEAD_SHA, "after": NEW_HEAD_SHA})),
+    "published/pull_request/closed.no_installation.json": without_installation(
+        pr_event("closed", closed=True, updated="2026-12-03T10:15:00Z")),
+    "published/pull_request_review/submitted.no_installation.json": without_installation(review()),
+    "published/issue_comment/created.retest.no_installation.json": without_installation(
+        issue_comment(1000021, "monalisa", "/perf retest")),
+    "published/check_run/rerequested.no_installation.json": without_installation(own_rerequested_old_app()),
+    "published/check_suite/rerequested.no_installation.json": without_installation(check_suite("rerequested", "monalisa")),
+    "published/merge_group/checks_requested.no_installation.json": without_installation(merge_group()),
+    "published/release/published.no_installation.json": without_installation(release()),
+    # Old timestamps, nulls and unknown fields where perfgate reads nothing:
+    # each is acted on as its ordinary twin is.
+    "published/check_run/rerequested.old_timestamps.json": own_rerequested_old_app(),
+    "published/pull_request/opened.odd_fields.json": odd_fields(pr_event("opened")),
+    "published/pull_request_review/submitted.odd_fields.json": odd_fields(review()),
+    "published/issue_comment/created.retest.odd_fields.json": comment_with_old_dates(),
+    # Comments on a plain issue: chatter is ignored, a PR command is
+    # answered that it needs a pull request.
+    "published/issue_comment/created.plain_issue.json": plain_issue_comment(1000022, "octocat", "Seen it too after a restart; hit rate 12% -> 3%."),
+    "published/issue_comment/created.plain_issue.retest.json": plain_issue_comment(1000023, "monalisa", "/perf retest"),
+    "published/issue_comment/edited.plain_issue.json": plain_issue_comment(1000022, "octocat", "Seen it too.", action="edited"),
+    "published/issue_comment/deleted.plain_issue.json": plain_issue_comment(1000022, "octocat", "Seen it too.", action="deleted"),
+    # Other apps' check runs and suites: never perfgate's to act on.
+    "published/check_run/created.other_app.json": other_app_check_run("created"),
+    "published/check_run/completed.other_app.json": other_app_check_run("completed"),
+    "published/check_run/rerequested.other_app.json": other_app_check_run("rerequested"),
+    "published/check_run/requested_action.other_app.json": other_app_check_run("requested_action", "monalisa", "import"),
+    "published/check_suite/requested.other_app.json": other_app_check_suite("requested"),
+    "published/check_suite/completed.other_app.json": other_app_check_suite("completed"),
+    "published/check_suite/rerequested.other_app.json": other_app_check_suite("rerequested", with_prs=True),
+    # Events perfgate does not subscribe to (push), with integer timestamps.
+    "published/push/branch.json": push(),
+    "published/push/branch.no_installation.json": push(with_installation=False),
+    # A release on a repository without .github/perfgate.yml.
+    "published/release/published.no_config.json": release_without_config(),
+    "published/release/created.no_config.json": release_without_config("created"),
+    # Installation events dated by integers, one with repositories null.
+    "published/installation/new_permissions_accepted.json": installation_dated_by_integers("new_permissions_accepted"),
+    "published/installation/deleted.json": installation_dated_by_integers("deleted"),
+}
+FIXTURES.update(PUBLISHED)
+
+
 def main():
     here = os.path.dirname(os.path.abspath(__file__))
     for rel, body in FIXTURES.items():

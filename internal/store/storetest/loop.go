@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -416,6 +418,59 @@ func testApplyCheckReplaced(t *testing.T, newDSN func(t testing.TB) string) {
 	}
 	if _, err := e.st.GetEffect(e.ctx, fmt.Sprintf("cancel:%d.0", done.ID)); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("a completed run was queued for cancelling: %v", err)
+	}
+}
+
+// A new run that replaces an open one stops the old run's jobs in the same
+// step: the queued one is cancelled before it ran and refunded (the new job
+// lines up exactly where it would had the old one been cancelled on its
+// own first), the running one is asked to stop, and the row reports to
+// the new job alone.
+func testApplyCheckReplacedJobs(t *testing.T, newDSN func(t testing.TB) string) {
+	spec := store.JobSpec{Repo: "acme/llm", Tier: "quick", HeadSHA: sha40("d"), PRNumber: 7, InstallationID: 42}
+	// open queues the first run's two jobs and starts one.
+	open := func(e *env) (cr store.CheckRun, running, queued int64) {
+		cr, ok, err := e.st.ApplyCheck(e.ctx, store.CheckChange{Repo: spec.Repo, HeadSHA: spec.HeadSHA, Tier: spec.Tier, PRNumber: 7, InstallationID: 42,
+			State: store.CheckQueued, AddJobs: []store.JobSpec{spec, spec}})
+		if err != nil || !ok || len(cr.JobIDs) != 2 {
+			t.Fatalf("first run = %+v, %v, %v", cr, ok, err)
+		}
+		running = e.claim(t, nil, nil, time.Minute).ID
+		queued = cr.JobIDs[0]
+		if queued == running {
+			queued = cr.JobIDs[1]
+		}
+		return cr, running, queued
+	}
+
+	e := newEnv(t, newDSN)
+	cr, running, queued := open(e)
+	next, ok, err := e.st.ApplyCheck(e.ctx, store.CheckChange{ID: cr.ID, From: store.CheckQueued, State: store.CheckQueued,
+		NewGeneration: true, CancelOld: &store.CheckCancelBody{Title: "Replaced by a newer run"},
+		JobIDs: []int64{}, AddJobs: []store.JobSpec{spec}, CancelJobs: cr.JobIDs, CancelReason: "replaced by a newer run"})
+	if err != nil || !ok || len(next.JobIDs) != 1 || slices.Contains(cr.JobIDs, next.JobIDs[0]) {
+		t.Fatalf("replacement = %+v, %v, %v; want the row on one new job", next, ok, err)
+	}
+	if j, err := e.st.GetJob(e.ctx, queued); err != nil || j.Status != jobstate.Cancelled || j.Attempts != 0 || j.FailureReason != "replaced by a newer run" {
+		t.Errorf("the replaced run's queued job: %s after %d attempts (%q), %v; want cancelled before it ran, saying why", j.Status, j.Attempts, j.FailureReason, err)
+	}
+	if j, err := e.st.GetJob(e.ctx, running); err != nil || j.Status != jobstate.Running || !j.CancelRequested {
+		t.Errorf("the replaced run's running job: %s, cancel requested %v, %v; want running and told to stop", j.Status, j.CancelRequested, err)
+	}
+	fresh, err := e.st.GetJob(e.ctx, next.JobIDs[0])
+	if err != nil || fresh.Status != jobstate.Queued {
+		t.Fatalf("the new run's job: %+v, %v", fresh, err)
+	}
+
+	// The same, one step at a time: the refund is the fleet's own.
+	c := newEnv(t, newDSN)
+	_, _, cq := open(c)
+	if _, err := c.st.CancelJob(c.ctx, cq, "cancelled"); err != nil {
+		t.Fatal(err)
+	}
+	want := c.enqueue(t, spec)
+	if math.Abs(fresh.VTag-want.VTag) > 1e-9 {
+		t.Errorf("the new run's job lines up at %v, want %v (the cancelled job refunded, as a cancel on its own is)", fresh.VTag, want.VTag)
 	}
 }
 

@@ -72,6 +72,7 @@ func Run(t *testing.T, newDSN func(t testing.TB) string) {
 		{"OutboxCheckSyncRearm", testOutboxRearm},
 		{"ApplyCheck", testApplyCheck},
 		{"ApplyCheckReplaced", testApplyCheckReplaced},
+		{"ApplyCheckReplacedJobs", testApplyCheckReplacedJobs},
 		{"JudgeFinishedJobs", testJudge},
 		{"CancelPRJobs", testCancelPRJobs},
 		{"CheckRunDeadlines", testCheckRuns},
