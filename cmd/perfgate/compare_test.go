@@ -33,7 +33,7 @@ func TestGateCommandExitCodes(t *testing.T) {
 		{"compare history", append([]string{"compare", "--tier", "quick", "--history", "../../testdata/gate/vllm-baseline.json"}, vllm...), 2, "noise history of 1 session"},
 		{"compare paired", append([]string{"compare", "--tier", "quick", "--paired"}, vllm...), 2, "3 interleaved pairs"},
 		{"compare paired unequal", []string{"compare", "--paired", "--candidate", "../../testdata/gate/vllm-candidate-1.json", "--baseline", "../../testdata/gate/vllm-baseline.json"}, 3, ""},
-		{"compare looks", append([]string{"compare", "--tier", "quick", "--looks", "../../testdata/gate/looks-1.json"}, vllm...), 2, "look 2 of 4: α 0.263% of the pull request's 1% (0.763% spent;"},
+		{"compare looks", append([]string{"compare", "--tier", "quick", "--looks", "../../testdata/gate/looks-1.json"}, vllm...), 2, "look 2 of 4: α 0.263% of the plan's 1% (0.763% spent;"},
 		{"config ok", []string{"config", "validate", "../../testdata/config/perfgate.yml"}, 0, "tier merge: 1000 prompts × 5 runs"},
 		{"config invalid", []string{"config", "validate", "../../testdata/config/invalid/bad-forks.yml"}, 1, `triggers.forks: unknown value "maintainers"`},
 		{"config usage", []string{"config"}, 3, ""},

@@ -407,11 +407,16 @@ func (s *Service) judge(ctx context.Context, cr store.CheckRun, job store.Job, j
 		return err
 	}
 	opt.Looks = s.prLooks(ctx, cr, jm.key, opt.Looks, jm.cand.runs)
-	if opt.Looks.Final() {
-		return s.standing(ctx, cr, job, jm.key)
-	}
 	budget := s.settleBudget(ctx, cr.JobIDs, tier)
-	opt.LastLook = budget.last(len(jm.cand.runs))
+	if opt.Looks.Final() {
+		var stands bool
+		if opt, stands = s.afterPlan(cr, opt, len(jm.cand.runs)); stands {
+			return s.standing(ctx, cr, job, jm.key)
+		}
+	}
+	if !opt.Reuse {
+		opt.LastLook = budget.last(len(jm.cand.runs))
+	}
 	rep, err := gate.Compare(jm.base, jm.cand.runs, tier, opt)
 	if err != nil {
 		return s.broken(ctx, cr, false, append([]string{"compare: " + err.Error()}, jm.notes...))
@@ -604,14 +609,34 @@ func (b settling) note(rep *gate.Report) []string {
 		b.spent, b.budget, unit, n, unit, b.cost(n))}
 }
 
-// standing answers a look the pull request's plan has no room for (a
-// retest after its last look): the verdict its last look gave stands.
+// afterPlan decides what a judgement does once the plan's looks are spent.
+// New evidence — a maintainer's `/perf retest` after the last look — starts
+// a new plan with α of its own (the check states it and the pull request's
+// bound). The same evidence again leaves the stored verdict standing; and
+// where none was stored (extensions that measured nothing spent the
+// looks), it is judged at the last look's levels, spending nothing, so the
+// pull request always keeps a verdict.
+func (s *Service) afterPlan(cr store.CheckRun, opt gate.Options, have int) (gate.Options, bool) {
+	last := opt.Looks.Spent[len(opt.Looks.Spent)-1]
+	switch {
+	case have > last.CandidateRuns:
+		opt.Looks = opt.Looks.NextRound()
+		return opt, false
+	case s.docOf(cr).Report != nil:
+		return opt, true
+	}
+	opt.Reuse = true
+	return opt, false
+}
+
+// standing answers a look the pull request's plan has no room for and no
+// new evidence to start another: the verdict its last look gave stands.
 func (s *Service) standing(ctx context.Context, cr store.CheckRun, job store.Job, key string) error {
 	prior := s.docOf(cr)
 	if prior.Report == nil {
 		return s.broken(ctx, cr, true, []string{fmt.Sprintf("the looks of this pull request's plan for %s are spent and no verdict is stored", key)})
 	}
-	notes := append(append([]string{}, prior.Notes...), "all looks of this pull request's plan are spent: the last verdict stands (retests cannot move it; `/perf ack` accepts an inconclusive one)")
+	notes := append(append([]string{}, prior.Notes...), "all looks of this pull request's plan are spent and nothing new was measured: the last verdict stands (`/perf retest` measures again under a new plan; `/perf ack` accepts an inconclusive one)")
 	return s.publish(ctx, cr, job, prior.Report, prior.Env, notes, nil)
 }
 

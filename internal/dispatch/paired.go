@@ -135,10 +135,15 @@ func (s *Service) judgePaired(ctx context.Context, cr store.CheckRun, job store.
 	}
 	opt.Looks = s.prLooks(ctx, cr, key, opt.Looks, heads)
 	if opt.Looks.Final() {
-		return s.standing(ctx, cr, job, key)
+		var stands bool
+		if opt, stands = s.afterPlan(cr, opt, len(pairs)); stands {
+			return s.standing(ctx, cr, job, key)
+		}
 	}
 	budget := s.settleBudget(ctx, cr.JobIDs, tier)
-	opt.LastLook = budget.last(len(pairs))
+	if !opt.Reuse {
+		opt.LastLook = budget.last(len(pairs))
+	}
 	rep, err := gate.ComparePaired(pairs, tier, opt)
 	if err != nil {
 		return s.broken(ctx, cr, false, append([]string{"compare pairs: " + err.Error()}, notes...))

@@ -69,7 +69,7 @@ func newJudge(tier config.Tier, opt Options, design string) (*judge, *Report, er
 	if conf <= 0.5 || conf >= 1 || math.IsNaN(conf) {
 		return nil, nil, fmt.Errorf("compare: confidence %g outside (0.5, 1)", conf)
 	}
-	looks, alpha, beta, err := opt.Looks.next(1-conf, opt.LastLook)
+	looks, alpha, beta, err := opt.Looks.next(1-conf, opt.LastLook, opt.Reuse)
 	if err != nil {
 		return nil, nil, fmt.Errorf("compare: %w", err)
 	}

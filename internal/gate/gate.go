@@ -233,6 +233,10 @@ type Options struct {
 	// more evidence (the settle budget is spent), so it spends what is left
 	// of α and β and decides what the tests leave open (see decide).
 	LastLook bool
+	// Reuse judges at the levels of the budget's last recorded look and
+	// spends no new one: a re-judgement of evidence the plan has already
+	// looked at (its looks are spent, and no verdict was stored).
+	Reuse bool
 	// Confidence overrides the tier's.
 	Confidence float64
 	// Recent is how many of the latest history sessions CompareRecent

@@ -39,7 +39,21 @@ type Looks struct {
 	// budget with Share 1 and no Max is a single look.
 	Share float64 `json:"share,omitempty"`
 	Spent []Look  `json:"spent,omitempty"`
+	// Round numbers the plans of one pull request: a maintainer's retest
+	// after a plan's last look starts a new plan (NextRound) with α of its
+	// own, so the pull request's false-alarm bound is Round × α, stated
+	// on the check. 0 and 1 are the first plan.
+	Round int `json:"round,omitempty"`
 }
+
+// NextRound is a fresh plan after this one's looks are spent: the same α,
+// looks and spending function, the next round number.
+func (l Looks) NextRound() Looks {
+	return Looks{Alpha: l.Alpha, Max: l.Max, Plan: l.Plan, Round: max(l.Round, 1) + 1}
+}
+
+// Rounds is the number of plans the pull request has started (at least 1).
+func (l Looks) Rounds() int { return max(l.Round, 1) }
 
 // Look is one judgement recorded in a budget.
 type Look struct {
@@ -106,9 +120,14 @@ func AlphaForLook(plan string, alpha float64, k, maxLooks int) float64 {
 //
 // last makes this look the plan's last (the settle budget cannot pay for
 // another): it spends all of α and β that is left, and decides.
-func (l Looks) next(tierAlpha float64, last bool) (Looks, float64, float64, error) {
+func (l Looks) next(tierAlpha float64, last, reuse bool) (Looks, float64, float64, error) {
 	if l.Alpha <= 0 {
 		l.Alpha = tierAlpha
+	}
+	if n := len(l.Spent); reuse && n > 0 {
+		// The plan already looked at this evidence: judge it again at
+		// that look's levels, spending nothing.
+		return l, l.Spent[n-1].Alpha, l.Spent[n-1].Beta, nil
 	}
 	if l.Max == 0 {
 		l.Max = DefaultMaxLooks

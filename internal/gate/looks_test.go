@@ -3,6 +3,7 @@ package gate
 import (
 	"encoding/json"
 	"math"
+	"strings"
 	"testing"
 )
 
@@ -94,11 +95,48 @@ func near(a, b float64) bool { return math.Abs(a-b) <= 1e-12 }
 func TestOldBudgetNeverOverspends(t *testing.T) {
 	t.Parallel()
 	l := Looks{Alpha: 0.01, Share: 0.5, Spent: []Look{{Alpha: 0.005}, {Alpha: 0.0025}, {Alpha: 0.002}}}
-	next, a, _, err := l.next(0.01, false)
+	next, a, _, err := l.next(0.01, false, false)
 	if err != nil || a > 0.0005+1e-15 || next.SpentAlpha() > 0.01+1e-15 {
 		t.Errorf("α %g, spent %g, err %v", a, next.SpentAlpha(), err)
 	}
-	if _, _, _, err := (Looks{Alpha: 0.01, Share: 0.5, Spent: []Look{{Alpha: 0.01}}}).next(0.01, false); err == nil {
+	if _, _, _, err := (Looks{Alpha: 0.01, Share: 0.5, Spent: []Look{{Alpha: 0.01}}}).next(0.01, false, false); err == nil {
 		t.Error("a spent old budget: want an error")
+	}
+}
+
+// A re-judgement of evidence the plan has already looked at spends
+// nothing: it decides at the last look's levels. A new plan after the last
+// look starts with α of its own and says so.
+func TestReuseAndNextRound(t *testing.T) {
+	t.Parallel()
+	l := Looks{Alpha: 0.005}
+	var err error
+	var a float64
+	for range DefaultMaxLooks {
+		if l, a, _, err = l.next(0.005, false, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !l.Final() {
+		t.Fatalf("after %d looks: not final: %+v", DefaultMaxLooks, l)
+	}
+	if _, _, _, err := l.next(0.005, false, false); err == nil {
+		t.Error("a fifth look of a four-look plan was allowed")
+	}
+	again, ra, _, err := l.next(0.005, false, true)
+	if err != nil || ra != a || len(again.Spent) != DefaultMaxLooks {
+		t.Errorf("reuse: α %g (want the last look's %g), %d looks, err %v", ra, a, len(again.Spent), err)
+	}
+	n := l.NextRound()
+	if n.Rounds() != 2 || len(n.Spent) != 0 || n.Alpha != l.Alpha {
+		t.Errorf("next round %+v", n)
+	}
+	first, fa, _, err := n.next(0.005, false, false)
+	if err != nil || fa != AlphaForLook(PlanPocock, 0.005, 1, DefaultMaxLooks) || first.Rounds() != 2 {
+		t.Errorf("round 2's first look: α %g, %+v, %v", fa, first, err)
+	}
+	rep := &Report{Confidence: 0.995, Looks: first, Alpha: fa}
+	if ev := rep.Evidence(); !strings.Contains(ev, "plan 2 (a retest after plan 1's last look; this pull request's false-alarm bound is now 1%)") {
+		t.Errorf("evidence %q does not state the new plan and the bound", ev)
 	}
 }

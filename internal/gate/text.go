@@ -76,8 +76,12 @@ func (r *Report) Evidence() string {
 	if r.HistorySessions > 0 {
 		hist = fmt.Sprintf("noise history of %d %s", r.HistorySessions, plural(r.HistorySessions, "session", "sessions"))
 	}
-	return fmt.Sprintf("%s, %s; look %d of %d: α %s of the pull request's %s (%s spent; family-wise confidence %s over all looks)",
-		runs, hist, r.Look(), r.Looks.Max, figure.Level(r.Alpha), figure.Level(1-r.Confidence), figure.Level(r.Looks.SpentAlpha()), figure.Level(r.Confidence))
+	plan := ""
+	if n := r.Looks.Rounds(); n > 1 {
+		plan = fmt.Sprintf("plan %d (a retest after plan %d's last look; this pull request's false-alarm bound is now %s), ", n, n-1, figure.Level(float64(n)*(1-r.Confidence)))
+	}
+	return fmt.Sprintf("%s, %s; %slook %d of %d: α %s of the plan's %s (%s spent; family-wise confidence %s over the plan's looks)",
+		runs, hist, plan, r.Look(), r.Looks.Max, figure.Level(r.Alpha), figure.Level(1-r.Confidence), figure.Level(r.Looks.SpentAlpha()), figure.Level(r.Confidence))
 }
 
 // Policy says how the tier turns evidence into a verdict.

@@ -23,7 +23,7 @@ func TestWriteText(t *testing.T) {
 	m := metric(t, rep, "tpot_p99")
 	for _, want := range []string{"REGRESSION", "Regression: TPOT p99 +15.0% (threshold +5%).", "14.00 ms", "16.10 ms", "+15.0%", "+5%", "−5%", "5,000.0 tok/s", "regression", "~ no change",
 		"regression test: p<0.001 after Holm", fmt.Sprintf("[%s, %s] at %s", figure.Change(m.CILow), figure.Change(m.CIHigh), figure.Level(m.Level)), "5 baseline run(s) vs 5 candidate run(s)",
-		"look 1 of 4: α 0.179% of the pull request's 0.5%", "no drop larger than 5% (lower bound", "policy: a significant change regresses past its threshold", "inconclusive: neutral"} {
+		"look 1 of 4: α 0.179% of the plan's 0.5%", "no drop larger than 5% (lower bound", "policy: a significant change regresses past its threshold", "inconclusive: neutral"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("text lacks %q:\n%s", want, out)
 		}
