@@ -452,6 +452,8 @@ func (a *Agent) annotate(res *result.Result, p agentapi.Plan, srv *running, s *s
 		info.ApplyTo(env)
 	}
 	env.Hostname = a.host
+	cpu := theHostCPU()
+	env.CPUModel, env.CPUCores, env.CPUGovernor = cpu.model, cpu.cores, cpu.governor
 	env.EngineImage = srv.describe
 	env.Sim = p.Engine.Sim != nil
 	env.Commit = s.sha

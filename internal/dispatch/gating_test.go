@@ -197,3 +197,21 @@ func TestAckReachesTheMergeGroupCheck(t *testing.T) {
 		t.Errorf("merge group's check after the PR's ack: %s", c.Conclusion)
 	}
 }
+
+// A runner without a real card spends CPU-minutes: the settle note says so.
+func TestMinutesOfTheRunner(t *testing.T) {
+	for _, tc := range []struct {
+		env  *result.Environment
+		want string
+	}{
+		{&result.Environment{GPUUUID: "GPU-1", GPUName: "NVIDIA H100 80GB HBM3"}, "GPU-minutes"},
+		{&result.Environment{GPUUUID: "GPU-1", GPUName: "NVIDIA H100 80GB HBM3 (fake)", FakeGPU: true}, "CPU-minutes"},
+		{&result.Environment{Sim: true}, "CPU-minutes"},
+		{&result.Environment{}, "CPU-minutes"},
+		{nil, "CPU-minutes"},
+	} {
+		if got := minutesOf(tc.env); got != tc.want {
+			t.Errorf("%+v: %s, want %s", tc.env, got, tc.want)
+		}
+	}
+}

@@ -425,7 +425,7 @@ func (s *Service) judge(ctx context.Context, cr store.CheckRun, job store.Job, j
 	if more := rep.NeedMoreRuns - rep.CandidateRuns; rep.Verdict == gate.Inconclusive && more > 0 && budget.fits(more) {
 		return s.extend(ctx, cr, job, more, looks)
 	}
-	jm.notes = append(jm.notes, budget.note(rep)...)
+	jm.notes = append(jm.notes, budget.note(rep, envOf(jm.cand.runs))...)
 	if s.onDefaultBranch(ctx, cr) {
 		s.recordTrend(ctx, cr, cr.Tier, job.ID, jm.cand.runs, tier)
 	}
@@ -597,7 +597,7 @@ func (b settling) last(n int) bool { return b.budget > 0 && !b.fits(n) }
 
 // note says what settling spent and, when the verdict is still open, what
 // would settle it.
-func (b settling) note(rep *gate.Report) []string {
+func (b settling) note(rep *gate.Report, env *result.Environment) []string {
 	if b.budget <= 0 || rep.Verdict != gate.Inconclusive {
 		return nil
 	}
@@ -605,8 +605,19 @@ func (b settling) note(rep *gate.Report) []string {
 	if b.interleaved {
 		unit = "pairs"
 	}
-	return []string{fmt.Sprintf("settling spent %.0f of %.0f GPU-minutes (settle_gpu_minutes) on added %s; %d more %s (about %.0f GPU-minutes) would narrow the interval by √2 — a maintainer decides: `/perf ack` to accept, or raise settle_gpu_minutes",
-		b.spent, b.budget, unit, n, unit, b.cost(n))}
+	mins := minutesOf(env)
+	return []string{fmt.Sprintf("settling spent %.0f of %.0f %s (settle_gpu_minutes) on added %s; %d more %s (about %.0f %s) would narrow the interval by √2 — a maintainer decides: `/perf ack` to accept, or raise settle_gpu_minutes",
+		b.spent, b.budget, mins, unit, n, unit, b.cost(n), mins)}
+}
+
+// minutesOf names the runner's time the way its runs used it: a runner
+// with no real card (the simulated engine, a --fake-gpu runner, none at
+// all) spends CPU-minutes, not GPU-minutes.
+func minutesOf(env *result.Environment) string {
+	if env == nil || env.Sim || env.FakeGPU || env.GPUUUID == "" {
+		return "CPU-minutes"
+	}
+	return "GPU-minutes"
 }
 
 // afterPlan decides what a judgement does once the plan's looks are spent.

@@ -152,7 +152,7 @@ func (s *Service) judgePaired(ctx context.Context, cr store.CheckRun, job store.
 	if more := rep.NeedMoreRuns - rep.CandidateRuns; rep.Verdict == gate.Inconclusive && more > 0 && budget.fits(more) {
 		return s.extend(ctx, cr, job, more, looks)
 	}
-	notes = append(notes, budget.note(rep)...)
+	notes = append(notes, budget.note(rep, envOf(heads))...)
 	notes = append([]string{interleaveNote(ev)}, notes...)
 	head := make([]*result.Result, len(pairs))
 	for i, p := range pairs {
@@ -164,18 +164,27 @@ func (s *Service) judgePaired(ctx context.Context, cr store.CheckRun, job store.
 	return s.publish(ctx, cr, job, rep, envOf(head), notes, looks)
 }
 
-// interleaveNote says what the check measured: both commits, on one card,
-// in which order.
+// interleaveNote says what the check measured: both commits, on one card
+// (or, on a runner without a real card, one host), in which order.
 func interleaveNote(ev sidedEvidence) string {
-	card := ""
+	where := "one card"
 	for _, r := range ev.runs {
-		if r.Result.Perfgate != nil && r.Result.Perfgate.Environment.GPUUUID != "" {
-			card = " (" + r.Result.Perfgate.Environment.GPUUUID + ")"
-			break
+		if r.Result.Perfgate == nil {
+			continue
 		}
+		env := r.Result.Perfgate.Environment
+		if minutesOf(&env) == "CPU-minutes" {
+			where = "one runner"
+			if env.Hostname != "" {
+				where += " (" + env.Hostname + ")"
+			}
+		} else {
+			where += " (" + env.GPUUUID + ")"
+		}
+		break
 	}
-	return fmt.Sprintf("interleaved on one card%s: base `%s` (B) and head `%s` (H), each from its own checkout, in the order %s",
-		card, short(ev.commits[agentapi.SideBase]), short(ev.commits[agentapi.SideHead]), strings.Join(ev.orders, "; "))
+	return fmt.Sprintf("interleaved on %s: base `%s` (B) and head `%s` (H), each from its own checkout, in the order %s",
+		where, short(ev.commits[agentapi.SideBase]), short(ev.commits[agentapi.SideHead]), strings.Join(ev.orders, "; "))
 }
 
 // pairHistory is the noise prior of a paired comparison: the pairs of the

@@ -30,7 +30,7 @@ func NewFake(uuid string) *Fake {
 			PCIBusID: "00000000:01:00.0", Driver: "550.54.15", CUDA: "12.4",
 			PowerLimitW: 700, MemoryMiB: 81559, SMClockMHz: 1980, MemClockMHz: 2619,
 			ECCMode: "enabled", MIGMode: "disabled", Persistence: "enabled",
-			SlowdownTempC: 87,
+			SlowdownTempC: 87, Simulated: true,
 		},
 		base: Sample{
 			UtilPct: 97, MemUsedMiB: 71000, PowerW: 420, PowerLimitW: 700,

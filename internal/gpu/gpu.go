@@ -75,6 +75,9 @@ type Info struct {
 	// SlowdownTempC is the temperature at which the card starts slowing
 	// itself down; 0 when unknown.
 	SlowdownTempC int `json:"slowdown_temp_c,omitempty"`
+	// Simulated marks a scripted card (Fake): no GPU ran anything, and
+	// what a reader sees says so instead of naming a model.
+	Simulated bool `json:"simulated,omitempty"`
 }
 
 // ApplyTo records the card in a result's environment.
@@ -91,6 +94,7 @@ func (i Info) ApplyTo(env *result.Environment) {
 	env.ECCMode = i.ECCMode
 	env.MIGMode = i.MIGMode
 	env.Persistence = i.Persistence
+	env.FakeGPU = i.Simulated
 }
 
 // Sample is one reading of a card's telemetry. Counters (ECC, energy) are

@@ -1,6 +1,7 @@
 package report
 
 import (
+	"fmt"
 	"regexp"
 	"strings"
 
@@ -78,12 +79,26 @@ func environment(e result.Environment) []KV {
 	if e.GPUUUID != "" {
 		gpu = strings.TrimSpace(gpu + " (" + e.GPUUUID + ")")
 	}
-	if e.Sim {
+	switch {
+	case e.Sim:
 		gpu = "none: the built-in simulated engine"
+	case e.FakeGPU:
+		// The runner's scripted card: name no model, driver or CUDA.
+		gpu = "none: the runner's simulated card (--fake-gpu); the engine ran on the CPU"
 	}
 	add("GPU", gpu)
-	if e.Driver != "" || e.CUDA != "" {
+	if (e.Driver != "" || e.CUDA != "") && !e.Sim && !e.FakeGPU {
 		add("driver / CUDA", orDash(e.Driver)+" / "+orDash(e.CUDA))
+	}
+	if e.CPUModel != "" {
+		cpu := e.CPUModel
+		if e.CPUCores > 0 {
+			cpu += fmt.Sprintf(" · %d cores", e.CPUCores)
+		}
+		if e.CPUGovernor != "" {
+			cpu += " · governor " + e.CPUGovernor
+		}
+		add("CPU", cpu)
 	}
 	add("engine", engineIdentity(e.EngineImage))
 	add("engine version", e.EngineVersion)

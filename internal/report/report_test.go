@@ -377,3 +377,39 @@ func TestAuthorsFirstScreen(t *testing.T) {
 		}
 	}
 }
+
+// A run on a runner without a real card never reads as if it had one: the
+// scripted card's model, driver and CUDA version stay off the check, and
+// the processor the engine ran on is named instead.
+func TestCPURunnerEnvironment(t *testing.T) {
+	t.Parallel()
+	env := &result.Environment{GPUName: "NVIDIA H100 80GB HBM3 (fake)", GPUUUID: "GPU-5f2c", Driver: "550.54.15", CUDA: "12.4", FakeGPU: true,
+		CPUModel: "Intel(R) Xeon(R) Platinum 8481C", CPUCores: 2, CPUGovernor: "performance", EngineImage: "ollama serve"}
+	cs, err := gatetest.Cases()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range cs {
+		if len(c.Report.Mismatches) > 0 {
+			continue // its mismatch table quotes the GPU runs it was made from
+		}
+		v := FromGate(View{Verdict: VerdictOf(c.Report.Verdict), SHA: "4f1c9e2ab7", Author: "octocat", Deadline: deadline}, c.Report, env)
+		check, err := RenderCheck(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		comment, err := RenderComment(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		all := check.Title + check.Summary + check.Text + comment
+		for _, word := range []string{"H100", "CUDA", "550.54", "GPU-minutes"} {
+			if strings.Contains(all, word) {
+				t.Errorf("%s: a CPU run's check says %q", c.Name, word)
+			}
+		}
+		if !strings.Contains(check.Summary, "| CPU | Intel(R) Xeon(R) Platinum 8481C · 2 cores · governor performance |") {
+			t.Errorf("%s: the check does not name the CPU:\n%s", c.Name, check.Summary)
+		}
+	}
+}

@@ -240,6 +240,14 @@ type Environment struct {
 	// "uncontained" (a command engine on the host, allowed by the runner's
 	// allow_uncontained) or "" (the in-process simulated engine).
 	Sandbox string `json:"sandbox,omitempty"`
+	// FakeGPU is set when the card was the runner's simulated one
+	// (--fake-gpu): the GPU fields describe a script, not hardware.
+	FakeGPU bool `json:"fake_gpu,omitempty"`
+	// The host's processor, where a CPU engine (or the client) ran: its
+	// model, the cores the agent could use and the frequency governor.
+	CPUModel    string `json:"cpu_model,omitempty"`
+	CPUCores    int    `json:"cpu_cores,omitempty"`
+	CPUGovernor string `json:"cpu_governor,omitempty"`
 }
 
 // Load is the offered load: what must match for two runs to compare.
