@@ -440,8 +440,8 @@ func TestSupersededCancelled(t *testing.T) {
 	waitFor(t, "the job to be cancelled", 8*time.Second, func() bool { return finished(e.job(job.ID)) })
 	t.Logf("cancelled %s after the push (cancellation polled every %s)", time.Since(start).Round(10*time.Millisecond), agent.DefaultCancelPoll)
 	j := e.job(job.ID)
-	if j.Status != jobstate.Cancelled || !strings.Contains(j.FailureReason, "superseded") {
-		t.Errorf("job: %s %q, want cancelled as superseded", j.Status, j.FailureReason)
+	if j.Status != jobstate.Cancelled || !strings.Contains(j.FailureReason, "cancelled by the server: a newer push or run replaced it") {
+		t.Errorf("job: %s %q, want cancelled by the server for the newer push", j.Status, j.FailureReason)
 	}
 	if n := len(e.results(job.ID)); n != 0 {
 		t.Errorf("%d results stored: the first run should have been cut short", n)
