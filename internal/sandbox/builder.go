@@ -47,7 +47,11 @@ type BuilderConfig struct {
 	// Dockerd and Docker are the daemon and CLI binaries ("dockerd",
 	// "docker" when empty).
 	Dockerd, Docker string
-	Log             zerolog.Logger
+	// ExecDir is the daemon's exec root, where its socket is (a short
+	// path: socket paths stop at 108 bytes); a fresh temporary directory
+	// when empty. Close removes it.
+	ExecDir string
+	Log     zerolog.Logger
 }
 
 // StartBuilder starts a builder daemon in a new network namespace and
@@ -68,7 +72,12 @@ func StartBuilder(ctx context.Context, cfg BuilderConfig) (*Builder, error) {
 		return nil, fmt.Errorf("sealed builder: %w", err)
 	}
 	// The exec root holds sockets, whose paths must stay under 108 bytes.
-	execDir, err := os.MkdirTemp("", "pgb-")
+	execDir := cfg.ExecDir
+	if execDir == "" {
+		execDir, err = os.MkdirTemp("", "pgb-")
+	} else {
+		err = os.MkdirAll(execDir, 0o700)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("sealed builder: %w", err)
 	}
