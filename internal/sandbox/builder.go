@@ -51,7 +51,10 @@ type BuilderConfig struct {
 	// path: socket paths stop at 108 bytes); a fresh temporary directory
 	// when empty. Close removes it.
 	ExecDir string
-	Log     zerolog.Logger
+	// Socket is where the daemon listens (EXEC-DIR/docker.sock when
+	// empty); it belongs to the docker group, as the host daemon's does.
+	Socket string
+	Log    zerolog.Logger
 }
 
 // StartBuilder starts a builder daemon in a new network namespace and
@@ -91,7 +94,10 @@ func StartBuilder(ctx context.Context, cfg BuilderConfig) (*Builder, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sealed builder log: %w", err)
 	}
-	sock := filepath.Join(execDir, "docker.sock")
+	sock := cfg.Socket
+	if sock == "" {
+		sock = filepath.Join(execDir, "docker.sock")
+	}
 	args := []string{
 		"--data-root", data,
 		"--exec-root", execDir,
