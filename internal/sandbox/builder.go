@@ -3,6 +3,7 @@ package sandbox
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -124,7 +125,7 @@ func StartBuilder(ctx context.Context, cfg BuilderConfig) (*Builder, error) {
 	}
 	b := &Builder{Host: "unix://" + sock, Docker: cfg.Docker, cmd: cmd, execDir: execDir, configDir: filepath.Join(execDir, "cli"), done: make(chan struct{})}
 	if err := os.Mkdir(b.configDir, 0o700); err != nil {
-		b.Close()
+		_ = b.Close()
 		return nil, fmt.Errorf("sealed builder: %w", err)
 	}
 	go func() {
@@ -134,13 +135,13 @@ func StartBuilder(ctx context.Context, cfg BuilderConfig) (*Builder, error) {
 	}()
 	if err := b.waitReady(ctx, sock); err != nil {
 		tail, _ := os.ReadFile(filepath.Join(cfg.Dir, "dockerd.log"))
-		b.Close()
+		_ = b.Close()
 		return nil, fmt.Errorf("sealed builder: %w; dockerd said: %s", err, lastBytes(tail, 1024))
 	}
 	ns, _ := os.Readlink(fmt.Sprintf("/proc/%d/ns/net", cmd.Process.Pid))
 	own, _ := os.Readlink("/proc/self/ns/net")
 	if ns == "" || ns == own {
-		b.Close()
+		_ = b.Close()
 		return nil, fmt.Errorf("sealed builder: dockerd runs in the agent's network namespace (%s), not its own", own)
 	}
 	cfg.Log.Info().Str("host", b.Host).Int("pid", cmd.Process.Pid).Str("netns", ns).Str("data_root", data).
@@ -161,7 +162,7 @@ func AttachBuilder(ctx context.Context, host, docker string) (*Builder, error) {
 	}
 	b := &Builder{Host: host, Docker: docker, configDir: dir}
 	if err := b.docker(ctx, nil, nil, "version", "--format", "{{.Server.Version}}"); err != nil {
-		b.Close()
+		_ = b.Close()
 		return nil, fmt.Errorf("sealed builder at %s: %w", host, err)
 	}
 	return b, nil
@@ -181,7 +182,10 @@ func (b *Builder) waitReady(ctx context.Context, sock string) error {
 		}
 		select {
 		case <-b.done:
-			return fmt.Errorf("dockerd exited: %v", b.waitErr)
+			if b.waitErr == nil {
+				return errors.New("dockerd exited")
+			}
+			return fmt.Errorf("dockerd exited: %w", b.waitErr)
 		case <-ctx.Done():
 			return fmt.Errorf("dockerd did not answer on %s: %w", sock, ctx.Err())
 		case <-tick.C:
