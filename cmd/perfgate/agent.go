@@ -38,6 +38,7 @@ func runAgent(ctx context.Context, env *cliEnv, args []string) int {
 	allowUncontained := fs.Bool("allow-uncontained", false, "let command engines (server.command) and non-docker builds run a commit's code on this host outside any container: only for repositories you trust")
 	engineEnv := fs.String("engine-env", "", "comma-separated names of this agent's variables command engines may inherit beyond the default allow-list (never PERFGATE_*)")
 	docker := fs.String("docker", "docker", "the docker CLI")
+	buildHost := fs.String("build-host", envOr("PERFGATE_AGENT_BUILD_HOST", ""), "DOCKER_HOST of a sealed builder started by `perfgate build-daemon` (for an agent in a container; env PERFGATE_AGENT_BUILD_HOST); default: the agent starts its own, which needs root and dockerd")
 	relayBin := fs.String("sandbox-relay-bin", envOr("PERFGATE_AGENT_RELAY_BIN", ""), "a static perfgate (CGO_ENABLED=0) for the sandbox relay image (default: this binary, if static)")
 	memory := fs.String("engine-memory", "", "memory limit of an engine container (default: 3/4 of the host's memory)")
 	pids := fs.Int("engine-pids-limit", sandbox.DefaultPidsLimit, "processes and threads an engine container may have")
@@ -114,7 +115,7 @@ func runAgent(ctx context.Context, env *cliEnv, args []string) int {
 		Server: *server, Token: tok, RegistrationToken: reg, Name: *name, StateDir: *stateDir,
 		Labels: splitList(*labels), GPUs: splitList(*gpus), WorkDir: *workDir, CacheDir: *cacheDir, CacheBytes: size,
 		ModelsDir: *models, AllowUncontained: *allowUncontained, EngineEnv: splitList(*engineEnv),
-		Docker: *docker, RelayBin: *relayBin, NoGPUDevices: *noGPUDevices, MaxTTFTGap: *maxGap,
+		Docker: *docker, BuildHost: *buildHost, RelayBin: *relayBin, NoGPUDevices: *noGPUDevices, MaxTTFTGap: *maxGap,
 		Sandbox: sandbox.Policy{Memory: *memory, PidsLimit: *pids, ShmSize: *shm, CPUs: *cpus, CPUSets: cpuSets,
 			NoFile: *nofile, NProc: *nproc, LogMaxSize: *logMax},
 		Log: env.log, LogOutput: env.stderr,

@@ -96,6 +96,13 @@ type Config struct {
 	// perfgate for the sandbox relay image (this binary when static).
 	Docker   string
 	RelayBin string
+	// BuildHost is the DOCKER_HOST of a sealed builder started by someone
+	// else (`perfgate build-daemon`, for an agent in a container); empty,
+	// the agent starts its own (sandbox.StartBuilder, needs root and
+	// dockerd) in BuilderDir (StateDir/builder, else next to the source
+	// cache) at its first `docker build`.
+	BuildHost  string
+	BuilderDir string
 	// NoGPUDevices starts image engines without --gpus, for hosts without
 	// the NVIDIA container runtime: tests only, never a measurement.
 	NoGPUDevices bool
@@ -135,6 +142,9 @@ type Agent struct {
 	relayMu sync.Mutex
 	relay   string
 	starts  int // engine starts, to name containers uniquely
+
+	builderMu sync.Mutex
+	builder   *sandbox.Builder // started at the first docker build
 }
 
 // New checks the configuration, reads the state directory and opens the
@@ -249,6 +259,12 @@ func New(cfg Config) (_ *Agent, err error) {
 	}
 	cache.OnEvict = a.evicted
 	a.cache = cache
+	if a.cfg.BuilderDir == "" {
+		a.cfg.BuilderDir = filepath.Join(filepath.Dir(cacheDir), "builder")
+		if cfg.StateDir != "" {
+			a.cfg.BuilderDir = filepath.Join(cfg.StateDir, "builder")
+		}
+	}
 	if saved != nil {
 		// The saved identity holds while it describes this host; new
 		// labels or cards (a driver upgrade, another card) register again,
@@ -297,6 +313,7 @@ func (a *Agent) saveIdentity(r agentapi.RegisterResponse) error {
 // queues it again.
 func (a *Agent) Run(ctx context.Context) error {
 	defer a.id.release()
+	defer a.closeBuilder()
 	log := a.cfg.Log
 	log.Info().Str("server", a.cfg.Server).Str("agent", a.cfg.Name).Strs("labels", a.cfg.Labels).
 		Strs("gpus", a.gpus).Str("source_cache", a.cache.Dir()).Bool("allow_uncontained", a.cfg.AllowUncontained).Msg("agent started")

@@ -65,10 +65,11 @@ func (a *Agent) build(ctx context.Context, c *agentapi.ClaimResponse, p agentapi
 	if !contained && !a.cfg.AllowUncontained {
 		return "", fmt.Errorf("server.build %q runs the commit's code on the host: only `docker build` runs contained (with no network); start the agent with --allow-uncontained on a runner whose repositories you trust", strings.Join(argv, " "))
 	}
+	var spec sandbox.BuildSpec
 	if contained {
-		// --network=none holds for RUN only: the daemon itself fetches
-		// ADD <url> and pulls missing images. Refuse those before building.
-		if err := sandbox.CheckBuild(argv[buildArgsAt(argv):], s.checkout.Dir, a.inspectImage(ctx)); err != nil {
+		// The build line is the runner's (trusted config); it may still
+		// name a Dockerfile outside the checkout or hand over a credential.
+		if spec, err = sandbox.CheckBuild(argv[buildArgsAt(argv):], s.checkout.Dir); err != nil {
 			return "", err
 		}
 	}
@@ -96,10 +97,35 @@ func (a *Agent) build(ctx context.Context, c *agentapi.ClaimResponse, p agentapi
 	allow := append(append([]string(nil), sandbox.CommandAllow...), a.cfg.EngineEnv...)
 	allow = append(allow, "DOCKER_HOST", "DOCKER_CONFIG", "DOCKER_CONTEXT", "DOCKER_CERT_PATH", "DOCKER_TLS_VERIFY", "DOCKER_BUILDKIT")
 	cmd.Env = sandbox.CommandEnv(os.Environ(), allow, p.Engine.Env)
+	var (
+		bld    *sandbox.Builder
+		df     []byte
+		loaded = map[string]bool{}
+	)
+	if contained {
+		// The build runs in the sealed builder: no route anywhere, its
+		// image store only the base images copied in here by ID.
+		if bld, err = a.sealedBuilder(ctx, log); err != nil {
+			return "", err
+		}
+		if df, err = sandbox.ReadDockerfile(s.checkout.Dir, spec.Dockerfile); err != nil {
+			return "", err
+		}
+		for _, ref := range sandbox.Images(df, spec.BuildArgs) {
+			id, ok, err := bld.Load(ctx, ref)
+			if err != nil {
+				return "", fmt.Errorf("build: base image %s: %w", ref, err)
+			}
+			loaded[ref] = ok
+			log.Info().Str("image", ref).Str("image_id", id).Bool("on_runner", ok).Msg("base image for the sealed builder")
+		}
+		cmd.Env = bld.Env(cmd.Env)
+	}
 	// What a build prints is the pull request's to choose: the log file and
 	// the job log keep at most buildLogLimit of it, the error the last
 	// buildTail bytes.
-	out := &cappedWriter{w: io.MultiWriter(lf, engineLogWriter{log.With().Str("source", "build").Logger()}), left: buildLogLimit, tail: tail}
+	steps := &stepWriter{}
+	out := &cappedWriter{w: io.MultiWriter(lf, engineLogWriter{log.With().Str("source", "build").Logger()}), left: buildLogLimit, tail: tail, steps: steps}
 	cmd.Stdout, cmd.Stderr = out, out
 	// The whole group goes on timeout or cancel: a build spawns compilers.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -114,9 +140,22 @@ func (a *Agent) build(ctx context.Context, c *agentapi.ClaimResponse, p agentapi
 		if errors.Is(bctx.Err(), context.DeadlineExceeded) {
 			why = fmt.Sprintf("timed out after %s (server.build.timeout)", timeout)
 		}
-		return "", fmt.Errorf("%q failed after %s: %s; last output:\n%s", strings.Join(argv, " "), took, why, tail.String())
+		if !contained {
+			return "", fmt.Errorf("%q failed after %s: %s; last output:\n%s", strings.Join(argv, " "), took, why, tail.String())
+		}
+		return "", fmt.Errorf("%q failed after %s in perfgate's sealed builder, which reaches no network, no registry and no credential: %s%s; last output:\n%s",
+			strings.Join(argv, " "), took, why, explainBuild(spec, df, loaded, steps.last), tail.String())
 	}
 	rec := buildRecord{Argv: argv, Image: image, Took: took.String(), BuiltAt: time.Now().UTC()}
+	if image != "" && bld != nil {
+		// Engines run on the host's daemon: the image goes there by ID.
+		if err := bld.Export(ctx, image); err != nil {
+			return "", fmt.Errorf("the build finished but its image %s did not reach the host: %w", image, err)
+		}
+		if err := bld.Remove(ctx, image); err != nil {
+			log.Warn().Err(err).Str("image", image).Msg("could not untag the build's image in the sealed builder")
+		}
+	}
 	if image != "" {
 		id, err := a.imageID(ctx, image)
 		if err != nil {
@@ -182,38 +221,78 @@ func buildArgsAt(argv []string) int {
 	return 2
 }
 
-// inspectImage answers sandbox.CheckBuild: whether the daemon has ref, and
-// its ONBUILD triggers.
-func (a *Agent) inspectImage(ctx context.Context) sandbox.ImageInspector {
-	return func(ref string) (bool, []string, error) {
-		ictx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		defer cancel()
-		out, err := exec.CommandContext(ictx, a.cfg.Docker, "image", "inspect", "--format", "{{json .Config.OnBuild}}", ref).CombinedOutput()
-		if err != nil {
-			if strings.Contains(strings.ToLower(string(out)), "no such image") {
-				return false, nil, nil
-			}
-			return false, nil, fmt.Errorf("docker image inspect: %w: %s", err, strings.TrimSpace(string(out)))
-		}
-		var on []string
-		if err := json.Unmarshal(out, &on); err != nil {
-			return false, nil, fmt.Errorf("docker image inspect %s: %w", ref, err)
-		}
-		return true, on, nil
+// sealedBuilder is the runner's sealed builder, started at the first
+// build (or attached to Config.BuildHost). A runner that cannot have one
+// builds no pull request's Dockerfile.
+func (a *Agent) sealedBuilder(ctx context.Context, log zerolog.Logger) (*sandbox.Builder, error) {
+	a.builderMu.Lock()
+	defer a.builderMu.Unlock()
+	if a.builder != nil {
+		return a.builder, nil
 	}
+	var (
+		b   *sandbox.Builder
+		err error
+	)
+	if a.cfg.BuildHost != "" {
+		b, err = sandbox.AttachBuilder(ctx, a.cfg.BuildHost, a.cfg.Docker)
+	} else {
+		b, err = sandbox.StartBuilder(context.WithoutCancel(ctx), sandbox.BuilderConfig{Dir: a.cfg.BuilderDir, Docker: a.cfg.Docker, Log: log})
+	}
+	if err != nil {
+		return nil, fmt.Errorf("build: perfgate builds a pull request's Dockerfile only in a sealed builder (a Docker daemon in a network namespace of its own): %w; run the agent as root with Docker's daemon (dockerd) installed, or give it --build-host with the socket of `perfgate build-daemon`", err)
+	}
+	a.builder = b
+	return b, nil
+}
+
+// closeBuilder stops the sealed builder the agent started.
+func (a *Agent) closeBuilder() {
+	a.builderMu.Lock()
+	defer a.builderMu.Unlock()
+	if a.builder != nil {
+		if err := a.builder.Close(); err != nil {
+			a.cfg.Log.Warn().Err(err).Msg("stop the sealed builder")
+		}
+		a.builder = nil
+	}
+}
+
+// explainBuild says, for a build that failed in the sealed builder, which
+// lines of the Dockerfile asked for what it cannot have (BuildKit's parser
+// reads them) and where the builder stopped ("" when neither is known).
+func explainBuild(spec sandbox.BuildSpec, df []byte, loaded map[string]bool, step string) string {
+	var b strings.Builder
+	if step != "" {
+		fmt.Fprintf(&b, "; the builder stopped at %q", step)
+	}
+	fs := sandbox.Explain(spec.Dockerfile, df, spec.BuildArgs, func(ref string) bool { return loaded[ref] })
+	for i, f := range fs {
+		if i == 5 {
+			fmt.Fprintf(&b, "; and %d more", len(fs)-i)
+			break
+		}
+		b.WriteString("; ")
+		b.WriteString(f.String())
+	}
+	return b.String()
 }
 
 // cappedWriter passes on the first left bytes, then a note that the rest
 // was dropped; tail sees everything.
 type cappedWriter struct {
-	w    io.Writer
-	left int
-	tail *tailWriter
-	cut  bool
+	w     io.Writer
+	left  int
+	tail  *tailWriter
+	steps *stepWriter // may be nil
+	cut   bool
 }
 
 func (c *cappedWriter) Write(p []byte) (int, error) {
 	_, _ = c.tail.Write(p) // a tailWriter keeps bytes in memory and never fails
+	if c.steps != nil {
+		_, _ = c.steps.Write(p)
+	}
 	if c.left > 0 {
 		n := min(len(p), c.left)
 		c.left -= n
@@ -296,3 +375,28 @@ func (t *tailWriter) Write(p []byte) (int, error) {
 }
 
 func (t *tailWriter) String() string { return strings.TrimSpace(string(t.buf)) }
+
+// stepWriter keeps the last "Step N/M : …" line of Docker's classic
+// builder: the builder's own words for the line it was running.
+type stepWriter struct {
+	line []byte // the line being written, at most stepMax bytes
+	last string
+}
+
+const stepMax = 512
+
+func (w *stepWriter) Write(p []byte) (int, error) {
+	for _, c := range p {
+		if c == '\n' {
+			if l := strings.TrimSpace(string(w.line)); strings.HasPrefix(l, "Step ") {
+				w.last = l
+			}
+			w.line = w.line[:0]
+			continue
+		}
+		if len(w.line) < stepMax {
+			w.line = append(w.line, c)
+		}
+	}
+	return len(p), nil
+}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/perfgate/perfgate/internal/agent"
 	"github.com/perfgate/perfgate/internal/agentapi"
 	"github.com/perfgate/perfgate/internal/jobstate"
 )
@@ -71,6 +72,11 @@ func TestContainerisedAgent(t *testing.T) {
 	needDocker(t)
 	bin, base := staticBase(t)
 	image := agentImage(t, bin)
+	// The agent in a container cannot start a daemon: it builds in the
+	// sealed builder started on the host, whose socket's directory is
+	// mounted at the same path.
+	buildHost := agent.SealedBuilderHost(t)
+	buildDir := filepath.Dir(strings.TrimPrefix(buildHost, "unix://"))
 	r := newRepo(t)
 	r.write("Dockerfile", "ARG BASE\nFROM ${BASE}\nENTRYPOINT [\"/perfgate\", \"sim\", \"--addr\", \"0.0.0.0:8000\", \"--no-noise\"]\n")
 	sha := r.commit("engine")
@@ -108,8 +114,8 @@ func TestContainerisedAgent(t *testing.T) {
 			}
 			container := "perfgate-agent-ctr-" + filepath.Base(state)
 			args := []string{"run", "--detach", "--name", container, "--network", "host", "--tmpfs", "/tmp",
-				"-v", state + ":" + inside, "-v", "/var/run/docker.sock:/var/run/docker.sock",
-				image, "--server", e.url(), "--token-file", filepath.Join(inside, "token"), "--name", name, "--labels", "gpu",
+				"-v", state + ":" + inside, "-v", "/var/run/docker.sock:/var/run/docker.sock", "-v", buildDir + ":" + buildDir,
+				image, "--server", e.url(), "--build-host", buildHost, "--token-file", filepath.Join(inside, "token"), "--name", name, "--labels", "gpu",
 				"--state-dir", inside, "--fake-gpu", "GPU-ctr", "--no-gpu-devices", "--sandbox-relay-bin", "/perfgate",
 				// The agent's container may allow more open files than the
 				// daemon may grant (Docker in Docker here): ask for what

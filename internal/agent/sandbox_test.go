@@ -110,6 +110,7 @@ func TestImageEngineInSandbox(t *testing.T) {
 	job := e.enqueueAt(p, "merge", 1)
 	e.runAgentWith("docker-host", "GPU-docker", func(c *agent.Config) {
 		c.RelayBin, c.NoGPUDevices = bin, true // no allow_uncontained: the sandbox is the only way
+		c.BuildHost = agent.SealedBuilderHost(t)
 	})
 	waitFor(t, "the sandboxed job", 4*time.Minute, func() bool { return finished(e.job(job.ID)) })
 	j := e.job(job.ID)

@@ -1,56 +1,51 @@
 package sandbox
 
 import (
-	"bufio"
-	"encoding/json"
+	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
+
+	"github.com/moby/buildkit/frontend/dockerfile/instructions"
+	"github.com/moby/buildkit/frontend/dockerfile/parser"
+	"github.com/moby/buildkit/frontend/dockerfile/shell"
 )
 
-// A `docker build` of a pull request's Dockerfile runs with --network=none,
-// but with Docker's classic builder that holds only for RUN: the daemon
-// itself fetches `ADD <url>`, pulls a FROM image it does not have and an
-// image named by `COPY --from`, from the host's network — the cloud's
-// metadata service and every internal HTTP service included. CheckBuild
-// reads the Dockerfile before the build and refuses each of those, so
-// nothing the build does leaves the host.
+// A pull request's Dockerfile is built in the runner's sealed builder
+// (Builder), which has no route anywhere: that is what keeps a build off
+// the network, whatever the Dockerfile's bytes. Nothing here decides
+// whether a build may run. This file reads the `docker build` line (which
+// is the runner's, from the trusted config) and, with BuildKit's own
+// parser, the Dockerfile: to name the base images to copy into the
+// builder, and to explain a failed build by quoting the lines that asked
+// for a network, a credential or an image the runner lacks.
 
-// ImageInspector says whether ref is an image the daemon has, and its
-// ONBUILD triggers (which run in a build FROM it).
-type ImageInspector func(ref string) (exists bool, onbuild []string, err error)
-
-// BuildError is a refusal of a build: what the Dockerfile asks for and why
-// it cannot have it.
-type BuildError struct {
-	File string
-	Line int
-	Msg  string
+// BuildSpec is what a `docker build` line names.
+type BuildSpec struct {
+	Context    string            // the build context, a directory of the checkout
+	Dockerfile string            // the Dockerfile, relative to the checkout
+	BuildArgs  map[string]string // --build-arg values
 }
 
-func (e *BuildError) Error() string {
-	return fmt.Sprintf("%s line %d: %s", e.File, e.Line, e.Msg)
-}
-
-// CheckBuild checks a `docker build` command line (after the docker
-// binary's "build", "image build" or "buildx build") run in dir: the
-// build context must be a directory, the Dockerfile one inside dir, and
-// the Dockerfile may fetch nothing (see above). inspect answers for the
-// images FROM names.
-func CheckBuild(args []string, dir string, inspect ImageInspector) error {
+// CheckBuild reads a `docker build` command line (after the docker
+// binary's "build", "image build" or "buildx build") run in dir. It refuses
+// a context that is not a directory of the checkout, a Dockerfile outside
+// the checkout or from stdin, and flags that hand the build a credential
+// or an entitlement of the runner: those are the runner's to give, and
+// no network namespace takes them back.
+func CheckBuild(args []string, dir string) (BuildSpec, error) {
+	spec := BuildSpec{BuildArgs: map[string]string{}}
 	if len(args) == 0 || strings.HasPrefix(args[len(args)-1], "-") {
-		return errors.New("server.build: put the build context (a directory of the checkout, such as `.`) last on the `docker build` line")
+		return spec, errors.New("server.build: put the build context (a directory of the checkout, such as `.`) last on the `docker build` line")
 	}
-	ctxDir := args[len(args)-1]
-	if ctxDir == "-" || strings.Contains(ctxDir, "://") || strings.HasPrefix(ctxDir, "git@") {
-		return fmt.Errorf("server.build: the build context %q is not a directory of the checkout: perfgate builds only what the commit holds", ctxDir)
+	spec.Context = args[len(args)-1]
+	if spec.Context == "-" || strings.Contains(spec.Context, "://") || strings.HasPrefix(spec.Context, "git@") {
+		return spec, fmt.Errorf("server.build: the build context %q is not a directory of the checkout: perfgate builds only what the commit holds", spec.Context)
 	}
 	file := ""
-	buildArgs := map[string]string{}
 	for i := 0; i < len(args)-1; i++ {
 		a := args[i]
 		val := func(name string) (string, bool) {
@@ -69,313 +64,322 @@ func CheckBuild(args []string, dir string, inspect ImageInspector) error {
 			file = v
 		} else if v, ok := val("--build-arg"); ok {
 			if k, v, ok := strings.Cut(v, "="); ok {
-				buildArgs[k] = v
+				spec.BuildArgs[k] = v
 			}
 		} else if flagIs(a, "--ssh") || flagIs(a, "--secret") {
-			return fmt.Errorf("server.build hands the build a credential of the runner (%q): a pull request's Dockerfile would read it", a)
-		} else if flagIs(a, "--platform") {
-			return fmt.Errorf("server.build asks for a platform (%q): the daemon may pull another variant of a base image; build for the runner's own", a)
-		} else if a == "--allow" || strings.HasPrefix(a, "--allow=") {
-			return fmt.Errorf("server.build grants the build an entitlement (%q): a pull request's Dockerfile would get it", a)
-		} else if a == "--pull" || (strings.HasPrefix(a, "--pull=") && a != "--pull=false") {
-			return fmt.Errorf("server.build asks the daemon to pull images (%q): perfgate builds from local images only, with no network", a)
+			return spec, fmt.Errorf("server.build hands the build a credential of the runner (%q): a pull request's Dockerfile would read it", a)
+		} else if flagIs(a, "--allow") {
+			return spec, fmt.Errorf("server.build grants the build an entitlement (%q): a pull request's Dockerfile would get it", a)
 		}
 	}
 	if file == "-" {
-		return errors.New("server.build reads the Dockerfile from stdin: name a file of the checkout")
+		return spec, errors.New("server.build reads the Dockerfile from stdin: name a file of the checkout")
 	}
 	if file == "" {
-		file = filepath.Join(ctxDir, "Dockerfile")
+		file = filepath.Join(spec.Context, "Dockerfile")
 	}
-	root, err := os.OpenRoot(dir)
-	if err != nil {
-		return fmt.Errorf("open checkout: %w", err)
-	}
-	defer root.Close()
 	rel := file
 	if filepath.IsAbs(rel) {
-		if rel, err = filepath.Rel(dir, file); err != nil {
-			return fmt.Errorf("server.build: Dockerfile %s is outside the checkout", file)
+		r, err := filepath.Rel(dir, file)
+		if err != nil || !filepath.IsLocal(r) {
+			return spec, fmt.Errorf("server.build: -f %s: the Dockerfile is outside the checkout; name a file of the commit", file)
 		}
+		rel = r
 	}
-	f, err := root.Open(filepath.Clean(rel))
+	if !filepath.IsLocal(rel) {
+		return spec, fmt.Errorf("server.build: -f %s: the Dockerfile is outside the checkout; name a file of the commit", file)
+	}
+	spec.Dockerfile = filepath.Clean(rel)
+	// Open it through the checkout's root: a symlink out of the checkout
+	// is refused here, before the docker CLI would follow it.
+	if _, err := ReadDockerfile(dir, spec.Dockerfile); err != nil {
+		return spec, err
+	}
+	return spec, nil
+}
+
+// MaxDockerfile bounds what ReadDockerfile reads: more than any real
+// Dockerfile, and no bound of the builder's (which reads it whole): a
+// larger file is still built, only not explained.
+const MaxDockerfile = 64 << 20
+
+// ReadDockerfile reads rel inside dir, refusing a path or symlink that
+// leaves it.
+func ReadDockerfile(dir, rel string) ([]byte, error) {
+	root, err := os.OpenRoot(dir)
 	if err != nil {
-		return fmt.Errorf("server.build: read the Dockerfile %s inside the checkout: %w", file, err)
+		return nil, fmt.Errorf("open checkout: %w", err)
+	}
+	defer root.Close()
+	f, err := root.Open(rel)
+	if err != nil {
+		return nil, fmt.Errorf("server.build: read the Dockerfile %s inside the checkout: %w", rel, err)
 	}
 	defer f.Close()
-	return CheckDockerfile(file, io.LimitReader(f, 1<<20), buildArgs, inspect)
+	var b bytes.Buffer
+	if _, err := b.ReadFrom(&limited{f, MaxDockerfile}); err != nil {
+		return nil, fmt.Errorf("server.build: read the Dockerfile %s: %w", rel, err)
+	}
+	return b.Bytes(), nil
 }
 
-// CheckDockerfile refuses a Dockerfile that would make the daemon fetch
-// anything: ADD of a URL (or of a source built from a variable, which may
-// expand to one), FROM or COPY --from of an image the daemon does not
-// have, ONBUILD triggers that do either.
-func CheckDockerfile(name string, r io.Reader, buildArgs map[string]string, inspect ImageInspector) error {
-	instrs, err := parseDockerfile(r)
-	if err != nil {
-		return fmt.Errorf("%s: %w", name, err)
+type limited struct {
+	r interface{ Read([]byte) (int, error) }
+	n int64
+}
+
+func (l *limited) Read(p []byte) (int, error) {
+	if l.n <= 0 {
+		return 0, fmt.Errorf("larger than %d bytes", int64(MaxDockerfile))
 	}
+	if int64(len(p)) > l.n {
+		p = p[:l.n]
+	}
+	n, err := l.r.Read(p)
+	l.n -= int64(n)
+	return n, err
+}
+
+// Finding is a line of a Dockerfile that asks the builder for something a
+// build on perfgate's runners cannot have.
+type Finding struct {
+	File string
+	Line int
+	Text string // the line as written (continuations joined)
+	Msg  string
+}
+
+func (f Finding) String() string {
+	return fmt.Sprintf("%s line %d: `%s`: %s", f.File, f.Line, f.Text, f.Msg)
+}
+
+// ImageChecker says whether the runner has an image.
+type ImageChecker func(ref string) bool
+
+// Images names the images a Dockerfile builds from (FROM, COPY --from,
+// RUN --mount from=) that are not its own stages, with build args and ARG
+// defaults expanded: the ones to copy into the builder.
+func Images(dockerfile []byte, buildArgs map[string]string) []string {
+	var out []string
+	seen := map[string]bool{}
+	walk(dockerfile, buildArgs, func(ev event) {
+		if ev.image != "" && !seen[ev.image] {
+			seen[ev.image] = true
+			out = append(out, ev.image)
+		}
+	})
+	return out
+}
+
+// Explain reads a Dockerfile as BuildKit does and names each line that
+// asks for a network, a credential or an image the runner lacks (local
+// answers for the images), in file order. It never decides whether a
+// build runs: the sealed builder does.
+func Explain(name string, dockerfile []byte, buildArgs map[string]string, local ImageChecker) []Finding {
+	var out []Finding
+	walk(dockerfile, buildArgs, func(ev event) {
+		msg := ev.msg
+		if ev.image != "" && msg == "" && !local(ev.image) {
+			msg = fmt.Sprintf("the image %s is not on this runner, and perfgate's builder reaches no registry: load or build it on the runner first (docker load, docker build)", ev.image)
+		}
+		if msg != "" {
+			out = append(out, Finding{File: name, Line: ev.line, Text: quoteLine(ev.text), Msg: msg})
+		}
+	})
+	return out
+}
+
+// event is one thing walk saw: an image the build uses, or a reason the
+// builder cannot do what a line asks.
+type event struct {
+	line  int
+	text  string
+	image string
+	msg   string
+}
+
+// walk parses a Dockerfile with BuildKit's parser and reports its images
+// and its lines that reach out.
+func walk(dockerfile []byte, buildArgs map[string]string, emit func(event)) {
+	if syntax, _, rng, ok := parser.DetectSyntax(dockerfile); ok {
+		line := 1
+		if len(rng) > 0 {
+			line = rng[0].Start.Line
+		}
+		emit(event{line: line, text: "# syntax=" + syntax, msg: "a syntax directive asks BuildKit for a frontend image from a registry, which perfgate's builder cannot reach (its classic builder reads the line as a comment); remove it"})
+	}
+	res, err := parser.Parse(bytes.NewReader(dockerfile))
+	if err != nil {
+		line := 0
+		var loc *parser.LocationError
+		if errors.As(err, &loc) && len(loc.Locations) > 0 && len(loc.Locations[0]) > 0 {
+			line = loc.Locations[0][0].Start.Line
+		}
+		emit(event{line: line, text: "", msg: fmt.Sprintf("the Dockerfile does not parse: %v", err)})
+		return
+	}
+	lex := shell.NewLex(res.EscapeToken)
+	args := map[string]string{} // ARGs before the first FROM, for FROM lines
 	stages := map[string]bool{}
-	args := map[string]string{} // ARGs before the first FROM
-	seenFrom := false
-	for _, in := range instrs {
-		bad := func(format string, a ...any) error {
-			return &BuildError{File: name, Line: in.line, Msg: fmt.Sprintf(format, a...)}
+	n := 0
+	expand := func(s string) (string, bool) {
+		v, _, err := lex.ProcessWord(s, envOf(args))
+		return v, err == nil && !strings.Contains(v, "$") && v != ""
+	}
+	for _, node := range res.AST.Children {
+		checkNode(node, node, expand, stages, &n, args, buildArgs, emit)
+	}
+}
+
+// checkNode reports one instruction; at is where it stands in the file
+// (the ONBUILD line that holds it, or itself).
+func checkNode(node, at0 *parser.Node, expand func(string) (string, bool), stages map[string]bool, n *int, args, buildArgs map[string]string, emit func(event)) {
+	onbuild := node != at0
+	at := func(msg string) event {
+		return event{line: at0.StartLine, text: at0.Original, msg: msg}
+	}
+	if len(node.Heredocs) > 0 {
+		emit(at("a heredoc: perfgate builds with Docker's classic builder, which reads no heredocs (the lines inside are instructions to it); put the text in a file of the repository and COPY it"))
+	}
+	switch kw := strings.ToLower(node.Value); kw {
+	case "arg":
+		if *n > 0 || onbuild {
+			return
 		}
-		switch in.cmd {
-		case "ARG":
-			if !seenFrom {
-				for _, f := range in.fields {
-					k, v, _ := strings.Cut(f, "=")
-					if b, ok := buildArgs[k]; ok {
-						v = b
-					}
-					args[k] = v
-				}
+		for a := node.Next; a != nil; a = a.Next {
+			k, v, _ := strings.Cut(a.Value, "=")
+			if b, ok := buildArgs[k]; ok {
+				v = b
 			}
-		case "FROM":
-			seenFrom = true
-			if len(in.fields) > 0 && strings.HasPrefix(in.fields[0], "--platform") {
-				return bad("FROM %s: the daemon may pull another platform's variant of the image; build for the runner's own", in.fields[0])
-			}
-			fields := withoutFlags(in.fields)
-			if len(fields) == 0 {
-				return bad("FROM names no image")
-			}
-			if err := checkFrom(name, in.line, fields[0], args, stages, inspect); err != nil {
-				return err
-			}
-			if len(fields) >= 3 && strings.EqualFold(fields[1], "AS") {
-				stages[strings.ToLower(fields[2])] = true
-			}
-		case "ONBUILD":
-			ts, err := parseDockerfile(strings.NewReader(in.rest))
-			if err != nil || len(ts) != 1 {
-				return bad("ONBUILD %q cannot be checked", in.rest)
-			}
-			if msg := fetches(ts[0], stages); msg != "" {
-				return bad("ONBUILD: %s", msg)
-			}
+			args[k] = v
+		}
+	case "from":
+		*n++
+		if node.Next == nil {
+			return
+		}
+		base := node.Next.Value
+		if node.Next.Next != nil && strings.EqualFold(node.Next.Next.Value, "as") && node.Next.Next.Next != nil {
+			defer func() { stages[strings.ToLower(node.Next.Next.Next.Value)] = true }()
+		}
+		ref, ok := expand(base)
+		switch {
+		case !ok:
+			emit(at(fmt.Sprintf("FROM %s: perfgate cannot resolve the image's name; give it with --build-arg or an ARG default", base)))
+		case ref == "scratch" || stages[strings.ToLower(ref)]:
 		default:
-			if msg := fetches(in, stages); msg != "" {
-				return bad("%s", msg)
-			}
+			ev := at("")
+			ev.image = ref
+			emit(ev)
 		}
-	}
-	return nil
-}
-
-// checkFrom refuses a FROM image the daemon would have to pull, or one
-// whose ONBUILD triggers fetch.
-func checkFrom(name string, line int, image string, args map[string]string, stages map[string]bool, inspect ImageInspector) error {
-	bad := func(format string, a ...any) error {
-		return &BuildError{File: name, Line: line, Msg: fmt.Sprintf(format, a...)}
-	}
-	ref, ok := expand(image, args)
-	if !ok {
-		return bad("FROM %s: the image is a variable perfgate cannot resolve; give it with --build-arg or an ARG default", image)
-	}
-	if ref == "scratch" || stages[strings.ToLower(ref)] {
-		return nil
-	}
-	exists, onbuild, err := inspect(ref)
-	if err != nil {
-		return fmt.Errorf("%s line %d: inspect %s: %w", name, line, ref, err)
-	}
-	if !exists {
-		return bad("FROM %s: the image is not on this runner, and the build has no network to pull it; load or build it on the runner first (docker load, docker build), or name it by a local image ID", ref)
-	}
-	for _, t := range onbuild {
-		ts, err := parseDockerfile(strings.NewReader(t))
-		if err != nil || len(ts) != 1 {
-			return bad("FROM %s: its ONBUILD trigger %q cannot be checked", ref, t)
+	case "onbuild":
+		if node.Next != nil && len(node.Next.Children) > 0 {
+			checkNode(node.Next.Children[0], node, expand, stages, n, args, buildArgs, emit)
 		}
-		if msg := fetches(ts[0], stages); msg != "" {
-			return bad("FROM %s: its ONBUILD trigger %s", ref, msg)
-		}
-	}
-	return nil
-}
-
-// fetches says what in would make the daemon fetch, or "".
-func fetches(in instruction, stages map[string]bool) string {
-	if in.cmd == "RUN" {
-		for _, f := range in.fields {
-			if !strings.HasPrefix(f, "--") {
-				break
-			}
-			if v, ok := strings.CutPrefix(f, "--network="); ok && v != "none" {
-				return fmt.Sprintf("RUN %s asks for a network, and a build on perfgate's runners has none", f)
-			}
-		}
-		return ""
-	}
-	if in.cmd != "ADD" && in.cmd != "COPY" {
-		return ""
-	}
-	var srcs []string
-	for _, f := range in.fields {
-		if from, ok := strings.CutPrefix(f, "--from="); ok {
-			if isStageIndex(from) || stages[strings.ToLower(from)] {
+	case "add", "copy":
+		for _, f := range node.Flags {
+			from, ok := strings.CutPrefix(f, "--from=")
+			if !ok || stageIndex.MatchString(from) || stages[strings.ToLower(from)] {
 				continue
 			}
-			return fmt.Sprintf("%s --from=%s names an image, which the daemon would pull from a registry; copy from an earlier stage (FROM <local image> AS name) instead", in.cmd, from)
+			ev := at("")
+			ev.image = from
+			if ref, ok := expand(from); ok {
+				ev.image = ref
+			}
+			emit(ev)
 		}
-		if !strings.HasPrefix(f, "--") {
-			srcs = append(srcs, f)
+		if kw != "add" {
+			return
+		}
+		var srcs []string
+		for a := node.Next; a != nil; a = a.Next {
+			srcs = append(srcs, a.Value)
+		}
+		if len(srcs) > 0 {
+			srcs = srcs[:len(srcs)-1] // the destination
+		}
+		for _, s := range srcs {
+			if why := remote(s); why != "" {
+				emit(at(fmt.Sprintf("ADD %s %s, and perfgate's builder reaches no network: put the file in the repository and COPY it", s, why)))
+				return
+			}
+		}
+	case "run":
+		cmd, err := instructions.ParseInstruction(node)
+		if err != nil {
+			emit(at(fmt.Sprintf("%v", err)))
+			return
+		}
+		run, ok := cmd.(*instructions.RunCommand)
+		if !ok {
+			return
+		}
+		// The mounts are read when the command is expanded; the words
+		// stay as written.
+		if err := run.Expand(func(w string) (string, error) { return w, nil }); err != nil {
+			emit(at(fmt.Sprintf("%v", err)))
+			return
+		}
+		for _, m := range instructions.GetMounts(run) {
+			switch m.Type {
+			case instructions.MountTypeSecret, instructions.MountTypeSSH:
+				emit(at(fmt.Sprintf("RUN --mount=type=%s asks for a credential of the runner, and a build on perfgate's runners gets none; build without it", m.Type)))
+				return
+			}
+		}
+		if nw := instructions.GetNetwork(run); nw != instructions.NetworkDefault && nw != instructions.NetworkNone {
+			emit(at(fmt.Sprintf("RUN --network=%s asks for a network, and perfgate's builder has none", nw)))
+			return
+		}
+		for _, f := range node.Flags {
+			if strings.HasPrefix(f, "--mount") {
+				emit(at("RUN --mount needs BuildKit, and perfgate builds with Docker's classic builder; copy what the step needs into the image instead"))
+				return
+			}
 		}
 	}
-	if in.json != nil {
-		srcs = in.json
-	}
-	if len(srcs) > 0 {
-		srcs = srcs[:len(srcs)-1] // the destination
-	}
-	if in.cmd != "ADD" {
-		return ""
-	}
-	for _, s := range srcs {
-		switch {
-		case strings.Contains(s, "://") || strings.HasPrefix(s, "git@"):
-			return fmt.Sprintf("ADD %s fetches a URL, and a build on perfgate's runners reaches no network: put the file in the repository and COPY it", s)
-		case strings.Contains(s, "$"):
-			return fmt.Sprintf("ADD %s: a source built from a variable may name a URL; name a file of the repository", s)
-		case strings.ContainsAny(s, "\\`'\""):
-			// The builder unquotes and unescapes a source (http:\/\/… is a
-			// URL to it): only plain names are checked, so only they pass.
-			return fmt.Sprintf("ADD %s: a source with quotes or escapes may name a URL; name a file of the repository plainly", s)
-		}
+}
+
+// remote says why an ADD source may be fetched from a network, or "".
+func remote(s string) string {
+	switch {
+	case strings.Contains(s, "://") || strings.HasPrefix(s, "git@"):
+		return "fetches a URL"
+	case strings.Contains(s, "$"):
+		return "is built from a variable, which may name a URL"
+	case strings.ContainsAny(s, "\\`'\""):
+		return "has quotes or escapes, which the builder may read as a URL"
 	}
 	return ""
 }
 
+// quoteLine is a line fit for a message: the first 200 bytes of its first
+// physical line.
+func quoteLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[:i] + " …"
+	}
+	if len(s) > 200 {
+		s = s[:200] + "…"
+	}
+	return s
+}
+
+type envMap map[string]string
+
+func (e envMap) Get(k string) (string, bool) { v, ok := e[k]; return v, ok }
+func (e envMap) Keys() []string {
+	keys := make([]string, 0, len(e))
+	for k := range e {
+		keys = append(keys, k)
+	}
+	return keys
+}
+
+func envOf(m map[string]string) shell.EnvGetter { return envMap(m) }
+
 func flagIs(a, name string) bool { return a == name || strings.HasPrefix(a, name+"=") }
 
 var stageIndex = regexp.MustCompile(`^[0-9]+$`)
-
-func isStageIndex(s string) bool { return stageIndex.MatchString(s) }
-
-// withoutFlags drops FROM's --platform and the like.
-func withoutFlags(fields []string) []string {
-	var out []string
-	for _, f := range fields {
-		if !strings.HasPrefix(f, "--") {
-			out = append(out, f)
-		}
-	}
-	return out
-}
-
-var varRef = regexp.MustCompile(`\$(\{[A-Za-z_][A-Za-z0-9_]*\}|[A-Za-z_][A-Za-z0-9_]*)`)
-
-// expand resolves $NAME and ${NAME} from args; ok is false when a name has
-// no value (or uses a modifier such as ${NAME:-x}).
-func expand(s string, args map[string]string) (string, bool) {
-	ok := true
-	out := varRef.ReplaceAllStringFunc(s, func(m string) string {
-		k := strings.Trim(m[1:], "{}")
-		v, found := args[k]
-		if !found || v == "" {
-			ok = false
-		}
-		return v
-	})
-	if strings.Contains(out, "$") {
-		return out, false
-	}
-	return out, ok
-}
-
-// instruction is one logical line of a Dockerfile.
-type instruction struct {
-	line   int
-	cmd    string   // upper case
-	rest   string   // after the keyword
-	fields []string // rest split on white space
-	json   []string // rest as a JSON array, when it is one
-}
-
-var (
-	escapeDirective = regexp.MustCompile(`(?i)^#\s*escape\s*=\s*(.)\s*$`)
-	syntaxDirective = regexp.MustCompile(`(?i)^#\s*syntax\s*=`)
-	whitespace      = regexp.MustCompile(`[\t\v\f\r ]+`)
-)
-
-// parseDockerfile splits a Dockerfile into instructions as Docker reads
-// them: parser directives, comments, line continuations.
-func parseDockerfile(r io.Reader) ([]instruction, error) {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	escape := byte('\\')
-	directives := true
-	var (
-		out   []instruction
-		cur   strings.Builder
-		start int
-		n     int
-	)
-	for sc.Scan() {
-		n++
-		line := sc.Text()
-		trimmed := strings.TrimSpace(line)
-		if directives {
-			if m := escapeDirective.FindStringSubmatch(trimmed); m != nil {
-				escape = m[1][0]
-				continue
-			}
-			if syntaxDirective.MatchString(trimmed) {
-				return nil, fmt.Errorf("line %d: %s: a syntax directive makes BuildKit pull its frontend image, and a build on perfgate's runners has no network; remove it", n, trimmed)
-			}
-			if !strings.HasPrefix(trimmed, "#") || trimmed == "" {
-				directives = false
-			}
-		}
-		// Comments and empty lines are skipped, inside a continuation too
-		// (Docker joins the lines around them).
-		if strings.HasPrefix(trimmed, "#") || trimmed == "" {
-			continue
-		}
-		if cur.Len() == 0 {
-			start = n
-		}
-		if strings.HasSuffix(trimmed, string(escape)) {
-			cur.WriteString(strings.TrimSuffix(trimmed, string(escape)))
-			cur.WriteByte(' ')
-			continue
-		}
-		cur.WriteString(trimmed)
-		out = append(out, newInstruction(start, cur.String()))
-		cur.Reset()
-	}
-	if err := sc.Err(); err != nil {
-		return nil, err
-	}
-	if cur.Len() > 0 {
-		out = append(out, newInstruction(start, cur.String()))
-	}
-	return out, nil
-}
-
-func newInstruction(line int, s string) instruction {
-	// Docker splits the keyword off at any white space, tabs included.
-	parts := whitespace.Split(strings.TrimSpace(s), 2)
-	kw, rest := parts[0], ""
-	if len(parts) == 2 {
-		rest = strings.TrimSpace(parts[1])
-	}
-	in := instruction{line: line, cmd: strings.ToUpper(kw), rest: rest, fields: strings.Fields(rest)}
-	// Flags come before a JSON array: ADD --chown=x ["a", "b"].
-	j := rest
-	for strings.HasPrefix(j, "--") {
-		p := whitespace.Split(j, 2)
-		if len(p) < 2 {
-			break
-		}
-		j = strings.TrimSpace(p[1])
-	}
-	var arr []string
-	if strings.HasPrefix(j, "[") && json.Unmarshal([]byte(j), &arr) == nil {
-		in.json = arr
-	}
-	return in
-}

@@ -1,2 +1,0 @@
-FROM local-base:1
-RUN true

@@ -1,2 +1,0 @@
-ARG BASE
-FROM --platform=linux/arm64 $BASE
