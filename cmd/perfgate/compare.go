@@ -79,7 +79,9 @@ func runCompare(ctx context.Context, env *cliEnv, args []string) int {
 	}
 	var rep *gate.Report
 	if *paired {
-		pairs, notes, err := pairsOf(baseline, candidate)
+		var pairs []gate.Pair
+		var notes []string
+		pairs, notes, err = pairsOf(baseline, candidate)
 		if err != nil {
 			fmt.Fprintf(env.stderr, "perfgate compare: --paired: %v\n", err)
 			return 3
