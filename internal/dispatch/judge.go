@@ -606,8 +606,14 @@ func (b settling) note(rep *gate.Report, env *result.Environment) []string {
 		unit = "pairs"
 	}
 	mins := minutesOf(env)
-	return []string{fmt.Sprintf("settling spent %.0f of %.0f %s (settle_gpu_minutes) on added %s; %d more %s (about %.0f %s) would narrow the interval by √2 — a maintainer decides: `/perf ack` to accept, or raise settle_gpu_minutes",
+	out := []string{fmt.Sprintf("settling spent %.0f of %.0f %s (settle_gpu_minutes) on added %s; %d more %s (about %.0f %s) would narrow the interval by √2 — a maintainer decides: `/perf ack` to accept, or raise settle_gpu_minutes",
 		b.spent, b.budget, mins, unit, n, unit, b.cost(n), mins)}
+	if need := rep.RunsToResolve(); need > n {
+		// What the noise asks for, against what the budget can buy.
+		out = append(out, fmt.Sprintf("at this noise a change of the threshold's size needs about %d %s in all: about %.0f %s more, where the settle budget has %.0f left",
+			need, unit, b.cost(need-n), mins, max(b.budget-b.spent, 0)))
+	}
+	return out
 }
 
 // minutesOf names the runner's time the way its runs used it: a runner

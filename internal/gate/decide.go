@@ -279,6 +279,12 @@ func (j *judge) decide(ms []MetricResult) {
 			}
 		}
 		mr.Detectable = back(w.m, w.sign*(tq(regLevel, w.df)+tq(DetectPower, w.df))*w.se)
+		if mr.Verdict == MetricInconclusive && w.tau > 0 && mr.CandidateRuns > 0 {
+			// The standard error falls as 1/√n: the runs (pairs) in all
+			// at which a change of the threshold's size is detectable.
+			z := stats.NormQuantile(regLevel) + stats.NormQuantile(DetectPower)
+			mr.RunsToResolve = int(math.Ceil(float64(mr.CandidateRuns) * math.Pow(z*w.se/w.tau, 2)))
+		}
 	}
 }
 

@@ -129,6 +129,10 @@ type MetricResult struct {
 	// resolved.
 	Rule       string  `json:"rule"`
 	Detectable float64 `json:"detectable"`
+	// RunsToResolve, for an open row, is about how many runs (pairs) in
+	// all would make a change of the threshold's size detectable at this
+	// noise: what more evidence could buy, to weigh against the budget.
+	RunsToResolve int `json:"runs_to_resolve,omitempty"`
 	// RunSD and SessionSD are the run-to-run and session-to-session
 	// standard deviations the test used (log space: ≈ coefficients of
 	// variation); PairSD is the per-pair ratio's.
@@ -204,6 +208,17 @@ type Report struct {
 	// first line and derives nothing of its own.
 	Rule     string `json:"rule"`
 	Headline string `json:"headline"`
+}
+
+// RunsToResolve is the most any open gated row needs (0: none open).
+func (r *Report) RunsToResolve() int {
+	n := 0
+	for _, m := range r.Metrics {
+		if !m.Secondary {
+			n = max(n, m.RunsToResolve)
+		}
+	}
+	return n
 }
 
 // NeedsAck reports whether the check must hold (action required) until a

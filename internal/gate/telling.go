@@ -238,12 +238,15 @@ func headline(rep *Report) string {
 		parts = append(parts, fmt.Sprintf("%s %s could be anywhere in %s", m.Name(), m.DeltaText(), m.IntervalText()))
 	}
 	s := "Inconclusive: " + strings.Join(parts, "; ") + "."
+	unit := "runs"
+	if rep.Design == DesignInterleaved {
+		unit = "pairs"
+	}
+	if need := rep.RunsToResolve(); need > 0 {
+		s += fmt.Sprintf(" At this noise about %d %s in all would resolve a change the size of the threshold.", need, unit)
+	}
 	if rep.NeedMoreRuns > rep.CandidateRuns {
-		unit := "runs"
-		if rep.Design == DesignInterleaved {
-			unit = "pairs"
-		}
-		return s + fmt.Sprintf(" %d more %s are needed to decide (judged again with all %d).", rep.NeedMoreRuns-rep.CandidateRuns, unit, rep.NeedMoreRuns)
+		return s + fmt.Sprintf(" The next look adds %d %s (judged again with all %d).", rep.NeedMoreRuns-rep.CandidateRuns, unit, rep.NeedMoreRuns)
 	}
 	return s + " The change is too close to its threshold for this noise; a maintainer decides."
 }
