@@ -168,6 +168,13 @@ func New(cfg Config) (_ *Agent, err error) {
 	if cfg.Docker == "" {
 		cfg.Docker = "docker"
 	}
+	// Every engine limit fits what this host and its Docker daemon grant:
+	// a ulimit above the daemon's hard limit fails every container start.
+	var lowered []string
+	cfg.Sandbox, lowered = cfg.Sandbox.Fit(sandbox.CurrentHost())
+	for _, l := range lowered {
+		cfg.Log.Warn().Str("limit", l).Msg("an engine limit asked for is more than this host grants: lowered")
+	}
 	for _, k := range cfg.EngineEnv {
 		if sandbox.Forbidden(k) {
 			return nil, fmt.Errorf("agent: engine variable %s: PERFGATE_* variables never reach an engine", k)
@@ -300,6 +307,11 @@ func (a *Agent) Run(ctx context.Context) error {
 	log := a.cfg.Log
 	log.Info().Str("server", a.cfg.Server).Str("agent", a.cfg.Name).Strs("labels", a.cfg.Labels).
 		Strs("gpus", a.gpus).Str("source_cache", a.cache.Dir()).Bool("allow_uncontained", a.cfg.AllowUncontained).Msg("agent started")
+	p := a.cfg.Sandbox
+	log.Info().Int("nofile", p.NoFile).Int("nproc", p.NProc).Int("pids_limit", p.PidsLimit).Str("cpus", p.CPUs).
+		Str("memory", p.Memory).Str("shm_size", p.ShmSize).Str("scratch", p.Scratch).
+		Str("log_max_size", p.LogMaxSize).Int("log_max_files", p.LogMaxFiles).Int64("job_output_copied", engine.DefaultOutputLimit).
+		Str("host_limits_from", sandbox.CurrentHost().From).Msg("engine limits")
 	a.removeLeftovers(ctx)
 	if a.client.Token() == "" {
 		if _, err := a.client.Register(ctx); err != nil {
