@@ -109,7 +109,7 @@ func runAgent(ctx context.Context, env *cliEnv, args []string) int {
 		ModelsDir: *models, AllowUncontained: *allowUncontained, EngineEnv: splitList(*engineEnv),
 		Docker: *docker, RelayBin: *relayBin, NoGPUDevices: *noGPUDevices, MaxTTFTGap: *maxGap,
 		Sandbox: policy,
-		Log: env.log, LogOutput: env.stderr,
+		Log:     env.log, LogOutput: env.stderr,
 	}
 	if *allowUncontained {
 		env.log.Warn().Msg("--allow-uncontained: command engines run pull requests' code on this host outside any container")
