@@ -107,8 +107,12 @@ type Config struct {
 	MaxTTFTGap time.Duration
 	Log        zerolog.Logger
 	// LogOutput, when set, also gets every job log line (JSON), so the
-	// agent's own output shows what the server's job log shows.
+	// agent's own output shows what the server's job log shows, up to the
+	// job log's own cap (agentapi.MaxJobLog).
 	LogOutput io.Writer
+	// EngineOutput bounds the engines' output copied into one job's log,
+	// all its engine starts together; engine.DefaultOutputLimit when 0.
+	EngineOutput int64
 
 	ClaimWait      time.Duration    // DefaultClaimWait when 0
 	Backoff        agentapi.Backoff // the API client's retry shape
@@ -135,6 +139,9 @@ type Agent struct {
 	relayMu sync.Mutex
 	relay   string
 	starts  int // engine starts, to name containers uniquely
+	// jobOutput is the running job's engine output budget (jobs run one
+	// at a time).
+	jobOutput *engine.OutputBudget
 }
 
 // New checks the configuration, reads the state directory and opens the
@@ -167,6 +174,9 @@ func New(cfg Config) (_ *Agent, err error) {
 	}
 	if cfg.Docker == "" {
 		cfg.Docker = "docker"
+	}
+	if cfg.EngineOutput <= 0 {
+		cfg.EngineOutput = engine.DefaultOutputLimit
 	}
 	// Every engine limit fits what this host and its Docker daemon grant:
 	// a ulimit above the daemon's hard limit fails every container start.
@@ -310,7 +320,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	p := a.cfg.Sandbox
 	log.Info().Int("nofile", p.NoFile).Int("nproc", p.NProc).Int("pids_limit", p.PidsLimit).Str("cpus", p.CPUs).
 		Str("memory", p.Memory).Str("shm_size", p.ShmSize).Str("scratch", p.Scratch).
-		Str("log_max_size", p.LogMaxSize).Int("log_max_files", p.LogMaxFiles).Int64("job_output_copied", engine.DefaultOutputLimit).
+		Str("log_max_size", p.LogMaxSize).Int("log_max_files", p.LogMaxFiles).Int64("engine_output_per_job", a.cfg.EngineOutput).
 		Str("host_limits_from", sandbox.CurrentHost().From).Msg("engine limits")
 	a.removeLeftovers(ctx)
 	if a.client.Token() == "" {

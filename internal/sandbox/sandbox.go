@@ -65,6 +65,9 @@ type Policy struct {
 	// output (json-file driver); DefaultLogMaxSize, DefaultLogMaxFiles.
 	LogMaxSize  string
 	LogMaxFiles int
+	// Host is what the limits are fitted to (Fit); CurrentHost() when
+	// nil. Tests pin it to make a run line independent of the machine.
+	Host *Host
 }
 
 // Policy defaults, each lowered to what the host can grant (Fit).
@@ -91,10 +94,15 @@ func DefaultCPUs() string {
 	return strconv.Itoa(max(1, CurrentHost().CPUs-2))
 }
 
-// WithDefaults fills the zero fields and lowers every limit to what this
-// host grants (Fit with CurrentHost).
+// WithDefaults fills the zero fields and lowers every limit to what the
+// host grants (Fit with p.Host, or this host's limits).
 func (p Policy) WithDefaults() Policy {
-	p, _ = p.Fit(CurrentHost())
+	h := p.Host
+	if h == nil {
+		c := CurrentHost()
+		h = &c
+	}
+	p, _ = p.Fit(*h)
 	return p
 }
 
