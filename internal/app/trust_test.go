@@ -521,7 +521,7 @@ func TestApprovePrefixFirstWebhookMissed(t *testing.T) {
 	onlyGround := []request.SeenHead{{SHA: ground, First: commented.Add(-time.Minute)}}
 	for _, tc := range []struct {
 		name     string
-		commits  []string                  // GitHub's GET /pulls/17/commits
+		commits  []string                   // GitHub's GET /pulls/17/commits
 		timeline []githubtest.TimelineEvent // nil: one "committed" per commit
 		comment  string
 		wantRun  bool
