@@ -445,12 +445,24 @@ func splitResult(raw json.RawMessage, plan agentapi.Plan, kind string) (store.Re
 	}
 	parsed, err := result.Parse(raw)
 	if err != nil {
+		// A number the types cannot hold (1e308 as a count, 0.5 as a
+		// token length) is named by its path, which the decoder's error
+		// does not give inside an array.
+		if nerr := checkNumbers(raw); nerr != nil {
+			return store.ResultUpload{}, fmt.Errorf("result refused: %w", nerr)
+		}
 		return store.ResultUpload{}, fmt.Errorf("result is not a benchmark result: %w", err)
 	}
 	if err := checkResult(parsed); err != nil {
 		return store.ResultUpload{}, fmt.Errorf("result refused: %w", err)
 	}
 	if err := checkPlanned(plan, kind, parsed); err != nil {
+		return store.ResultUpload{}, fmt.Errorf("result refused: %w", err)
+	}
+	// Then every number, wherever it stands, by its path: the per-request
+	// arrays, the nested sections, and keys perfgate does not know (the
+	// stored upload keeps them).
+	if err := checkNumbers(raw); err != nil {
 		return store.ResultUpload{}, fmt.Errorf("result refused: %w", err)
 	}
 	res := *parsed
