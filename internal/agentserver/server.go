@@ -298,7 +298,8 @@ func (s *server) logs(w http.ResponseWriter, r *http.Request, a store.Agent) {
 		return
 	}
 	id := j.ID
-	if offset+int64(len(chunk)) > agentapi.MaxJobLog {
+	// offset first: near MaxInt64 the sum would wrap below the cap.
+	if offset > agentapi.MaxJobLog || offset+int64(len(chunk)) > agentapi.MaxJobLog {
 		writeJSONStatus(w, http.StatusRequestEntityTooLarge, agentapi.ErrorBody{Code: agentapi.CodeLogFull,
 			Error: fmt.Sprintf("job %d: the log may hold %d bytes per attempt and this chunk would end at %d: stop sending the log", id, agentapi.MaxJobLog, offset+int64(len(chunk)))})
 		return
