@@ -32,7 +32,7 @@ type Host struct {
 // /proc/<pid>/limits of dockerd and containerd when they are visible (not
 // from inside a container, nor for a remote daemon).
 func ReadHost() Host {
-	h := Host{CPUs: runtime.NumCPU(), MemoryBytes: hostMemory(), From: "getrlimit"}
+	h := Host{CPUs: runtime.NumCPU(), MemoryBytes: hostMemory(), From: "the agent (getrlimit)"}
 	h.NoFile, h.NProc = selfLimits()
 	for _, name := range []string{"dockerd", "containerd"} {
 		pid := daemonPID(name)
@@ -45,7 +45,7 @@ func ReadHost() Host {
 			continue
 		}
 		h.NoFile, h.NProc = lower(h.NoFile, nofile), lower(h.NProc, nproc)
-		h.From += ", " + p + " (" + name + ")"
+		h.From += ", " + name + " (" + p + ")"
 	}
 	return h
 }

@@ -84,7 +84,7 @@ func TestPolicyFit(t *testing.T) {
 func TestReadHost(t *testing.T) {
 	t.Parallel()
 	h := sandbox.ReadHost()
-	if h.CPUs < 1 || h.MemoryBytes <= 0 || !strings.HasPrefix(h.From, "getrlimit") {
+	if h.CPUs < 1 || h.MemoryBytes <= 0 || !strings.HasPrefix(h.From, "the agent (getrlimit)") {
 		t.Errorf("host %+v", h)
 	}
 	t.Logf("host limits: %+v", h)

@@ -125,7 +125,7 @@ func (p Policy) Fit(h Host) (fitted Policy, lowered []string) {
 	}
 	if h.NoFile > 0 && uint64(p.NoFile) > h.NoFile {
 		if asked {
-			lowered = append(lowered, fmt.Sprintf("open files %d lowered to %d, the hard limit of %s", p.NoFile, h.NoFile, h.From))
+			lowered = append(lowered, fmt.Sprintf("open files %d lowered to %d, the lowest hard limit of %s", p.NoFile, h.NoFile, h.From))
 		}
 		p.NoFile = int(h.NoFile)
 	}
@@ -135,7 +135,7 @@ func (p Policy) Fit(h Host) (fitted Policy, lowered []string) {
 	}
 	if h.NProc > 0 && uint64(p.NProc) > h.NProc {
 		if asked {
-			lowered = append(lowered, fmt.Sprintf("processes %d lowered to %d, the hard limit of %s", p.NProc, h.NProc, h.From))
+			lowered = append(lowered, fmt.Sprintf("processes %d lowered to %d, the lowest hard limit of %s", p.NProc, h.NProc, h.From))
 		}
 		p.NProc = int(h.NProc)
 	}
