@@ -220,3 +220,20 @@ func TestHugeNumberInEveryArray(t *testing.T) {
 		t.Fatalf("stored %d results (%v); want the upload whole", len(rs), err)
 	}
 }
+
+// TestClaimWaitBounds: the claim's wait in seconds is a number the API
+// accepts too: a huge one waits the long poll at most, one that is not a
+// finite number is refused (converting either to a duration was left to
+// the platform).
+func TestClaimWaitBounds(t *testing.T) {
+	_, ts := newServer(t, agentserver.Options{Lease: time.Minute, LongPoll: time.Millisecond})
+	a := register(t, ts, "a")
+	for _, tc := range []struct {
+		wait string
+		want int
+	}{{"1e308", 204}, {"0.001", 204}, {"NaN", 400}, {"Inf", 400}, {"-1", 400}} {
+		if code := call(t, ts, a.Token, "/api/v1/jobs/claim?wait="+tc.wait, struct{}{}, nil); code != tc.want {
+			t.Errorf("claim?wait=%s: %d, want %d", tc.wait, code, tc.want)
+		}
+	}
+}

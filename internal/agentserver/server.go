@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -199,8 +200,11 @@ func (s *server) claim(w http.ResponseWriter, r *http.Request, a store.Agent) {
 	if v := r.URL.Query().Get("wait"); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil {
-			if secs, err2 := strconv.ParseFloat(v, 64); err2 == nil {
-				d, err = time.Duration(secs*float64(time.Second)), nil
+			// Seconds, finite: converting 1e308 s or NaN to a Duration
+			// is undefined, so the number is bounded first (the wait
+			// is the long poll's at most anyway).
+			if secs, err2 := strconv.ParseFloat(v, 64); err2 == nil && !math.IsNaN(secs) && !math.IsInf(secs, 0) {
+				d, err = time.Duration(min(secs, s.opts.LongPoll.Seconds())*float64(time.Second)), nil
 			}
 		}
 		if err != nil || d < 0 {
