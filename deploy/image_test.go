@@ -50,7 +50,7 @@ func docker(t *testing.T, args ...string) (string, error) {
 // read-only, every capability dropped, a volume for its data. perfgate
 // healthcheck inside the container must pass, the server must have
 // written its setup key into the volume as its own user, and the build
-// must not have touched the agent's stages (which need a registry).
+// must not have touched the agent's stage.
 func TestServerImage(t *testing.T) {
 	needDocker(t)
 	prep := exec.Command("./image/prepare")
@@ -64,7 +64,7 @@ func TestServerImage(t *testing.T) {
 		t.Fatalf("docker build --target server .: %v\n%s", err, out)
 	}
 	t.Cleanup(func() { docker(t, "rmi", "-f", tag) })
-	for _, agentOnly := range []string{"AS source", "AS build-agent", "AS docker-cli", "apt-get"} {
+	for _, agentOnly := range []string{"AS agent", "deploy/image/agent"} {
 		if strings.Contains(out, agentOnly) {
 			t.Errorf("building the server touched the agent's stages (%q in the build log):\n%s", agentOnly, out)
 		}
@@ -122,4 +122,58 @@ func copyOut(t *testing.T, id, path string) (string, error) {
 	}
 	b, err := io.ReadAll(tr)
 	return string(b), err
+}
+
+// TestAgentImage builds the agent image as docs/install.md says, with no
+// registry (deploy/image/prepare-agent, then docker build --target agent
+// at the repository's root): nothing is pulled. Inside, perfgate has NVML
+// compiled in, the relay binary is static, and the docker CLI reaches the
+// host's daemon through its socket (the image's healthcheck); the image
+// runs as 10001 and `perfgate agent` starts (refusing for want of a
+// server, as it should).
+func TestAgentImage(t *testing.T) {
+	needDocker(t)
+	prep := exec.Command("./image/prepare-agent")
+	prep.Env = append(os.Environ(), "VERSION=image-test")
+	if out, err := prep.CombinedOutput(); err != nil {
+		t.Fatalf("deploy/image/prepare-agent: %v\n%s", err, out)
+	}
+	tag := fmt.Sprintf("perfgate-agent-test:%d", os.Getpid())
+	begin := time.Now()
+	out, err := docker(t, "build", "--target", "agent", "-t", tag, ".")
+	if err != nil {
+		t.Fatalf("docker build --target agent .: %v\n%s", err, out)
+	}
+	t.Cleanup(func() { docker(t, "rmi", "-f", tag) })
+	t.Logf("docker build --target agent: %s", time.Since(begin).Round(time.Millisecond))
+	for _, pulled := range []string{"Pulling", "pull access", "registry"} {
+		if strings.Contains(out, pulled) {
+			t.Errorf("the agent build reached for a registry (%q in its log):\n%s", pulled, out)
+		}
+	}
+	gid := "0"
+	if fi, err := os.Stat("/var/run/docker.sock"); err == nil {
+		if st, ok := fileGID(fi); ok {
+			gid = st
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"perfgate", []string{"--entrypoint", "perfgate", tag, "version"}, "NVML telemetry compiled in"},
+		{"the static relay", []string{"--entrypoint", "/usr/local/lib/perfgate/relay", tag, "version"}, "perfgate image-test"},
+		{"the healthcheck's docker CLI", []string{"-v", "/var/run/docker.sock:/var/run/docker.sock", "--group-add", gid,
+			"--entrypoint", "docker", tag, "version", "--format", "{{.Server.Version}}"}, "."},
+		{"the agent", []string{tag}, "--server and a token are required"},
+	} {
+		out, _ := docker(t, append([]string{"run", "--rm", "--read-only", "--cap-drop", "ALL", "--security-opt", "no-new-privileges"}, tc.args...)...)
+		if !strings.Contains(out, tc.want) {
+			t.Errorf("%s in the image: %q, want %q", tc.name, out, tc.want)
+		}
+	}
+	if u, _ := docker(t, "inspect", "--format", "{{.Config.User}}", tag); strings.TrimSpace(u) != "10001:10001" {
+		t.Errorf("image user %q, want 10001:10001", u)
+	}
 }

@@ -40,14 +40,7 @@ func runAgent(ctx context.Context, env *cliEnv, args []string) int {
 	docker := fs.String("docker", "docker", "the docker CLI")
 	buildHost := fs.String("build-host", envOr("PERFGATE_AGENT_BUILD_HOST", ""), "DOCKER_HOST of a sealed builder started by `perfgate build-daemon` (for an agent in a container; env PERFGATE_AGENT_BUILD_HOST); default: the agent starts its own, which needs root and dockerd")
 	relayBin := fs.String("sandbox-relay-bin", envOr("PERFGATE_AGENT_RELAY_BIN", ""), "a static perfgate (CGO_ENABLED=0) for the sandbox relay image (default: this binary, if static)")
-	memory := fs.String("engine-memory", "", "memory limit of an engine container (default: 3/4 of the host's memory)")
-	pids := fs.Int("engine-pids-limit", sandbox.DefaultPidsLimit, "processes and threads an engine container may have")
-	shm := fs.String("engine-shm-size", sandbox.DefaultShmSize, "/dev/shm of an engine container")
-	cpus := fs.String("engine-cpus", "", "CPU time an engine container may use, in CPUs (docker --cpus; default: the host's CPUs less two, left to the agent and the bench client)")
-	cpuset := fs.String("engine-cpuset", "", "pin each card's engine to host CPUs: GPU-UUID=0-15,GPU-UUID=16-31 (':' joins ranges inside one card's list: 0-7:32-39); cards not named are not pinned")
-	nofile := fs.Int("engine-nofile", sandbox.DefaultNoFile, "open-file ulimit of an engine container")
-	nproc := fs.Int("engine-nproc", sandbox.DefaultNProc, "process ulimit of an engine container (counted per user over the host; --engine-pids-limit bounds one container)")
-	logMax := fs.String("engine-log-max-size", sandbox.DefaultLogMaxSize, "what Docker keeps of an engine's output, per file (json-file, 2 files)")
+	engineLimits := engineLimitFlags(fs)
 	fakeGPU := fs.String("fake-gpu", "", "FOR TESTING: use a simulated GPU with this UUID instead of NVML")
 	noGPUDevices := fs.Bool("no-gpu-devices", false, "FOR TESTING: start engine containers without --gpus (hosts without the NVIDIA runtime)")
 	useSim := fs.Bool("sim", false, "DEVELOPMENT ONLY: run every job on the built-in simulated engine instead of its configured engine")
@@ -92,9 +85,9 @@ func runAgent(ctx context.Context, env *cliEnv, args []string) int {
 		fs.Usage()
 		return 3
 	}
-	cpuSets, err := sandbox.ParseCPUSets(*cpuset)
+	policy, err := engineLimits()
 	if err != nil {
-		fmt.Fprintf(env.stderr, "perfgate agent: --engine-cpuset: %v\n", err)
+		fmt.Fprintf(env.stderr, "perfgate agent: %v\n", err)
 		return 3
 	}
 	size, err := parseBytes(*cacheSize)
@@ -116,9 +109,8 @@ func runAgent(ctx context.Context, env *cliEnv, args []string) int {
 		Labels: splitList(*labels), GPUs: splitList(*gpus), WorkDir: *workDir, CacheDir: *cacheDir, CacheBytes: size,
 		ModelsDir: *models, AllowUncontained: *allowUncontained, EngineEnv: splitList(*engineEnv),
 		Docker: *docker, BuildHost: *buildHost, RelayBin: *relayBin, NoGPUDevices: *noGPUDevices, MaxTTFTGap: *maxGap,
-		Sandbox: sandbox.Policy{Memory: *memory, PidsLimit: *pids, ShmSize: *shm, CPUs: *cpus, CPUSets: cpuSets,
-			NoFile: *nofile, NProc: *nproc, LogMaxSize: *logMax},
-		Log: env.log, LogOutput: env.stderr,
+		Sandbox: policy,
+		Log:     env.log, LogOutput: env.stderr,
 	}
 	if *allowUncontained {
 		env.log.Warn().Msg("--allow-uncontained: command engines run pull requests' code on this host outside any container")
@@ -140,6 +132,42 @@ func runAgent(ctx context.Context, env *cliEnv, args []string) int {
 		return 1
 	}
 	return 0
+}
+
+// engineLimitFlags registers the engine container's limits. Every default is
+// the zero value: the sandbox fills it with what this host and its Docker
+// daemon can grant (sandbox.Policy.Fit), so the agent's defaults start an
+// engine on any host, and a value asked above the host's is lowered.
+func engineLimitFlags(fs *flagSet) func() (sandbox.Policy, error) {
+	memory := fs.String("engine-memory", "", "memory limit of an engine container (default: 3/4 of the host's memory; more than the host's is lowered to it)")
+	pids := fs.Int("engine-pids-limit", 0, fmt.Sprintf("processes and threads an engine container may have (default %d)", sandbox.DefaultPidsLimit))
+	shm := fs.String("engine-shm-size", "", "/dev/shm of an engine container (default: "+sandbox.DefaultShmSize+", or the memory limit if lower)")
+	cpus := fs.String("engine-cpus", "", "CPU time an engine container may use, in CPUs (docker --cpus; default: the host's CPUs less two, left to the agent and the bench client; more than the host's is lowered to them)")
+	cpuset := fs.String("engine-cpuset", "", "pin each card's engine to host CPUs: GPU-UUID=0-15,GPU-UUID=16-31 (':' joins ranges inside one card's list: 0-7:32-39); cards not named are not pinned")
+	nofile := fs.Int("engine-nofile", 0, fmt.Sprintf("open-file ulimit of an engine container (default: %d, or the hard limit of the host, the Docker daemon or containerd if lower; a larger value is lowered to it)", sandbox.DefaultNoFile))
+	nproc := fs.Int("engine-nproc", 0, fmt.Sprintf("process ulimit of an engine container, counted per user over the host; --engine-pids-limit bounds one container (default: %d, or the hard limit of the host, the Docker daemon or containerd if lower)", sandbox.DefaultNProc))
+	logMax := fs.String("engine-log-max-size", "", "what Docker keeps of an engine's output, per file (json-file, 2 files; default "+sandbox.DefaultLogMaxSize+")")
+	return func() (sandbox.Policy, error) {
+		sets, err := sandbox.ParseCPUSets(*cpuset)
+		if err != nil {
+			return sandbox.Policy{}, fmt.Errorf("--engine-cpuset: %w", err)
+		}
+		if len(sets) == 0 {
+			sets = nil
+		}
+		for name, v := range map[string]int{"--engine-nofile": *nofile, "--engine-nproc": *nproc, "--engine-pids-limit": *pids} {
+			if v < 0 {
+				return sandbox.Policy{}, fmt.Errorf("%s %d: want a positive number, or 0 for the default", name, v)
+			}
+		}
+		for name, v := range map[string]string{"--engine-memory": *memory, "--engine-shm-size": *shm, "--engine-log-max-size": *logMax} {
+			if _, err := sandbox.ParseDockerBytes(v); v != "" && err != nil {
+				return sandbox.Policy{}, fmt.Errorf("%s: %w", name, err)
+			}
+		}
+		return sandbox.Policy{Memory: *memory, PidsLimit: *pids, ShmSize: *shm, CPUs: *cpus, CPUSets: sets,
+			NoFile: *nofile, NProc: *nproc, LogMaxSize: *logMax}, nil
+	}
 }
 
 // secret is a token from, in order: the flag, the file flag, the

@@ -114,8 +114,12 @@ type Config struct {
 	MaxTTFTGap time.Duration
 	Log        zerolog.Logger
 	// LogOutput, when set, also gets every job log line (JSON), so the
-	// agent's own output shows what the server's job log shows.
+	// agent's own output shows what the server's job log shows, up to the
+	// job log's own cap (agentapi.MaxJobLog).
 	LogOutput io.Writer
+	// EngineOutput bounds the engines' output copied into one job's log,
+	// all its engine starts together; engine.DefaultOutputLimit when 0.
+	EngineOutput int64
 
 	ClaimWait      time.Duration    // DefaultClaimWait when 0
 	Backoff        agentapi.Backoff // the API client's retry shape
@@ -145,6 +149,9 @@ type Agent struct {
 
 	builderMu sync.Mutex
 	builder   *sandbox.Builder // started at the first docker build
+	// jobOutput is the running job's engine output budget (jobs run one
+	// at a time).
+	jobOutput *engine.OutputBudget
 }
 
 // New checks the configuration, reads the state directory and opens the
@@ -177,6 +184,16 @@ func New(cfg Config) (_ *Agent, err error) {
 	}
 	if cfg.Docker == "" {
 		cfg.Docker = "docker"
+	}
+	if cfg.EngineOutput <= 0 {
+		cfg.EngineOutput = engine.DefaultOutputLimit
+	}
+	// Every engine limit fits what this host and its Docker daemon grant:
+	// a ulimit above the daemon's hard limit fails every container start.
+	var lowered []string
+	cfg.Sandbox, lowered = cfg.Sandbox.Fit(sandbox.CurrentHost())
+	for _, l := range lowered {
+		cfg.Log.Warn().Str("limit", l).Msg("an engine limit asked for is more than this host grants: lowered")
 	}
 	for _, k := range cfg.EngineEnv {
 		if sandbox.Forbidden(k) {
@@ -317,6 +334,11 @@ func (a *Agent) Run(ctx context.Context) error {
 	log := a.cfg.Log
 	log.Info().Str("server", a.cfg.Server).Str("agent", a.cfg.Name).Strs("labels", a.cfg.Labels).
 		Strs("gpus", a.gpus).Str("source_cache", a.cache.Dir()).Bool("allow_uncontained", a.cfg.AllowUncontained).Msg("agent started")
+	p := a.cfg.Sandbox
+	log.Info().Int("nofile", p.NoFile).Int("nproc", p.NProc).Int("pids_limit", p.PidsLimit).Str("cpus", p.CPUs).
+		Str("memory", p.Memory).Str("shm_size", p.ShmSize).Str("scratch", p.Scratch).
+		Str("log_max_size", p.LogMaxSize).Int("log_max_files", p.LogMaxFiles).Int64("engine_output_per_job", a.cfg.EngineOutput).
+		Str("host_limits_from", sandbox.CurrentHost().From).Msg("engine limits")
 	a.removeLeftovers(ctx)
 	if a.client.Token() == "" {
 		if _, err := a.client.Register(ctx); err != nil {

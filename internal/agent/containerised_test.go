@@ -116,11 +116,10 @@ func TestContainerisedAgent(t *testing.T) {
 			args := []string{"run", "--detach", "--name", container, "--network", "host", "--tmpfs", "/tmp",
 				"-v", state + ":" + inside, "-v", "/var/run/docker.sock:/var/run/docker.sock", "-v", buildDir + ":" + buildDir,
 				image, "--server", e.url(), "--build-host", buildHost, "--token-file", filepath.Join(inside, "token"), "--name", name, "--labels", "gpu",
-				"--state-dir", inside, "--fake-gpu", "GPU-ctr", "--no-gpu-devices", "--sandbox-relay-bin", "/perfgate",
-				// The agent's container may allow more open files than the
-				// daemon may grant (Docker in Docker here): ask for what
-				// every daemon grants.
-				"--engine-nofile", "4096"}
+				"--state-dir", inside, "--fake-gpu", "GPU-ctr", "--no-gpu-devices", "--sandbox-relay-bin", "/perfgate"}
+			// No --engine-nofile: the default fits what the daemon grants
+			// (inside a container the agent sees no dockerd, and its own
+			// hard limit is one the daemon gave it).
 			if out, err := exec.Command("docker", args...).CombinedOutput(); err != nil {
 				t.Fatalf("docker run of the agent: %v\n%s", err, out)
 			}

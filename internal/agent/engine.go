@@ -93,7 +93,7 @@ func (a *Agent) startEngine(ctx context.Context, c *agentapi.ClaimResponse, p ag
 		JobID: fmt.Sprintf("%s-%d", jobID, a.starts), Agent: a.cfg.Name, Env: e.Env, AllowEnv: a.cfg.EngineEnv,
 		Workdir: s.workdir(), SHA: s.sha, ModelsDir: a.cfg.ModelsDir, ProfileDir: s.profileDir, Sandbox: a.cfg.Sandbox,
 		DockerBinary: a.cfg.Docker, NoGPU: a.cfg.NoGPUDevices,
-		Output: engineLogWriter{log},
+		Output: engineLogWriter{log}, OutputBudget: a.jobOutput,
 	}
 	if s.built != "" {
 		spec.Image = s.built // the build of this commit, on the pinned base

@@ -16,6 +16,7 @@ import (
 
 	"github.com/perfgate/perfgate/internal/agentapi"
 	"github.com/perfgate/perfgate/internal/bench"
+	"github.com/perfgate/perfgate/internal/engine"
 	"github.com/perfgate/perfgate/internal/gpu"
 	"github.com/perfgate/perfgate/internal/jobstate"
 	"github.com/perfgate/perfgate/internal/result"
@@ -50,6 +51,9 @@ func (a *Agent) runJob(ctx context.Context, c *agentapi.ClaimResponse) {
 	log := zerolog.New(jl).Level(min(a.cfg.Log.GetLevel(), zerolog.InfoLevel)).With().Timestamp().
 		Int64("job_id", c.JobID).Int("attempt", c.Attempt).Str("agent", a.cfg.Name).Logger()
 	logDone := jl.start(jctx)
+	// Every engine start of this job shares one output budget.
+	a.jobOutput = engine.NewOutputBudget(a.cfg.EngineOutput)
+	defer func() { a.jobOutput = nil }()
 
 	lease := time.Duration(c.LeaseSeconds * float64(time.Second))
 	if lease <= 0 {

@@ -43,19 +43,22 @@ func newJobLog(c *agentapi.Client, jobID int64, lease string, copyTo io.Writer, 
 }
 
 // Write implements io.Writer for the job's zerolog logger.
+// The agent's own output (copyTo) gets what the job log keeps, so one job
+// costs it at most the job log's cap however many engines the job starts.
 func (l *jobLog) Write(p []byte) (int, error) {
-	if l.copyTo != nil {
-		_, _ = l.copyTo.Write(p)
-	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	keep := p
 	switch {
 	case l.truncated:
+		keep = nil
 	case len(l.buf)+len(p) > maxJobLog-len(logTrailer):
-		l.buf = append(l.buf, logTrailer...)
+		keep = []byte(logTrailer)
 		l.truncated = true
-	default:
-		l.buf = append(l.buf, p...)
+	}
+	l.buf = append(l.buf, keep...)
+	if l.copyTo != nil && len(keep) > 0 {
+		_, _ = l.copyTo.Write(keep)
 	}
 	return len(p), nil
 }

@@ -8,6 +8,9 @@ import (
 	"github.com/perfgate/perfgate/internal/fleet"
 )
 
+// maxCardMiB bounds a card's reported memory: 16 TiB, far beyond any GPU.
+const maxCardMiB = 16 << 20
+
 // checkCards says what is wrong with the cards a registration reports, or
 // "": each names one of the agent's GPUs, once.
 func checkCards(req agentapi.RegisterRequest) string {
@@ -23,7 +26,7 @@ func checkCards(req agentapi.RegisterRequest) string {
 			return fmt.Sprintf("card %s reported twice", c.UUID)
 		case !slices.Contains(req.GPUUUIDs, c.UUID):
 			return fmt.Sprintf("card %s is not among gpu_uuids %v: report the cards the agent uses", c.UUID, req.GPUUUIDs)
-		case len(c.Model) > 200 || len(c.Driver) > 100 || c.MemoryMiB < 0:
+		case len(c.Model) > 200 || len(c.Driver) > 100 || c.MemoryMiB < 0 || c.MemoryMiB > maxCardMiB:
 			return fmt.Sprintf("card %s: model, driver or memory out of range", c.UUID)
 		}
 		seen[c.UUID] = true

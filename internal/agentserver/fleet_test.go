@@ -46,6 +46,7 @@ func TestRegisterCards(t *testing.T) {
 		{"a card twice", agentapi.RegisterRequest{Name: "x", GPUUUIDs: []string{"GPU-1"}, Cards: []fleet.Card{h100, h100}}, "reported twice"},
 		{"a card without a uuid", agentapi.RegisterRequest{Name: "x", Cards: []fleet.Card{{Model: "m"}}}, "no uuid"},
 		{"too many cards", agentapi.RegisterRequest{Name: "x", GPUUUIDs: uuids, Cards: many}, "at most 64"},
+		{"a card of 2^62 MiB", agentapi.RegisterRequest{Name: "x", GPUUUIDs: []string{"GPU-1"}, Cards: []fleet.Card{{UUID: "GPU-1", MemoryMiB: 1 << 62}}}, "out of range"},
 	} {
 		var eb agentapi.ErrorBody
 		if code := call(t, ts, regToken, "/api/v1/agents/register", tc.req, &eb); code != 400 || !strings.Contains(eb.Error, tc.want) {

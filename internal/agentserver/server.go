@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"net/http"
 	"strconv"
@@ -199,8 +200,11 @@ func (s *server) claim(w http.ResponseWriter, r *http.Request, a store.Agent) {
 	if v := r.URL.Query().Get("wait"); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil {
-			if secs, err2 := strconv.ParseFloat(v, 64); err2 == nil {
-				d, err = time.Duration(secs*float64(time.Second)), nil
+			// Seconds, finite: converting 1e308 s or NaN to a Duration
+			// is undefined, so the number is bounded first (the wait
+			// is the long poll's at most anyway).
+			if secs, err2 := strconv.ParseFloat(v, 64); err2 == nil && !math.IsNaN(secs) && !math.IsInf(secs, 0) {
+				d, err = time.Duration(min(secs, s.opts.LongPoll.Seconds())*float64(time.Second)), nil
 			}
 		}
 		if err != nil || d < 0 {
@@ -298,7 +302,8 @@ func (s *server) logs(w http.ResponseWriter, r *http.Request, a store.Agent) {
 		return
 	}
 	id := j.ID
-	if offset+int64(len(chunk)) > agentapi.MaxJobLog {
+	// offset first: near MaxInt64 the sum would wrap below the cap.
+	if offset > agentapi.MaxJobLog || offset+int64(len(chunk)) > agentapi.MaxJobLog {
 		writeJSONStatus(w, http.StatusRequestEntityTooLarge, agentapi.ErrorBody{Code: agentapi.CodeLogFull,
 			Error: fmt.Sprintf("job %d: the log may hold %d bytes per attempt and this chunk would end at %d: stop sending the log", id, agentapi.MaxJobLog, offset+int64(len(chunk)))})
 		return
@@ -445,12 +450,24 @@ func splitResult(raw json.RawMessage, plan agentapi.Plan, kind string) (store.Re
 	}
 	parsed, err := result.Parse(raw)
 	if err != nil {
+		// A number the types cannot hold (1e308 as a count, 0.5 as a
+		// token length) is named by its path, which the decoder's error
+		// does not give inside an array.
+		if nerr := checkNumbers(raw); nerr != nil {
+			return store.ResultUpload{}, fmt.Errorf("result refused: %w", nerr)
+		}
 		return store.ResultUpload{}, fmt.Errorf("result is not a benchmark result: %w", err)
 	}
 	if err := checkResult(parsed); err != nil {
 		return store.ResultUpload{}, fmt.Errorf("result refused: %w", err)
 	}
 	if err := checkPlanned(plan, kind, parsed); err != nil {
+		return store.ResultUpload{}, fmt.Errorf("result refused: %w", err)
+	}
+	// Then every number, wherever it stands, by its path: the per-request
+	// arrays, the nested sections, and keys perfgate does not know (the
+	// stored upload keeps them).
+	if err := checkNumbers(raw); err != nil {
 		return store.ResultUpload{}, fmt.Errorf("result refused: %w", err)
 	}
 	res := *parsed

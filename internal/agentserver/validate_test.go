@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -98,11 +99,14 @@ func TestResultValidation(t *testing.T) {
 		t.Errorf("client on run_stored: %v, want ErrRunStored, not ErrLeaseLost", err)
 	}
 
-	// The log has a per-job cap.
-	var lr agentapi.ErrorBody
-	logs := fmt.Sprintf("/api/v1/jobs/%d/logs?lease_id=%s&offset=%d", c.JobID, c.LeaseID, agentapi.MaxJobLog-2)
-	if code := call(t, ts, a.Token, logs, []byte("12345"), &lr); code != 413 || lr.Code != agentapi.CodeLogFull {
-		t.Errorf("log past the cap: %d %+v, want 413 %s", code, lr, agentapi.CodeLogFull)
+	// The log has a per-job cap, an offset near MaxInt64 included (the
+	// sum with the chunk's length would wrap below it).
+	for _, off := range []int64{agentapi.MaxJobLog - 2, math.MaxInt64 - 2} {
+		var lr agentapi.ErrorBody
+		logs := fmt.Sprintf("/api/v1/jobs/%d/logs?lease_id=%s&offset=%d", c.JobID, c.LeaseID, off)
+		if code := call(t, ts, a.Token, logs, []byte("12345"), &lr); code != 413 || lr.Code != agentapi.CodeLogFull {
+			t.Errorf("log at offset %d: %d %+v, want 413 %s", off, code, lr, agentapi.CodeLogFull)
+		}
 	}
 }
 

@@ -125,14 +125,24 @@ func (h *issueCommentHandler) run(ctx context.Context, client *github.Client, t 
 		}
 		// Bound to the commit the approver names: if the PR moved on, what
 		// they reviewed is not what would run.
+		// t.headSHA is GitHub's answer now, not a webhook's. A prefix is
+		// checked against the heads perfgate recorded and the commits
+		// GitHub lists for the PR.
 		var seen []request.SeenHead
+		var gh *prHistory
 		hist, known := h.deps.Approvals.(HeadHistory)
-		if known && len(cmd.SHA) < len(t.headSHA) && strings.HasPrefix(t.headSHA, cmd.SHA) {
+		if known && len(cmd.SHA) < len(t.headSHA) && strings.HasPrefix(t.headSHA, strings.ToLower(cmd.SHA)) {
 			if seen, err = hist.Heads(ctx, t.fullName(), t.number); err != nil {
 				return "", fmt.Errorf("heads of %s#%d: %w", t.fullName(), t.number, err)
 			}
+			hs, err := history(ctx, client, t)
+			if err != nil {
+				return "", err
+			}
+			gh = &hs
 		}
-		if refusal, ok := approvedHead(cmd.SHA, t.headSHA, seen, known, commentedAt); !ok {
+		if refusal, ok := approvedHead(cmd.SHA, t.headSHA, seen, gh, known, commentedAt); !ok {
+			zerolog.Ctx(ctx).Info().Str("named", cmd.SHA).Str("head_sha", t.headSHA).Msg("approval by prefix refused")
 			return refusal, nil
 		}
 		refusal, ok, err := h.approve(ctx, t, cfg, by, a, "/perf approve")

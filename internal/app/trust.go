@@ -272,14 +272,93 @@ type HeadHistory interface {
 	Heads(ctx context.Context, repo string, pr int) ([]request.SeenHead, error)
 }
 
+// prHistory is what GitHub's API says a pull request's branch has held:
+// the commits on it now and every commit its timeline names. A force push
+// can drop an earlier head from both, so it is flagged; complete is false
+// when a list was longer than perfgate reads.
+type prHistory struct {
+	commits     []string
+	forcePushed bool
+	complete    bool
+}
+
+// Bounds of what prHistory reads: GitHub lists at most 250 commits of a
+// pull request; a timeline longer than this many pages is not read whole.
+const (
+	historyPerPage  = 100
+	historyMaxPages = 10
+)
+
+// history asks GitHub for t's commits and timeline.
+func history(ctx context.Context, client *github.Client, t prTarget) (prHistory, error) {
+	h := prHistory{complete: true}
+	seen := map[string]bool{}
+	add := func(sha string) {
+		if sha = strings.ToLower(sha); sha != "" && !seen[sha] {
+			seen[sha] = true
+			h.commits = append(h.commits, sha)
+		}
+	}
+	opts := &github.ListOptions{PerPage: historyPerPage}
+	for page := 0; ; page++ {
+		cs, resp, err := client.PullRequests.ListCommits(ctx, t.owner, t.repo, t.number, opts)
+		if err != nil {
+			return prHistory{}, fmt.Errorf("list the commits of %s#%d: %w", t.fullName(), t.number, err)
+		}
+		for _, c := range cs {
+			add(c.GetSHA())
+		}
+		if resp.NextPage == 0 {
+			// GitHub stops at 250 commits without saying more exist.
+			h.complete = h.complete && len(seen) < 250
+			break
+		}
+		if page+1 >= historyMaxPages {
+			h.complete = false
+			break
+		}
+		opts.Page = resp.NextPage
+	}
+	opts = &github.ListOptions{PerPage: historyPerPage}
+	for page := 0; ; page++ {
+		evs, resp, err := client.Issues.ListIssueTimeline(ctx, t.owner, t.repo, t.number, opts)
+		if err != nil {
+			return prHistory{}, fmt.Errorf("read the timeline of %s#%d: %w", t.fullName(), t.number, err)
+		}
+		for _, e := range evs {
+			switch e.GetEvent() {
+			case "committed":
+				add(e.GetSHA())
+			case "head_ref_force_pushed":
+				h.forcePushed = true
+				add(e.GetCommitID())
+			}
+		}
+		if resp.NextPage == 0 {
+			break
+		}
+		if page+1 >= historyMaxPages {
+			h.complete = false
+			break
+		}
+		opts.Page = resp.NextPage
+	}
+	return h, nil
+}
+
 // approvedHead decides whether `/perf approve named`, commented at
-// commentedAt, approves head. A full SHA must be head. A shorter prefix
-// is taken only when it can name nothing but the head the approver saw:
-// perfgate recorded head as the PR's head before the comment was written,
-// and no other head of the PR it recorded shares the prefix — a prefix
-// is 28 bits, and a fork can grind a second commit to match it and push
-// that in place of the one reviewed. It returns the refusal otherwise.
-func approvedHead(named, head string, seen []request.SeenHead, known bool, commentedAt time.Time) (refusal string, ok bool) {
+// commentedAt, approves head (the pull request's head as GitHub's API
+// answers it now). A full SHA must be head. A shorter prefix is taken
+// only when it can name nothing but the head the approver saw: perfgate
+// recorded head as the PR's head before the comment was written; no other
+// head of the PR it recorded shares the prefix; and GitHub's API (gh)
+// lists head among the PR's commits, no other commit it lists shares the
+// prefix, and the branch was never force-pushed. A prefix is 28 bits: a
+// fork can grind a second commit to match the reviewed one and push it in
+// its place, and perfgate's own record misses heads whose webhooks it
+// never got (an outage, or the app installed after the PR opened). It
+// returns the refusal, naming the full SHA to use, otherwise.
+func approvedHead(named, head string, seen []request.SeenHead, gh *prHistory, known bool, commentedAt time.Time) (refusal string, ok bool) {
 	named = strings.ToLower(named)
 	if !strings.HasPrefix(head, named) {
 		return fmt.Sprintf("`%s` is not this pull request's head commit (it is `%s` now), so nothing was approved or run. Review the new commit and approve it: `/perf approve %s`.",
@@ -289,7 +368,7 @@ func approvedHead(named, head string, seen []request.SeenHead, known bool, comme
 		return "", true
 	}
 	again := fmt.Sprintf("Check that `%s` is the commit you reviewed and approve it by its full SHA: `/perf approve %s`.", head, head)
-	if !known {
+	if !known || gh == nil {
 		return fmt.Sprintf("`%s` is a prefix, and this perfgate server approves only a full SHA, so nothing was approved or run. %s", named, again), false
 	}
 	var at time.Time
@@ -307,6 +386,24 @@ func approvedHead(named, head string, seen []request.SeenHead, known bool, comme
 	}
 	if at.IsZero() || (!commentedAt.IsZero() && at.After(commentedAt)) {
 		return fmt.Sprintf("commit `%s` became this pull request's head after your comment was written (or perfgate has not recorded it yet), so `%s` may name another commit than the one you reviewed; nothing was approved or run. %s", head, named, again), false
+	}
+	onPR := false
+	for _, sha := range gh.commits {
+		if sha == head {
+			onPR = true
+			continue
+		}
+		if strings.HasPrefix(sha, named) {
+			return fmt.Sprintf("`%s` names more than one commit of this pull request on GitHub (`%s` and `%s`), so nothing was approved or run. %s", named, sha, head, again), false
+		}
+	}
+	switch {
+	case gh.forcePushed:
+		return fmt.Sprintf("this pull request's branch was force-pushed, so a commit it held before may share the prefix `%s` and perfgate cannot tell which one you reviewed; nothing was approved or run. %s", named, again), false
+	case !gh.complete:
+		return fmt.Sprintf("this pull request has more commits than perfgate reads to check that `%s` names one of them; nothing was approved or run. %s", named, again), false
+	case !onPR:
+		return fmt.Sprintf("GitHub does not list `%s` among this pull request's commits, so `%s` cannot be checked against them; nothing was approved or run. %s", head, named, again), false
 	}
 	return "", true
 }

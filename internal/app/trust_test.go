@@ -495,11 +495,79 @@ func TestApprovePrefixBoundToSeenHead(t *testing.T) {
 // Without a record of the heads it saw, the server takes only a full SHA.
 func TestApprovePrefixWithoutHeadHistory(t *testing.T) {
 	t.Parallel()
-	if _, ok := approvedHead("9f4c3e1", headSHA, nil, false, time.Time{}); ok {
+	gh := &prHistory{commits: []string{headSHA}, complete: true}
+	if _, ok := approvedHead("9f4c3e1", headSHA, nil, gh, false, time.Time{}); ok {
 		t.Fatal("a prefix approved without a head history")
 	}
-	if _, ok := approvedHead(headSHA, headSHA, nil, false, time.Time{}); !ok {
+	if _, ok := approvedHead(headSHA, headSHA, nil, nil, false, time.Time{}); !ok {
 		t.Fatal("the full SHA refused")
+	}
+}
+
+// When perfgate never got the webhook of the commit the maintainer
+// reviewed (an outage, or the app installed after the pull request
+// opened), its own record holds only the commit pushed in its place,
+// which shares the reviewed commit's prefix. Before, `/perf approve
+// <7 hex>` answered "Approved" and queued that other commit; now GitHub's
+// list of the pull request's commits and its timeline are asked too, and
+// the prefix is refused with the full SHA to use unless it names exactly
+// one commit there.
+func TestApprovePrefixFirstWebhookMissed(t *testing.T) {
+	const (
+		reviewed = "9f4c3e1000000000000000000000000000000000" // the first commit: its webhook never came
+		ground   = headSHA                                    // same 7-hex prefix, pushed after it
+	)
+	commented := time.Date(2024, 5, 14, 10, 0, 0, 0, time.UTC)
+	onlyGround := []request.SeenHead{{SHA: ground, First: commented.Add(-time.Minute)}}
+	for _, tc := range []struct {
+		name     string
+		commits  []string                   // GitHub's GET /pulls/17/commits
+		timeline []githubtest.TimelineEvent // nil: one "committed" per commit
+		comment  string
+		wantRun  bool
+		reply    string
+	}{
+		{"pushed on top of the reviewed commit", []string{reviewed, ground}, nil, "/perf approve 9f4c3e1", false,
+			"names more than one commit of this pull request on GitHub (`" + reviewed + "` and `" + ground + "`)"},
+		{"force-pushed over the reviewed commit", []string{ground},
+			[]githubtest.TimelineEvent{{Event: "committed", SHA: ground}, {Event: "head_ref_force_pushed", CommitID: ground}},
+			"/perf approve 9f4c3e1", false, "branch was force-pushed"},
+		{"the reviewed commit only in the timeline", []string{ground},
+			[]githubtest.TimelineEvent{{Event: "committed", SHA: reviewed}, {Event: "committed", SHA: ground}},
+			"/perf approve 9f4c3e1", false, "names more than one commit of this pull request on GitHub"},
+		{"GitHub does not list the head", []string{"0000000000000000000000000000000000000001"}, nil, "/perf approve 9f4c3e1", false,
+			"GitHub does not list"},
+		{"the full SHA of the head", []string{reviewed, ground}, nil, "/perf approve " + ground, true, "Approved commit"},
+		{"installed after the PR opened, one commit", []string{ground}, nil, "/perf approve 9f4c3e1", true, "Approved commit"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h, appr, _ := trustHarness(t, "write")
+			appr.heads = onlyGround
+			h.gh.SetPullCommits(repoName, prNumber, tc.commits)
+			if tc.timeline != nil {
+				h.gh.SetTimeline(repoName, prNumber, tc.timeline)
+			}
+			h.command(t, "monalisa", tc.comment)
+			runs := h.disp.Runs()
+			reply := h.lastComment(t)
+			if got := len(runs) == 1 && runs[0].HeadSHA == ground; got != tc.wantRun {
+				t.Fatalf("runs %+v, reply %q; want run %v", runs, reply, tc.wantRun)
+			}
+			if _, ok := appr.approved[repoName+"@"+ground]; ok != tc.wantRun {
+				t.Fatalf("approvals %+v; want the head approved %v", appr.list(), tc.wantRun)
+			}
+			if !strings.Contains(reply, tc.reply) {
+				t.Fatalf("reply %q, want it to say %q", reply, tc.reply)
+			}
+			if !tc.wantRun && !strings.Contains(reply, "`/perf approve "+ground+"`") {
+				t.Errorf("reply %q does not offer the full SHA", reply)
+			}
+			if len(tc.comment) < len("/perf approve ")+40 {
+				if n := len(h.gh.RequestsTo("GET", "/repos/"+repoName+"/pulls/17/commits")); n == 0 {
+					t.Error("a prefix was judged without asking GitHub for the pull request's commits")
+				}
+			}
+		})
 	}
 }
 

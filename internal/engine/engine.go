@@ -109,8 +109,13 @@ func Start(ctx context.Context, spec Spec, log zerolog.Logger) (*Server, error) 
 	var out io.Writer = s.logs
 	if spec.Output != nil {
 		// The engine's output is the pull request's to choose: Output (the
-		// job log, the agent's log) gets the first OutputLimit bytes.
-		out = io.MultiWriter(s.logs, forgiving{&capWriter{w: spec.Output, left: spec.OutputLimit}})
+		// job log, the agent's log) gets the first OutputLimit bytes, or
+		// what is left of the job's OutputBudget.
+		budget := spec.OutputBudget
+		if budget == nil {
+			budget = NewOutputBudget(spec.OutputLimit)
+		}
+		out = io.MultiWriter(s.logs, forgiving{&capWriter{w: spec.Output, budget: budget}})
 	}
 	s.cmd.Stdout, s.cmd.Stderr = out, out
 	s.cmd.SysProcAttr = procAttr()

@@ -35,7 +35,8 @@ func TestDockerArgv(t *testing.T) {
 		GPUUUID: "GPU-5a1b2c3d-0000-1111-2222-333344445555", JobID: "42/merge", Agent: "host-a",
 		Env:     map[string]string{"VLLM_LOGGING_LEVEL": "INFO", "A": "1"},
 		Workdir: "/var/cache/perfgate/abc/tree", SHA: "abc", ModelsDir: "/srv/models", RelayImage: "sha256:relay",
-		Sandbox: sandbox.Policy{Memory: "64g", CPUs: "12", NoFile: 65536, CPUSets: map[string]string{"GPU-5a1b2c3d-0000-1111-2222-333344445555": "0-11"}},
+		Sandbox: sandbox.Policy{Memory: "64g", CPUs: "12", NoFile: 65536, CPUSets: map[string]string{"GPU-5a1b2c3d-0000-1111-2222-333344445555": "0-11"},
+			Host: &sandbox.Host{NoFile: 1 << 20, NProc: 1 << 20, CPUs: 64, MemoryBytes: 256 << 30}},
 	}.withDefaults()
 	if err := s.validate(); err != nil {
 		t.Fatal(err)

@@ -7,28 +7,52 @@ import (
 	"sync"
 )
 
-// capWriter passes on the first left bytes written to it, then one note
-// that the rest was dropped.
-type capWriter struct {
+// OutputBudget is how many bytes of engine output may still be copied to
+// a Spec's Output. A job that starts several engines (an interleaved
+// job starts one per side and pair) shares one budget among them, so the
+// job log and the agent's own log get at most the budget per job, not per
+// start; the note that the rest was dropped is written once.
+type OutputBudget struct {
 	mu   sync.Mutex
-	w    io.Writer
 	left int64
 	cut  bool
 }
 
+// NewOutputBudget is a budget of n bytes.
+func NewOutputBudget(n int64) *OutputBudget { return &OutputBudget{left: n} }
+
+// take is how many of n bytes may pass, and whether the note is due now.
+func (b *OutputBudget) take(n int64) (pass int64, note bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.left > 0 {
+		pass = min(n, b.left)
+		b.left -= pass
+		return pass, false
+	}
+	if !b.cut {
+		b.cut = true
+		return 0, true
+	}
+	return 0, false
+}
+
+// capWriter passes on what its budget allows, then one note that the
+// rest was dropped.
+type capWriter struct {
+	w      io.Writer
+	budget *OutputBudget
+}
+
 func (c *capWriter) Write(p []byte) (int, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	switch {
-	case c.left > 0:
-		n := min(int64(len(p)), c.left)
-		c.left -= n
+	n, note := c.budget.take(int64(len(p)))
+	if n > 0 {
 		if _, err := c.w.Write(p[:n]); err != nil {
 			return 0, err
 		}
-	case !c.cut:
-		c.cut = true
-		fmt.Fprintln(c.w, "[perfgate: the engine's output reached its limit; the rest is not copied here (its last part stays in the engine's in-memory tail)]")
+	}
+	if note {
+		fmt.Fprintln(c.w, "[perfgate: the engine's output reached its limit for this job; the rest is not copied here (its last part stays in the engine's in-memory tail)]")
 	}
 	return len(p), nil
 }

@@ -82,9 +82,12 @@ type Spec struct {
 	// LogLimit bounds the captured output kept in memory (the tail);
 	// DefaultLogLimit when 0.
 	LogLimit int
-	// OutputLimit bounds what Output receives (then a note says the rest
-	// was dropped); DefaultOutputLimit when 0.
-	OutputLimit int64
+	// OutputLimit bounds what Output receives from this start (then a
+	// note says the rest was dropped); DefaultOutputLimit when 0.
+	// OutputBudget, when set, bounds it instead, shared with every other
+	// start given the same budget: the agent gives one to each job.
+	OutputLimit  int64
+	OutputBudget *OutputBudget
 }
 
 // digestRef is an image pinned by content: name@sha256:<64 hex>, or a

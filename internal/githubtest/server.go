@@ -59,6 +59,8 @@ type Server struct {
 	tokens         map[string]int64
 	pulls          map[string]json.RawMessage
 	files          map[string][]File
+	prCommits      map[string][]string
+	timelines      map[string][]TimelineEvent
 	contents       map[string][]byte
 	permissions    map[string]Permission
 	checkRuns      map[int64]*CheckRun
@@ -150,6 +152,8 @@ func Start() *Server {
 		tokens:        map[string]int64{},
 		pulls:         map[string]json.RawMessage{},
 		files:         map[string][]File{},
+		prCommits:     map[string][]string{},
+		timelines:     map[string][]TimelineEvent{},
 		contents:      map[string][]byte{},
 		permissions:   map[string]Permission{},
 		checkRuns:     map[int64]*CheckRun{},
@@ -304,6 +308,8 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("POST /repos/{owner}/{repo}/issues/comments/{id}/reactions", s.auth(s.createReaction))
 	mux.HandleFunc("GET /repos/{owner}/{repo}/pulls/{number}", s.auth(s.getPull))
 	mux.HandleFunc("GET /repos/{owner}/{repo}/pulls/{number}/files", s.auth(s.listFiles))
+	mux.HandleFunc("GET /repos/{owner}/{repo}/pulls/{number}/commits", s.auth(s.listPullCommits))
+	mux.HandleFunc("GET /repos/{owner}/{repo}/issues/{number}/timeline", s.auth(s.listTimeline))
 	mux.HandleFunc("GET /repos/{owner}/{repo}/contents/{path...}", s.auth(s.getContent))
 	mux.HandleFunc("GET /repos/{owner}/{repo}/collaborators/{user}/permission", s.auth(s.getPermission))
 	s.issueRoutes(mux) // issues.go

@@ -296,6 +296,10 @@ type Rate float64
 // metricKey matches vLLM's flat aggregate keys.
 var metricKey = regexp.MustCompile(`^(mean|median|std|p[0-9]+(\.[0-9]+)?)_(ttft|tpot|itl|e2el)_ms$`)
 
+// IsMetricKey reports whether key is one of vLLM's flat aggregate keys
+// ("median_ttft_ms", "p99.9_itl_ms"), which Result keeps in Metrics.
+func IsMetricKey(key string) bool { return metricKey.MatchString(key) }
+
 // Metric returns a flat aggregate such as "p99_tpot_ms" and whether it exists.
 func (r *Result) Metric(key string) (float64, bool) {
 	v, ok := r.Metrics[key]

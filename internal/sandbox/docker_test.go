@@ -451,3 +451,49 @@ func TestEngineLimits(t *testing.T) {
 		t.Errorf("Docker's log of the engine holds %d bytes in %v; want between 0.5 MiB and the 2×1 MiB cap (plus slack)", total, files)
 	}
 }
+
+// TestDefaultPolicyStarts: an image engine starts with the agent's
+// default flags (the zero Policy, TestEngineLimitFlags in cmd/perfgate)
+// and with the limits the agent passed before they were fitted to the
+// host (65536 open files and processes, more CPUs than the host has),
+// on a host whose open-file hard limit may be below 65536 (20000 on the
+// development machine, where `--ulimit nofile=65536:65536` failed every
+// start with "error setting rlimit type 7: operation not permitted"). From
+// inside, the engine's ulimits are what Fit chose.
+func TestDefaultPolicyStarts(t *testing.T) {
+	needDocker(t)
+	engineImage, relayImage := buildImages(t)
+	h := sandbox.CurrentHost()
+	t.Logf("host limits: open files %d, processes %d, CPUs %d, from %s", h.NoFile, h.NProc, h.CPUs, h.From)
+	for i, tc := range []struct {
+		name   string
+		policy sandbox.Policy
+	}{
+		{"the agent's default flags", sandbox.Policy{}},
+		{"the old explicit defaults", sandbox.Policy{NoFile: sandbox.DefaultNoFile, NProc: sandbox.DefaultNProc, CPUs: "4096"}},
+	} {
+		want, _ := tc.policy.Fit(h)
+		job := fmt.Sprintf("defaults-%d-%s", i, randomToken(t)[4:12])
+		spec := engine.Spec{Image: engineImage, Model: "perfgate-sim", JobID: job, Agent: "defaults-test", NoGPU: true,
+			RelayImage: relayImage, Sandbox: tc.policy, StartTimeout: 2 * time.Minute, StopGrace: 5 * time.Second}
+		srv, err := engine.Start(context.Background(), spec, zerolog.Nop())
+		if err != nil {
+			t.Errorf("%s: the engine did not start: %v", tc.name, err)
+			continue
+		}
+		r := probe(t, engine.ContainerName(job), "", nil)
+		if err := srv.Stop(context.Background()); err != nil {
+			t.Errorf("%s: stop: %v", tc.name, err)
+		}
+		t.Logf("%s: ready after %s; inside: nofile %s, nproc %s, CPU quota %s", tc.name, srv.StartupDuration().Round(time.Millisecond), r.NoFile, r.NProc, r.CPUQuota)
+		if w := fmt.Sprintf("%d:%d", want.NoFile, want.NoFile); r.NoFile != w {
+			t.Errorf("%s: nofile inside %q, want %q", tc.name, r.NoFile, w)
+		}
+		if w := fmt.Sprintf("%d:%d", want.NProc, want.NProc); r.NProc != w {
+			t.Errorf("%s: nproc inside %q, want %q", tc.name, r.NProc, w)
+		}
+		if h.NoFile > 0 && uint64(want.NoFile) > h.NoFile {
+			t.Errorf("%s: nofile %d above the host's hard limit %d", tc.name, want.NoFile, h.NoFile)
+		}
+	}
+}

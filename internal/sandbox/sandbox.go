@@ -19,9 +19,7 @@ package sandbox
 
 import (
 	"fmt"
-	"os"
 	"regexp"
-	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -67,17 +65,20 @@ type Policy struct {
 	// output (json-file driver); DefaultLogMaxSize, DefaultLogMaxFiles.
 	LogMaxSize  string
 	LogMaxFiles int
+	// Host is what the limits are fitted to (Fit); CurrentHost() when
+	// nil. Tests pin it to make a run line independent of the machine.
+	Host *Host
 }
 
-// Policy defaults.
+// Policy defaults, each lowered to what the host can grant (Fit).
 const (
 	DefaultUser      = "65534:65534" // nobody
 	DefaultPidsLimit = 16384         // vLLM's workers and their threads count too
 	DefaultShmSize   = "16g"
 	DefaultScratch   = "16g"
 	// DefaultNoFile is the engine's open-file limit, lowered to the
-	// agent's own hard limit where that is smaller (a container cannot be
-	// given more than the host allows: runc refuses to start it).
+	// host's and the Docker daemon's hard limit where that is smaller (a
+	// container cannot be given more: runc refuses to start it).
 	DefaultNoFile = 65536
 	// DefaultNProc counts every process of the engine's uid on the host
 	// (all engine containers share it), so it sits above two pids limits;
@@ -90,37 +91,86 @@ const (
 // DefaultCPUs leaves two of the host's CPUs to the agent and the bench
 // client, which run beside the engine and are part of the measurement.
 func DefaultCPUs() string {
-	return strconv.Itoa(max(1, runtime.NumCPU()-2))
+	return strconv.Itoa(max(1, CurrentHost().CPUs-2))
 }
 
-// WithDefaults fills the zero fields.
+// WithDefaults fills the zero fields and lowers every limit to what the
+// host grants (Fit with p.Host, or this host's limits).
 func (p Policy) WithDefaults() Policy {
+	h := p.Host
+	if h == nil {
+		c := CurrentHost()
+		h = &c
+	}
+	p, _ = p.Fit(*h)
+	return p
+}
+
+// Fit fills p's zero fields with the defaults and lowers every limit to
+// what h can grant: the ulimits to the lowest hard limit of the host, the
+// Docker daemon and containerd; the CPUs to the host's; the memory to
+// the host's; /dev/shm and the scratch tmpfs to the memory limit (their
+// pages count against it). Lowered is one line per limit asked for above
+// what h grants (a default lowered is not listed).
+func (p Policy) Fit(h Host) (fitted Policy, lowered []string) {
 	if p.User == "" {
 		p.User = DefaultUser
 	}
 	if p.PidsLimit <= 0 {
 		p.PidsLimit = DefaultPidsLimit
 	}
-	if p.Memory == "" {
-		p.Memory = DefaultMemory()
+	asked := p.NoFile > 0
+	if !asked {
+		p.NoFile = DefaultNoFile
 	}
-	if p.ShmSize == "" {
-		p.ShmSize = DefaultShmSize
+	if h.NoFile > 0 && uint64(p.NoFile) > h.NoFile {
+		if asked {
+			lowered = append(lowered, fmt.Sprintf("open files %d lowered to %d, the lowest hard limit of %s", p.NoFile, h.NoFile, h.From))
+		}
+		p.NoFile = int(h.NoFile)
 	}
-	if p.Scratch == "" {
-		p.Scratch = DefaultScratch
+	asked = p.NProc > 0
+	if !asked {
+		p.NProc = DefaultNProc
+	}
+	if h.NProc > 0 && uint64(p.NProc) > h.NProc {
+		if asked {
+			lowered = append(lowered, fmt.Sprintf("processes %d lowered to %d, the lowest hard limit of %s", p.NProc, h.NProc, h.From))
+		}
+		p.NProc = int(h.NProc)
 	}
 	if p.CPUs == "" {
-		p.CPUs = DefaultCPUs()
+		p.CPUs = strconv.Itoa(max(1, h.CPUs-2))
+	} else if v, err := strconv.ParseFloat(p.CPUs, 64); err == nil && h.CPUs > 0 && v > float64(h.CPUs) {
+		lowered = append(lowered, fmt.Sprintf("CPUs %s lowered to %d, the host's", p.CPUs, h.CPUs))
+		p.CPUs = strconv.Itoa(h.CPUs)
 	}
-	if p.NoFile <= 0 {
-		p.NoFile = DefaultNoFile
-		if h := hardNoFile(); h > 0 && h < uint64(p.NoFile) {
-			p.NoFile = int(h)
+	mem := h.MemoryBytes * 3 / 4
+	if p.Memory == "" {
+		p.Memory = "32g"
+		if mem > 0 {
+			p.Memory = strconv.FormatInt(mem>>20, 10) + "m"
 		}
+	} else if v, err := ParseDockerBytes(p.Memory); err == nil && h.MemoryBytes > 0 && v > h.MemoryBytes {
+		lowered = append(lowered, fmt.Sprintf("memory %s lowered to %dm, the host's", p.Memory, h.MemoryBytes>>20))
+		p.Memory = strconv.FormatInt(h.MemoryBytes>>20, 10) + "m"
 	}
-	if p.NProc <= 0 {
-		p.NProc = DefaultNProc
+	limit, _ := ParseDockerBytes(p.Memory)
+	for _, t := range []struct {
+		name string
+		v    *string
+		def  string
+	}{{"/dev/shm", &p.ShmSize, DefaultShmSize}, {"scratch", &p.Scratch, DefaultScratch}} {
+		asked := *t.v != ""
+		if !asked {
+			*t.v = t.def
+		}
+		if v, err := ParseDockerBytes(*t.v); err == nil && limit > 0 && v > limit {
+			if asked {
+				lowered = append(lowered, fmt.Sprintf("%s %s lowered to the memory limit %s", t.name, *t.v, p.Memory))
+			}
+			*t.v = p.Memory
+		}
 	}
 	if p.LogMaxSize == "" {
 		p.LogMaxSize = DefaultLogMaxSize
@@ -128,7 +178,7 @@ func (p Policy) WithDefaults() Policy {
 	if p.LogMaxFiles <= 0 {
 		p.LogMaxFiles = DefaultLogMaxFiles
 	}
-	return p
+	return p, lowered
 }
 
 // ParseCPUSets reads UUID=CPUS,UUID=CPUS (the agent's --engine-cpuset);
@@ -155,18 +205,7 @@ var cpusetList = regexp.MustCompile(`^[0-9]+(-[0-9]+)?(,[0-9]+(-[0-9]+)?)*$`)
 // DefaultMemory is three quarters of the host's memory, so a runaway
 // engine is killed before the agent and the host are.
 func DefaultMemory() string {
-	b, err := os.ReadFile("/proc/meminfo")
-	if err == nil {
-		for _, line := range strings.Split(string(b), "\n") {
-			f := strings.Fields(line)
-			if len(f) >= 2 && f[0] == "MemTotal:" {
-				if kb, err := strconv.ParseInt(f[1], 10, 64); err == nil && kb > 0 {
-					return strconv.FormatInt(kb*3/4/1024, 10) + "m"
-				}
-			}
-		}
-	}
-	return "32g"
+	return Policy{}.WithDefaults().Memory
 }
 
 // Mount is a bind mount into the container: read-only unless Writable

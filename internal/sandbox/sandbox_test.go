@@ -109,7 +109,8 @@ func TestRunArgvLimits(t *testing.T) {
 			t.Errorf("ParseCPUSets(%q) accepted", bad)
 		}
 	}
-	p := sandbox.Policy{Memory: "1g", CPUs: "8", CPUSets: sets, NoFile: 1024, NProc: 2048, LogMaxSize: "5m", LogMaxFiles: 3}
+	p := sandbox.Policy{Memory: "1g", CPUs: "8", CPUSets: sets, NoFile: 1024, NProc: 2048, LogMaxSize: "5m", LogMaxFiles: 3,
+		Host: &sandbox.Host{CPUs: 16, MemoryBytes: 64 << 30}}
 	line := strings.Join(p.RunArgv(sandbox.Container{Name: "n", Network: "x", Image: "i", Card: "GPU-b"}), " ")
 	for _, want := range []string{"--cpus 8", "--cpuset-cpus 16-23,48-55", "--ulimit nofile=1024:1024", "--ulimit nproc=2048:2048", "--ulimit core=0:0",
 		"--log-driver json-file", "--log-opt max-size=5m", "--log-opt max-file=3"} {

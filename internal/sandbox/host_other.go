@@ -1,0 +1,5 @@
+//go:build !linux
+
+package sandbox
+
+func selfLimits() (nofile, nproc uint64) { return 0, 0 }

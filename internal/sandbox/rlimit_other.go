@@ -1,5 +1,0 @@
-//go:build !unix
-
-package sandbox
-
-func hardNoFile() uint64 { return 0 }
