@@ -246,7 +246,7 @@ func headline(rep *Report) string {
 		s += fmt.Sprintf(" At this noise about %d %s in all would resolve a change the size of the threshold.", need, unit)
 	}
 	if rep.NeedMoreRuns > rep.CandidateRuns {
-		return s + fmt.Sprintf(" The next look adds %d %s (judged again with all %d).", rep.NeedMoreRuns-rep.CandidateRuns, unit, rep.NeedMoreRuns)
+		return s + fmt.Sprintf(" %d more %s come next (judged again with all %d).", rep.NeedMoreRuns-rep.CandidateRuns, unit, rep.NeedMoreRuns)
 	}
 	return s + " The change is too close to its threshold for this noise; a maintainer decides."
 }
