@@ -283,7 +283,8 @@ func (j *judge) decide(ms []MetricResult) {
 			// The standard error falls as 1/√n: the runs (pairs) in all
 			// at which a change of the threshold's size is detectable.
 			z := stats.NormQuantile(regLevel) + stats.NormQuantile(DetectPower)
-			mr.RunsToResolve = int(math.Ceil(float64(mr.CandidateRuns) * math.Pow(z*w.se/w.tau, 2)))
+			r := z * w.se / w.tau
+			mr.RunsToResolve = int(math.Ceil(float64(mr.CandidateRuns) * r * r))
 		}
 	}
 }
