@@ -12,8 +12,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
 	"github.com/rs/zerolog"
 
+	"github.com/perfgate/perfgate/internal/browsertest"
 	"github.com/perfgate/perfgate/internal/figure"
 	"github.com/perfgate/perfgate/internal/gate"
 	"github.com/perfgate/perfgate/internal/gate/gatetest"
@@ -50,10 +52,12 @@ func TestOneDecisionOneTelling(t *testing.T) {
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 
+	shas := map[string]string{}
 	for i, c := range cases {
+		shas[c.Name] = fmt.Sprintf("%040x", i+1)
 		t.Run(c.Name, func(t *testing.T) {
 			rep := c.Report
-			sha := fmt.Sprintf("%040x", i+1)
+			sha := shas[c.Name]
 			doc, err := json.Marshal(map[string]any{"report": rep})
 			if err != nil {
 				t.Fatal(err)
@@ -140,6 +144,78 @@ func TestOneDecisionOneTelling(t *testing.T) {
 				promises(t, rep, m)
 			}
 		})
+	}
+}
+
+// TestOneDecisionOneTellingInChromium reads the check page the way a
+// person sees it: headless Chromium renders each rule's document, and the
+// headline and every cell of the verdict table, as the browser shows them,
+// are the document's.
+func TestOneDecisionOneTellingInChromium(t *testing.T) {
+	if testing.Short() {
+		t.Skip("browser tests are not short")
+	}
+	cases, err := gatetest.Cases()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "perfgate.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	h, err := web.New(web.Options{Store: st, Visibility: web.StaticVisibility{"acme/contract": true}, Signer: web.NewSigner([]byte("k"), time.Hour, nil), PublicURL: "https://perfgate.example", Log: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	browser := browsertest.Start(t)
+	for i, c := range cases {
+		rep := c.Report
+		sha := fmt.Sprintf("%040x", i+1)
+		doc, err := json.Marshal(map[string]any{"report": rep})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.PutCheckRun(ctx, store.CheckRun{Repo: "acme/contract", HeadSHA: sha, Tier: rep.Tier, State: "completed", Verdict: doc}); err != nil {
+			t.Fatal(err)
+		}
+		bctx, cancel := chromedp.NewContext(browser)
+		bctx, cancelT := context.WithTimeout(bctx, 60*time.Second)
+		err = chromedp.Do(bctx, chromedp.Navigate(srv.URL+"/r/acme/contract/checks/"+sha+"/"+rep.Tier),
+			chromedp.WaitVisible(chromedp.CSS(`body[data-ready="1"]`)))
+		var headline string
+		var cells [][]string
+		if err == nil {
+			headline, err = chromedp.Run(bctx, chromedp.Text(chromedp.CSS("#headline")))
+		}
+		if err == nil {
+			cells, err = chromedp.Run(bctx, chromedp.Evaluate[[][]string](`[...document.querySelectorAll("#verdict tr[data-metric]")].map(r => [r.dataset.metric, ...[...r.cells].map(c => c.innerText.trim())])`))
+		}
+		cancelT()
+		cancel()
+		if err != nil {
+			t.Fatalf("%s: %v", c.Name, err)
+		}
+		if strings.TrimSpace(headline) != rep.Headline {
+			t.Errorf("%s: Chromium shows the headline %q, the document says %q", c.Name, headline, rep.Headline)
+		}
+		byMetric := map[string][]string{}
+		for _, row := range cells {
+			byMetric[row[0]] = row[1:]
+		}
+		for _, m := range rep.Metrics {
+			row := byMetric[m.Metric]
+			want := []string{m.Name(), m.ValueText(m.Baseline), m.ValueText(m.Candidate), m.DeltaText(), m.ThresholdText(), m.IntervalText(), m.BandText(), m.DetectableText(), m.VerdictText()}
+			for k, w := range want {
+				if k >= len(row) || (k > 0 && row[k] != w) || (k == 0 && !strings.HasPrefix(row[0], w)) {
+					t.Errorf("%s %s: Chromium shows %q, the document says %q", c.Name, m.Metric, row, want)
+					break
+				}
+			}
+		}
 	}
 }
 
