@@ -4,8 +4,10 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/perfgate/perfgate/internal/check"
+	"github.com/perfgate/perfgate/internal/githubtest"
 	"github.com/perfgate/perfgate/internal/result"
 )
 
@@ -118,5 +120,28 @@ func TestLoadLine(t *testing.T) {
 	}
 	if got := loadLine("", errors.New("no such file"), 8); !strings.Contains(got, "unknown") || !strings.Contains(got, "8 CPUs") {
 		t.Errorf("loadLine without /proc = %q", got)
+	}
+}
+
+// A wait that runs out says what it waited for and what the check runs
+// said last, newest first.
+func TestWaitSaysWhyItEnded(t *testing.T) {
+	t.Parallel()
+	gh := githubtest.Start()
+	t.Cleanup(gh.Close)
+	_, err := waitCheckFor(t.Context(), gh, time.Millisecond, "PR #17's quick check on abc1234 to complete", func(githubtest.CheckRun) bool { return false })
+	for _, want := range []string{"timed out after 1ms waiting for PR #17's quick check on abc1234 to complete", "no check run was created"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error %v, want it to say %q", err, want)
+		}
+	}
+	runs := []githubtest.CheckRun{
+		{ID: 1, Name: "perfgate / quick", HeadSHA: "aaaaaaaaaa", Status: "completed", Conclusion: "neutral", Title: "Inconclusive", Statuses: []string{"queued", "in_progress", "completed"}},
+		{ID: 2, Name: "perfgate / quick", HeadSHA: "bbbbbbbbbb", Status: "in_progress", Statuses: []string{"queued", "in_progress"}},
+	}
+	got := lastChecks(runs)
+	want := `the check runs said last: "perfgate / quick" on bbbbbbb: in_progress (statuses queued → in_progress); "perfgate / quick" on aaaaaaa: completed, neutral, "Inconclusive" (statuses queued → in_progress → completed)`
+	if got != want {
+		t.Errorf("lastChecks:\n got %s\nwant %s", got, want)
 	}
 }
