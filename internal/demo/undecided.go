@@ -107,6 +107,10 @@ type prNoise struct {
 func explain(p prNoise, load string, slowdownFlag bool) string {
 	var b strings.Builder
 	switch {
+	case undecided(p.Phase) && strings.Contains(p.Title, "environment"):
+		// Not noise: the runs are not comparable (the check's summary
+		// names the fields).
+		fmt.Fprintf(&b, "PR #%d (%s): the gate could not decide (check %s, %q): its runs' environment differs from the baseline's.\n", p.Number, p.What, p.Phase, p.Title)
 	case undecided(p.Phase):
 		fmt.Fprintf(&b, "PR #%d (%s): the gate could not decide (check %s, %q): its runs were too noisy to tell a change from noise.\n", p.Number, p.What, p.Phase, p.Title)
 	default:
@@ -117,10 +121,12 @@ func explain(p prNoise, load string, slowdownFlag bool) string {
 	}
 	fmt.Fprintf(&b, "   load average: %s\n", load)
 	switch {
+	case undecided(p.Phase) && strings.Contains(p.Title, "environment"):
+		b.WriteString("   to try: run the demo again, so base and head are measured by the same runner (the check's summary names the fields that differ)\n")
 	case undecided(p.Phase) && slowdownFlag:
 		b.WriteString("   to try: a larger slowdown, which the same noise cannot hide (`--slowdown 1.5`), or a quieter machine (a load average below the CPU count)\n")
 	case undecided(p.Phase):
-		b.WriteString("   to try: a quieter machine (a load average below the CPU count): stop other builds and tests while the real engine runs\n")
+		b.WriteString("   to try: a quieter machine (a load average below the CPU count): stop other builds and tests while the demo runs\n")
 	case p.Phase == check.Passed && slowdownFlag:
 		b.WriteString("   to try: a slowdown beyond the tier's threshold (`--slowdown 1.5`)\n")
 	case p.Phase == check.Errored:
