@@ -65,6 +65,9 @@ type Options struct {
 	// how long --scenario soak soaks each pull request (0: 2 minutes).
 	Sweeps       int
 	SoakDuration time.Duration
+	// afterBaseline, when set (tests), runs once main is promoted and
+	// before the pull requests arrive.
+	afterBaseline func(*Harness)
 }
 
 // Outcome is what the demo saw, for tests.
@@ -123,6 +126,7 @@ type Harness struct {
 	clock  *clock
 	work   string
 	stop   []func()
+	cards  []*gpu.Fake // the runners' fake GPUs, one each
 }
 
 // startConfig is what Start assembles.
@@ -417,9 +421,11 @@ func (h *Harness) startAgent(ctx context.Context, i int) error {
 	actx, stop := context.WithCancel(ctx)
 	done := make(chan struct{})
 	h.stop = append(h.stop, func() { stop(); <-done })
+	card := gpu.NewFake(uuid)
+	h.cards = append(h.cards, card)
 	a, err := agent.New(agent.Config{
 		Server: h.URL, RegistrationToken: regToken, Name: name, Labels: []string{"gpu"},
-		GPU: gpu.NewFakeProvider(gpu.NewFake(uuid)), AllowUncontained: true, EngineEnv: []string{ollamaEnv},
+		GPU: gpu.NewFakeProvider(card), AllowUncontained: true, EngineEnv: []string{ollamaEnv},
 		CacheDir: filepath.Join(h.work, "sources-"+strconv.Itoa(i)), WorkDir: h.work,
 		ClaimWait: time.Second, Log: h.log,
 		// The demo's engine, its client and the server share this host's
@@ -600,6 +606,9 @@ func Run(ctx context.Context, o Options) (*Outcome, error) {
 	out.Baseline = measured(runs)
 	out.Baseline.Identity = h.Engine
 	fmt.Fprintf(o.Out, "   baseline v%d: %s\n\n", b.Version, describe(out.Baseline))
+	if o.afterBaseline != nil {
+		o.afterBaseline(h)
+	}
 
 	// 2. The pull request whose commit slows the engine.
 	fmt.Fprintf(o.Out, "2. PR #%d (%s) changes the engine's files; GitHub sends a signed pull_request webhook…\n", slowPR, short(r.Slow))
