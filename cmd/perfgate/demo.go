@@ -113,7 +113,7 @@ func demoExit(stderr io.Writer, err error) int {
 	if err == nil {
 		return 0
 	}
-	var u *demo.UndecidedError
+	var u *demo.VerdictError
 	if errors.As(err, &u) {
 		fmt.Fprintf(stderr, "perfgate demo: stopped short of the story (exit %d):\n%s", u.ExitCode(), u.Explanation)
 		return u.ExitCode()

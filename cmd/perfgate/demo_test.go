@@ -68,8 +68,8 @@ func TestDemoExit(t *testing.T) {
 		stderr string
 	}{
 		{nil, 0, ""},
-		{&demo.UndecidedError{Code: demo.ExitUndecided, Explanation: "PR #17 (slows the engine): the gate could not decide\n"}, 2, "exit 2):\nPR #17 (slows the engine): the gate could not decide\n"},
-		{fmt.Errorf("step 2: %w", &demo.UndecidedError{Code: demo.ExitOtherVerdict, Explanation: "PR #17 passed\n"}), 4, "PR #17 passed"},
+		{&demo.VerdictError{Code: demo.ExitUndecided, Explanation: "PR #17 (slows the engine): the gate could not decide\n"}, 2, "exit 2):\nPR #17 (slows the engine): the gate could not decide\n"},
+		{fmt.Errorf("step 2: %w", &demo.VerdictError{Code: demo.ExitOtherVerdict, Explanation: "PR #17 passed\n"}), 4, "PR #17 passed"},
 		{errors.New("timed out after 3m0s waiting for PR #17's quick check"), 1, "perfgate demo: timed out after 3m0s waiting for PR #17's quick check\n"},
 	}
 	for _, tt := range tests {

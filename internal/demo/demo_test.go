@@ -120,9 +120,9 @@ func TestInconclusivePRIsExplainedNotEscalated(t *testing.T) {
 		}
 	}
 	out, err := Run(ctx, Options{Dir: t.TempDir(), Slowdown: 1.3, Perfgate: perfgateBin, Log: zerolog.Nop(), Out: &log, afterBaseline: upgrade})
-	var u *UndecidedError
+	var u *VerdictError
 	if !errors.As(err, &u) || u.ExitCode() != ExitUndecided {
-		t.Fatalf("Run: %v, want an UndecidedError with exit %d\n%s", err, ExitUndecided, log.String())
+		t.Fatalf("Run: %v, want an VerdictError with exit %d\n%s", err, ExitUndecided, log.String())
 	}
 	if out == nil || out.Warning.Conclusion != "neutral" || out.Escalated.ID != 0 {
 		t.Fatalf("outcome %+v: want PR #17's neutral inconclusive check and no escalation", out)

@@ -27,18 +27,19 @@ const (
 	ExitOtherVerdict = 4
 )
 
-// UndecidedError ends a demo whose gate did not give the story's verdicts.
+// VerdictError ends a demo whose gate did not give the story's verdicts
+// (undecided, or decided otherwise).
 // The steps that could run did; Explanation says what the gate said, the
 // noise and load it saw, and what to try.
-type UndecidedError struct {
+type VerdictError struct {
 	Code        int
 	Explanation string
 }
 
-func (e *UndecidedError) Error() string { return e.Explanation }
+func (e *VerdictError) Error() string { return e.Explanation }
 
 // ExitCode is the process's exit status for the demo.
-func (e *UndecidedError) ExitCode() int { return e.Code }
+func (e *VerdictError) ExitCode() int { return e.Code }
 
 // story is what the demo does after both pull requests' checks concluded:
 // whether the 48-hour escalation can follow PR #17's check, and the exit
@@ -66,7 +67,7 @@ func nextSteps(slow, docs check.Phase) story {
 // warned it says why step 4 is skipped, and when a verdict is not the
 // story's it explains each such pull request and returns the error that
 // carries the exit code (nil when the story ran to its end).
-func conclude(w io.Writer, next story, slow, docs prNoise, load string, slowdownFlag bool) *UndecidedError {
+func conclude(w io.Writer, next story, slow, docs prNoise, load string, slowdownFlag bool) *VerdictError {
 	if !next.escalate {
 		fmt.Fprintf(w, "4. Skipped: PR #%d's check is %s, not a warning, so no 48-hour deadline runs and it cannot escalate.\n\n", slow.Number, orNone(string(slow.Phase)))
 	}
@@ -80,7 +81,7 @@ func conclude(w io.Writer, next story, slow, docs prNoise, load string, slowdown
 	if docs.Phase != check.Passed {
 		why.WriteString(explain(docs, load, false))
 	}
-	e := &UndecidedError{Code: next.code, Explanation: why.String()}
+	e := &VerdictError{Code: next.code, Explanation: why.String()}
 	fmt.Fprintf(w, "----- what the gate did not decide as the story expects -----\n%s-------------------------------------------------------------\n", e.Explanation)
 	return e
 }

@@ -90,7 +90,7 @@ func TestConcludeExplainsWhatTheGateCouldNotDecide(t *testing.T) {
 			if err == nil {
 				t.Fatalf("no error; want exit %d\n%s", tt.code, out.String())
 			}
-			var u *UndecidedError
+			var u *VerdictError
 			if !errors.As(error(err), &u) || u.ExitCode() != tt.code {
 				t.Errorf("exit %d, want %d", err.ExitCode(), tt.code)
 			}
