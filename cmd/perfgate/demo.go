@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -55,10 +56,8 @@ func runDemo(ctx context.Context, env *cliEnv, args []string) int {
 	}
 	switch *scenario {
 	case "", "default":
-		if _, err := demo.Run(ctx, demo.Options{Dir: *dir, Slowdown: *slowdown, Out: env.stdout, Log: env.log, Serve: *serve, Engine: *engine, Ollama: *ollama}); err != nil {
-			fmt.Fprintf(env.stderr, "perfgate demo: %v\n", err)
-			return 1
-		}
+		_, err := demo.Run(ctx, demo.Options{Dir: *dir, Slowdown: *slowdown, Out: env.stdout, Log: env.log, Serve: *serve, Engine: *engine, Ollama: *ollama})
+		return demoExit(env.stderr, err)
 	case "scheduler":
 		if _, err := demo.RunScheduler(ctx, demo.Options{Dir: *dir, Out: env.stdout, Log: env.log}); err != nil {
 			fmt.Fprintf(env.stderr, "perfgate demo: %v\n", err)
@@ -115,6 +114,22 @@ func runDemo(ctx context.Context, env *cliEnv, args []string) int {
 		return 3
 	}
 	return 0
+}
+
+// demoExit is the default demo's exit status: 0 when the story ran to its
+// end, demo.ExitUndecided or demo.ExitOtherVerdict (with the explanation)
+// when the gate's verdicts cut it short, 1 for any other error.
+func demoExit(stderr io.Writer, err error) int {
+	if err == nil {
+		return 0
+	}
+	var u *demo.VerdictError
+	if errors.As(err, &u) {
+		fmt.Fprintf(stderr, "perfgate demo: stopped short of the story (exit %d):\n%s", u.ExitCode(), u.Explanation)
+		return u.ExitCode()
+	}
+	fmt.Fprintf(stderr, "perfgate demo: %v\n", err)
+	return 1
 }
 
 // demoLog is the demo's logger: on a terminal, where the log lines would

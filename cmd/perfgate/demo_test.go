@@ -1,10 +1,14 @@
 package main
 
 import (
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/rs/zerolog"
+
+	"github.com/perfgate/perfgate/internal/demo"
 )
 
 // The demo's scenarios refuse what they cannot run before starting
@@ -50,6 +54,28 @@ func TestDemoLogQuietOnATerminal(t *testing.T) {
 		log, quieter := demoLog(zerolog.Nop().Level(tt.level), tt.chosen, tt.terminal)
 		if log.GetLevel() != tt.want || quieter != tt.quieter {
 			t.Errorf("%s: level %v quieter %v, want %v %v", tt.name, log.GetLevel(), quieter, tt.want, tt.quieter)
+		}
+	}
+}
+
+// The default demo's exit status says how its story ended: the gate's
+// undecided verdict has its own code and its explanation on stderr.
+func TestDemoExit(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		err    error
+		code   int
+		stderr string
+	}{
+		{nil, 0, ""},
+		{&demo.VerdictError{Code: demo.ExitUndecided, Explanation: "PR #17 (slows the engine): the gate could not decide\n"}, 2, "exit 2):\nPR #17 (slows the engine): the gate could not decide\n"},
+		{fmt.Errorf("step 2: %w", &demo.VerdictError{Code: demo.ExitOtherVerdict, Explanation: "PR #17 passed\n"}), 4, "PR #17 passed"},
+		{errors.New("timed out after 3m0s waiting for PR #17's quick check"), 1, "perfgate demo: timed out after 3m0s waiting for PR #17's quick check\n"},
+	}
+	for _, tt := range tests {
+		var stderr strings.Builder
+		if code := demoExit(&stderr, tt.err); code != tt.code || !strings.Contains(stderr.String(), tt.stderr) {
+			t.Errorf("demoExit(%v) = %d, stderr %q; want %d, %q", tt.err, code, stderr.String(), tt.code, tt.stderr)
 		}
 	}
 }

@@ -13,6 +13,7 @@
 package agent
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -142,6 +143,9 @@ type Agent struct {
 	cache  *source.Cache
 
 	id identity // the state directory's and the name's locks, held until Run returns
+
+	stateMu sync.Mutex
+	state   state // what the state directory holds: the identity and any registration not yet answered
 
 	relayMu sync.Mutex
 	relay   string
@@ -296,14 +300,15 @@ func New(cfg Config) (_ *Agent, err error) {
 			cfg.Log.Info().Strs("labels", cfg.Labels).Int("cards", len(a.cards)).Msg("the runner's labels or cards changed since it registered: registering again")
 		}
 	}
-	var previous string // the name's token, which a registration again must present
+	var previous, pending string // the name's token, which a registration again must present; one whose answer was lost
 	if saved != nil {
-		previous = saved.Token
+		a.state = *saved
+		previous, pending = saved.Token, saved.PendingToken
 	}
 	c, err := agentapi.NewClient(agentapi.ClientConfig{
 		Server: cfg.Server, Token: a.cfg.Token, RegistrationToken: cfg.RegistrationToken, PreviousToken: previous,
 		Name: a.cfg.Name, Labels: cfg.Labels, GPUUUIDs: a.gpus, Cards: a.cards, Backoff: cfg.Backoff, Timeout: cfg.CallTimeout, Log: cfg.Log,
-		OnRegister: a.saveIdentity,
+		OnRegister: a.saveIdentity, PendingToken: pending, OnPropose: a.savePending,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("agent: %w", err)
@@ -312,16 +317,40 @@ func New(cfg Config) (_ *Agent, err error) {
 	return a, nil
 }
 
-// saveIdentity keeps a new registration in the state directory.
+// saveIdentity keeps a new registration in the state directory; it
+// replaces any pending one.
 func (a *Agent) saveIdentity(r agentapi.RegisterResponse) error {
 	if a.cfg.StateDir == "" {
 		return nil
 	}
-	if err := saveState(a.cfg.StateDir, state{Server: strings.TrimRight(a.cfg.Server, "/"), AgentID: r.AgentID, Name: a.cfg.Name,
-		Token: r.Token, RegisteredAt: time.Now().UTC(), Labels: a.cfg.Labels, Cards: a.cards}); err != nil {
+	a.stateMu.Lock()
+	defer a.stateMu.Unlock()
+	st := state{Server: strings.TrimRight(a.cfg.Server, "/"), AgentID: cmp.Or(r.AgentID, a.state.AgentID), Name: a.cfg.Name,
+		Token: r.Token, RegisteredAt: time.Now().UTC(), Labels: a.cfg.Labels, Cards: a.cards}
+	if err := saveState(a.cfg.StateDir, st); err != nil {
 		return err
 	}
+	a.state = st
 	a.cfg.Log.Info().Str("state", filepath.Join(a.cfg.StateDir, stateFile)).Msg("saved the agent identity: a restart reuses it")
+	return nil
+}
+
+// savePending keeps the token a registration is about to propose beside
+// the identity in use, before it is sent: if the runner stops before the
+// answer, the next start tries it (the server may hold it) and proposes it
+// again.
+func (a *Agent) savePending(token string) error {
+	if a.cfg.StateDir == "" {
+		return nil
+	}
+	a.stateMu.Lock()
+	defer a.stateMu.Unlock()
+	st := a.state
+	st.Server, st.Name, st.PendingToken = strings.TrimRight(a.cfg.Server, "/"), a.cfg.Name, token
+	if err := saveState(a.cfg.StateDir, st); err != nil {
+		return err
+	}
+	a.state = st
 	return nil
 }
 

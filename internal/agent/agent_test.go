@@ -383,11 +383,13 @@ func TestEngineFaults(t *testing.T) {
 	}{
 		{"sim never ready", neverReadySim, "engine not ready after 500ms", false},
 		{"process never ready", cmdPlan(append(simCmd, "--startup-delay", "1m"), time.Second, 5), "engine not ready after", true},
-		{"process crashes mid-run", cmdPlan(append([]string{"timeout", "-s", "KILL", "1.5"}, simCmd...), 10*time.Second, 200), "engine crashed during run", true},
+		// The engine dies after its 20th answer, inside run 1 of 200
+		// prompts, however long it took to start (not a timer's bet).
+		{"process crashes mid-run", cmdPlan(append(simCmd, "--crash-after", "20"), time.Minute, 200), "engine crashed during run 1 of 3", true},
 		// bench sends one request alone first: an engine that fails every
 		// request stops the run there, with its own message.
 		{"engine answers 5xx", plan(agentapi.SimEngine{ErrorRate: 1}, 10, 3, 0, 0), "run 1 of 3: first request failed: HTTP 500: simulated engine error", false},
-		{"process answers 5xx", cmdPlan(append(simCmd, "--error-rate", "1"), 10*time.Second, 10), "first request failed: HTTP 500: simulated engine error", true},
+		{"process answers 5xx", cmdPlan(append(simCmd, "--error-rate", "1"), time.Minute, 10), "first request failed: HTTP 500: simulated engine error", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t, 10*time.Second)

@@ -30,6 +30,10 @@ type state struct {
 	// so the server matches jobs to what the host now has.
 	Labels []string     `json:"labels,omitempty"`
 	Cards  []fleet.Card `json:"cards,omitempty"`
+	// PendingToken is the token of a registration sent but not answered
+	// (agentapi.RegisterRequest.Token): the server may hold it instead of
+	// Token.
+	PendingToken string `json:"pending_token,omitempty"`
 }
 
 // sameRegistration reports whether the saved registration still describes
@@ -55,7 +59,7 @@ func loadState(dir string) (st state, ok bool, err error) {
 	if err := json.Unmarshal(b, &st); err != nil {
 		return state{}, false, fmt.Errorf("agent state %s: %w (remove it to register again)", p, err)
 	}
-	if st.Token == "" {
+	if st.Token == "" && st.PendingToken == "" {
 		return state{}, false, nil
 	}
 	return st, true, nil

@@ -85,6 +85,16 @@ type ClientConfig struct {
 	// first, and any after the server forgot the agent), so the agent can
 	// save its token and reuse it after a restart.
 	OnRegister func(RegisterResponse) error
+	// PendingToken is a token this runner proposed in a registration whose
+	// answer it never saw (saved by OnPropose before a restart): the server
+	// may hold it. A 401 on Token tries it, and the next registration
+	// proposes it again.
+	PendingToken string
+	// OnPropose, when set, is called with the token a registration is
+	// about to propose, before it is sent, so the agent can save it: a
+	// runner stopped before the answer then still has the token the server
+	// may hold.
+	OnPropose func(token string) error
 }
 
 // Client is the agent's side of the API. Every call retries connection
@@ -98,6 +108,8 @@ type Client struct {
 	mu      sync.Mutex
 	token   string
 	agentID int64
+	// pending is the token proposed in a registration not yet answered.
+	pending string
 }
 
 // NewClient returns a client of cfg.Server.
@@ -122,7 +134,7 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	if hc == nil {
 		hc = &http.Client{}
 	}
-	return &Client{cfg: cfg, base: strings.TrimRight(cfg.Server, "/"), http: hc, token: cfg.Token}, nil
+	return &Client{cfg: cfg, base: strings.TrimRight(cfg.Server, "/"), http: hc, token: cfg.Token, pending: cfg.PendingToken}, nil
 }
 
 // Token is the agent token in use (after a registration, the new one).
@@ -132,20 +144,32 @@ func (c *Client) Token() string {
 	return c.token
 }
 
-// Register exchanges the registration token for a new agent token.
+// Register exchanges the registration token for a new agent token. The
+// token is the runner's proposal, saved (OnPropose) before it is sent and
+// proposed again until an answer comes; once sent, the call reads its
+// answer even when ctx ends (its own deadline bounds it), so a runner
+// stopped while registering keeps the token the server now holds.
 func (c *Client) Register(ctx context.Context) (RegisterResponse, error) {
 	if c.cfg.RegistrationToken == "" {
 		return RegisterResponse{}, errors.New("register: no registration token configured")
 	}
+	if err := ctx.Err(); err != nil {
+		return RegisterResponse{}, fmt.Errorf("register agent %q: %w", c.cfg.Name, err)
+	}
+	proposed, err := c.proposal()
+	if err != nil {
+		return RegisterResponse{}, fmt.Errorf("register agent %q: %w", c.cfg.Name, err)
+	}
 	var out RegisterResponse
-	err := c.do(ctx, "register", "/api/v1/agents/register", nil, jsonBody(RegisterRequest{
+	_, _, err = c.send(ctx, request{op: "register", method: http.MethodPost, path: "/api/v1/agents/register", body: jsonBody(RegisterRequest{
 		Name: c.cfg.Name, Labels: c.cfg.Labels, GPUUUIDs: c.cfg.GPUUUIDs, Cards: c.cfg.Cards, PreviousToken: cmp.Or(c.Token(), c.cfg.PreviousToken),
-	}), &out, c.cfg.RegistrationToken, false)
+		Token: proposed,
+	}), out: &out, token: c.cfg.RegistrationToken, timeout: c.cfg.Timeout, detached: true})
 	if err != nil {
 		return RegisterResponse{}, fmt.Errorf("register agent %q: %w", c.cfg.Name, err)
 	}
 	c.mu.Lock()
-	c.token, c.agentID = out.Token, out.AgentID
+	c.token, c.agentID, c.pending = out.Token, out.AgentID, ""
 	c.mu.Unlock()
 	c.cfg.Log.Info().Int64("agent_id", out.AgentID).Msg("registered with the server")
 	if c.cfg.OnRegister != nil {
@@ -154,6 +178,70 @@ func (c *Client) Register(ctx context.Context) (RegisterResponse, error) {
 		}
 	}
 	return out, nil
+}
+
+// proposal is the token the next registration proposes: the pending one,
+// or a new one, saved first.
+func (c *Client) proposal() (string, error) {
+	c.mu.Lock()
+	tok := c.pending
+	c.mu.Unlock()
+	if tok != "" {
+		return tok, nil
+	}
+	tok, err := NewToken()
+	if err != nil {
+		return "", err
+	}
+	if c.cfg.OnPropose != nil {
+		if err := c.cfg.OnPropose(tok); err != nil {
+			return "", fmt.Errorf("save the proposed token: %w", err)
+		}
+	}
+	c.mu.Lock()
+	c.pending = tok
+	c.mu.Unlock()
+	return tok, nil
+}
+
+// tryPending switches from refused, the token the server just refused, to
+// the pending token, which the server may hold (a registration whose
+// answer was lost). It reports whether there was one to try.
+func (c *Client) tryPending(refused string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.pending == "" || c.token != refused || c.pending == refused {
+		return false
+	}
+	c.token = c.pending
+	c.cfg.Log.Warn().Msg("agent token refused: trying the token of a registration whose answer was lost")
+	return true
+}
+
+// settlePending ends a try of the pending token: kept, it is the agent's
+// token (saved as a registration); refused, the agent goes back to from,
+// the token the name held, which a registration again must present.
+func (c *Client) settlePending(from string, held bool) error {
+	c.mu.Lock()
+	if !held {
+		if c.token == c.pending {
+			c.token = from
+		}
+		c.mu.Unlock()
+		return nil
+	}
+	out := RegisterResponse{AgentID: c.agentID, Token: c.token}
+	if c.pending == out.Token {
+		c.pending = ""
+	}
+	c.mu.Unlock()
+	c.cfg.Log.Info().Msg("the server holds the token of the lost registration's answer: using it")
+	if c.cfg.OnRegister != nil {
+		if err := c.cfg.OnRegister(out); err != nil {
+			return fmt.Errorf("save the agent token: %w", err)
+		}
+	}
+	return nil
 }
 
 // Claim long-polls for a job for up to wait (the server may cap it). It
@@ -263,6 +351,9 @@ type request struct {
 	agentAuth        bool   // may re-register on 401
 	timeout          time.Duration
 	stream           bool // return the body of a 2xx unread
+	// detached: once sent, the attempt reads its answer even when ctx
+	// ends (a registration the server may have applied).
+	detached bool
 }
 
 func (c *Client) do(ctx context.Context, op, path string, q url.Values, body func() io.Reader, out any, token string, agentAuth bool) error {
@@ -283,7 +374,8 @@ func (c *Client) send(ctx context.Context, rq request) (int, io.ReadCloser, erro
 	if len(rq.q) > 0 {
 		u += "?" + rq.q.Encode()
 	}
-	reregistered := false
+	reregistered, triedPending := false, false
+	tryingFrom := ""    // the refused token, while the pending one is tried
 	var since time.Time // first failure of this call
 	for attempt := 0; ; attempt++ {
 		tok := rq.token
@@ -297,6 +389,12 @@ func (c *Client) send(ctx context.Context, rq request) (int, io.ReadCloser, erro
 			}
 		}
 		status, body, retry, err := c.attempt(ctx, rq, u, tok)
+		if tryingFrom != "" && (err == nil || status == http.StatusUnauthorized) {
+			if serr := c.settlePending(tryingFrom, err == nil); serr != nil {
+				c.cfg.Log.Error().Err(serr).Msg("the agent token in use is not saved: a restart registers again")
+			}
+			tryingFrom = ""
+		}
 		var wait time.Duration
 		switch {
 		case err == nil:
@@ -307,6 +405,11 @@ func (c *Client) send(ctx context.Context, rq request) (int, io.ReadCloser, erro
 			return status, body, nil
 		case ctx.Err() != nil:
 			return 0, nil, ctx.Err()
+		case status == http.StatusUnauthorized && rq.agentAuth && rq.token == "" && !triedPending && c.tryPending(tok):
+			// A registration's answer was lost: the server may hold the
+			// token it proposed.
+			tryingFrom, triedPending = tok, true
+			continue
 		case status == http.StatusUnauthorized && rq.agentAuth && rq.token == "" && c.cfg.RegistrationToken != "" && !reregistered:
 			// The server forgot this agent (a new database): register again.
 			c.cfg.Log.Warn().Str("op", rq.op).Msg("agent token refused: registering again")
@@ -351,7 +454,11 @@ func (c *Client) send(ctx context.Context, rq request) (int, io.ReadCloser, erro
 // attempt sends the call once under its own deadline. status is 0 when
 // no answer came.
 func (c *Client) attempt(ctx context.Context, rq request, u, tok string) (status int, body io.ReadCloser, retry bool, err error) {
-	actx, cancel := context.WithCancel(ctx)
+	parent := ctx
+	if rq.detached {
+		parent = context.WithoutCancel(ctx)
+	}
+	actx, cancel := context.WithCancel(parent)
 	timer := time.AfterFunc(rq.timeout, cancel)
 	var rd io.Reader
 	if rq.body != nil {

@@ -13,6 +13,8 @@
 package agentapi
 
 import (
+	crand "crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -36,6 +38,27 @@ const (
 // AgentTokenPrefix starts every agent token the server issues, so a token
 // file can say which token it holds.
 const AgentTokenPrefix = "pga_"
+
+// NewToken makes an agent token: AgentTokenPrefix and 32 random bytes in
+// hex.
+func NewToken() (string, error) {
+	b := make([]byte, 32)
+	if _, err := crand.Read(b); err != nil {
+		return "", fmt.Errorf("new agent token: %w", err)
+	}
+	return AgentTokenPrefix + hex.EncodeToString(b), nil
+}
+
+// WellFormedToken reports whether tok has NewToken's form, the only form
+// the server accepts as a proposed token (no guessable ones).
+func WellFormedToken(tok string) bool {
+	h, ok := strings.CutPrefix(tok, AgentTokenPrefix)
+	if !ok || len(h) != 64 {
+		return false
+	}
+	_, err := hex.DecodeString(h)
+	return err == nil && strings.ToLower(h) == h
+}
 
 // PlanVersion is the version of the Plan format this code writes. An agent
 // refuses a plan newer than it knows. Version 2 added the commits a job
@@ -502,6 +525,13 @@ type RegisterRequest struct {
 	// is refused (409): the registration token alone cannot take over a
 	// live runner.
 	PreviousToken string `json:"previous_token,omitempty"`
+	// Token is the agent token the runner proposes (NewToken's form). The
+	// runner saves it before sending and proposes the same one until an
+	// answer comes, so a registration whose answer was lost — the runner
+	// stopped, the connection dropped — is the same registration when
+	// retried, and the runner always ends with the token the server holds.
+	// Empty: the server makes one.
+	Token string `json:"token,omitempty"`
 }
 
 // MaxCards is the most GPUs one agent may report.

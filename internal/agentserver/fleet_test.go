@@ -100,3 +100,41 @@ func TestDrainedAndPinnedOverTheAPI(t *testing.T) {
 		t.Fatalf("b claimed %d on %q (%d), want the pinned job %d on GPU-b", got.JobID, got.GPUUUID, code, pinned.ID)
 	}
 }
+
+// A runner proposes its token: the server keeps a well-formed one, takes
+// the same registration again (its answer was lost) without the previous
+// token, still refuses a different one without it, and refuses a
+// malformed proposal.
+func TestRegisterProposedToken(t *testing.T) {
+	_, ts := newServer(t, agentserver.Options{})
+	first, err := agentapi.NewToken()
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := agentapi.NewToken()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		req  agentapi.RegisterRequest
+		code int
+		want string // the token answered, or a word of the error
+	}{
+		{"proposed", agentapi.RegisterRequest{Name: "box", Token: first}, 200, first},
+		{"the same again, its answer lost", agentapi.RegisterRequest{Name: "box", Token: first}, 200, first},
+		{"another without the name's token", agentapi.RegisterRequest{Name: "box", Token: other}, 409, "in use"},
+		{"another presenting the name's token", agentapi.RegisterRequest{Name: "box", Token: other, PreviousToken: first}, 200, other},
+		{"malformed", agentapi.RegisterRequest{Name: "new", Token: "pga_1234"}, 400, "64 lower-case hex digits"},
+		{"upper-case hex", agentapi.RegisterRequest{Name: "new", Token: agentapi.AgentTokenPrefix + strings.ToUpper(strings.TrimPrefix(other, agentapi.AgentTokenPrefix))}, 400, "proposed token"},
+	} {
+		var out struct {
+			agentapi.RegisterResponse
+			agentapi.ErrorBody
+		}
+		code := call(t, ts, regToken, "/api/v1/agents/register", tc.req, &out)
+		if code != tc.code || (code == 200 && out.Token != tc.want) || (code != 200 && !strings.Contains(out.Error, tc.want)) {
+			t.Errorf("%s: %d %q %q, want %d %q", tc.name, code, out.Token, out.Error, tc.code, tc.want)
+		}
+	}
+}

@@ -2,9 +2,7 @@ package agentserver
 
 import (
 	"context"
-	crand "crypto/rand"
 	"crypto/subtle"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -144,9 +142,20 @@ func (s *server) register(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "register: "+msg)
 		return
 	}
-	token, err := newToken()
-	if err != nil {
-		s.internal(w, r, "register agent", err)
+	// A proposed token makes a retried registration the same one (see
+	// RegisterRequest.Token); the store lets a name move to the token it
+	// already holds.
+	token := req.Token
+	switch {
+	case token == "":
+		t, err := agentapi.NewToken()
+		if err != nil {
+			s.internal(w, r, "register agent", err)
+			return
+		}
+		token = t
+	case !agentapi.WellFormedToken(token):
+		writeError(w, http.StatusBadRequest, "register: the proposed token is not "+agentapi.AgentTokenPrefix+" and 64 lower-case hex digits: propose one from crypto/rand or none")
 		return
 	}
 	reg := store.AgentRegistration{
@@ -662,14 +671,6 @@ func bearer(r *http.Request) (string, bool) {
 	tok, ok := strings.CutPrefix(h, "Bearer ")
 	tok = strings.TrimSpace(tok)
 	return tok, ok && tok != ""
-}
-
-func newToken() (string, error) {
-	b := make([]byte, 32)
-	if _, err := crand.Read(b); err != nil {
-		return "", fmt.Errorf("new agent token: %w", err)
-	}
-	return agentapi.AgentTokenPrefix + hex.EncodeToString(b), nil
 }
 
 func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, bool) {

@@ -301,20 +301,22 @@ func TestClientDeadlines(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(poll.Context(t))
 	defer cancel()
-	start := time.Now()
+	// The wedged server never answers its first four calls: only a
+	// per-attempt deadline gets the heartbeat past them, however slow the
+	// machine (a missing one fails at the test's deadline, not a guess).
 	hb, err := c.Heartbeat(ctx, 1, "l")
 	if err != nil || !hb.Cancel || calls.Load() != 5 {
 		t.Fatalf("heartbeat: %+v %v after %d calls", hb, err, calls.Load())
-	}
-	if took := time.Since(start); took > 3*time.Second {
-		t.Errorf("four hung attempts took %s: the per-attempt deadline is not applied", took)
 	}
 	out := logs.String()
 	if !strings.Contains(out, `"level":"warn"`) || !strings.Contains(out, "no answer within 100ms") || !strings.Contains(out, "server reachable again") {
 		t.Errorf("retries not visible at warn:\n%s", out)
 	}
-	if strings.Count(out, `"level":"warn"`) != 2 {
-		t.Errorf("want warn from the third attempt on (2 of 4 failures):\n%s", out)
+	// On a loaded machine an attempt may also miss its deadline before
+	// reaching the server: count the failures the client saw.
+	failures := strings.Count(out, `"message":"server unreachable: retrying"`)
+	if failures < 4 || strings.Count(out, `"level":"warn"`) != failures-2 {
+		t.Errorf("want warn from the third attempt on (%d failures, at least the server's 4):\n%s", failures, out)
 	}
 }
 

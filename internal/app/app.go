@@ -173,6 +173,7 @@ type App struct {
 	clients  githubapp.ClientCreator
 	handler  http.Handler
 	handlers map[string]githubapp.EventHandler
+	webhooks *receiver // behind handler; tests watch its budget
 }
 
 // New validates cfg and builds the app. It refuses to run without a long
@@ -212,7 +213,7 @@ func New(cfg Config, deps Deps) (*App, error) {
 	}
 	mux := http.NewServeMux()
 	mux.Handle(WebhookPath, rc)
-	a.handler = withRequestLog(cfg.Logger, mux)
+	a.handler, a.webhooks = withRequestLog(cfg.Logger, mux), rc
 	return a, nil
 }
 

@@ -13,6 +13,7 @@ import (
 
 	"github.com/perfgate/perfgate/internal/githubtest"
 	"github.com/perfgate/perfgate/internal/githubtest/ghtest"
+	"github.com/perfgate/perfgate/internal/poll"
 )
 
 // rawPost opens a connection and sends a webhook request's headers
@@ -48,8 +49,11 @@ func TestInFlightBudgetAndSlowBodies(t *testing.T) {
 	h := newHarness(t, func(c *Config) {
 		c.MaxInFlightBytes = 64 << 10
 		c.MaxBodyBytes = 48 << 10
-		c.BodyReadTimeout = 300 * time.Millisecond
-		c.InFlightWait = 100 * time.Millisecond
+		// The second delivery's wait must end while the slow body still
+		// holds its budget: 2 s against 50 ms leaves a loaded machine a
+		// wide margin.
+		c.BodyReadTimeout = 2 * time.Second
+		c.InFlightWait = 50 * time.Millisecond
 	})
 	srv := httptest.NewServer(h.app.Handler())
 	defer srv.Close()
@@ -57,7 +61,14 @@ func TestInFlightBudgetAndSlowBodies(t *testing.T) {
 
 	slow := rawPost(t, addr, "slow", 48<<10, "{") // holds 48 KiB of budget, sends 1 byte
 	defer slow.Close()
-	time.Sleep(50 * time.Millisecond)
+	// Once the slow delivery holds its share, not after a guessed pause.
+	poll.Until(t, "the slow delivery to hold its budget", func() bool {
+		if h.app.webhooks.budget.TryAcquire(20 << 10) {
+			h.app.webhooks.budget.Release(20 << 10)
+			return false
+		}
+		return true
+	})
 	second := rawPost(t, addr, "second", 20<<10, strings.Repeat(" ", 20<<10))
 	defer second.Close()
 	if got := status(t, second); got != http.StatusServiceUnavailable {

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -18,7 +19,13 @@ import (
 // carried.
 func TestGaugesSampledDuringTheRun(t *testing.T) {
 	t.Parallel()
-	var running atomic.Int64
+	// The measured requests stay in the engine's batch until a scrape has
+	// seen them there: the sampler's first tick during the run, however
+	// late a loaded machine makes it (the probe, before the sampler
+	// starts, is answered at once).
+	var running, calls atomic.Int64
+	seen := make(chan struct{})
+	var seenOnce sync.Once
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/models", func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, `{"object":"list","data":[{"id":"m","object":"model"}]}`)
@@ -26,11 +33,22 @@ func TestGaugesSampledDuringTheRun(t *testing.T) {
 	mux.HandleFunc("POST "+EndpointCompletions, func(w http.ResponseWriter, r *http.Request) {
 		running.Add(1)
 		defer running.Add(-1)
-		time.Sleep(300 * time.Millisecond) // a request in the engine's batch
+		if calls.Add(1) > 1 {
+			select {
+			case <-seen:
+			case <-time.After(time.Minute): // a hang guard: without sampling, the check below fails
+			case <-r.Context().Done():
+				return
+			}
+		}
 		streamTokens(w, false, 2, true, 2)
 	})
 	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, r *http.Request) {
-		fmt.Fprintf(w, "# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{engine=\"0\"} %d\n", running.Load())
+		n := running.Load()
+		fmt.Fprintf(w, "# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{engine=\"0\"} %d\n", n)
+		if n > 0 {
+			defer seenOnce.Do(func() { close(seen) })
+		}
 		io.WriteString(w, "# TYPE vllm:num_requests_waiting gauge\nvllm:num_requests_waiting{engine=\"0\"} 0\n")
 		// Both names of the KV cache gauge, as some servers serve them.
 		io.WriteString(w, "# TYPE vllm:kv_cache_usage_perc gauge\nvllm:kv_cache_usage_perc{engine=\"0\"} 0.5\n")

@@ -40,7 +40,7 @@ func TestAppealFlow(t *testing.T) {
 	if code, err := h.DeliverPR(ctx, "opened", slowPR, "d-1"); err != nil || code/100 != 2 {
 		t.Fatalf("deliver PR #17: %d %v", code, err)
 	}
-	warn, err := h.WaitCheck(ctx, func(c githubtest.CheckRun) bool { return c.Status == "completed" })
+	warn, err := h.WaitCheck(ctx, "the first check to complete", func(c githubtest.CheckRun) bool { return c.Status == "completed" })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +60,7 @@ func TestAppealFlow(t *testing.T) {
 	// The author appeals: recorded, re-measured (3 more runs on the same card).
 	deliver("issue_comment", "issue_comment/created.appeal.json", "d-3")
 	waitComment(ctx, t, h, "Appeal recorded")
-	retest, err := h.WaitCheck(ctx, func(c githubtest.CheckRun) bool { return c.ID != warn.ID && c.Status == "completed" })
+	retest, err := h.WaitCheck(ctx, "the retest's check to complete", func(c githubtest.CheckRun) bool { return c.ID != warn.ID && c.Status == "completed" })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +72,7 @@ func TestAppealFlow(t *testing.T) {
 	h.GitHub.SetPermission(repo, "monalisa", "admin", "admin")
 	deliver("issue_comment", "issue_comment/created.appeal_accept.json", "d-4")
 	waitComment(ctx, t, h, "Appeal accepted")
-	acc, err := h.WaitCheck(ctx, func(c githubtest.CheckRun) bool { return c.ID == retest.ID && c.Conclusion == "success" })
+	acc, err := h.WaitCheck(ctx, "the retest's check to pass after the upheld appeal", func(c githubtest.CheckRun) bool { return c.ID == retest.ID && c.Conclusion == "success" })
 	if err != nil {
 		t.Fatalf("accepted appeal did not turn the check green: %v", err)
 	}

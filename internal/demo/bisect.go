@@ -308,11 +308,15 @@ func (h *Harness) waitComment(ctx context.Context, done func(githubtest.Comment)
 		}
 		select {
 		case <-ctx.Done():
-			return githubtest.Comment{}, ctx.Err()
+			return githubtest.Comment{}, fmt.Errorf("waiting for a comment: %w", ctx.Err())
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
-	return githubtest.Comment{}, fmt.Errorf("no such comment after %s", limit)
+	last := "none"
+	if cs := h.GitHub.Comments(); len(cs) > 0 {
+		last = fmt.Sprintf("%q", firstLine(cs[len(cs)-1].Body))
+	}
+	return githubtest.Comment{}, fmt.Errorf("timed out after %s; the last comment: %s", limit, last)
 }
 
 func ceilLog2(n int) int {

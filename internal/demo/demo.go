@@ -30,6 +30,7 @@ import (
 	"github.com/perfgate/perfgate/internal/agent"
 	"github.com/perfgate/perfgate/internal/agentapi"
 	"github.com/perfgate/perfgate/internal/baseline"
+	"github.com/perfgate/perfgate/internal/check"
 	"github.com/perfgate/perfgate/internal/config"
 	"github.com/perfgate/perfgate/internal/gate"
 	"github.com/perfgate/perfgate/internal/githubtest"
@@ -64,6 +65,9 @@ type Options struct {
 	// how long --scenario soak soaks each pull request (0: 2 minutes).
 	Sweeps       int
 	SoakDuration time.Duration
+	// afterBaseline, when set (tests), runs once main is promoted and
+	// before the pull requests arrive.
+	afterBaseline func(*Harness)
 }
 
 // Outcome is what the demo saw, for tests.
@@ -122,6 +126,7 @@ type Harness struct {
 	clock  *clock
 	work   string
 	stop   []func()
+	cards  []*gpu.Fake // the runners' fake GPUs, one each
 }
 
 // startConfig is what Start assembles.
@@ -416,9 +421,11 @@ func (h *Harness) startAgent(ctx context.Context, i int) error {
 	actx, stop := context.WithCancel(ctx)
 	done := make(chan struct{})
 	h.stop = append(h.stop, func() { stop(); <-done })
+	card := gpu.NewFake(uuid)
+	h.cards = append(h.cards, card)
 	a, err := agent.New(agent.Config{
 		Server: h.URL, RegistrationToken: regToken, Name: name, Labels: []string{"gpu"},
-		GPU: gpu.NewFakeProvider(gpu.NewFake(uuid)), AllowUncontained: true, EngineEnv: []string{ollamaEnv},
+		GPU: gpu.NewFakeProvider(card), AllowUncontained: true, EngineEnv: []string{ollamaEnv},
 		CacheDir: filepath.Join(h.work, "sources-"+strconv.Itoa(i)), WorkDir: h.work,
 		ClaimWait: time.Second, Log: h.log,
 		// The demo's engine, its client and the server share this host's
@@ -476,32 +483,64 @@ func (h *Harness) deliver(ctx context.Context, event string, body []byte, delive
 	return resp.StatusCode, nil
 }
 
-// WaitCheck waits for a check run the predicate accepts.
-func (h *Harness) WaitCheck(ctx context.Context, done func(githubtest.CheckRun) bool) (githubtest.CheckRun, error) {
+// WaitCheck waits for a check run the predicate accepts; what says what
+// it waits for, which a timeout repeats with the check runs it saw last.
+func (h *Harness) WaitCheck(ctx context.Context, what string, done func(githubtest.CheckRun) bool) (githubtest.CheckRun, error) {
 	if h.Engine != "" {
 		// A real engine on a shared CPU takes minutes, not seconds, a job.
-		return waitCheckFor(ctx, h.GitHub, 30*time.Minute, done)
+		return waitCheckFor(ctx, h.GitHub, 30*time.Minute, what, done)
 	}
-	return waitCheck(ctx, h.GitHub, done)
+	return waitCheck(ctx, h.GitHub, what, done)
 }
 
 // MeasuredAt summarises the measured runs of the commit sha's jobs.
 func (h *Harness) MeasuredAt(ctx context.Context, sha string) (Measured, error) {
-	jobs, err := h.Store.ListJobs(ctx, store.JobFilter{Repo: repo, HeadSHA: sha, Status: jobstate.Succeeded})
+	head, _, err := h.runsAt(ctx, sha)
 	if err != nil {
 		return Measured{}, err
 	}
-	var runs []*result.Result
-	for _, j := range jobs {
-		// An interleaved job ran the base too: the commit's runs are its
-		// head side.
-		rs, err := decodeSide(ctx, h.Store, j, agentapi.SideHead)
-		if err != nil {
-			return Measured{}, err
-		}
-		runs = append(runs, rs...)
+	return measured(head), nil
+}
+
+// runsAt are the measured runs of the commit sha's succeeded jobs: the
+// head's, and the base side of the interleaved ones (none for a job that
+// did not interleave: its base is the stored baseline).
+func (h *Harness) runsAt(ctx context.Context, sha string) (head, base []*result.Result, err error) {
+	jobs, err := h.Store.ListJobs(ctx, store.JobFilter{Repo: repo, HeadSHA: sha, Status: jobstate.Succeeded})
+	if err != nil {
+		return nil, nil, fmt.Errorf("runs of %s: %w", short(sha), err)
 	}
-	return measured(runs), nil
+	for _, j := range jobs {
+		res, err := h.Store.ListResults(ctx, j.ID)
+		if err != nil {
+			return nil, nil, fmt.Errorf("runs of %s, job %d: %w", short(sha), j.ID, err)
+		}
+		sort.SliceStable(res, func(a, b int) bool { return res[a].RunIndex < res[b].RunIndex })
+		for _, r := range res {
+			if r.Kind != jobstate.KindMeasured || r.Attempt != j.Attempts {
+				continue
+			}
+			rr, err := result.Parse(r.Samples)
+			if err != nil {
+				return nil, nil, fmt.Errorf("runs of %s, job %d: %w", short(sha), j.ID, err)
+			}
+			if r.Side == agentapi.SideBase {
+				base = append(base, rr)
+			} else {
+				head = append(head, rr)
+			}
+		}
+	}
+	return head, base, nil
+}
+
+// phaseOf is where the quick tier's check of sha is, as the store holds it.
+func (h *Harness) phaseOf(ctx context.Context, sha string) (check.Phase, error) {
+	c, err := h.Store.GetCheckRun(ctx, repo, sha, "quick")
+	if err != nil {
+		return check.None, fmt.Errorf("the check of %s: %w", short(sha), err)
+	}
+	return check.Phase(c.State), nil
 }
 
 func measured(runs []*result.Result) Measured {
@@ -567,22 +606,27 @@ func Run(ctx context.Context, o Options) (*Outcome, error) {
 	out.Baseline = measured(runs)
 	out.Baseline.Identity = h.Engine
 	fmt.Fprintf(o.Out, "   baseline v%d: %s\n\n", b.Version, describe(out.Baseline))
+	if o.afterBaseline != nil {
+		o.afterBaseline(h)
+	}
 
 	// 2. The pull request whose commit slows the engine.
 	fmt.Fprintf(o.Out, "2. PR #%d (%s) changes the engine's files; GitHub sends a signed pull_request webhook…\n", slowPR, short(r.Slow))
 	if code, err := h.DeliverPR(ctx, "opened", slowPR, "demo-delivery-1"); err != nil || code/100 != 2 {
 		return nil, fmt.Errorf("webhook: %d %w", code, err)
 	}
-	warn, err := h.WaitCheck(ctx, func(c githubtest.CheckRun) bool {
+	warn, err := h.WaitCheck(ctx, fmt.Sprintf("PR #%d's quick check on %s to complete (the runner measures its head)", slowPR, short(r.Slow)), func(c githubtest.CheckRun) bool {
 		return c.Name == "perfgate / quick" && c.HeadSHA == r.Slow && c.Status == "completed"
 	})
 	if err != nil {
 		return nil, err
 	}
 	out.Warning = warn
-	if out.Head, err = h.MeasuredAt(ctx, r.Slow); err != nil {
+	slow, err := h.noiseOf(ctx, slowPR, r.Slow, runs)
+	if err != nil {
 		return nil, err
 	}
+	out.Head = measured(slow.Head)
 	out.Head.Identity = h.Engine
 	fmt.Fprintf(o.Out, "   measured the head: %s\n   against the base:  %s\n", describe(out.Head), describe(out.Baseline))
 	fmt.Fprintf(o.Out, "   check run %q: %s — %s (statuses: %v)\n\n", warn.Name, warn.Conclusion, warn.Title, warn.Statuses)
@@ -597,41 +641,90 @@ func Run(ctx context.Context, o Options) (*Outcome, error) {
 	if code, err := h.DeliverPR(ctx, "opened", docsPR, "demo-delivery-2"); err != nil || code/100 != 2 {
 		return nil, fmt.Errorf("webhook: %d %w", code, err)
 	}
-	docs, err := h.WaitCheck(ctx, func(c githubtest.CheckRun) bool {
+	docs, err := h.WaitCheck(ctx, fmt.Sprintf("PR #%d's quick check on %s to complete (the runner measures its head)", docsPR, short(r.Docs)), func(c githubtest.CheckRun) bool {
 		return c.Name == "perfgate / quick" && c.HeadSHA == r.Docs && c.Status == "completed"
 	})
 	if err != nil {
 		return nil, err
 	}
 	out.Docs = docs
-	docsRuns, err := h.MeasuredAt(ctx, r.Docs)
+	docsNoise, err := h.noiseOf(ctx, docsPR, r.Docs, runs)
 	if err != nil {
 		return nil, err
 	}
+	docsRuns := measured(docsNoise.Head)
 	docsRuns.Identity = h.Engine
 	fmt.Fprintf(o.Out, "   measured the head: %s\n   check run %q: %s — %s\n\n", describe(docsRuns), docs.Name, docs.Conclusion, docs.Title)
 
-	// 4. Nobody fixes or appeals PR #17: 48 hours later it blocks.
-	fmt.Fprintf(o.Out, "4. 48 hours pass with no fix to PR #%d, passing retest or upheld appeal…\n", slowPR)
-	h.Advance(48*time.Hour + time.Minute)
-	if err := h.Server.Dispatch().Escalate(ctx); err != nil {
-		return nil, err
+	// 4. Nobody fixes or appeals PR #17: 48 hours later it blocks — if the
+	// gate warned. An inconclusive check has no deadline and never blocks.
+	next := nextSteps(slow.Phase, docsNoise.Phase)
+	if next.escalate {
+		fmt.Fprintf(o.Out, "4. 48 hours pass with no fix to PR #%d, passing retest or upheld appeal…\n", slowPR)
+		h.Advance(48*time.Hour + time.Minute)
+		if err := h.Server.Dispatch().Escalate(ctx); err != nil {
+			return nil, fmt.Errorf("escalate after 48 hours: %w", err)
+		}
+		esc, err := h.WaitCheck(ctx, fmt.Sprintf("PR #%d's warning (check run %d) to turn into a blocking failure after its 48-hour deadline", slowPR, warn.ID),
+			func(c githubtest.CheckRun) bool { return c.ID == warn.ID && c.Conclusion == "failure" })
+		if err != nil {
+			return nil, err
+		}
+		out.Escalated = esc
+		out.Comments = h.GitHub.Comments()
+		fmt.Fprintf(o.Out, "   check run %q: %s — %s\n\n", esc.Name, esc.Conclusion, esc.Title)
+		if cs := out.Comments; len(cs) > 0 {
+			fmt.Fprintf(o.Out, "----- PR comment -----\n%s\n----------------------\n", cs[len(cs)-1].Body)
+		}
+	} else {
+		out.Comments = h.GitHub.Comments()
 	}
-	esc, err := h.WaitCheck(ctx, func(c githubtest.CheckRun) bool { return c.ID == warn.ID && c.Conclusion == "failure" })
-	if err != nil {
-		return nil, err
-	}
-	out.Escalated = esc
-	out.Comments = h.GitHub.Comments()
-	fmt.Fprintf(o.Out, "   check run %q: %s — %s\n\n", esc.Name, esc.Conclusion, esc.Title)
-	if cs := out.Comments; len(cs) > 0 {
-		fmt.Fprintf(o.Out, "----- PR comment -----\n%s\n----------------------\n", cs[len(cs)-1].Body)
-	}
+	cut := conclude(o.Out, next, slow, docsNoise, loadAverage(), h.Engine == "")
 	fmt.Fprintf(o.Out, "\nThe store is kept at %s.\n", h.DB)
 	if serve != nil {
-		return out, h.serve(ctx, serve, o)
+		if err := h.serve(ctx, serve, o); err != nil {
+			return out, err
+		}
+	}
+	if cut != nil {
+		return out, cut
 	}
 	return out, nil
+}
+
+// noiseOf gathers what explains pull request number's verdict: its
+// check's phase and title, and the runs the gate compared (the base is the
+// baseline's runs unless the job interleaved).
+func (h *Harness) noiseOf(ctx context.Context, number int, sha string, baseline []*result.Result) (prNoise, error) {
+	p := prNoise{Number: number, What: "slows the engine"}
+	if number == docsPR {
+		p.What = "only edits a README"
+	}
+	var err error
+	if p.Phase, err = h.phaseOf(ctx, sha); err != nil {
+		return p, err
+	}
+	for _, c := range h.GitHub.CheckRuns() {
+		if c.HeadSHA == sha && c.Status == "completed" {
+			p.Title = c.Title
+		}
+	}
+	if p.Head, p.Base, err = h.runsAt(ctx, sha); err != nil {
+		return p, err
+	}
+	if len(p.Base) == 0 {
+		p.Base = baseline
+	}
+	cfg, err := h.RepoConfig()
+	if err != nil {
+		return p, err
+	}
+	tier, err := cfg.Tier("quick")
+	if err != nil {
+		return p, err
+	}
+	p.Metrics = tier.GatedMetrics()
+	return p, nil
 }
 
 // describe says what was measured: the commit, the tree its engine ran
@@ -688,9 +781,14 @@ func (h *Harness) measure(ctx context.Context, cfg *config.Config, sha string) (
 	if err != nil {
 		return nil, err
 	}
-	for {
-		j, err := h.Store.GetJob(ctx, job.ID)
-		if err != nil {
+	limit := 3 * time.Minute
+	if h.Engine != "" {
+		limit = 30 * time.Minute // a real engine on a shared CPU
+	}
+	deadline := time.Now().Add(limit)
+	var j store.Job
+	for time.Now().Before(deadline) {
+		if j, err = h.Store.GetJob(ctx, job.ID); err != nil {
 			return nil, err
 		}
 		switch j.Status {
@@ -701,10 +799,16 @@ func (h *Harness) measure(ctx context.Context, cfg *config.Config, sha string) (
 		}
 		select {
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return nil, fmt.Errorf("waiting for job %d of %s (last %s, attempt %d): %w", j.ID, short(sha), j.Status, j.Attempts, ctx.Err())
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
+	why := ""
+	if j.Status == jobstate.Queued {
+		why = ": no runner claimed it"
+	}
+	return nil, fmt.Errorf("timed out after %s waiting for job %d to measure %s on the runner; it was last %s (attempt %d)%s",
+		limit, j.ID, short(sha), j.Status, j.Attempts, why)
 }
 
 func decodeRuns(ctx context.Context, st store.Store, j store.Job) ([]*result.Result, error) {
@@ -734,12 +838,13 @@ func decodeSide(ctx context.Context, st store.Store, j store.Job, side string) (
 	return runs, nil
 }
 
-func waitCheck(ctx context.Context, gh *githubtest.Server, done func(githubtest.CheckRun) bool) (githubtest.CheckRun, error) {
-	return waitCheckFor(ctx, gh, 3*time.Minute, done)
+func waitCheck(ctx context.Context, gh *githubtest.Server, what string, done func(githubtest.CheckRun) bool) (githubtest.CheckRun, error) {
+	return waitCheckFor(ctx, gh, 3*time.Minute, what, done)
 }
 
-// waitCheckFor waits up to d for a check run the predicate accepts.
-func waitCheckFor(ctx context.Context, gh *githubtest.Server, d time.Duration, done func(githubtest.CheckRun) bool) (githubtest.CheckRun, error) {
+// waitCheckFor waits up to d for a check run the predicate accepts. Its
+// errors say what it waited for and what the check runs said last.
+func waitCheckFor(ctx context.Context, gh *githubtest.Server, d time.Duration, what string, done func(githubtest.CheckRun) bool) (githubtest.CheckRun, error) {
 	deadline := time.Now().Add(d)
 	for time.Now().Before(deadline) {
 		for _, c := range gh.CheckRuns() {
@@ -749,11 +854,31 @@ func waitCheckFor(ctx context.Context, gh *githubtest.Server, d time.Duration, d
 		}
 		select {
 		case <-ctx.Done():
-			return githubtest.CheckRun{}, ctx.Err()
+			return githubtest.CheckRun{}, fmt.Errorf("waiting for %s (%s): %w", what, lastChecks(gh.CheckRuns()), ctx.Err())
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
-	return githubtest.CheckRun{}, errors.New("timed out waiting for the check run")
+	return githubtest.CheckRun{}, fmt.Errorf("timed out after %s waiting for %s; %s", d, what, lastChecks(gh.CheckRuns()))
+}
+
+// lastChecks says what the newest check runs said, for a wait's error.
+func lastChecks(runs []githubtest.CheckRun) string {
+	if len(runs) == 0 {
+		return "no check run was created: the server did not act on the webhook (run with --log-level info)"
+	}
+	sort.Slice(runs, func(a, b int) bool { return runs[a].ID > runs[b].ID })
+	var parts []string
+	for _, c := range runs[:min(3, len(runs))] {
+		said := c.Status
+		if c.Conclusion != "" {
+			said += ", " + c.Conclusion
+		}
+		if c.Title != "" {
+			said += fmt.Sprintf(", %q", c.Title)
+		}
+		parts = append(parts, fmt.Sprintf("%q on %s: %s (statuses %s)", c.Name, short(c.HeadSHA), said, strings.Join(c.Statuses, " → ")))
+	}
+	return "the check runs said last: " + strings.Join(parts, "; ")
 }
 
 func fixture(name string) ([]byte, error) {
@@ -762,6 +887,14 @@ func fixture(name string) ([]byte, error) {
 		return nil, fmt.Errorf("read webhook fixture (run the demo from a perfgate checkout): %w", err)
 	}
 	return b, nil
+}
+
+// firstLine is s up to its first line break, for an error message.
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i] + " …"
+	}
+	return s
 }
 
 func short(sha string) string {

@@ -2,11 +2,13 @@ package demo
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 
 	"github.com/rs/zerolog"
 
+	"github.com/perfgate/perfgate/internal/gpu"
 	"github.com/perfgate/perfgate/internal/poll"
 	"github.com/perfgate/perfgate/internal/store/storetest"
 )
@@ -96,5 +98,45 @@ func warnThenEscalate(t *testing.T, dir string) {
 	}
 	if !strings.Contains(out.Comments[1].Body, "now blocking") {
 		t.Errorf("escalation comment:\n%s", out.Comments[1].Body)
+	}
+}
+
+// The demo branches on what the gate said, end to end: when the gate
+// cannot decide PR #17 — here, deterministically, because the runner's
+// driver changed after main was measured, so no run is comparable — the
+// demo says so, skips the 48-hour escalation an inconclusive check never
+// reaches (it used to wait three minutes for it), and ends with
+// ExitUndecided.
+func TestInconclusivePRIsExplainedNotEscalated(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end: measures the simulated engine for ~20 s")
+	}
+	ctx, cancel := context.WithCancel(poll.Context(t))
+	defer cancel()
+	var log strings.Builder
+	upgrade := func(h *Harness) {
+		for _, c := range h.cards {
+			c.SetInfo(func(i *gpu.Info) { i.Driver = "555.42.02" })
+		}
+	}
+	out, err := Run(ctx, Options{Dir: t.TempDir(), Slowdown: 1.3, Perfgate: perfgateBin, Log: zerolog.Nop(), Out: &log, afterBaseline: upgrade})
+	var u *VerdictError
+	if !errors.As(err, &u) || u.ExitCode() != ExitUndecided {
+		t.Fatalf("Run: %v, want an VerdictError with exit %d\n%s", err, ExitUndecided, log.String())
+	}
+	if out == nil || out.Warning.Conclusion != "neutral" || out.Escalated.ID != 0 {
+		t.Fatalf("outcome %+v: want PR #17's neutral inconclusive check and no escalation", out)
+	}
+	if !strings.Contains(log.String(), "4. Skipped: PR #17's check is inconclusive") {
+		t.Errorf("the demo does not say it skips the escalation:\n%s", log.String())
+	}
+	for _, want := range []string{"PR #17 (slows the engine): the gate could not decide", "PR #18 (only edits a README): the gate could not decide",
+		"its runs' environment differs from the baseline's", "load average: ", "noise measured, "} {
+		if !strings.Contains(log.String(), want) || !strings.Contains(u.Explanation, want) {
+			t.Errorf("the demo and its error do not say %q:\n%s", want, log.String())
+		}
+	}
+	if strings.Contains(log.String(), "48 hours pass") {
+		t.Errorf("the demo waits for an escalation an inconclusive check never reaches:\n%s", log.String())
 	}
 }

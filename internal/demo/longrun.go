@@ -260,7 +260,7 @@ func (h *Harness) longRunCommand(ctx context.Context, out io.Writer, number int,
 		return githubtest.CheckRun{}, err
 	}
 	name := check.CheckName(tier)
-	c, err := waitCheckFor(ctx, h.GitHub, 9*time.Minute, func(c githubtest.CheckRun) bool {
+	c, err := waitCheckFor(ctx, h.GitHub, 9*time.Minute, fmt.Sprintf("%s on %s to complete after /perf %s", name, short(sha), tier), func(c githubtest.CheckRun) bool {
 		return c.Name == name && c.HeadSHA == sha && c.Status == "completed"
 	})
 	if err != nil {

@@ -247,7 +247,7 @@ func (h *Harness) schedulerPR(ctx context.Context, w io.Writer, number int, bran
 	// seconds or more, and a busy runner takes longer.
 	var c githubtest.CheckRun
 	for try := 0; try < 3; try++ {
-		c, err = h.WaitCheck(ctx, func(c githubtest.CheckRun) bool {
+		c, err = h.WaitCheck(ctx, fmt.Sprintf("PR #%d's quick check on %s to complete (try %d of 3)", number, short(head), try+1), func(c githubtest.CheckRun) bool {
 			return c.Name == "perfgate / quick" && c.HeadSHA == head && c.Status == "completed"
 		})
 		if err == nil || ctx.Err() != nil {

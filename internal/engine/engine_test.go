@@ -424,7 +424,7 @@ func TestRemoveLeftovers(t *testing.T) {
 	}
 	select {
 	case <-srv.Exited():
-	case <-time.After(10 * time.Second):
+	case <-poll.Context(t).Done(): // the test's deadline, not a guess at the machine's speed
 		t.Fatal("leftover container still running")
 	}
 	if _, err := os.Stat(filepath.Join(dir, "perfgate-left.net")); !os.IsNotExist(err) {

@@ -48,6 +48,10 @@ type Config struct {
 	// LeakMBPer1kRequests plants a memory leak: each answered request
 	// keeps this many MB / 1000 resident for the engine's life (leak.go).
 	LeakMBPer1kRequests float64
+	// CrashAfter makes the engine's process die (SIGKILL) once it has
+	// answered this many completion requests: a crash mid-run at a point
+	// a test can name, not at a wall-clock time (0 = never).
+	CrashAfter int
 
 	DefaultMaxTokens int    // output length when the request has no max_tokens
 	ReasoningTokens  int    // chat streams send this many reasoning deltas before content
@@ -157,6 +161,9 @@ func (c Config) validate() error {
 	}
 	if c.StallMS < 0 {
 		errs = append(errs, fmt.Errorf("stall is %d ms: must be >= 0", c.StallMS))
+	}
+	if c.CrashAfter < 0 {
+		errs = append(errs, fmt.Errorf("crash after is %d requests: must be >= 0 (0 = never)", c.CrashAfter))
 	}
 	if c.DefaultMaxTokens < 1 {
 		errs = append(errs, fmt.Errorf("default max tokens is %d: must be >= 1", c.DefaultMaxTokens))

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -51,6 +52,10 @@ type Engine struct {
 	// now is the clock of the startup delay: time.Now, or a test's clock
 	// set before the engine serves.
 	now func() time.Time
+	// answered counts completion requests answered, for CrashAfter; crash
+	// ends the process (a test replaces it before any request).
+	answered atomic.Int64
+	crash    func()
 }
 
 // New validates cfg and starts the scheduler.
@@ -62,6 +67,7 @@ func New(cfg Config) (*Engine, error) {
 		cfg:       cfg,
 		start:     time.Now(),
 		now:       time.Now,
+		crash:     killSelf,
 		trace:     newTraceWriter(cfg.Trace),
 		prof:      newProfiler(cfg.ProfileDir),
 		modelJSON: modelsJSON(cfg),
@@ -128,6 +134,21 @@ func (e *Engine) enter() bool {
 	}
 	e.active++
 	return true
+}
+
+// answer counts one answered completion request; the CrashAfter-th one
+// crashes the engine.
+func (e *Engine) answer() {
+	if n := e.answered.Add(1); e.cfg.CrashAfter > 0 && n == int64(e.cfg.CrashAfter) {
+		e.crash()
+	}
+}
+
+// killSelf ends the process as a crash does: SIGKILL, no clean-up.
+func killSelf() {
+	if p, err := os.FindProcess(os.Getpid()); err == nil {
+		_ = p.Kill()
+	}
 }
 
 func (e *Engine) leave() {

@@ -683,6 +683,7 @@ func TestConfigValidate(t *testing.T) {
 		{"zero slowdown", func(c *Config) { c.Slowdown = 0 }, "slowdown"},
 		{"error rate > 1", func(c *Config) { c.ErrorRate = 1.5 }, "error rate"},
 		{"negative stall", func(c *Config) { c.StallMS = -1 }, "stall"},
+		{"negative crash after", func(c *Config) { c.CrashAfter = -1 }, "crash after"},
 		{"negative jitter", func(c *Config) { c.Jitter = -0.1 }, "jitter"},
 		{"no default max tokens", func(c *Config) { c.DefaultMaxTokens = 0 }, "default max tokens"},
 		{"budget below batch", func(c *Config) { c.MaxNumBatchedTokens = c.MaxNumSeqs - 1 }, "max num batched tokens"},
@@ -748,7 +749,48 @@ func TestServe(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Serve after cancel: %v", err)
 		}
-	case <-time.After(10 * time.Second):
+	case <-poll.Context(t).Done(): // the test's deadline, not a guess at the machine's speed
 		t.Fatal("Serve did not return after cancel")
+	}
+}
+
+// CrashAfter crashes the engine once, when it has answered that many
+// completion requests: a crash at a point in the run, not at a time.
+func TestCrashAfter(t *testing.T) {
+	cfg := zeroConfig()
+	cfg.CrashAfter = 3
+	e, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var crashes atomic.Int32
+	crashed := make(chan struct{})
+	e.crash = func() {
+		if crashes.Add(1) == 1 {
+			close(crashed)
+		}
+	}
+	ts := httptest.NewServer(e.Handler())
+	t.Cleanup(func() {
+		_ = e.Close()
+		ts.Close()
+	})
+	for i := range 5 {
+		if i == 2 && crashes.Load() != 0 {
+			t.Fatalf("crashed after %d answers, want after 3", i)
+		}
+		resp := post(t, testCtx(t), ts.URL+"/v1/completions", `{"prompt":"hi","max_tokens":1}`)
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if i == 2 {
+			select {
+			case <-crashed:
+			case <-testCtx(t).Done():
+				t.Fatal("no crash after the third answer")
+			}
+		}
+	}
+	if n := crashes.Load(); n != 1 {
+		t.Errorf("%d crashes, want 1", n)
 	}
 }

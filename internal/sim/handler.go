@@ -139,6 +139,7 @@ func (e *Engine) serveGenerate(w http.ResponseWriter, r *http.Request, chat bool
 		return
 	}
 	defer e.leave()
+	defer e.answer()
 	fail := func(status int, msg string) {
 		rec.Status, rec.Error = status, msg
 		writeError(w, status, msg)

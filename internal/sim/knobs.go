@@ -47,6 +47,7 @@ var knobs = []knob{
 	{"error-rate", "fraction of requests answered HTTP 500", func(c *Config) any { return &c.ErrorRate }},
 	{"stall-ms", "stall each stream this many ms after half its tokens", func(c *Config) any { return &c.StallMS }},
 	{"leak-mb-per-1k-requests", "plant a memory leak: every answered request keeps this many MB/1000 resident (0 = none)", func(c *Config) any { return &c.LeakMBPer1kRequests }},
+	{"crash-after", "a fault: the process dies (SIGKILL) after answering this many completion requests (0 = never)", func(c *Config) any { return &c.CrashAfter }},
 	{"startup-delay", "answer /health 503 for this long after start", func(c *Config) any { return &c.StartupDelay }},
 	{"default-max-tokens", "output length when a request sets no max_tokens", func(c *Config) any { return &c.DefaultMaxTokens }},
 	{"reasoning-tokens", "chat responses send this many reasoning tokens before content", func(c *Config) any { return &c.ReasoningTokens }},
