@@ -97,8 +97,8 @@ func runDemo(ctx context.Context, env *cliEnv, args []string) int {
 			fmt.Fprintf(env.stdout, "capacity: could not decide (exit 2): %s\n", cmp.Why)
 			return 2
 		default:
-			fmt.Fprintf(env.stdout, "capacity: the planted KV-cache cut was NOT found (exit 1): %s — %s\n", cmp.Verdict, cmp.Why)
-			return 1
+			fmt.Fprintf(env.stdout, "capacity: the planted KV-cache cut was NOT found (exit 4): %s — %s\n", cmp.Verdict, cmp.Why)
+			return 4
 		}
 	case "soak":
 		out, err := demo.RunSoak(ctx, demo.Options{Dir: *dir, Out: env.stdout, Log: env.log, SoakDuration: *soakFor})
