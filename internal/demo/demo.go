@@ -756,13 +756,7 @@ func waitCheckFor(ctx context.Context, gh *githubtest.Server, d time.Duration, d
 	return githubtest.CheckRun{}, errors.New("timed out waiting for the check run")
 }
 
-func fixture(name string) ([]byte, error) {
-	b, err := os.ReadFile(filepath.Join(githubtest.FixtureDir(), filepath.FromSlash(name)))
-	if err != nil {
-		return nil, fmt.Errorf("read webhook fixture (run the demo from a perfgate checkout): %w", err)
-	}
-	return b, nil
-}
+func fixture(name string) ([]byte, error) { return githubtest.Fixture(name) }
 
 func short(sha string) string {
 	if len(sha) > 7 {
