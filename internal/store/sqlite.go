@@ -3,9 +3,12 @@ package store
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
+	"io/fs"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strings"
 
 	_ "modernc.org/sqlite" // registers driver "sqlite"
@@ -20,6 +23,16 @@ func openSQLite(ctx context.Context, dsn string, o options) (Store, error) {
 		return nil, fmt.Errorf("open sqlite %q: no file path", dsn)
 	}
 	memory := path == ":memory:" || strings.Contains(query, "mode=memory")
+	if o.existing && !memory {
+		if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+			if abs, aerr := filepath.Abs(path); aerr == nil {
+				path = abs
+			}
+			return nil, fmt.Errorf("%w at %s", ErrNoDatabase, path)
+		} else if err != nil {
+			return nil, fmt.Errorf("open sqlite %s: %w", path, err)
+		}
+	}
 	if !memory {
 		// The database holds webhook payloads, tokens' hashes and the
 		// audit log: readable by its owner only. SQLite gives the -wal and
