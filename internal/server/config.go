@@ -39,7 +39,7 @@ type Setting struct {
 // environment < `perfgate serve` flags.
 var Settings = []Setting{
 	{Key: "addr", Env: "PERFGATE_ADDR", Help: "listen address (default :8080)", set: str(func(c *Config) *string { return &c.Addr })},
-	{Key: "public_url", Env: "PERFGATE_PUBLIC_URL", Help: "where GitHub, browsers and agents reach this server, e.g. https://perfgate.example.com (needed for setup; check runs link to it)", set: str(func(c *Config) *string { return &c.PublicURL })},
+	{Key: "public_url", Env: "PERFGATE_PUBLIC_URL", Help: "where GitHub, browsers and agents reach this server, e.g. https://perfgate.example.com (needed for setup; every check run links to it, and serve warns at start without it)", set: str(func(c *Config) *string { return &c.PublicURL })},
 	{Key: "data_dir", Env: "PERFGATE_DATA_DIR", Help: "directory for the SQLite database and the credentials the setup stores (default: the working directory)", set: str(func(c *Config) *string { return &c.DataDir })},
 	{Key: "database_url", Env: "PERFGATE_DATABASE_URL", Help: "SQLite file or postgres:// URL (default DATA_DIR/perfgate.db; PostgreSQL for several replicas)", set: str(func(c *Config) *string { return &c.DatabaseURL })},
 	{Key: "instance", Env: "PERFGATE_INSTANCE", Help: "this server process's name in its leases; a restarted process reclaims its own at once (default: the host name; give replicas on one host distinct names)", set: str(func(c *Config) *string { return &c.Instance })},
