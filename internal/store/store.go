@@ -122,6 +122,7 @@ type Store interface {
 	// Webhook inbox.
 	AcceptDelivery(ctx context.Context, id, event string, payload []byte, order DeliveryOrder) (Accepted, error)
 	ClaimDeliveries(ctx context.Context, limit int, lease time.Duration) ([]Delivery, error)
+	PlaceDeliveries(ctx context.Context, limit int, place func(event string, payload []byte) DeliveryOrder) (int, error)
 	// ReclaimLeases frees the inbox, outbox and judge leases this
 	// instance (WithInstance) held before it restarted.
 	ReclaimLeases(ctx context.Context) (Reclaimed, error)
