@@ -119,7 +119,7 @@ func (s *sqlStore) AcceptDelivery(ctx context.Context, id, event string, payload
 	var redeliveries int
 	// A redelivery to be placed later keeps the place its first delivery
 	// got (the same payload gives the same place).
-	err := s.w.QueryRowContext(ctx, s.q(`INSERT INTO webhook_inbox
+	err := s.ackDB().QueryRowContext(ctx, s.q(`INSERT INTO webhook_inbox
 			(delivery_id, event, payload, status, next_attempt_at, received_at, subject, order_at)
 		VALUES (?, ?, ?, 'pending', ?, ?, ?, ?)
 		ON CONFLICT (delivery_id) DO UPDATE SET

@@ -49,10 +49,15 @@ func openSQLite(ctx context.Context, dsn string, o options) (Store, error) {
 	}
 	common := "_pragma=busy_timeout(10000)&_pragma=foreign_keys(1)"
 
-	w, err := sql.Open("sqlite", base+common+"&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_txlock=immediate")
+	writeDSN := base + common + "&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_txlock=immediate"
+	// This process's writers take turns at SQLite's one write lock
+	// (sqliteturn.go): the connection below, and the webhooks' own.
+	turn := &writeTurn{}
+	wc, err := newTurnConnector(writeDSN, turn, false)
 	if err != nil {
 		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
 	}
+	w := sql.OpenDB(wc)
 	// SQLite has one writer. One connection makes this process's writers
 	// wait their turn in Go rather than spin on SQLITE_BUSY, and
 	// _txlock=immediate takes the write lock at BEGIN, so a transaction that
@@ -65,11 +70,25 @@ func openSQLite(ctx context.Context, dsn string, o options) (Store, error) {
 		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
 	}
 	if !memory {
+		// A webhook's insert has a connection of its own, first in the
+		// turn: its answer waits for the writer in progress, not for
+		// every writer queued (an in-memory database is one connection's).
+		ac, err := newTurnConnector(writeDSN, turn, true)
+		if err != nil {
+			_ = w.Close()
+			return nil, fmt.Errorf("open sqlite %s: %w", path, err)
+		}
+		s.ack = sql.OpenDB(ac)
+		s.ack.SetMaxOpenConns(1)
+		s.ack.SetConnMaxIdleTime(0)
+	}
+	if !memory {
 		// Opened after the writer switched the file to WAL, so these
 		// connections read a snapshot while a write is in progress.
 		r, err := sql.Open("sqlite", base+common+"&_pragma=query_only(1)")
 		if err != nil {
 			_ = w.Close()
+			_ = s.ack.Close()
 			return nil, fmt.Errorf("open sqlite %s for reading: %w", path, err)
 		}
 		r.SetMaxOpenConns(4)
