@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/debug"
 	"sort"
 	"strconv"
 	"sync"
@@ -31,6 +32,9 @@ import (
 //	PERFGATE_BENCH_BACKLOG     deliveries stored before the first one, for
 //	                           the workers to chew on meanwhile (default 0)
 //	PERFGATE_BENCH_HOGS        spinning processes beside it (`yes`; default 0)
+//
+// The collector runs at perfgate serve's target (TuneGC; GOGC=100 for
+// Go's default).
 //
 //	go test -run XXX -bench Ack -benchtime 1x ./internal/server
 func BenchmarkAck(b *testing.B) {
@@ -71,6 +75,9 @@ func ackRun(b *testing.B, dsn string, n, backlog int) {
 		}
 		st.Close()
 	}
+	// As perfgate serve runs (GOGC overrides it).
+	defer debug.SetGCPercent(debug.SetGCPercent(100))
+	TuneGC()
 	l.start()
 	defer l.kill()
 	// The hog is other processes, as on a shared host.

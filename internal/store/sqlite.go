@@ -70,16 +70,18 @@ func openSQLite(ctx context.Context, dsn string, o options) (Store, error) {
 		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
 	}
 	if !memory {
-		// A webhook's insert has a connection of its own, first in the
-		// turn: its answer waits for the writer in progress, not for
-		// every writer queued (an in-memory database is one connection's).
+		// Webhooks' inserts have connections of their own, first in the
+		// turn: an answer waits for the writer in progress, not for every
+		// writer queued; several, so that acks arriving together queue in
+		// the turn's order rather than at random for one connection (an
+		// in-memory database is one connection's).
 		ac, err := newTurnConnector(writeDSN, turn, true)
 		if err != nil {
 			_ = w.Close()
 			return nil, fmt.Errorf("open sqlite %s: %w", path, err)
 		}
 		s.ack = sql.OpenDB(ac)
-		s.ack.SetMaxOpenConns(1)
+		s.ack.SetMaxOpenConns(4)
 		s.ack.SetConnMaxIdleTime(0)
 	}
 	if !memory {
