@@ -2,7 +2,7 @@
 // program embeds. The code is under cmd/ and internal/.
 package perfgate
 
-import _ "embed"
+import "embed"
 
 // AppManifest is app.yml, the GitHub App manifest: the events perfgate
 // subscribes to and the least permissions it needs. internal/setup turns it
@@ -10,3 +10,11 @@ import _ "embed"
 //
 //go:embed app.yml
 var AppManifest []byte
+
+// Webhooks holds testdata/webhooks: the webhook payloads GitHub sends, as
+// fixtures for the tests and for `perfgate demo`. Embedded, the demo runs
+// from a binary built anywhere (-trimpath included), not only inside a
+// checkout.
+//
+//go:embed testdata/webhooks/*/*.json
+var Webhooks embed.FS

@@ -54,9 +54,10 @@ func runAgent(ctx context.Context, env *cliEnv, args []string) int {
 		return 3
 	}
 	creds := os.Getenv("CREDENTIALS_DIRECTORY")
+	files := &secretFiles{log: env.log}
 	if *tokenFile != "" && *regTokenFile == "" && *regToken == "" {
 		// One file for either token: an agent token has its prefix.
-		v, err := readSecret("token", *tokenFile, env.log)
+		v, err := files.read("token", *tokenFile)
 		if err != nil {
 			fmt.Fprintf(env.stderr, "perfgate agent: %v\n", err)
 			return 3
@@ -65,13 +66,13 @@ func runAgent(ctx context.Context, env *cliEnv, args []string) int {
 			*regTokenFile, *tokenFile = *tokenFile, ""
 		}
 	}
-	tok, err := secret("agent token", *token, *tokenFile, credential(creds, "agent-token"), "PERFGATE_AGENT_TOKEN", "", env.log)
+	tok, err := secret("agent token", *token, *tokenFile, credential(creds, "agent-token"), "PERFGATE_AGENT_TOKEN", "", files)
 	if err == nil && *token != "" {
 		env.log.Warn().Msg("--token on the command line is visible to every user in ps: use --token-file or PERFGATE_AGENT_TOKEN")
 	}
 	var reg string
 	if err == nil {
-		reg, err = secret("registration token", *regToken, *regTokenFile, credential(creds, "registration-token"), "PERFGATE_AGENT_REGISTRATION_TOKEN", "PERFGATE_REGISTRATION_TOKEN", env.log)
+		reg, err = secret("registration token", *regToken, *regTokenFile, credential(creds, "registration-token"), "PERFGATE_AGENT_REGISTRATION_TOKEN", "PERFGATE_REGISTRATION_TOKEN", files)
 		if err == nil && *regToken != "" {
 			env.log.Warn().Msg("--registration-token on the command line is visible to every user in ps: use --registration-token-file or PERFGATE_AGENT_REGISTRATION_TOKEN")
 		}
@@ -172,12 +173,13 @@ func engineLimitFlags(fs *flagSet) func() (sandbox.Policy, error) {
 
 // secret is a token from, in order: the flag, the file flag, the
 // variable, a deprecated variable (with a warning), a systemd credential.
-func secret(what, flagValue, file, cred, envName, deprecated string, log zerolog.Logger) (string, error) {
+func secret(what, flagValue, file, cred, envName, deprecated string, files *secretFiles) (string, error) {
+	log := files.log
 	switch {
 	case flagValue != "":
 		return flagValue, nil
 	case file != "":
-		return readSecret(what, file, log)
+		return files.read(what, file)
 	}
 	if v := os.Getenv(envName); v != "" {
 		return v, nil
@@ -189,18 +191,30 @@ func secret(what, flagValue, file, cred, envName, deprecated string, log zerolog
 		}
 	}
 	if cred != "" {
-		return readSecret(what, cred, log)
+		return files.read(what, cred)
 	}
 	return "", nil
 }
 
-func readSecret(what, path string, log zerolog.Logger) (string, error) {
+// secretFiles reads the token files. A file is read twice when it could
+// hold either token (its prefix decides), but its mode is warned about
+// once.
+type secretFiles struct {
+	log    zerolog.Logger
+	warned map[string]bool
+}
+
+func (s *secretFiles) read(what, path string) (string, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return "", fmt.Errorf("read the %s: %w", what, err)
 	}
-	if fi, err := os.Stat(path); err == nil && fi.Mode().Perm()&0o007 != 0 {
-		log.Warn().Str("file", path).Msgf("the %s file is readable by every user: chmod o-rwx it", what)
+	if fi, err := os.Stat(path); err == nil && fi.Mode().Perm()&0o007 != 0 && !s.warned[path] {
+		if s.warned == nil {
+			s.warned = map[string]bool{}
+		}
+		s.warned[path] = true
+		s.log.Warn().Str("file", path).Msgf("the %s file is readable by every user: chmod o-rwx it", what)
 	}
 	v := strings.TrimSpace(string(b))
 	if v == "" {

@@ -36,7 +36,9 @@ const baselineUsage = `usage: perfgate baseline SUBCOMMAND [flags]
   export  --repo R --key K [--version N|V] [-o FILE]
       write a baseline in the export layout (default: stdout)
 
-Every subcommand takes --db DSN (default $PERFGATE_DATABASE_URL, else perfgate.db).
+Every subcommand works on the server's database, found as perfgate serve finds
+it (PERFGATE_DATABASE_URL, PERFGATE_DATA_DIR, --server-config; --db DSN
+overrides), and never creates one.
 --by defaults to $PERFGATE_USER, else $USER; with neither set it must be given.
 'perfgate baseline SUBCOMMAND -h' lists a subcommand's flags.
 Exit status: 0 ok, 1 refused by a baseline rule (the message says which and how to
@@ -84,7 +86,7 @@ var baselineSynopsis = map[string]string{
 // baselineFlags are the flags every subcommand shares.
 type baselineFlags struct {
 	fs        *flagSet
-	db        *string
+	db        *storeFlags
 	repo, key *string
 }
 
@@ -92,7 +94,7 @@ func newBaselineFlags(env *cliEnv, name string, withKey bool) *baselineFlags {
 	fs := env.flags("baseline "+name, baselineSynopsis[name])
 	fs.epilog = "Exit status: 0 ok, 1 refused by a baseline rule, 3 usage or any other error.\n"
 	f := &baselineFlags{fs: fs,
-		db:   fs.String("db", envOr("PERFGATE_DATABASE_URL", "perfgate.db"), "database: a SQLite file or a postgres:// URL"),
+		db:   addStoreFlags(fs),
 		repo: fs.String("repo", "", "repository, owner/name"),
 	}
 	if withKey {
@@ -110,7 +112,7 @@ func (f *baselineFlags) parse(env *cliEnv, args []string) int {
 }
 
 func (f *baselineFlags) open(ctx context.Context, env *cliEnv) (store.Store, bool) {
-	st, err := store.Open(ctx, *f.db)
+	st, err := f.db.open(ctx)
 	if err != nil {
 		fmt.Fprintf(env.stderr, "perfgate %s: %v\n", f.fs.Name(), err)
 		return nil, false

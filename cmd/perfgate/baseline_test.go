@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/perfgate/perfgate/internal/baseline"
 	"github.com/perfgate/perfgate/internal/result"
+	"github.com/perfgate/perfgate/internal/store"
 )
 
 const baselineFixture = "../../testdata/baseline/v0.26.0/llama-8b-tp8.json"
@@ -46,6 +48,12 @@ func writeRuns(t *testing.T, dir, name string, f func(r *result.Result)) string 
 func TestBaselineCommand(t *testing.T) {
 	dir := t.TempDir()
 	db := filepath.Join(dir, "db.sqlite")
+	// The server creates its store; the commands only read and write it.
+	st, err := store.Open(context.Background(), db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
 	same := writeRuns(t, dir, "same.json", func(*result.Result) {})
 	worse := writeRuns(t, dir, "worse.json", func(r *result.Result) { r.Metrics["median_tpot_ms"] *= 1.2 })
 	noDriver := writeRuns(t, dir, "nodriver.json", func(r *result.Result) { r.Perfgate.Environment.Driver = "" })

@@ -34,8 +34,9 @@ const runnersEpilog = `Subcommands:
 A registration under a name in use is refused unless it presents the name's
 current token; a registration unseen for 14 days expires (its name is free).
 
-The commands work on the server's database (the URL perfgate serve uses; every
-replica sees a drain at the runner's next claim). Exit status: 0 ok, 1 no such
+The commands work on the server's database, found as perfgate serve finds it
+(PERFGATE_DATABASE_URL, PERFGATE_DATA_DIR, the server config; --db overrides),
+and never create one; every replica sees a drain at the runner's next claim. Exit status: 0 ok, 1 no such
 runner, 3 usage or any other error.
 `
 
@@ -44,7 +45,7 @@ func runRunners(ctx context.Context, env *cliEnv, args []string) int {
 		return runDrain(ctx, env, args[0], args[1:])
 	}
 	fs := env.flags("runners", "[drain|undrain|revoke NAME] [--db DSN] [--json]")
-	db := dbFlag(fs)
+	db := addStoreFlags(fs)
 	asJSON := fs.Bool("json", false, "print JSON instead of a table")
 	fs.epilog = runnersEpilog
 	if code, ok := fs.parse(args); !ok {
@@ -58,7 +59,7 @@ func runRunners(ctx context.Context, env *cliEnv, args []string) int {
 		fmt.Fprintln(env.stderr, "\nRun 'perfgate runners -h' for the subcommands.")
 		return 3
 	}
-	st, err := store.Open(ctx, *db)
+	st, err := db.open(ctx)
 	if err != nil {
 		fmt.Fprintf(env.stderr, "perfgate runners: %v\n", err)
 		return 3
@@ -222,7 +223,7 @@ func ago(d time.Duration) string {
 
 func runDrain(ctx context.Context, env *cliEnv, sub string, args []string) int {
 	fs := env.flags("runners "+sub, "NAME [--db DSN]")
-	db := dbFlag(fs)
+	db := addStoreFlags(fs)
 	fs.epilog = runnersEpilog
 	if code, ok := fs.parse(args); !ok {
 		return code
@@ -232,7 +233,7 @@ func runDrain(ctx context.Context, env *cliEnv, sub string, args []string) int {
 		return 3
 	}
 	name := fs.Arg(0)
-	st, err := store.Open(ctx, *db)
+	st, err := db.open(ctx)
 	if err != nil {
 		fmt.Fprintf(env.stderr, "perfgate runners %s: %v\n", sub, err)
 		return 3
@@ -285,9 +286,4 @@ func runDrain(ctx context.Context, env *cliEnv, sub string, args []string) int {
 		}
 	}
 	return 0
-}
-
-// dbFlag is the --db flag of the commands that open the server's database.
-func dbFlag(fs *flagSet) *string {
-	return fs.String("db", envOr("PERFGATE_DATABASE_URL", "perfgate.db"), "the server's database: a SQLite file or a postgres:// URL (env PERFGATE_DATABASE_URL)")
 }

@@ -65,6 +65,15 @@ func runServe(ctx context.Context, env *cliEnv, args []string) int {
 		fmt.Fprintf(env.stderr, "Every setting: perfgate serve -h\n")
 		return 3
 	}
+	if cfg.PublicURL == "" {
+		// Setup mode refuses to start without it; with the app's
+		// credentials given, the server runs, but its links go nowhere.
+		env.log.Warn().Str("setting", "PERFGATE_PUBLIC_URL").
+			Msg("PERFGATE_PUBLIC_URL (server.yml public_url) is not set: every check run links to this server's pages and has no address to link; set it to where GitHub and browsers reach this server, e.g. https://perfgate.example.com")
+	}
+	// Collections less often: the webhooks' answer waits for them
+	// (server.GCPercent). GOGC overrides it, GOMEMLIMIT caps the heap.
+	env.log.Debug().Int("gogc", server.TuneGC()).Msg("garbage collector target")
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		fmt.Fprintf(env.stderr, "perfgate serve: data directory: %v\n", err)
 		return 1

@@ -21,7 +21,7 @@ const usageCacheNote = "Cache hits count baseline reuse only: runners do not rep
 
 func runUsage(ctx context.Context, env *cliEnv, args []string) int {
 	fs := env.flags("usage", "[--db DSN] [--repo OWNER/NAME] [--weeks N] [--json]")
-	db := dbFlag(fs)
+	db := addStoreFlags(fs)
 	repo := fs.String("repo", "", "one repository (default: all)")
 	weeks := fs.Int("weeks", 8, "how many ISO weeks, this one included")
 	asJSON := fs.Bool("json", false, "print JSON instead of a table")
@@ -39,7 +39,7 @@ the repository's declared price (cost: in perfgate.yml; docs/cost.md).
 		fmt.Fprintln(env.stderr, "perfgate usage: --weeks must be at least 1 and no arguments are taken (perfgate usage -h)")
 		return 3
 	}
-	st, err := store.Open(ctx, *db)
+	st, err := db.open(ctx)
 	if err != nil {
 		fmt.Fprintf(env.stderr, "perfgate usage: %v\n", err)
 		return 3

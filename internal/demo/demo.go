@@ -881,13 +881,7 @@ func lastChecks(runs []githubtest.CheckRun) string {
 	return "the check runs said last: " + strings.Join(parts, "; ")
 }
 
-func fixture(name string) ([]byte, error) {
-	b, err := os.ReadFile(filepath.Join(githubtest.FixtureDir(), filepath.FromSlash(name)))
-	if err != nil {
-		return nil, fmt.Errorf("read webhook fixture (run the demo from a perfgate checkout): %w", err)
-	}
-	return b, nil
-}
+func fixture(name string) ([]byte, error) { return githubtest.Fixture(name) }
 
 // firstLine is s up to its first line break, for an error message.
 func firstLine(s string) string {

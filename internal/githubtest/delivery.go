@@ -5,9 +5,11 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
+	"io/fs"
 	"net/http"
-	"path/filepath"
-	"runtime"
+
+	perfgate "github.com/perfgate/perfgate"
 )
 
 // Sign returns the X-Hub-Signature-256 value GitHub sends for body:
@@ -38,8 +40,13 @@ func NewDelivery(target, event, deliveryID string, body, secret []byte) (*http.R
 	return req, nil
 }
 
-// FixtureDir is the absolute path of testdata/webhooks.
-func FixtureDir() string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "..", "testdata", "webhooks")
+// Fixture returns the webhook payload testdata/webhooks/<name>, e.g.
+// Fixture("pull_request/opened.json"). The payloads are embedded in the
+// binary, so they do not depend on where it was built.
+func Fixture(name string) ([]byte, error) {
+	b, err := fs.ReadFile(perfgate.Webhooks, "testdata/webhooks/"+name)
+	if err != nil {
+		return nil, fmt.Errorf("read webhook fixture %s: %w", name, err)
+	}
+	return b, nil
 }

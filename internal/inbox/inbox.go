@@ -22,6 +22,7 @@ import (
 
 // Store is what the worker needs of the store.
 type Store interface {
+	PlaceDeliveries(ctx context.Context, limit int, place func(event string, payload []byte) store.DeliveryOrder) (int, error)
 	ClaimDeliveries(ctx context.Context, limit int, lease time.Duration) ([]store.Delivery, error)
 	CompleteDelivery(ctx context.Context, id, leaseID string) error
 	RetryDelivery(ctx context.Context, id, leaseID string, at time.Time, reason string) error
@@ -52,6 +53,10 @@ type Options struct {
 	Now  func() time.Time
 	Log  zerolog.Logger
 }
+
+// placeBatch bounds the deliveries one pass places: a backlog of
+// thousands is placed a batch per pass, each batch one short write.
+const placeBatch = 256
 
 // Worker claims and processes inbox rows.
 type Worker struct {
@@ -111,9 +116,13 @@ func (w *Worker) Run(ctx context.Context) {
 	}
 }
 
-// Pass claims a batch of due deliveries, processes them and returns how
-// many it handled.
+// Pass places the deliveries stored since the last pass among their pull
+// requests' (Order, kept off the webhook's answer), claims a batch of due
+// ones, processes them and returns how many it handled.
 func (w *Worker) Pass(ctx context.Context) (int, error) {
+	if _, err := w.o.Store.PlaceDeliveries(ctx, placeBatch, Order); err != nil {
+		return 0, fmt.Errorf("place deliveries: %w", err)
+	}
 	ds, err := w.o.Store.ClaimDeliveries(ctx, w.o.Workers*2, w.o.Lease)
 	if err != nil {
 		return 0, fmt.Errorf("claim deliveries: %w", err)

@@ -1,13 +1,18 @@
 package metrics_test
 
 import (
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/bradleyfalzon/ghinstallation/v2"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/perfgate/perfgate/internal/check"
 
 	"github.com/perfgate/perfgate/internal/githubtest"
 	"github.com/perfgate/perfgate/internal/githubtest/ghtest"
@@ -55,26 +60,74 @@ func TestGitHubTransportCountsTokenFetchOnce(t *testing.T) {
 	}
 }
 
-// A server that has seen no event exposes its counters at zero, so
-// dashboards show 0 rather than "no data".
+// A server that has seen no event exposes every family, at zero, so
+// dashboards show 0 rather than "no data" and alerts can be written
+// before the first job. A family added without a starting series fails
+// the second half.
 func TestMetricsStartAtZero(t *testing.T) {
 	t.Parallel()
-	srv := httptest.NewServer(metrics.New(nil).Handler())
+	m := metrics.New(nil)
+	srv := httptest.NewServer(m.Handler())
 	defer srv.Close()
 	f := metricstest.Scrape(t, srv.URL)
 	for _, tt := range []struct {
 		name   string
 		labels map[string]string
+		nan    bool // unknown, not zero: a 0 would fire an alert
 	}{
-		{"perfgate_webhook_deliveries_total", map[string]string{"event": "pull_request", "outcome": "accepted"}},
-		{"perfgate_webhook_deliveries_total", map[string]string{"event": "issue_comment", "outcome": "bad_signature"}},
-		{"perfgate_webhook_processing_seconds", map[string]string{"event": "check_run", "outcome": "error"}},
-		{"perfgate_github_api_requests_total", map[string]string{"method": "GET", "status": "200"}},
-		{"perfgate_github_api_requests_total", map[string]string{"method": "POST", "status": "error"}},
-		{"perfgate_agents_connected", nil},
+		{name: "perfgate_webhook_deliveries_total", labels: map[string]string{"event": "pull_request", "outcome": "accepted"}},
+		{name: "perfgate_webhook_deliveries_total", labels: map[string]string{"event": "issue_comment", "outcome": "bad_signature"}},
+		{name: "perfgate_webhook_processing_seconds", labels: map[string]string{"event": "check_run", "outcome": "error"}},
+		{name: "perfgate_github_api_requests_total", labels: map[string]string{"method": "GET", "status": "200"}},
+		{name: "perfgate_github_api_requests_total", labels: map[string]string{"method": "POST", "status": "error"}},
+		{name: "perfgate_agents_connected"},
+		{name: "perfgate_jobs", labels: map[string]string{"state": "queued", "tier": "quick", "labels": "gpu"}},
+		{name: "perfgate_jobs", labels: map[string]string{"state": "running", "tier": "merge", "labels": "gpu"}},
+		{name: "perfgate_job_duration_seconds", labels: map[string]string{"tier": "quick", "status": "succeeded"}},
+		{name: "perfgate_job_duration_seconds", labels: map[string]string{"tier": "nightly", "status": "failed"}},
+		{name: "perfgate_check_run_conclusions_total", labels: map[string]string{"check": "perfgate / quick", "conclusion": "success"}},
+		{name: "perfgate_check_run_conclusions_total", labels: map[string]string{"check": "perfgate / merge", "conclusion": "failure"}},
+		{name: "perfgate_github_rate_limit_remaining", labels: map[string]string{"resource": "core"}, nan: true},
 	} {
-		if v, ok := f.Value(tt.name, tt.labels); !ok || v != 0 {
-			t.Errorf("%s%v = %v (present %v), want 0", tt.name, tt.labels, v, ok)
+		v, ok := f.Value(tt.name, tt.labels)
+		if !ok || (tt.nan != math.IsNaN(v)) || (!tt.nan && v != 0) {
+			t.Errorf("%s%v = %v (present %v), want %s", tt.name, tt.labels, v, ok, map[bool]string{true: "NaN", false: "0"}[tt.nan])
 		}
 	}
+	// Every registered perfgate family is in the first scrape but the one
+	// keyed by an agent's name, which no server knows before its agents.
+	descs := make(chan *prometheus.Desc)
+	go func() { m.Registry().Describe(descs); close(descs) }()
+	for d := range descs {
+		name := descName(d)
+		if !strings.HasPrefix(name, "perfgate_") || name == "perfgate_agent_last_seen_timestamp_seconds" {
+			continue
+		}
+		if _, ok := f[name]; !ok {
+			t.Errorf("%s is not exported before its first event", name)
+		}
+	}
+}
+
+// Every conclusion a check can show is among the ones exported at zero.
+func TestMetricsZeroEveryConclusion(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(metrics.New(nil).Handler())
+	defer srv.Close()
+	f := metricstest.Scrape(t, srv.URL)
+	for _, p := range []check.Phase{check.Passed, check.Warned, check.Escalated, check.Accepted, check.Inconclusive, check.NeedsAck,
+		check.Errored, check.Skipped, check.Superseded, check.Closed, check.Waiting, check.ConfigError, check.NotConfigured} {
+		labels := map[string]string{"check": check.CheckName(check.TierQuick), "conclusion": p.Conclusion()}
+		if _, ok := f.Value("perfgate_check_run_conclusions_total", labels); !ok {
+			t.Errorf("phase %s: no starting series %v", p, labels)
+		}
+	}
+}
+
+// descName reads fqName out of a Desc's String form.
+func descName(d *prometheus.Desc) string {
+	s := d.String()
+	_, rest, _ := strings.Cut(s, `fqName: "`)
+	name, _, _ := strings.Cut(rest, `"`)
+	return name
 }

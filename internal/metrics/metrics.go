@@ -6,6 +6,7 @@
 package metrics
 
 import (
+	"math"
 	"net/http"
 	"sync"
 	"time"
@@ -13,6 +14,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/perfgate/perfgate/internal/check"
+	"github.com/perfgate/perfgate/internal/jobstate"
 )
 
 // Metrics holds every collector on its own registry.
@@ -90,12 +94,17 @@ func New(now func() time.Time) *Metrics {
 }
 
 // zero creates the series dashboards and alerts read before their first
-// event, so that a quiet server shows 0 instead of "no data" and rate()
-// has a starting point: every webhook event and outcome, the processing
-// histogram for each event, and the GitHub calls perfgate makes (GET
-// answered 200, POST 201, PATCH 200, and each failing without an answer).
-// Series whose labels are open-ended (a job's tier and labels, an agent's
-// name, a check's name) appear with their first event.
+// event, so that a quiet server shows 0 instead of "no data", rate() has a
+// starting point and an alert can be written the day the server starts:
+// every webhook event and outcome, the processing histogram for each
+// event, the GitHub calls perfgate makes (GET answered 200, POST 201,
+// PATCH 200, and each failing without an answer), the queue, job
+// durations and check conclusions of every tier perfgate knows (the
+// default runner label; a repository's own labels appear with their first
+// job), and the core rate limit as NaN — unknown, not exhausted: a 0
+// would fire a "rate limit low" alert, NaN compares false. Only an
+// agent's last-seen time waits for its agent (Resync seeds the registered
+// ones at start-up; perfgate_agents_connected is 0 before).
 func (m *Metrics) zero() {
 	for e := range knownEvents {
 		for _, o := range []string{"accepted", "bad_signature", "invalid", "too_large", "no_capacity", "error"} {
@@ -108,7 +117,36 @@ func (m *Metrics) zero() {
 	for _, c := range [][2]string{{"GET", "200"}, {"POST", "201"}, {"PATCH", "200"}, {"GET", "error"}, {"POST", "error"}, {"PATCH", "error"}} {
 		m.apiCalls.WithLabelValues(c[0], c[1])
 	}
+	m.zeroQueue()
+	for _, t := range knownTiers {
+		for _, s := range []jobstate.Status{jobstate.Succeeded, jobstate.Failed, jobstate.Cancelled} {
+			m.jobDuration.WithLabelValues(string(t), string(s))
+		}
+		for _, c := range knownConclusions {
+			m.conclusions.WithLabelValues(check.CheckName(t), c)
+		}
+	}
+	m.rateLimit.WithLabelValues("core").Set(math.NaN())
 }
+
+// zeroQueue creates the queue gauges of every known tier, queued and
+// running, for jobs on the default runner label.
+func (m *Metrics) zeroQueue() {
+	for _, t := range knownTiers {
+		for _, s := range []jobstate.Status{jobstate.Queued, jobstate.Running} {
+			m.queue.WithLabelValues(string(s), string(t), defaultLabels)
+		}
+	}
+}
+
+// The label values zero creates series for.
+var (
+	knownTiers       = []check.Tier{check.TierQuick, check.TierMerge, check.TierNightly, check.TierCapacity, check.TierSoak}
+	knownConclusions = []string{"success", "neutral", "skipped", "cancelled", "action_required", "failure"}
+	// defaultLabels is the runner labels of a repository that names none
+	// (config.Default's runner: gpu), as labelKey writes them.
+	defaultLabels = "gpu"
+)
 
 // Handler serves the metrics in the Prometheus exposition format.
 func (m *Metrics) Handler() http.Handler {

@@ -182,6 +182,7 @@ func (m *Metrics) Resync(ctx context.Context, st Lister) error {
 		return fmt.Errorf("metrics: list agents: %w", err)
 	}
 	m.queue.Reset()
+	m.zeroQueue()
 	for k, n := range counts {
 		m.queue.WithLabelValues(k[0], k[1], k[2]).Set(float64(n))
 	}

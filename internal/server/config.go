@@ -39,7 +39,7 @@ type Setting struct {
 // environment < `perfgate serve` flags.
 var Settings = []Setting{
 	{Key: "addr", Env: "PERFGATE_ADDR", Help: "listen address (default :8080)", set: str(func(c *Config) *string { return &c.Addr })},
-	{Key: "public_url", Env: "PERFGATE_PUBLIC_URL", Help: "where GitHub, browsers and agents reach this server, e.g. https://perfgate.example.com (needed for setup; check runs link to it)", set: str(func(c *Config) *string { return &c.PublicURL })},
+	{Key: "public_url", Env: "PERFGATE_PUBLIC_URL", Help: "where GitHub, browsers and agents reach this server, e.g. https://perfgate.example.com (needed for setup; every check run links to it, and serve warns at start without it)", set: str(func(c *Config) *string { return &c.PublicURL })},
 	{Key: "data_dir", Env: "PERFGATE_DATA_DIR", Help: "directory for the SQLite database and the credentials the setup stores (default: the working directory)", set: str(func(c *Config) *string { return &c.DataDir })},
 	{Key: "database_url", Env: "PERFGATE_DATABASE_URL", Help: "SQLite file or postgres:// URL (default DATA_DIR/perfgate.db; PostgreSQL for several replicas)", set: str(func(c *Config) *string { return &c.DatabaseURL })},
 	{Key: "instance", Env: "PERFGATE_INSTANCE", Help: "this server process's name in its leases; a restarted process reclaims its own at once (default: the host name; give replicas on one host distinct names)", set: str(func(c *Config) *string { return &c.Instance })},
@@ -325,6 +325,7 @@ func Prepare(cfg *Config) (Prepared, error) {
 			bad("PERFGATE_PUBLIC_URL", "%v", err)
 		}
 	}
+	cfg.DatabaseURL = cfg.Database()
 	if cfg.DataDir == "" {
 		cfg.DataDir = "."
 	}
@@ -336,9 +337,6 @@ func Prepare(cfg *Config) (Prepared, error) {
 		if pst, perr := os.Stat(filepath.Dir(filepath.Clean(cfg.DataDir))); perr != nil || !pst.IsDir() {
 			bad("PERFGATE_DATA_DIR", "%s does not exist and neither does its parent: create it (systemd: StateDirectory=perfgate)", cfg.DataDir)
 		}
-	}
-	if cfg.DatabaseURL == "" {
-		cfg.DatabaseURL = filepath.Join(cfg.DataDir, "perfgate.db")
 	}
 	if cfg.Unconfigured != "" && cfg.Unconfigured != "quiet" && cfg.Unconfigured != "neutral" {
 		bad("PERFGATE_UNCONFIGURED", "%q: want quiet or neutral", cfg.Unconfigured)
@@ -437,6 +435,53 @@ func Prepare(cfg *Config) (Prepared, error) {
 		return p, &ConfigError{Problems: problems}
 	}
 	return p, nil
+}
+
+// Database is where the server keeps its store: the database URL, else
+// perfgate.db in the data directory (the working directory when unset).
+// perfgate serve and every operator command that reads the store find it
+// here.
+func (c Config) Database() string {
+	if c.DatabaseURL != "" {
+		return c.DatabaseURL
+	}
+	dir := c.DataDir
+	if dir == "" {
+		dir = "."
+	}
+	return filepath.Join(dir, "perfgate.db")
+}
+
+// StoreLocation is where the server's store is and the setting that said
+// so, for an operator command to name where it looked.
+type StoreLocation struct {
+	DSN  string
+	From string
+}
+
+// LocateStore finds the server's store as perfgate serve does: the server
+// config file at configPath (optional), then the PERFGATE_* variables
+// over it, then Database.
+func LocateStore(configPath string) (StoreLocation, error) {
+	cfg, err := LoadConfig(configPath)
+	if err != nil {
+		return StoreLocation{}, err
+	}
+	loc := StoreLocation{DSN: cfg.Database()}
+	in := "server config " + configPath
+	switch {
+	case os.Getenv("PERFGATE_DATABASE_URL") != "":
+		loc.From = "PERFGATE_DATABASE_URL"
+	case cfg.DatabaseURL != "":
+		loc.From = "database_url in " + in
+	case os.Getenv("PERFGATE_DATA_DIR") != "":
+		loc.From = "PERFGATE_DATA_DIR=" + cfg.DataDir
+	case cfg.DataDir != "":
+		loc.From = "data_dir in " + in
+	default:
+		loc.From = "the working directory: neither PERFGATE_DATA_DIR, PERFGATE_DATABASE_URL nor a server config (PERFGATE_CONFIG) is set"
+	}
+	return loc, nil
 }
 
 // privateKey accepts the PEM text itself or the path of a PEM file and

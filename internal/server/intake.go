@@ -45,6 +45,7 @@ func newWebhookIntake(next http.Handler, budget int64) *webhookIntake {
 }
 
 func (in *webhookIntake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	r = r.WithContext(context.WithValue(r.Context(), arrivalKey{}, time.Now()))
 	n := r.ContentLength
 	if r.Method != http.MethodPost || n <= 0 || n > in.maxBody {
 		in.next.ServeHTTP(w, r) // the receiver answers what is wrong

@@ -259,7 +259,7 @@ func New(cfg Config, st store.Store, log zerolog.Logger, now func() time.Time) (
 	}
 	s.dispatch.EnableFindings(dispatch.FindingsOptions{Traces: traceFiles{arts}, ArtifactURL: artifactURL})
 	s.dispatch.EnableLongRun(dispatch.LongRunOptions{Files: traceFiles{arts}})
-	a, err := app.New(appCfg, app.Deps{Dispatcher: s.dispatch, Inbox: storeInbox{st}, Outbox: s.dispatch, Config: app.ContentsConfigLoader{},
+	a, err := app.New(appCfg, app.Deps{Dispatcher: s.dispatch, Inbox: newStoreInbox(st), Outbox: s.dispatch, Config: app.ContentsConfigLoader{},
 		Appeals: s.dispatch, Releases: s.dispatch, Approvals: s.dispatch, Acks: s.dispatch, Findings: s.dispatch, Bisects: s.bisects.asker,
 		Accepted: func() { s.inbox.Wake() }}) // the inbox, built next, runs the app's handlers
 	if err != nil {
@@ -389,11 +389,3 @@ func (s *Server) Wait() error { return s.workers.Wait() }
 // metricsResync is how often the queue gauges are re-read from the
 // database.
 const metricsResync = 5 * time.Minute
-
-// storeInbox is the app's Inbox over the store.
-type storeInbox struct{ st store.Store }
-
-func (i storeInbox) Accept(ctx context.Context, id, event string, payload []byte) (bool, error) {
-	a, err := i.st.AcceptDelivery(ctx, id, event, payload, inbox.Order(event, payload))
-	return a == store.AcceptedDuplicate, err
-}

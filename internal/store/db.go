@@ -69,6 +69,10 @@ type sqlStore struct {
 	// failing with SQLITE_BUSY; on PostgreSQL r and w are the same pool.
 	w *sql.DB
 	r *sql.DB
+	// ack takes a webhook's insert (AcceptDelivery) when set: on a SQLite
+	// file, a connection of its own that goes before every waiting writer
+	// (sqliteturn.go). Otherwise w does.
+	ack *sql.DB
 
 	now    func() time.Time
 	shares fleet.Shares
@@ -84,11 +88,24 @@ type sqlStore struct {
 	listener *listener
 }
 
+// ackDB is where a webhook's insert goes.
+func (s *sqlStore) ackDB() *sql.DB {
+	if s.ack != nil {
+		return s.ack
+	}
+	return s.w
+}
+
 func (s *sqlStore) Close() error {
 	var err error
 	s.closed.Do(func() {
 		s.stopListening()
 		err = s.w.Close()
+		if s.ack != nil {
+			if aerr := s.ack.Close(); err == nil {
+				err = aerr
+			}
+		}
 		if s.r != s.w {
 			if rerr := s.r.Close(); err == nil {
 				err = rerr

@@ -37,7 +37,8 @@ type Delivery struct {
 	ReceivedAt   time.Time
 	DoneAt       time.Time
 	// Subject and OrderAt are the delivery's place in its subject's
-	// history (see DeliveryOrder).
+	// history (see DeliveryOrder); OrderAt is zero until a delivery
+	// accepted with DeliveryOrder.Later is placed.
 	Subject string
 	OrderAt time.Time
 }
@@ -48,9 +49,14 @@ type Delivery struct {
 // is claimed while an earlier one is still pending — waiting out a retry
 // included — so they are applied in the order they happened. An empty
 // Subject keeps no order; a zero At is the time the delivery arrived.
+//
+// Later leaves the placing to the worker: the webhook's answer waits for
+// nothing but the insert, and PlaceDeliveries reads the payload and
+// places the delivery before it can be claimed.
 type DeliveryOrder struct {
 	Subject string
 	At      time.Time
+	Later   bool
 }
 
 // Accepted says what AcceptDelivery did with a delivery.
@@ -84,7 +90,9 @@ func scanDelivery(sc scanner) (Delivery, error) {
 	d.NextAttemptAt = fromMicros(next)
 	d.ReceivedAt = fromMicros(received)
 	d.DoneAt = fromMicros(doneT)
-	d.OrderAt = fromMicros(orderAt)
+	if orderAt.Int64 != 0 { // 0: not placed yet
+		d.OrderAt = fromMicros(orderAt)
+	}
 	return d, nil
 }
 
@@ -99,17 +107,25 @@ func (s *sqlStore) AcceptDelivery(ctx context.Context, id, event string, payload
 		return 0, fmt.Errorf("accept delivery: empty delivery ID")
 	}
 	now := s.nowMicros()
+	// order_at 0 marks a delivery not yet placed (Later): no placed one
+	// has it, since a zero At means the time it arrived.
 	orderAt := now
-	if !order.At.IsZero() {
+	switch {
+	case order.Later:
+		orderAt, order.Subject = 0, ""
+	case !order.At.IsZero():
 		orderAt = order.At.UnixMicro()
 	}
 	var redeliveries int
-	err := s.w.QueryRowContext(ctx, s.q(`INSERT INTO webhook_inbox
+	// A redelivery to be placed later keeps the place its first delivery
+	// got (the same payload gives the same place).
+	err := s.ackDB().QueryRowContext(ctx, s.q(`INSERT INTO webhook_inbox
 			(delivery_id, event, payload, status, next_attempt_at, received_at, subject, order_at)
 		VALUES (?, ?, ?, 'pending', ?, ?, ?, ?)
 		ON CONFLICT (delivery_id) DO UPDATE SET
 			event = excluded.event, payload = excluded.payload, status = 'pending',
-			subject = excluded.subject, order_at = excluded.order_at,
+			subject = CASE WHEN excluded.order_at = 0 THEN webhook_inbox.subject ELSE excluded.subject END,
+			order_at = CASE WHEN excluded.order_at = 0 THEN webhook_inbox.order_at ELSE excluded.order_at END,
 			attempts = CASE WHEN webhook_inbox.status = 'failed' THEN 0 ELSE webhook_inbox.attempts END,
 			next_attempt_at = CASE WHEN webhook_inbox.next_attempt_at < excluded.next_attempt_at
 				THEN webhook_inbox.next_attempt_at ELSE excluded.next_attempt_at END,
@@ -128,12 +144,71 @@ func (s *sqlStore) AcceptDelivery(ctx context.Context, id, event string, payload
 	return AcceptedAgain, nil
 }
 
+// PlaceDeliveries places up to limit pending deliveries accepted with
+// DeliveryOrder.Later among their subjects' deliveries, with the order
+// place reads from each payload, and returns how many it placed. The
+// payloads are read outside the write; placing one twice (two replicas)
+// writes the same place.
+func (s *sqlStore) PlaceDeliveries(ctx context.Context, limit int, place func(event string, payload []byte) DeliveryOrder) (int, error) {
+	if limit <= 0 {
+		return 0, fmt.Errorf("place deliveries: limit must be positive")
+	}
+	rows, err := s.r.QueryContext(ctx, s.q(`SELECT delivery_id, event, payload, received_at FROM webhook_inbox
+		WHERE status = 'pending' AND order_at = 0 ORDER BY received_at LIMIT ?`), limit)
+	if err != nil {
+		return 0, fmt.Errorf("place deliveries: %w", err)
+	}
+	type placed struct {
+		id, subject string
+		at          int64
+	}
+	var ps []placed
+	for rows.Next() {
+		var (
+			id, event string
+			payload   []byte
+			received  int64
+		)
+		if err := rows.Scan(&id, &event, &payload, &received); err != nil {
+			rows.Close()
+			return 0, fmt.Errorf("place deliveries: %w", err)
+		}
+		o := place(event, payload)
+		at := received
+		if !o.At.IsZero() {
+			at = o.At.UnixMicro()
+		}
+		ps = append(ps, placed{id: id, subject: o.Subject, at: max(at, 1)})
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return 0, fmt.Errorf("place deliveries: %w", err)
+	}
+	if len(ps) == 0 {
+		return 0, nil
+	}
+	err = s.tx(ctx, func(tx *sql.Tx) error {
+		for _, p := range ps {
+			if _, err := tx.ExecContext(ctx, s.q(`UPDATE webhook_inbox SET subject = ?, order_at = ?
+				WHERE delivery_id = ? AND order_at = 0`), p.subject, p.at, p.id); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("place deliveries: %w", err)
+	}
+	return len(ps), nil
+}
+
 // ClaimDeliveries leases up to limit pending deliveries that are due,
 // oldest first. Several workers and replicas may claim at once: each row
 // goes to one of them (SKIP LOCKED on PostgreSQL, serial writes on SQLite).
 // A claim whose lease lapses (its worker died) is claimed again. Of one
 // subject's deliveries only the earliest pending one is claimable, and
-// only while no other of them is held (see DeliveryOrder).
+// only while no other of them is held (see DeliveryOrder). A delivery not
+// yet placed (DeliveryOrder.Later) waits for PlaceDeliveries.
 func (s *sqlStore) ClaimDeliveries(ctx context.Context, limit int, lease time.Duration) ([]Delivery, error) {
 	if limit <= 0 || lease <= 0 {
 		return nil, fmt.Errorf("claim deliveries: limit and lease must be positive")
@@ -146,7 +221,7 @@ func (s *sqlStore) ClaimDeliveries(ctx context.Context, limit int, lease time.Du
 	rows, err := s.w.QueryContext(ctx, s.q(`UPDATE webhook_inbox SET
 			lease_id = ?, lease_until = ?, attempts = attempts + 1
 		WHERE delivery_id IN (SELECT w.delivery_id FROM webhook_inbox w
-			WHERE w.status = 'pending' AND w.next_attempt_at <= ? AND (w.lease_until IS NULL OR w.lease_until < ?)
+			WHERE w.status = 'pending' AND w.order_at <> 0 AND w.next_attempt_at <= ? AND (w.lease_until IS NULL OR w.lease_until < ?)
 				AND (w.subject = '' OR NOT EXISTS (SELECT 1 FROM webhook_inbox o
 					WHERE o.subject = w.subject AND o.status = 'pending' AND o.delivery_id <> w.delivery_id
 						AND (o.lease_until >= ?

@@ -3,9 +3,12 @@ package store
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
+	"io/fs"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strings"
 
 	_ "modernc.org/sqlite" // registers driver "sqlite"
@@ -20,6 +23,16 @@ func openSQLite(ctx context.Context, dsn string, o options) (Store, error) {
 		return nil, fmt.Errorf("open sqlite %q: no file path", dsn)
 	}
 	memory := path == ":memory:" || strings.Contains(query, "mode=memory")
+	if o.existing && !memory {
+		if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+			if abs, aerr := filepath.Abs(path); aerr == nil {
+				path = abs
+			}
+			return nil, fmt.Errorf("%w at %s", ErrNoDatabase, path)
+		} else if err != nil {
+			return nil, fmt.Errorf("open sqlite %s: %w", path, err)
+		}
+	}
 	if !memory {
 		// The database holds webhook payloads, tokens' hashes and the
 		// audit log: readable by its owner only. SQLite gives the -wal and
@@ -36,10 +49,15 @@ func openSQLite(ctx context.Context, dsn string, o options) (Store, error) {
 	}
 	common := "_pragma=busy_timeout(10000)&_pragma=foreign_keys(1)"
 
-	w, err := sql.Open("sqlite", base+common+"&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_txlock=immediate")
+	writeDSN := base + common + "&_pragma=journal_mode(WAL)&_pragma=synchronous(NORMAL)&_txlock=immediate"
+	// This process's writers take turns at SQLite's one write lock
+	// (sqliteturn.go): the connection below, and the webhooks' own.
+	turn := &writeTurn{}
+	wc, err := newTurnConnector(writeDSN, turn, false)
 	if err != nil {
 		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
 	}
+	w := sql.OpenDB(wc)
 	// SQLite has one writer. One connection makes this process's writers
 	// wait their turn in Go rather than spin on SQLITE_BUSY, and
 	// _txlock=immediate takes the write lock at BEGIN, so a transaction that
@@ -52,11 +70,27 @@ func openSQLite(ctx context.Context, dsn string, o options) (Store, error) {
 		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
 	}
 	if !memory {
+		// Webhooks' inserts have connections of their own, first in the
+		// turn: an answer waits for the writer in progress, not for every
+		// writer queued; several, so that acks arriving together queue in
+		// the turn's order rather than at random for one connection (an
+		// in-memory database is one connection's).
+		ac, err := newTurnConnector(writeDSN, turn, true)
+		if err != nil {
+			_ = w.Close()
+			return nil, fmt.Errorf("open sqlite %s: %w", path, err)
+		}
+		s.ack = sql.OpenDB(ac)
+		s.ack.SetMaxOpenConns(4)
+		s.ack.SetConnMaxIdleTime(0)
+	}
+	if !memory {
 		// Opened after the writer switched the file to WAL, so these
 		// connections read a snapshot while a write is in progress.
 		r, err := sql.Open("sqlite", base+common+"&_pragma=query_only(1)")
 		if err != nil {
 			_ = w.Close()
+			_ = s.ack.Close()
 			return nil, fmt.Errorf("open sqlite %s for reading: %w", path, err)
 		}
 		r.SetMaxOpenConns(4)

@@ -122,6 +122,7 @@ type Store interface {
 	// Webhook inbox.
 	AcceptDelivery(ctx context.Context, id, event string, payload []byte, order DeliveryOrder) (Accepted, error)
 	ClaimDeliveries(ctx context.Context, limit int, lease time.Duration) ([]Delivery, error)
+	PlaceDeliveries(ctx context.Context, limit int, place func(event string, payload []byte) DeliveryOrder) (int, error)
 	// ReclaimLeases frees the inbox, outbox and judge leases this
 	// instance (WithInstance) held before it restarted.
 	ReclaimLeases(ctx context.Context) (Reclaimed, error)
@@ -195,10 +196,22 @@ func (e ErrOffsetMismatch) Error() string {
 type Option func(*options)
 
 type options struct {
+	existing bool
 	instance string
 	now      func() time.Time
 	maxConns int
 	shares   fleet.Shares
+}
+
+// ErrNoDatabase is Open's answer, under Existing, for a SQLite file that
+// is not there.
+var ErrNoDatabase = errors.New("no perfgate database")
+
+// Existing makes Open refuse a SQLite file that does not exist instead of
+// creating an empty one: the operator commands read the server's store,
+// and an empty one in the wrong place would answer "nothing here".
+func Existing() Option {
+	return func(o *options) { o.existing = true }
 }
 
 // WithInstance names this server process (a stable name: the host, or

@@ -6,8 +6,6 @@
 package ghtest
 
 import (
-	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/perfgate/perfgate/internal/githubtest"
@@ -27,9 +25,9 @@ func New(t testing.TB) *githubtest.Server {
 // Fixture(t, "pull_request/opened.json").
 func Fixture(t testing.TB, name string) []byte {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(githubtest.FixtureDir(), filepath.FromSlash(name)))
+	b, err := githubtest.Fixture(name)
 	if err != nil {
-		t.Fatalf("read webhook fixture: %v", err)
+		t.Fatal(err)
 	}
 	return b
 }

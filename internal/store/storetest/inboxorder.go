@@ -1,6 +1,8 @@
 package storetest
 
 import (
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -108,4 +110,81 @@ func keys(m map[string]store.Delivery) []string {
 		out = append(out, k)
 	}
 	return out
+}
+
+// A delivery accepted to be placed later (the webhook's answer does not
+// read the payload) cannot be claimed until PlaceDeliveries has placed it;
+// then its subject's order holds as if it had been placed on arrival. A
+// redelivery keeps the place its first delivery got, and one placed twice
+// (two replicas) keeps one place.
+func testInboxPlaceLater(t *testing.T, newDSN func(t testing.TB) string) {
+	e := newEnv(t, newDSN)
+	other := e.open(t) // a second replica
+	t0 := e.clock.Now().Add(-time.Hour)
+	// The payload names the place: "subject@minute", or nothing.
+	place := func(_ string, payload []byte) store.DeliveryOrder {
+		subject, min, ok := strings.Cut(string(payload), "@")
+		if !ok {
+			return store.DeliveryOrder{}
+		}
+		m, _ := strconv.Atoi(min)
+		return store.DeliveryOrder{Subject: subject, At: t0.Add(time.Duration(m) * time.Minute)}
+	}
+	for _, d := range []struct{ id, payload string }{
+		{"closed", "acme/llm#17@2"}, // arrives before the event it follows
+		{"opened", "acme/llm#17@1"},
+		{"install", "{}"},
+	} {
+		if a, err := e.st.AcceptDelivery(e.ctx, d.id, "pull_request", []byte(d.payload), store.DeliveryOrder{Later: true}); err != nil || a != store.AcceptedNew {
+			t.Fatalf("accept %s = %v, %v", d.id, a, err)
+		}
+		e.clock.Advance(time.Millisecond)
+	}
+	if ds := claimDeliveries(t, e, 10); len(ds) != 0 {
+		t.Fatalf("claim before placing = %v; want none", keys(ids(ds)))
+	}
+	// A redelivery before the place is known changes nothing.
+	if a, err := e.st.AcceptDelivery(e.ctx, "opened", "pull_request", []byte("acme/llm#17@1"), store.DeliveryOrder{Later: true}); err != nil || a != store.AcceptedAgain {
+		t.Fatalf("redeliver opened = %v, %v", a, err)
+	}
+	// Two replicas place in turn: the second places what the first left.
+	n1, err1 := e.st.PlaceDeliveries(e.ctx, 2, place)
+	n2, err2 := other.PlaceDeliveries(e.ctx, 10, place)
+	if err1 != nil || err2 != nil || n1 != 2 || n1+n2 < 3 {
+		t.Fatalf("place = %d, %v and %d, %v; want 2 then the rest", n1, err1, n2, err2)
+	}
+	if n, err := e.st.PlaceDeliveries(e.ctx, 10, place); err != nil || n != 0 {
+		t.Fatalf("place again = %d, %v; want 0", n, err)
+	}
+	got := ids(claimDeliveries(t, e, 10))
+	if len(got) != 2 || got["opened"].ID == "" || got["install"].ID == "" {
+		t.Fatalf("claim after placing = %v; want opened and install", keys(got))
+	}
+	if d := got["opened"]; d.Subject != "acme/llm#17" || !d.OrderAt.Equal(t0.Add(time.Minute)) {
+		t.Errorf("opened placed at %q %v", d.Subject, d.OrderAt)
+	}
+	if d := got["install"]; d.Subject != "" || d.OrderAt.IsZero() {
+		t.Errorf("install placed at %q %v; want no subject, its arrival", d.Subject, d.OrderAt)
+	}
+	// A redelivery of a placed one keeps its place.
+	if _, err := e.st.AcceptDelivery(e.ctx, "closed", "pull_request", []byte("acme/llm#17@2"), store.DeliveryOrder{Later: true}); err != nil {
+		t.Fatal(err)
+	}
+	if d, err := e.st.GetDelivery(e.ctx, "closed"); err != nil || d.Subject != "acme/llm#17" || !d.OrderAt.Equal(t0.Add(2*time.Minute)) {
+		t.Errorf("closed after its redelivery: %q %v, %v", d.Subject, d.OrderAt, err)
+	}
+	if err := e.st.CompleteDelivery(e.ctx, "opened", got["opened"].LeaseID); err != nil {
+		t.Fatal(err)
+	}
+	if next := claimDeliveries(t, e, 10); len(next) != 1 || next[0].ID != "closed" {
+		t.Fatalf("claim after opened = %v; want closed", keys(ids(next)))
+	}
+}
+
+func ids(ds []store.Delivery) map[string]store.Delivery {
+	m := map[string]store.Delivery{}
+	for _, d := range ds {
+		m[d.ID] = d
+	}
+	return m
 }

@@ -67,6 +67,7 @@ func Run(t *testing.T, newDSN func(t testing.TB) string) {
 		{"InboxClaimRetryFail", testInboxClaim},
 		{"InboxTwoReplicas", testInboxReplicas},
 		{"InboxPerSubjectOrder", testInboxOrder},
+		{"InboxPlaceLater", testInboxPlaceLater},
 		{"ReclaimLeasesAfterRestart", testReclaimLeases},
 		{"OutboxEffects", testOutbox},
 		{"OutboxCheckSyncRearm", testOutboxRearm},
