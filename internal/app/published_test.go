@@ -8,8 +8,6 @@ import (
 	"testing"
 
 	"github.com/rs/zerolog"
-
-	"github.com/perfgate/perfgate/internal/githubtest"
 )
 
 // noInstallationLog is the one line a delivery without an installation
@@ -71,12 +69,12 @@ func TestPublishedShapes(t *testing.T) {
 		for _, c := range cases {
 			listed[c.fixture] = true
 		}
-		files, err := filepath.Glob(filepath.Join(githubtest.FixtureDir(), "published", "*", "*.json"))
+		files, err := filepath.Glob(filepath.Join(filepath.Join("..", "..", "testdata", "webhooks"), "published", "*", "*.json"))
 		if err != nil || len(files) == 0 {
 			t.Fatalf("no published fixtures: %v", err)
 		}
 		for _, f := range files {
-			rel := filepath.ToSlash(strings.TrimPrefix(f, filepath.Join(githubtest.FixtureDir(), "published")+string(os.PathSeparator)))
+			rel := filepath.ToSlash(strings.TrimPrefix(f, filepath.Join(filepath.Join("..", "..", "testdata", "webhooks"), "published")+string(os.PathSeparator)))
 			if !listed[rel] {
 				t.Errorf("fixture %s has no case", rel)
 			}

@@ -41,7 +41,7 @@ func TestPublishedShapes(t *testing.T) {
 	l.gh.SetFiles(testRepo, 17, []githubtest.File{{Filename: "model/attention.py"}})
 	l.gh.SetPermission(testRepo, "monalisa", "write", "maintain")
 
-	root := filepath.Join(githubtest.FixtureDir(), "published")
+	root := filepath.Join(filepath.Join("..", "..", "testdata", "webhooks"), "published")
 	files, err := filepath.Glob(filepath.Join(root, "*", "*.json"))
 	if err != nil || len(files) < 20 {
 		t.Fatalf("%d published fixtures (%v), want the whole set", len(files), err)
