@@ -5,7 +5,7 @@ package perfgate
 import "embed"
 
 // AppManifest is app.yml, the GitHub App manifest: the events perfgate
-// subscribes to and the least permissions it needs. internal/setup turns it
+// subscribes to and the least permissions it needs. internal/github/setup turns it
 // into the JSON manifest that `perfgate serve` posts to GitHub.
 //
 //go:embed app.yml

@@ -19,18 +19,18 @@ func TestLayering(t *testing.T) {
 		pkg    string
 		banned []string // packages pkg must not depend on, directly or not
 	}{
-		{"./internal/dispatch", []string{mod + "internal/app", mod + "internal/server"}},
-		{"./internal/bisectjob", []string{mod + "internal/app", mod + "internal/server"}},
-		{"./internal/checkstate", []string{mod + "internal/app", mod + "internal/store"}},
-		{"./internal/agent", []string{mod + "internal/store", mod + "internal/agentserver", mod + "internal/app"}},
-		{"./internal/agentapi", []string{mod + "internal/store"}},
-		{"./internal/check", []string{mod + "internal/app", mod + "internal/store", mod + "internal/config"}},
-		{"./internal/request", []string{mod + "internal/app", mod + "internal/store"}},
-		{"./internal/jobstate", []string{mod + "internal/store", mod + "internal/agentapi"}},
+		{"./internal/github/dispatch", []string{mod + "internal/github/app", mod + "internal/github/server"}},
+		{"./internal/github/bisectjob", []string{mod + "internal/github/app", mod + "internal/github/server"}},
+		{"./internal/github/checkstate", []string{mod + "internal/github/app", mod + "internal/store"}},
+		{"./internal/runner/agent", []string{mod + "internal/store", mod + "internal/github/agentserver", mod + "internal/github/app"}},
+		{"./internal/vocab/agentapi", []string{mod + "internal/store"}},
+		{"./internal/vocab/check", []string{mod + "internal/github/app", mod + "internal/store", mod + "internal/vocab/config"}},
+		{"./internal/vocab/request", []string{mod + "internal/github/app", mod + "internal/store"}},
+		{"./internal/vocab/jobstate", []string{mod + "internal/store", mod + "internal/vocab/agentapi"}},
 		// testing (and its flags) stays out of the binary; go-githubapp's
 		// LRU shipped a testing.go, so go.mod replaces it with a copy
 		// without (internal/third_party/golang-lru).
-		{"./cmd/perfgate", []string{"testing", "net/http/httptest", mod + "internal/githubtest/ghtest"}},
+		{"./cmd/perfgate", []string{"testing", "net/http/httptest", mod + "internal/github/githubtest/ghtest"}},
 	}
 	for _, tt := range tests {
 		deps := goListDeps(t, tt.pkg)

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The checks that need a real NVIDIA card, in one short run on a GPU host.
 # Build the test binaries where Go is (they need no Go toolchain to run):
-#   CGO_CFLAGS=-Wno-deprecated-declarations go test -c -tags nvml -o bin/gpu.test ./internal/gpu
-#   CGO_CFLAGS=-Wno-deprecated-declarations go test -c -tags nvml -o bin/cardcheck.test ./internal/gpu/cardcheck
+#   CGO_CFLAGS=-Wno-deprecated-declarations go test -c -tags nvml -o bin/gpu.test ./internal/runner/gpu
+#   CGO_CFLAGS=-Wno-deprecated-declarations go test -c -tags nvml -o bin/cardcheck.test ./internal/runner/gpu/cardcheck
 # then on the GPU host: OUT=/some/dir bash deploy/card-check.sh
 # It writes nvidia-smi.txt (when nvidia-smi is there), gpu.txt (NVML read
 # directly: every card once) and card.json (a runner agent measuring a job

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"unicode"
 
-	"github.com/perfgate/perfgate/internal/server"
+	"github.com/perfgate/perfgate/internal/github/server"
 )
 
 var update = flag.Bool("update", false, "rewrite the generated parts of the pages")

@@ -10,11 +10,11 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/perfgate/perfgate/internal/agent"
-	"github.com/perfgate/perfgate/internal/agentapi"
-	"github.com/perfgate/perfgate/internal/bench"
-	"github.com/perfgate/perfgate/internal/gpu"
-	"github.com/perfgate/perfgate/internal/sandbox"
+	"github.com/perfgate/perfgate/internal/runner/agent"
+	"github.com/perfgate/perfgate/internal/runner/bench"
+	"github.com/perfgate/perfgate/internal/runner/gpu"
+	"github.com/perfgate/perfgate/internal/runner/sandbox"
+	"github.com/perfgate/perfgate/internal/vocab/agentapi"
 )
 
 func init() {

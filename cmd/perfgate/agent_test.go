@@ -8,7 +8,7 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/perfgate/perfgate/internal/sandbox"
+	"github.com/perfgate/perfgate/internal/runner/sandbox"
 )
 
 // TestEngineLimitFlags: the agent's default engine flags are the zero

@@ -11,11 +11,11 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/perfgate/perfgate/internal/baseline"
-	"github.com/perfgate/perfgate/internal/gate"
-	"github.com/perfgate/perfgate/internal/result"
+	"github.com/perfgate/perfgate/internal/analysis/gate"
+	"github.com/perfgate/perfgate/internal/github/baseline"
 	"github.com/perfgate/perfgate/internal/store"
-	"github.com/perfgate/perfgate/internal/suggest"
+	"github.com/perfgate/perfgate/internal/vocab/result"
+	"github.com/perfgate/perfgate/internal/vocab/suggest"
 )
 
 func init() {

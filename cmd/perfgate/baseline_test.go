@@ -9,9 +9,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/perfgate/perfgate/internal/baseline"
-	"github.com/perfgate/perfgate/internal/result"
+	"github.com/perfgate/perfgate/internal/github/baseline"
 	"github.com/perfgate/perfgate/internal/store"
+	"github.com/perfgate/perfgate/internal/vocab/result"
 )
 
 const baselineFixture = "../../testdata/baseline/v0.26.0/llama-8b-tp8.json"

@@ -13,9 +13,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/perfgate/perfgate/internal/bench"
-	"github.com/perfgate/perfgate/internal/result"
-	"github.com/perfgate/perfgate/internal/sim"
+	"github.com/perfgate/perfgate/internal/runner/bench"
+	"github.com/perfgate/perfgate/internal/runner/sim"
+	"github.com/perfgate/perfgate/internal/vocab/result"
 )
 
 func init() {

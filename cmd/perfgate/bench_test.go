@@ -17,7 +17,7 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/perfgate/perfgate/internal/result"
+	"github.com/perfgate/perfgate/internal/vocab/result"
 )
 
 func runBenchArgs(t *testing.T, args ...string) (code int, stdout, stderr string) {

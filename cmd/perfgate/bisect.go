@@ -13,15 +13,15 @@ import (
 	"strings"
 	"time"
 
-	"github.com/perfgate/perfgate/internal/agentapi"
-	"github.com/perfgate/perfgate/internal/bench"
-	"github.com/perfgate/perfgate/internal/bisect"
-	"github.com/perfgate/perfgate/internal/config"
-	"github.com/perfgate/perfgate/internal/engine"
-	"github.com/perfgate/perfgate/internal/gate"
-	"github.com/perfgate/perfgate/internal/result"
-	"github.com/perfgate/perfgate/internal/stats"
-	"github.com/perfgate/perfgate/internal/suggest"
+	"github.com/perfgate/perfgate/internal/analysis/bisect"
+	"github.com/perfgate/perfgate/internal/analysis/gate"
+	"github.com/perfgate/perfgate/internal/analysis/stats"
+	"github.com/perfgate/perfgate/internal/runner/bench"
+	"github.com/perfgate/perfgate/internal/runner/engine"
+	"github.com/perfgate/perfgate/internal/vocab/agentapi"
+	"github.com/perfgate/perfgate/internal/vocab/config"
+	"github.com/perfgate/perfgate/internal/vocab/result"
+	"github.com/perfgate/perfgate/internal/vocab/suggest"
 )
 
 func init() {

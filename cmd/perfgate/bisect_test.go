@@ -14,9 +14,9 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/perfgate/perfgate/internal/config"
-	"github.com/perfgate/perfgate/internal/githubtest/ghtest"
+	"github.com/perfgate/perfgate/internal/github/githubtest/ghtest"
 	"github.com/perfgate/perfgate/internal/poll"
+	"github.com/perfgate/perfgate/internal/vocab/config"
 )
 
 func TestSplitCommand(t *testing.T) {

@@ -7,9 +7,9 @@ import (
 	"os"
 	"strings"
 
-	"github.com/perfgate/perfgate/internal/config"
-	"github.com/perfgate/perfgate/internal/gate"
-	"github.com/perfgate/perfgate/internal/result"
+	"github.com/perfgate/perfgate/internal/analysis/gate"
+	"github.com/perfgate/perfgate/internal/vocab/config"
+	"github.com/perfgate/perfgate/internal/vocab/result"
 )
 
 func init() {

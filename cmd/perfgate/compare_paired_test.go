@@ -10,9 +10,9 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/perfgate/perfgate/internal/config"
-	"github.com/perfgate/perfgate/internal/gate"
-	"github.com/perfgate/perfgate/internal/gate/gatetest"
+	"github.com/perfgate/perfgate/internal/analysis/gate"
+	"github.com/perfgate/perfgate/internal/analysis/gate/gatetest"
+	"github.com/perfgate/perfgate/internal/vocab/config"
 )
 
 // `perfgate compare --paired` on an interleaved job's result files, as the

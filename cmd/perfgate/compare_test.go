@@ -6,9 +6,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/perfgate/perfgate/internal/config"
-	"github.com/perfgate/perfgate/internal/gate"
-	"github.com/perfgate/perfgate/internal/result"
+	"github.com/perfgate/perfgate/internal/analysis/gate"
+	"github.com/perfgate/perfgate/internal/vocab/config"
+	"github.com/perfgate/perfgate/internal/vocab/result"
 )
 
 // The gate's commands answer with the documented exit codes.

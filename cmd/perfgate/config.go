@@ -7,8 +7,8 @@ import (
 	"io"
 	"strings"
 
-	"github.com/perfgate/perfgate/internal/config"
-	"github.com/perfgate/perfgate/internal/suggest"
+	"github.com/perfgate/perfgate/internal/vocab/config"
+	"github.com/perfgate/perfgate/internal/vocab/suggest"
 )
 
 func init() {

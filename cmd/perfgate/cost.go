@@ -4,10 +4,10 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/perfgate/perfgate/internal/config"
-	"github.com/perfgate/perfgate/internal/cost"
-	"github.com/perfgate/perfgate/internal/gate"
-	"github.com/perfgate/perfgate/internal/report"
+	"github.com/perfgate/perfgate/internal/analysis/cost"
+	"github.com/perfgate/perfgate/internal/analysis/gate"
+	"github.com/perfgate/perfgate/internal/analysis/report"
+	"github.com/perfgate/perfgate/internal/vocab/config"
 )
 
 // writeCost prints what a regression costs a month at the config's

@@ -4,8 +4,8 @@ import (
 	"bytes"
 	"testing"
 
-	"github.com/perfgate/perfgate/internal/config"
-	"github.com/perfgate/perfgate/internal/gate"
+	"github.com/perfgate/perfgate/internal/analysis/gate"
+	"github.com/perfgate/perfgate/internal/vocab/config"
 )
 
 // perfgate compare states a regression's cost when the config declares a

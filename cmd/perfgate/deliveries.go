@@ -9,7 +9,7 @@ import (
 	"github.com/google/go-github/v62/github"
 	"github.com/palantir/go-githubapp/githubapp"
 
-	"github.com/perfgate/perfgate/internal/server"
+	"github.com/perfgate/perfgate/internal/github/server"
 )
 
 func init() {

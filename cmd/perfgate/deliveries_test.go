@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/perfgate/perfgate/internal/githubtest"
-	"github.com/perfgate/perfgate/internal/githubtest/ghtest"
+	"github.com/perfgate/perfgate/internal/github/githubtest"
+	"github.com/perfgate/perfgate/internal/github/githubtest/ghtest"
 )
 
 // perfgate deliveries redeliver asks GitHub to send again each delivery

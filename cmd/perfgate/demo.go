@@ -11,7 +11,7 @@ import (
 	"github.com/rs/zerolog"
 	"golang.org/x/term"
 
-	"github.com/perfgate/perfgate/internal/capacity"
+	"github.com/perfgate/perfgate/internal/analysis/capacity"
 	"github.com/perfgate/perfgate/internal/demo"
 )
 

@@ -7,7 +7,7 @@ import (
 	"io"
 	"strings"
 
-	"github.com/perfgate/perfgate/internal/suggest"
+	"github.com/perfgate/perfgate/internal/vocab/suggest"
 )
 
 // flagSet is a subcommand's flags. Every subcommand parses through it so

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/perfgate/perfgate/internal/gguf"
+	"github.com/perfgate/perfgate/internal/runner/gguf"
 )
 
 func init() {

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/perfgate/perfgate/internal/server"
+	"github.com/perfgate/perfgate/internal/github/server"
 )
 
 func run(t *testing.T, args ...string) (code int, stdout, stderr string) {

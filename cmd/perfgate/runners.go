@@ -11,10 +11,10 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/perfgate/perfgate/internal/fleet"
-	"github.com/perfgate/perfgate/internal/jobstate"
+	"github.com/perfgate/perfgate/internal/analysis/fleet"
 	"github.com/perfgate/perfgate/internal/store"
-	"github.com/perfgate/perfgate/internal/suggest"
+	"github.com/perfgate/perfgate/internal/vocab/jobstate"
+	"github.com/perfgate/perfgate/internal/vocab/suggest"
 )
 
 func init() {

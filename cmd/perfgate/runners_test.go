@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/perfgate/perfgate/internal/fleet"
-	"github.com/perfgate/perfgate/internal/jobstate"
+	"github.com/perfgate/perfgate/internal/analysis/fleet"
 	"github.com/perfgate/perfgate/internal/store"
+	"github.com/perfgate/perfgate/internal/vocab/jobstate"
 )
 
 // perfgate runners lists the runners with their cards, state and job;

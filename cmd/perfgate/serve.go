@@ -9,7 +9,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/perfgate/perfgate/internal/server"
+	"github.com/perfgate/perfgate/internal/github/server"
 	"github.com/perfgate/perfgate/internal/store"
 )
 

@@ -15,7 +15,7 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/perfgate/perfgate/internal/server"
+	"github.com/perfgate/perfgate/internal/github/server"
 )
 
 // lineWaiter is a log writer that signals when a line containing want

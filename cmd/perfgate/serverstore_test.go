@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/perfgate/perfgate/internal/server"
+	"github.com/perfgate/perfgate/internal/github/server"
 	"github.com/perfgate/perfgate/internal/store"
 )
 

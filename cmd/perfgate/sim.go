@@ -8,7 +8,7 @@ import (
 	"os"
 	"strconv"
 
-	"github.com/perfgate/perfgate/internal/sim"
+	"github.com/perfgate/perfgate/internal/runner/sim"
 )
 
 func init() {

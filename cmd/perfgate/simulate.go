@@ -7,8 +7,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/perfgate/perfgate/internal/config"
-	"github.com/perfgate/perfgate/internal/gate"
+	"github.com/perfgate/perfgate/internal/analysis/gate"
+	"github.com/perfgate/perfgate/internal/vocab/config"
 )
 
 func init() {

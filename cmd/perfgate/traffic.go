@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/perfgate/perfgate/internal/result"
+	"github.com/perfgate/perfgate/internal/vocab/result"
 )
 
 // trafficFlags are perfgate bench's traffic-shape flags (.github/perfgate.yml

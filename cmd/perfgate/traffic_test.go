@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/perfgate/perfgate/internal/result"
+	"github.com/perfgate/perfgate/internal/vocab/result"
 )
 
 // perfgate bench --sim with the traffic-shape flags: sessions reuse their

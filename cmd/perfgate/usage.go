@@ -7,8 +7,8 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/perfgate/perfgate/internal/cost"
-	"github.com/perfgate/perfgate/internal/fleet"
+	"github.com/perfgate/perfgate/internal/analysis/cost"
+	"github.com/perfgate/perfgate/internal/analysis/fleet"
 	"github.com/perfgate/perfgate/internal/store"
 )
 

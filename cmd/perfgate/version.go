@@ -8,7 +8,7 @@ import (
 	"runtime"
 	"runtime/debug"
 
-	"github.com/perfgate/perfgate/internal/gpu"
+	"github.com/perfgate/perfgate/internal/runner/gpu"
 )
 
 // version is set at link time by release builds:

@@ -13,9 +13,9 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/perfgate/perfgate/internal/bisect"
-	"github.com/perfgate/perfgate/internal/bisectjob"
-	"github.com/perfgate/perfgate/internal/githubtest"
+	"github.com/perfgate/perfgate/internal/analysis/bisect"
+	"github.com/perfgate/perfgate/internal/github/bisectjob"
+	"github.com/perfgate/perfgate/internal/github/githubtest"
 	"github.com/perfgate/perfgate/internal/store"
 )
 

@@ -10,7 +10,7 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/perfgate/perfgate/internal/bisect"
+	"github.com/perfgate/perfgate/internal/analysis/bisect"
 	"github.com/perfgate/perfgate/internal/poll"
 )
 

@@ -27,18 +27,18 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/perfgate/perfgate/internal/agent"
-	"github.com/perfgate/perfgate/internal/agentapi"
-	"github.com/perfgate/perfgate/internal/baseline"
-	"github.com/perfgate/perfgate/internal/check"
-	"github.com/perfgate/perfgate/internal/config"
-	"github.com/perfgate/perfgate/internal/gate"
-	"github.com/perfgate/perfgate/internal/githubtest"
-	"github.com/perfgate/perfgate/internal/gpu"
-	"github.com/perfgate/perfgate/internal/jobstate"
-	"github.com/perfgate/perfgate/internal/result"
-	"github.com/perfgate/perfgate/internal/server"
+	"github.com/perfgate/perfgate/internal/analysis/gate"
+	"github.com/perfgate/perfgate/internal/github/baseline"
+	"github.com/perfgate/perfgate/internal/github/githubtest"
+	"github.com/perfgate/perfgate/internal/github/server"
+	"github.com/perfgate/perfgate/internal/runner/agent"
+	"github.com/perfgate/perfgate/internal/runner/gpu"
 	"github.com/perfgate/perfgate/internal/store"
+	"github.com/perfgate/perfgate/internal/vocab/agentapi"
+	"github.com/perfgate/perfgate/internal/vocab/check"
+	"github.com/perfgate/perfgate/internal/vocab/config"
+	"github.com/perfgate/perfgate/internal/vocab/jobstate"
+	"github.com/perfgate/perfgate/internal/vocab/result"
 )
 
 // Options shape a demo run.

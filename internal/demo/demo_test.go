@@ -8,8 +8,8 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/perfgate/perfgate/internal/gpu"
 	"github.com/perfgate/perfgate/internal/poll"
+	"github.com/perfgate/perfgate/internal/runner/gpu"
 	"github.com/perfgate/perfgate/internal/store/storetest"
 )
 

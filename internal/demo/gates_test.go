@@ -13,7 +13,7 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/perfgate/perfgate/internal/stats"
+	"github.com/perfgate/perfgate/internal/analysis/stats"
 	"github.com/perfgate/perfgate/internal/store"
 )
 

@@ -10,12 +10,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/perfgate/perfgate/internal/agentapi"
-	"github.com/perfgate/perfgate/internal/artifact"
-	"github.com/perfgate/perfgate/internal/check"
-	"github.com/perfgate/perfgate/internal/dispatch"
-	"github.com/perfgate/perfgate/internal/githubtest"
+	"github.com/perfgate/perfgate/internal/github/artifact"
+	"github.com/perfgate/perfgate/internal/github/dispatch"
+	"github.com/perfgate/perfgate/internal/github/githubtest"
 	"github.com/perfgate/perfgate/internal/store"
+	"github.com/perfgate/perfgate/internal/vocab/agentapi"
+	"github.com/perfgate/perfgate/internal/vocab/check"
 )
 
 // The long-run scenarios' pull requests.

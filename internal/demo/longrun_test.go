@@ -11,10 +11,10 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/rs/zerolog"
 
+	"github.com/perfgate/perfgate/internal/analysis/capacity"
 	"github.com/perfgate/perfgate/internal/browsertest"
-	"github.com/perfgate/perfgate/internal/capacity"
-	"github.com/perfgate/perfgate/internal/config"
-	"github.com/perfgate/perfgate/internal/sim"
+	"github.com/perfgate/perfgate/internal/runner/sim"
+	"github.com/perfgate/perfgate/internal/vocab/config"
 )
 
 // The long-run scenarios' repository config and engine knobs are valid,

@@ -10,7 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/perfgate/perfgate/internal/gguf"
+	"github.com/perfgate/perfgate/internal/runner/gguf"
 )
 
 // The demo's engines.

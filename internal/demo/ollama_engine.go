@@ -9,7 +9,7 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/perfgate/perfgate/internal/engine"
+	"github.com/perfgate/perfgate/internal/runner/engine"
 )
 
 // StartOllama starts the real engine of the demo repository's main

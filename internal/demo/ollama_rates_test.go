@@ -14,8 +14,8 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/perfgate/perfgate/internal/gate"
-	"github.com/perfgate/perfgate/internal/result"
+	"github.com/perfgate/perfgate/internal/analysis/gate"
+	"github.com/perfgate/perfgate/internal/vocab/result"
 )
 
 // ollamaGatesConfig is the merge tier as the defaults have it (interleaved,

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/perfgate/perfgate/internal/config"
+	"github.com/perfgate/perfgate/internal/vocab/config"
 )
 
 // TestOllamaRepoFiles checks what the real-engine repository holds, with

@@ -9,7 +9,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/perfgate/perfgate/internal/config"
+	"github.com/perfgate/perfgate/internal/vocab/config"
 )
 
 // gitRepo is the demo's repository, a real git repository on disk that the

@@ -10,8 +10,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/perfgate/perfgate/internal/config"
-	"github.com/perfgate/perfgate/internal/githubtest"
+	"github.com/perfgate/perfgate/internal/github/githubtest"
+	"github.com/perfgate/perfgate/internal/vocab/config"
 )
 
 // The scheduler scenario's pull requests: both let prefill into every

@@ -8,8 +8,8 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/perfgate/perfgate/internal/config"
 	"github.com/perfgate/perfgate/internal/poll"
+	"github.com/perfgate/perfgate/internal/vocab/config"
 )
 
 // The scheduler scenario's repository config is valid and profiles a

@@ -8,8 +8,8 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/perfgate/perfgate/internal/githubtest"
-	"github.com/perfgate/perfgate/internal/history"
+	"github.com/perfgate/perfgate/internal/github/githubtest"
+	"github.com/perfgate/perfgate/internal/github/history"
 )
 
 // History is what `demo --serve` seeds: a month of nightlies of two matrix

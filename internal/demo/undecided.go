@@ -8,9 +8,9 @@ import (
 	"runtime"
 	"strings"
 
-	"github.com/perfgate/perfgate/internal/check"
-	"github.com/perfgate/perfgate/internal/gate"
-	"github.com/perfgate/perfgate/internal/result"
+	"github.com/perfgate/perfgate/internal/analysis/gate"
+	"github.com/perfgate/perfgate/internal/vocab/check"
+	"github.com/perfgate/perfgate/internal/vocab/result"
 )
 
 // The default demo's exit codes beyond 0 (the story ran to its end) and 1

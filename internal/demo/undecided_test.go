@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/perfgate/perfgate/internal/check"
-	"github.com/perfgate/perfgate/internal/githubtest"
-	"github.com/perfgate/perfgate/internal/result"
+	"github.com/perfgate/perfgate/internal/github/githubtest"
+	"github.com/perfgate/perfgate/internal/vocab/check"
+	"github.com/perfgate/perfgate/internal/vocab/result"
 )
 
 // The demo branches on what the gate said: only a warning escalates, and

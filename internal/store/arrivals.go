@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/perfgate/perfgate/internal/fleet"
+	"github.com/perfgate/perfgate/internal/analysis/fleet"
 )
 
 // arrivalsScan bounds how many of the newest jobs Arrivals reads: the

@@ -13,7 +13,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/perfgate/perfgate/internal/fleet"
+	"github.com/perfgate/perfgate/internal/analysis/fleet"
 )
 
 // dialect holds the few places where SQLite and PostgreSQL SQL differ.

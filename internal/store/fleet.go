@@ -9,8 +9,8 @@ import (
 	"math"
 	"time"
 
-	"github.com/perfgate/perfgate/internal/fleet"
-	"github.com/perfgate/perfgate/internal/jobstate"
+	"github.com/perfgate/perfgate/internal/analysis/fleet"
+	"github.com/perfgate/perfgate/internal/vocab/jobstate"
 )
 
 // The claim order of a shared fleet. Claims walk the jobs_claim index

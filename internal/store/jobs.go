@@ -11,8 +11,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/perfgate/perfgate/internal/fleet"
-	"github.com/perfgate/perfgate/internal/jobstate"
+	"github.com/perfgate/perfgate/internal/analysis/fleet"
+	"github.com/perfgate/perfgate/internal/vocab/jobstate"
 )
 
 const jobCols = `id, tier, kind, repo, installation_id, pr_number, head_sha, base_sha, config,

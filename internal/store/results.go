@@ -6,7 +6,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/perfgate/perfgate/internal/jobstate"
+	"github.com/perfgate/perfgate/internal/vocab/jobstate"
 )
 
 const resultCols = `id, job_id, attempt, idempotency_key, run_index, kind, side, pair, gpu_uuid, summary, environment, samples, created_at`

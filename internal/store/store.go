@@ -29,8 +29,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/perfgate/perfgate/internal/fleet"
-	"github.com/perfgate/perfgate/internal/jobstate"
+	"github.com/perfgate/perfgate/internal/analysis/fleet"
+	"github.com/perfgate/perfgate/internal/vocab/jobstate"
 )
 
 // Store is the whole database. Consumers declare their own smaller

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/perfgate/perfgate/internal/fleet"
+	"github.com/perfgate/perfgate/internal/analysis/fleet"
 	"github.com/perfgate/perfgate/internal/poll"
 	"github.com/perfgate/perfgate/internal/store"
 	"github.com/perfgate/perfgate/internal/store/storetest"

@@ -609,7 +609,7 @@ FIXTURES = {
 # and fields perfgate has never heard of in places it does not read,
 # comments on plain issues, check runs and suites of other apps, push, and
 # a release on a repository without .github/perfgate.yml. Replayed through
-# the server by internal/server's TestPublishedShapes.
+# the server by internal/github/server's TestPublishedShapes.
 OLD_TS = "2018-04-25 20:42:10"
 ISSUE_NUMBER = 3
 

@@ -10,9 +10,9 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/perfgate/perfgate/internal/bench"
 	"github.com/perfgate/perfgate/internal/demo"
-	"github.com/perfgate/perfgate/internal/engine"
+	"github.com/perfgate/perfgate/internal/runner/bench"
+	"github.com/perfgate/perfgate/internal/runner/engine"
 )
 
 // startOllama starts the demo's real engine for a test, or skips where

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/perfgate/perfgate/internal/bench"
 	"github.com/perfgate/perfgate/internal/demo"
+	"github.com/perfgate/perfgate/internal/runner/bench"
 )
 
 // TestProfileScript runs the real-engine repository's profile.command,

@@ -16,8 +16,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/perfgate/perfgate/internal/bench"
 	"github.com/perfgate/perfgate/internal/demo"
+	"github.com/perfgate/perfgate/internal/runner/bench"
 )
 
 // TestOllamaClientTimings compares perfgate bench's client-side TTFT and

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/perfgate/perfgate/internal/fleet"
+	"github.com/perfgate/perfgate/internal/analysis/fleet"
 	"github.com/perfgate/perfgate/internal/store"
 )
 

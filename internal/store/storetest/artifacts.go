@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/perfgate/perfgate/internal/jobstate"
 	"github.com/perfgate/perfgate/internal/store"
+	"github.com/perfgate/perfgate/internal/vocab/jobstate"
 )
 
 func testArtifacts(t *testing.T, newDSN func(t testing.TB) string) {

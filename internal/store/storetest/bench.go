@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/perfgate/perfgate/internal/jobstate"
 	"github.com/perfgate/perfgate/internal/store"
+	"github.com/perfgate/perfgate/internal/vocab/jobstate"
 )
 
 // BenchQueue enqueues jobs on a fresh database at dsn, then lets claimers

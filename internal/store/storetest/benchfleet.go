@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/perfgate/perfgate/internal/fleet"
-	"github.com/perfgate/perfgate/internal/jobstate"
+	"github.com/perfgate/perfgate/internal/analysis/fleet"
 	"github.com/perfgate/perfgate/internal/store"
+	"github.com/perfgate/perfgate/internal/vocab/jobstate"
 )
 
 // BenchFleet is the claim path of a shared fleet: jobs queued jobs over

@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/perfgate/perfgate/internal/fleet"
-	"github.com/perfgate/perfgate/internal/jobstate"
+	"github.com/perfgate/perfgate/internal/analysis/fleet"
 	"github.com/perfgate/perfgate/internal/store"
+	"github.com/perfgate/perfgate/internal/vocab/jobstate"
 )
 
 // fleetSim drives a fleet of runners over one store on the test's clock:

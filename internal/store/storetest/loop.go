@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/perfgate/perfgate/internal/jobstate"
 	"github.com/perfgate/perfgate/internal/store"
+	"github.com/perfgate/perfgate/internal/vocab/jobstate"
 )
 
 // A delivery is stored with its payload in the statement that dedupes it:

@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/perfgate/perfgate/internal/jobstate"
 	"github.com/perfgate/perfgate/internal/store"
+	"github.com/perfgate/perfgate/internal/vocab/jobstate"
 )
 
 // Clock is a settable clock for store.WithClock.

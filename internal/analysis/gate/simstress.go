@@ -1,0 +1,371 @@
+package gate
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"os"
+	"runtime"
+	"sort"
+	"strings"
+	"sync"
+	"text/tabwriter"
+
+	"github.com/perfgate/perfgate/internal/vocab/config"
+)
+
+// Stress is one hard world for the gate: a noise model, what the runner
+// adds to it, and optionally a different gated metric.
+type Stress struct {
+	Name  string
+	Model NoiseModel
+	World World
+	// Gate, when set, replaces the tier's gated latency metric DefaultSim
+	// Metric's series is gated on (e.g. tpot_p90 instead of tpot_median)
+	// and is where regressions are injected.
+	Gate string
+}
+
+// Stresses are the worlds `perfgate simulate-gate --stress all` runs,
+// each a way the gate's promises broke on a real runner (issue 19).
+func Stresses() []Stress {
+	n := func(cv float64) NoiseModel { return NoiseModel{Name: fmt.Sprintf("normal, CV %.0f%%", 100*cv), CV: cv} }
+	return []Stress{
+		{Name: "model: CV 2%", Model: n(0.02)},
+		{Name: "per-start state 2%", Model: n(0.02), World: World{StartCV: 0.02}},
+		{Name: "per-start state 3%", Model: n(0.02), World: World{StartCV: 0.03}},
+		{Name: "per-start 3%, restart per run", Model: n(0.02), World: World{StartCV: 0.03, RestartPerRun: true}},
+		{Name: "job CV 3%, history 2%", Model: n(0.03), World: World{HistoryCV: 0.02}},
+		{Name: "job CV 4%, history 2%", Model: n(0.04), World: World{HistoryCV: 0.02}},
+		{Name: "history from another card (CV 0.5%)", Model: n(0.03), World: World{HistoryCV: 0.005, HistoryCard: "other-card"}},
+		{Name: "head-only variance +3.5%", Model: n(0.02), World: World{HeadCV: 0.035}},
+		{Name: "one +15% outlier run per job", Model: n(0.02), World: World{OutlierRuns: 1, OutlierSize: math.Log(1.15)}},
+		{Name: "t(5) tails + 3% outlier runs", Model: DefaultNoiseModels[2]},
+		{Name: "100 requests, tpot_p90 gated", Model: n(0.01), World: World{Requests: 100}, Gate: "tpot_p90"},
+		{Name: "100 requests, tpot_median gated", Model: n(0.01), World: World{Requests: 100}, Gate: "tpot_median"},
+		{Name: "one missing run per job", Model: n(0.02), World: World{MissingRuns: 1}},
+	}
+}
+
+// NoiseProfile is measured noise to simulate with: run-to-run CVs per
+// config metric (e.g. from A/A runs of a real engine), the engine-start
+// and session CVs. It reads from JSON:
+//
+//	{"name": "ollama-cpu", "cv": {"tpot_median": 0.012, "ttft_p90": 0.04,
+//	 "output_throughput": 0.011}, "start_cv": 0.01, "session_cv": 0.02}
+type NoiseProfile struct {
+	Name      string             `json:"name"`
+	CV        map[string]float64 `json:"cv"`
+	StartCV   float64            `json:"start_cv"`
+	SessionCV float64            `json:"session_cv"`
+}
+
+// LoadNoiseProfile reads and checks a noise profile.
+func LoadNoiseProfile(path string) (NoiseProfile, error) {
+	var p NoiseProfile
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return p, fmt.Errorf("noise profile: %w", err)
+	}
+	dec := json.NewDecoder(strings.NewReader(string(data)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&p); err != nil {
+		return p, fmt.Errorf("noise profile %s: %w", path, err)
+	}
+	if len(p.CV) == 0 {
+		return p, fmt.Errorf("noise profile %s: no \"cv\" per metric", path)
+	}
+	for name, cv := range p.CV {
+		if _, ok := config.LookupMetric(name); !ok {
+			return p, fmt.Errorf("noise profile %s: unknown metric %q", path, name)
+		}
+		if !(cv > 0 && cv < 1) {
+			return p, fmt.Errorf("noise profile %s: CV of %s is %g: want a fraction in (0, 1), e.g. 0.02", path, name, cv)
+		}
+	}
+	if p.StartCV < 0 || p.StartCV >= 1 || p.SessionCV < 0 || p.SessionCV >= 1 {
+		return p, fmt.Errorf("noise profile %s: start_cv and session_cv are fractions in [0, 1)", path)
+	}
+	if p.Name == "" {
+		p.Name = path
+	}
+	return p, nil
+}
+
+// Stress is the profile as a stress: every metric it lists at its CV,
+// the others at the largest listed.
+func (p NoiseProfile) Stress() Stress {
+	cvs := map[string]float64{}
+	top := 0.0
+	for name, cv := range p.CV {
+		m, _ := config.LookupMetric(name)
+		cvs[m.Key] = cv
+		top = math.Max(top, cv)
+	}
+	return Stress{Name: "profile: " + p.Name, Model: NoiseModel{Name: p.Name, CV: top},
+		World: World{CVs: cvs, StartCV: p.StartCV}}
+}
+
+// StressConfig runs every stress the way the merge tier gates a PR: the
+// first job, then more pairs while inconclusive, within the tier's
+// settle budget of GPU-minutes and its plan of looks.
+type StressConfig struct {
+	Tier        config.Tier
+	Gates       int // A/A gates per stress
+	DeltaGates  int // gates per stress and regression
+	Deltas      []float64
+	HistorySets int
+	SessionCV   float64 // overridden by a profile's session_cv when set
+	Drift       float64
+	// RunMinutes and StartMinutes price a measured run and an engine
+	// start (with its warm-up) in GPU-minutes.
+	RunMinutes, StartMinutes float64
+	Seed                     uint64
+	Stresses                 []Stress
+	Profile                  *NoiseProfile
+}
+
+// StressRow is one stress's figures.
+type StressRow struct {
+	Stress string
+	// FalseAlarm is the share of A/A PRs called a regression at any look;
+	// Human the share left inconclusive when the budget or the plan ran
+	// out (a maintainer decides).
+	FalseAlarm, Human float64
+	Detection         []float64 // per delta: called a regression
+	GPUMinutes        float64   // mean per A/A PR
+	GPUMinutesAt      []float64 // mean per PR with a regression, per delta
+	Looks             float64   // mean looks per A/A PR
+	FirstFA           float64   // A/A called a regression at the first look
+}
+
+// SimulateStress measures the gate under every stress.
+func SimulateStress(cfg StressConfig) ([]StressRow, error) {
+	stresses := cfg.Stresses
+	if cfg.Profile != nil {
+		stresses = append(append([]Stress(nil), stresses...), cfg.Profile.Stress())
+	}
+	if cfg.Gates < 1 || cfg.DeltaGates < 1 {
+		return nil, fmt.Errorf("simulate: need gates ≥ 1")
+	}
+	// Each stress draws from its own seeded generator, so running them in
+	// parallel gives the same table as running them in turn.
+	rows := make([]StressRow, len(stresses))
+	errs := make([]error, len(stresses))
+	sem := make(chan struct{}, max(runtime.GOMAXPROCS(0), 4))
+	var wg sync.WaitGroup
+	for si, st := range stresses {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			rows[si], errs[si] = stressRow(cfg, si, st, len(stresses))
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return nil, err
+		}
+	}
+	return rows, nil
+}
+
+// stressRow measures one stress (the si-th of n).
+func stressRow(cfg StressConfig, si int, st Stress, n int) (StressRow, error) {
+	tier := cfg.Tier
+	tier.Secondary = nil
+	metric := DefaultSimMetric
+	if g, ok := gatedSeries(tier, "tpot"); ok {
+		metric = g
+	}
+	if st.Gate != "" {
+		tier.Metrics = replaceSeries(tier.Metrics, "tpot", st.Gate)
+		metric = st.Gate
+	}
+	m, ok := config.LookupMetric(metric)
+	if !ok {
+		return StressRow{}, fmt.Errorf("simulate: unknown metric %q", metric)
+	}
+	sessionCV := cfg.SessionCV
+	if cfg.Profile != nil && si == n-1 && cfg.Profile.SessionCV > 0 {
+		sessionCV = cfg.Profile.SessionCV
+	}
+	sc := SimConfig{Tier: tier, Design: DesignInterleaved, Runs: max(tier.Pairs, MinPairs), BaselineRuns: 5, HistorySets: cfg.HistorySets,
+		SessionCV: sessionCV, Drift: cfg.Drift, Metric: metric, World: st.World}
+	if !tier.Interleave {
+		sc.Design, sc.Runs = DesignStored, max(tier.Repeats, MinRuns)
+	}
+	s := &simulator{cfg: sc, model: st.Model, key: m.Key, rng: rand.New(rand.NewPCG(cfg.Seed, uint64(si)+1))}
+	row := StressRow{Stress: st.Name}
+	null, err := s.settle(0, cfg.Gates, cfg)
+	if err != nil {
+		return row, fmt.Errorf("stress %s: %w", st.Name, err)
+	}
+	row.FalseAlarm, row.Human, row.GPUMinutes, row.Looks, row.FirstFA = null.regression, null.human, null.gpu, null.looks, null.first
+	for _, d := range cfg.Deltas {
+		a, err := s.settle(d, cfg.DeltaGates, cfg)
+		if err != nil {
+			return row, fmt.Errorf("stress %s: %w", st.Name, err)
+		}
+		row.Detection = append(row.Detection, a.regression)
+		row.GPUMinutesAt = append(row.GPUMinutesAt, a.gpu)
+	}
+	return row, nil
+}
+
+type settled struct{ regression, human, gpu, looks, first float64 }
+
+// settle gates PRs with a true change delta the way production does:
+// judge the first job; while inconclusive, add the pairs the report asks
+// for if they fit the settle budget and the plan has looks left.
+func (s *simulator) settle(delta float64, gates int, cfg StressConfig) (settled, error) {
+	var out settled
+	tier := s.cfg.Tier
+	for g := 0; g < gates; g++ {
+		s.newGate()
+		hist := s.history()
+		ev := s.newEvidence(delta)
+		first := ev.cost(cfg)
+		// A look is the last when the doubling after it would not fit.
+		last := func() bool {
+			return ev.cost(cfg)-first+ev.priceOf(ev.size(), cfg) > float64(tier.SettleGPUMinutes)
+		}
+		opt := Options{History: hist, LastLook: last()}
+		rep, err := ev.judge(tier, opt)
+		if err != nil {
+			return out, err
+		}
+		looks := 1
+		if rep.Verdict == Regression {
+			out.first++
+		}
+		for rep.Verdict == Inconclusive && rep.NeedMoreRuns > ev.size() && !rep.Looks.Final() {
+			more := rep.NeedMoreRuns - ev.size()
+			if ev.cost(cfg)-first+ev.priceOf(more, cfg) > float64(tier.SettleGPUMinutes) {
+				break
+			}
+			ev.add(more)
+			opt.Looks, opt.LastLook = rep.Looks, last()
+			if rep, err = ev.judge(tier, opt); err != nil {
+				return out, err
+			}
+			looks++
+		}
+		switch rep.Verdict {
+		case Regression:
+			out.regression++
+		case Inconclusive:
+			out.human++
+		}
+		out.gpu += ev.cost(cfg)
+		out.looks += float64(looks)
+	}
+	n := float64(gates)
+	return settled{out.regression / n, out.human / n, out.gpu / n, out.looks / n, out.first / n}, nil
+}
+
+// cost is the GPU-minutes the PR's jobs spent so far.
+func (ev *evidence) cost(cfg StressConfig) float64 {
+	return float64(ev.runs)*cfg.RunMinutes + float64(ev.starts)*cfg.StartMinutes
+}
+
+// priceOf is what a job of n more pairs (runs) costs.
+func (ev *evidence) priceOf(n int, cfg StressConfig) float64 {
+	if ev.s.cfg.Design == DesignStored {
+		starts := 1
+		if ev.s.cfg.World.RestartPerRun {
+			starts = n
+		}
+		return float64(n)*cfg.RunMinutes + float64(starts)*cfg.StartMinutes
+	}
+	starts := n + 1
+	if ev.s.cfg.World.RestartPerRun {
+		starts = 2 * n
+	}
+	return float64(2*n)*cfg.RunMinutes + float64(starts)*cfg.StartMinutes
+}
+
+// gatedSeries is the tier's gated metric on a latency series, if any.
+func gatedSeries(t config.Tier, series string) (string, bool) {
+	names := make([]string, 0, len(t.Metrics))
+	for n := range t.Metrics {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		if m, ok := config.LookupMetric(n); ok && m.Series == series {
+			return n, true
+		}
+	}
+	return "", false
+}
+
+// replaceSeries gates metric instead of the tier's metric on its series,
+// at the same threshold.
+func replaceSeries(ms map[string]config.Threshold, series, metric string) map[string]config.Threshold {
+	out := map[string]config.Threshold{}
+	th := config.Threshold{Limit: 0.05, Direction: config.HigherIsWorse}
+	for n, t := range ms {
+		if m, ok := config.LookupMetric(n); ok && m.Series == series {
+			th = t
+			continue
+		}
+		out[n] = t
+	}
+	out[metric] = th
+	return out
+}
+
+// WriteStressTable prints one row per stress, with the targets.
+func WriteStressTable(w io.Writer, cfg StressConfig, rows []StressRow) error {
+	design := fmt.Sprintf("interleaved, %d pairs per job (ABBA)", cfg.Tier.Pairs)
+	if !cfg.Tier.Interleave {
+		design = fmt.Sprintf("stored baseline, %d runs per job", cfg.Tier.Repeats)
+	}
+	fmt.Fprintf(w, "tier %s, %s; settle budget %d GPU-min beyond the first job, plan of %d looks; history %d earlier jobs; session shift %.1f%%, drift %.2f%%/run; %.2g GPU-min per run, %.2g per engine start; %d A/A and %d gates per Δ, seed %d\n",
+		cfg.Tier.Name, design, cfg.Tier.SettleGPUMinutes, DefaultMaxLooks, cfg.HistorySets, 100*cfg.SessionCV, 100*cfg.Drift, cfg.RunMinutes, cfg.StartMinutes, cfg.Gates, cfg.DeltaGates, cfg.Seed)
+	fmt.Fprintf(w, "targets: false alarm ≤ 0.5%%, clean PRs needing a human ≤ 2%%, +5%% detected ≥ 90%%\n\n")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	head := []string{"stress", "false alarm", "clean → human"}
+	for _, d := range cfg.Deltas {
+		head = append(head, fmt.Sprintf("+%.0f%% caught", 100*d))
+	}
+	head = append(head, "GPU-min A/A", "looks A/A")
+	for _, d := range cfg.Deltas {
+		head = append(head, fmt.Sprintf("GPU-min +%.0f%%", 100*d))
+	}
+	head = append(head, "missed targets")
+	fmt.Fprintln(tw, strings.Join(head, "\t"))
+	for _, r := range rows {
+		cells := []string{r.Stress, fmt.Sprintf("%.2f%%", 100*r.FalseAlarm), fmt.Sprintf("%.2f%%", 100*r.Human)}
+		for _, d := range r.Detection {
+			cells = append(cells, fmt.Sprintf("%.1f%%", 100*d))
+		}
+		cells = append(cells, fmt.Sprintf("%.0f", r.GPUMinutes), fmt.Sprintf("%.2f", r.Looks))
+		for _, g := range r.GPUMinutesAt {
+			cells = append(cells, fmt.Sprintf("%.0f", g))
+		}
+		var missed []string
+		if r.FalseAlarm > 0.005 {
+			missed = append(missed, "FA")
+		}
+		if r.Human > 0.02 {
+			missed = append(missed, "human")
+		}
+		for i, d := range cfg.Deltas {
+			if math.Abs(d-0.05) < 1e-9 && r.Detection[i] < 0.90 {
+				missed = append(missed, "+5%")
+			}
+		}
+		if len(missed) == 0 {
+			missed = []string{"-"}
+		}
+		cells = append(cells, strings.Join(missed, ","))
+		fmt.Fprintln(tw, strings.Join(cells, "\t"))
+	}
+	return tw.Flush()
+}

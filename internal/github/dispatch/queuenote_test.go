@@ -1,0 +1,119 @@
+package dispatch
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/perfgate/perfgate/internal/github/githubtest"
+	"github.com/perfgate/perfgate/internal/store"
+	"github.com/perfgate/perfgate/internal/vocab/jobstate"
+)
+
+// The queued check says where it stands and how long it should wait, on
+// GitHub through the outbox, and follows the queue as it moves: only when
+// the text changes and at most once a minute.
+func TestQueuedCheckShowsPositionAndEstimate(t *testing.T) {
+	l := newLifecycle(t)
+	l.baseline(1)
+	// Three jobs of the repository's other pull requests are queued first
+	// (another repository's would share the runner with it instead).
+	for pr := range 3 {
+		if _, err := l.st.Enqueue(l.ctx, store.JobSpec{Repo: testRepo, Tier: "quick", PRNumber: pr + 1, HeadSHA: sha(pr), Labels: []string{"gpu"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	id := l.request(headSHA, false)
+	updates := func() int {
+		n := 0
+		for _, r := range l.gh.RequestsTo("PATCH", fmt.Sprintf("/repos/acme/inference/check-runs/%d", id)) {
+			if r.Status == 200 {
+				n++
+			}
+		}
+		return n
+	}
+	note := func() githubtest.CheckRun {
+		t.Helper()
+		if err := l.svc.UpdateQueueNotes(l.ctx); err != nil {
+			t.Fatal(err)
+		}
+		l.flush()
+		return l.check(id)
+	}
+	// One idle runner, no history: quick jobs take the default 10 minutes
+	// on average, as uncertain as an exponential's: three of them are
+	// ahead, the range is wide.
+	c := note()
+	if c.Status != "queued" || c.Title != "Queued: 3 ahead, about 15–35 min" {
+		t.Fatalf("queued check = %s %q, want 3 ahead, about 15–35 min", c.Status, c.Title)
+	}
+	if !strings.Contains(c.Summary, "3 jobs are ahead of it for runners labelled `gpu`") || !strings.Contains(c.Summary, "about 10 min a job") {
+		t.Errorf("summary = %q", c.Summary)
+	}
+	before := updates()
+	// The runner takes one job: the check moves up, but not within the
+	// minute.
+	running := l.claim()
+	if running.PRNumber != 1 {
+		t.Fatalf("claimed PR %d's job first", running.PRNumber)
+	}
+	l.clock.add(30 * time.Second)
+	if c := note(); c.Title != "Queued: 3 ahead, about 15–35 min" || updates() != before {
+		t.Errorf("updated within the minute: %q (%d updates)", c.Title, updates()-before)
+	}
+	l.clock.add(31 * time.Second)
+	if c := note(); c.Title != "Queued: 2 ahead, about 15–35 min" || updates() != before+1 {
+		t.Errorf("after a minute: %q (%d updates), want 2 ahead, one update", c.Title, updates()-before)
+	}
+	// Nothing new to say: no write, however long.
+	l.clock.add(61 * time.Second)
+	if _, err := l.st.Heartbeat(l.ctx, running.ID, running.LeaseID, time.Minute); err != nil { // the runner is alive
+		t.Fatal(err)
+	}
+	if note(); updates() != before+1 {
+		t.Errorf("rewrote an unchanged note (%d updates)", updates()-before)
+	}
+	// Recent run times are learnt: jobs that take 4 minutes.
+	l.clock.add(2 * time.Minute)
+	if _, err := l.st.Finish(l.ctx, running.ID, running.LeaseID, jobstate.Succeeded, ""); err != nil {
+		t.Fatal(err)
+	}
+	if c := note(); c.Title != "Queued: 2 ahead, about 8 min" {
+		t.Errorf("with a 4-minute history: %q, want 2 ahead, about 8 min", c.Title)
+	}
+	// The only runner is drained: the check says it waits for one.
+	if _, err := l.st.SetAgentDrained(l.ctx, "runner", true); err != nil {
+		t.Fatal(err)
+	}
+	l.clock.add(time.Minute)
+	if c := note(); c.Title != "Queued: 2 ahead, waiting for a runner labelled gpu (none is online and undrained)" {
+		t.Errorf("drained runner: %q", c.Title)
+	}
+	// Once a runner starts it, the queue note is gone.
+	if _, err := l.st.SetAgentDrained(l.ctx, "runner", false); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		j := l.claim()
+		if j.PRNumber == 17 {
+			if err := l.svc.SyncStarted(l.ctx); err != nil {
+				t.Fatal(err)
+			}
+			break
+		}
+		if _, err := l.st.Finish(l.ctx, j.ID, j.LeaseID, jobstate.Succeeded, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c = note()
+	if c.Status != "in_progress" || strings.HasPrefix(c.Title, "Queued") {
+		t.Errorf("started check = %s %q", c.Status, c.Title)
+	}
+	if got := strings.Join(c.Statuses, ","); strings.Count(got, "completed") != 0 {
+		t.Errorf("statuses %s", got)
+	}
+}
+
+func sha(i int) string { return fmt.Sprintf("%040x", i+1) }

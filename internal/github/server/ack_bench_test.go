@@ -1,0 +1,144 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime/debug"
+	"sort"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/perfgate/perfgate/internal/github/githubtest/ghtest"
+	"github.com/perfgate/perfgate/internal/store"
+	"github.com/perfgate/perfgate/internal/store/storetest"
+	"github.com/perfgate/perfgate/internal/vocab/config"
+)
+
+// BenchmarkAck measures how long GitHub waits for its 2xx: a server, its
+// inbox, outbox and judge processing what arrives, receives signed
+// pull_request deliveries at 50 a second, on SQLite and on PostgreSQL
+// (PERFGATE_TEST_POSTGRES, default 127.0.0.1:5432; skipped when it is not
+// reachable). It reports the time to the answer at p50, p99 and max, the
+// answers that came after GitHub's 10 s, and the answers that were not
+// 202. Knobs, all environment variables:
+//
+//	PERFGATE_BENCH_DELIVERIES  deliveries measured (default 200)
+//	PERFGATE_BENCH_BACKLOG     deliveries stored before the first one, for
+//	                           the workers to chew on meanwhile (default 0)
+//	PERFGATE_BENCH_HOGS        spinning processes beside it (`yes`; default 0)
+//
+// The collector runs at perfgate serve's target (TuneGC; GOGC=100 for
+// Go's default).
+//
+//	go test -run XXX -bench Ack -benchtime 1x ./internal/github/server
+func BenchmarkAck(b *testing.B) {
+	n := envInt("PERFGATE_BENCH_DELIVERIES", 200)
+	backlog := envInt("PERFGATE_BENCH_BACKLOG", 0)
+	for _, db := range []string{"sqlite", "postgres"} {
+		b.Run(db, func(b *testing.B) {
+			for b.Loop() {
+				dsn := filepath.Join(b.TempDir(), "perfgate.db")
+				if db == "postgres" {
+					dsn = storetest.PostgresDSN(b)
+				}
+				ackRun(b, dsn, n, backlog)
+			}
+		})
+	}
+}
+
+func ackRun(b *testing.B, dsn string, n, backlog int) {
+	const rate = 50
+	l := &loop{t: b, gh: ghtest.New(b), dsn: dsn, prs: map[int]string{}, instance: "bench"}
+	l.gh.SetContent(testRepo, "main", config.DefaultPath, []byte("# the defaults\n"))
+	bodies := make([][]byte, backlog+n)
+	for i := range bodies {
+		bodies[i] = l.addPR(1000 + i)
+	}
+	if backlog > 0 {
+		// The backlog is stored before the server starts, as after an
+		// outage: its workers start on it at once.
+		st, err := store.Open(context.Background(), dsn)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for i := range backlog {
+			if _, err := st.AcceptDelivery(context.Background(), fmt.Sprintf("backlog-%d", i), "pull_request", bodies[i], store.DeliveryOrder{}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		st.Close()
+	}
+	// As perfgate serve runs (GOGC overrides it).
+	defer debug.SetGCPercent(debug.SetGCPercent(100))
+	TuneGC()
+	l.start()
+	defer l.kill()
+	// The hog is other processes, as on a shared host.
+	var hogProcs []*exec.Cmd
+	for range envInt("PERFGATE_BENCH_HOGS", 0) {
+		c := exec.Command("sh", "-c", "exec yes > /dev/null")
+		if err := c.Start(); err != nil {
+			b.Fatal(err)
+		}
+		hogProcs = append(hogProcs, c)
+	}
+	defer func() {
+		for _, c := range hogProcs {
+			_ = c.Process.Kill()
+			_ = c.Wait()
+		}
+	}()
+	var (
+		mu    sync.Mutex
+		lats  []time.Duration
+		other int
+		wg    sync.WaitGroup
+	)
+	tick := time.NewTicker(time.Second / rate)
+	for i, body := range bodies[backlog:] {
+		<-tick.C
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			t0 := time.Now()
+			code := l.deliver("pull_request", fmt.Sprintf("ack-%d", i), body)
+			d := time.Since(t0)
+			mu.Lock()
+			defer mu.Unlock()
+			lats = append(lats, d)
+			if code != http.StatusAccepted {
+				other++
+			}
+		}()
+	}
+	tick.Stop()
+	wg.Wait()
+	sort.Slice(lats, func(i, j int) bool { return lats[i] < lats[j] })
+	late := 0
+	for _, d := range lats {
+		if d > 10*time.Second {
+			late++
+		}
+	}
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+	b.ReportMetric(ms(lats[len(lats)/2]), "p50-ms")
+	b.ReportMetric(ms(lats[len(lats)*99/100]), "p99-ms")
+	b.ReportMetric(ms(lats[len(lats)-1]), "max-ms")
+	b.ReportMetric(float64(late), "after-10s")
+	b.ReportMetric(float64(other), "not-202")
+}
+
+// envInt reads a whole number from the environment, else def.
+func envInt(name string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v >= 0 {
+		return v
+	}
+	return def
+}

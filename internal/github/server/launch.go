@@ -1,0 +1,140 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	perfgate "github.com/perfgate/perfgate"
+	"github.com/perfgate/perfgate/internal/github/metrics"
+	"github.com/perfgate/perfgate/internal/github/setup"
+	"github.com/perfgate/perfgate/internal/store"
+)
+
+// Launch serves on ln until ctx ends. With app credentials (prep from
+// Prepare) it is the full server at once; without, it serves the setup
+// page and becomes the full server, without a restart, when the manifest
+// flow completes. /healthz, /readyz and /metrics answer in both modes.
+// It returns only after the server's workers have stopped, so the caller
+// may close st then.
+func Launch(ctx context.Context, cfg Config, prep Prepared, st store.Store, ln net.Listener, log zerolog.Logger) (err error) {
+	if cfg.Metrics == nil {
+		cfg.Metrics = metrics.New(nil)
+	}
+	if prep.CreateToken {
+		tok, err := setup.RegistrationToken(cfg.DataDir, true)
+		if err != nil {
+			return fmt.Errorf("agent registration token: %w", err)
+		}
+		cfg.AgentRegistrationToken = tok
+		log.Info().Str("file", cfg.DataDir+"/"+setup.RegistrationTokenFile).Msg("agent registration token stored: give its content to your runner agents")
+	}
+
+	var current atomic.Pointer[http.Handler]
+	var srv atomic.Pointer[Server]
+	// The workers run under a context Launch ends on every return, and
+	// Launch waits for them: the store outlives them.
+	ctx, stopWorkers := context.WithCancel(ctx)
+	defer func() {
+		stopWorkers()
+		if s := srv.Load(); s != nil {
+			err = errors.Join(err, s.Wait())
+		}
+	}()
+	var startMu sync.Mutex
+	start := func(c Config) error {
+		startMu.Lock()
+		defer startMu.Unlock()
+		if srv.Load() != nil {
+			return errors.New("the server is already running")
+		}
+		s, err := New(c, st, log, nil)
+		if err != nil {
+			return err
+		}
+		if err := s.RunBackground(ctx); err != nil {
+			return err
+		}
+		h := s.Handler()
+		current.Store(&h)
+		srv.Store(s)
+		return nil
+	}
+
+	top := http.NewServeMux()
+	top.Handle("GET /healthz", Healthz())
+	top.Handle("GET /readyz", Readyz(st))
+	top.Handle("GET /metrics", cfg.Metrics.Handler())
+	if cfg.PublicURL != "" {
+		manifest, err := setup.ParseManifest(perfgate.AppManifest)
+		if err != nil {
+			return err
+		}
+		flow, err := setup.New(setup.Options{
+			Manifest: manifest, PublicURL: cfg.PublicURL, WebURL: cfg.GitHub.WebURL, APIURL: cfg.GitHub.V3APIURL,
+			DataDir: cfg.DataDir, Log: log,
+			Complete: func(ctx context.Context, c setup.Credentials) error {
+				next := cfg
+				next.GitHub.App.IntegrationID, next.GitHub.App.WebhookSecret, next.GitHub.App.PrivateKey = c.AppID, c.WebhookSecret, c.PrivateKeyPEM
+				if next.AppSlug == "" {
+					next.AppSlug = c.Slug
+				}
+				if err := start(next); err != nil {
+					return err
+				}
+				log.Info().Int64("app_id", c.AppID).Str("slug", c.Slug).Msg("setup complete: serving webhooks")
+				return nil
+			},
+		})
+		if err != nil {
+			return err
+		}
+		switch {
+		case prep.Stored != nil:
+			flow.MarkDone(*prep.Stored)
+		case !prep.Setup:
+			flow.MarkDone(setup.Credentials{AppID: cfg.GitHub.App.IntegrationID, Slug: cfg.AppSlug})
+		default:
+			log.Warn().Str("url", flow.StartURL()).Msg("perfgate is in setup mode: open this link in a browser to create the GitHub App")
+		}
+		top.Handle(setup.PagePath, flow.Handler())
+		top.Handle(setup.PagePath+"/", flow.Handler())
+	}
+	if !prep.Setup {
+		if err := start(cfg); err != nil {
+			return err
+		}
+	} else {
+		h := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			http.Error(w, "perfgate is in setup mode: open the setup link printed in the server's log", http.StatusServiceUnavailable)
+		}))
+		current.Store(&h)
+	}
+	top.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { (*current.Load()).ServeHTTP(w, r) }))
+
+	hs := httpServer(cfg, top)
+	log.Info().Str("addr", ln.Addr().String()).Str("db", store.Redact(cfg.DatabaseURL)).Str("public_url", store.Redact(cfg.PublicURL)).
+		Bool("setup_mode", prep.Setup).Msg("perfgate server listening")
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(limitListener(cfg, ln)) }()
+	select {
+	case err := <-errc:
+		if !errors.Is(err, http.ErrServerClosed) {
+			return err
+		}
+	case <-ctx.Done():
+	}
+	// The workers stop with ctx (and the deferred stopWorkers), and Launch
+	// waits for them; deliveries, GitHub writes and judgements they did not
+	// finish stay in the store for the next start (or another replica).
+	shutdown, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return hs.Shutdown(shutdown)
+}
