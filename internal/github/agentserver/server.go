@@ -50,8 +50,8 @@ type Queue interface {
 
 // SourceFetcher streams a commit's tree as GitHub serves it: a gzip tar
 // whose one top directory holds the tree. The server holds the GitHub
-// credentials; agents never do. source.GitHub is one; an error wrapping
-// source.ErrNotFound is answered 404.
+// credentials; agents never do. tarball.GitHub is one; an error wrapping
+// tarball.ErrNotFound is answered 404.
 type SourceFetcher interface {
 	Tarball(ctx context.Context, installationID int64, repo, sha string) (io.ReadCloser, error)
 }

@@ -8,7 +8,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/perfgate/perfgate/internal/runner/source"
+	"github.com/perfgate/perfgate/internal/github/tarball"
 	"github.com/perfgate/perfgate/internal/store"
 	"github.com/perfgate/perfgate/internal/vocab/agentapi"
 	"github.com/perfgate/perfgate/internal/vocab/jobstate"
@@ -51,7 +51,7 @@ func (s *server) source(w http.ResponseWriter, r *http.Request, a store.Agent) {
 	}
 	start := s.opts.Now()
 	body, err := s.opts.Source.Tarball(r.Context(), j.InstallationID, j.Repo, sha)
-	if errors.Is(err, source.ErrNotFound) {
+	if errors.Is(err, tarball.ErrNotFound) {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("source: %s has no commit %s (force-pushed away, or the app cannot read the repository): %v", j.Repo, sha, err))
 		return
 	}

@@ -19,8 +19,8 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/perfgate/perfgate/internal/github/agentserver"
+	"github.com/perfgate/perfgate/internal/github/tarball"
 	"github.com/perfgate/perfgate/internal/poll"
-	"github.com/perfgate/perfgate/internal/runner/source"
 	"github.com/perfgate/perfgate/internal/store"
 	"github.com/perfgate/perfgate/internal/vocab/agentapi"
 )
@@ -166,7 +166,7 @@ func (f *fakeSource) Tarball(_ context.Context, inst int64, repo, sha string) (i
 	f.calls++
 	b, ok := f.data[sha]
 	if !ok {
-		return nil, fmt.Errorf("tarball %s@%s: %w", repo, sha, source.ErrNotFound)
+		return nil, fmt.Errorf("tarball %s@%s: %w", repo, sha, tarball.ErrNotFound)
 	}
 	return io.NopCloser(bytes.NewReader(b)), nil
 }

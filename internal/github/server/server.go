@@ -28,8 +28,8 @@ import (
 	"github.com/perfgate/perfgate/internal/github/inbox"
 	"github.com/perfgate/perfgate/internal/github/metrics"
 	"github.com/perfgate/perfgate/internal/github/outbox"
+	"github.com/perfgate/perfgate/internal/github/tarball"
 	"github.com/perfgate/perfgate/internal/github/web"
-	"github.com/perfgate/perfgate/internal/runner/source"
 	"github.com/perfgate/perfgate/internal/store"
 	"github.com/perfgate/perfgate/internal/vocab/agentapi"
 	"github.com/perfgate/perfgate/internal/vocab/check"
@@ -274,7 +274,7 @@ func New(cfg Config, st store.Store, log zerolog.Logger, now func() time.Time) (
 	agentAPI := agentserver.NewServer(st, agentserver.Options{
 		RegistrationToken: cfg.AgentRegistrationToken, Lease: cfg.Lease, LongPoll: cfg.LongPoll,
 		OnJobDone: s.dispatch.JobDone, Log: log, Now: now,
-		Source:        source.NewGitHub(clients),
+		Source:        tarball.NewGitHub(clients),
 		ArtifactFiles: apiArts, ArtifactRows: st,
 	})
 	mux.Handle("/api/v1/", agentBodyLimits(agentAPI))

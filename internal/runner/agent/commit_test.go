@@ -17,9 +17,9 @@ import (
 
 	"github.com/perfgate/perfgate/internal/github/githubtest"
 	"github.com/perfgate/perfgate/internal/github/githubtest/ghtest"
+	"github.com/perfgate/perfgate/internal/github/tarball"
 	"github.com/perfgate/perfgate/internal/runner/agent"
 	"github.com/perfgate/perfgate/internal/runner/gpu"
-	"github.com/perfgate/perfgate/internal/runner/source"
 	"github.com/perfgate/perfgate/internal/store"
 	"github.com/perfgate/perfgate/internal/vocab/agentapi"
 	"github.com/perfgate/perfgate/internal/vocab/config"
@@ -87,7 +87,7 @@ func (e *env) withGitHub(r *repo) *githubtest.Server {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	e.source = source.NewGitHub(cc)
+	e.source = tarball.NewGitHub(cc)
 	addr := e.addr
 	e.stop()
 	e.start(addr)

@@ -1,4 +1,4 @@
-package source_test
+package tarball_test
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 
 	"github.com/perfgate/perfgate/internal/github/githubtest"
 	"github.com/perfgate/perfgate/internal/github/githubtest/ghtest"
+	"github.com/perfgate/perfgate/internal/github/tarball"
 	"github.com/perfgate/perfgate/internal/runner/source"
 )
 
@@ -18,16 +19,15 @@ import (
 // follows the redirect without it, and streams the real repository's
 // archive of the exact commit; an unknown commit is ErrNotFound.
 func TestGitHubTarball(t *testing.T) {
-	r := newGitRepo(t)
-	r.write("inference_engine/sim.yaml", "slowdown: 1.2\n", 0o644)
-	sha := r.commit("one")
+	r := ghtest.NewGitRepo(t)
+	sha := r.Commit("one", map[string]string{"inference_engine/sim.yaml": "slowdown: 1.2\n"})
 	gh := ghtest.New(t)
-	gh.SetGitRepo("o/r", r.dir)
+	gh.SetGitRepo("o/r", r.Dir)
 	cc, err := githubapp.NewDefaultCachingClientCreator(gh.AppConfig())
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := source.NewGitHub(cc)
+	g := tarball.NewGitHub(cc)
 	ctx := context.Background()
 	body, err := g.Tarball(ctx, githubtest.InstallationID, "o/r", sha)
 	if err != nil {
@@ -47,7 +47,7 @@ func TestGitHubTarball(t *testing.T) {
 			t.Errorf("the download carried the installation token: %s", rq.Header.Get("Authorization"))
 		}
 	}
-	if _, err := g.Tarball(ctx, githubtest.InstallationID, "o/r", strings.Repeat("0", 40)); !errors.Is(err, source.ErrNotFound) {
+	if _, err := g.Tarball(ctx, githubtest.InstallationID, "o/r", strings.Repeat("0", 40)); !errors.Is(err, tarball.ErrNotFound) {
 		t.Errorf("unknown commit: %v, want ErrNotFound", err)
 	}
 	gh.FailNext("GET", "/repos/o/r/tarball/"+sha, 1, 502, nil)

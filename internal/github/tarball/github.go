@@ -1,4 +1,7 @@
-package source
+// Package tarball fetches a commit's source tarball from GitHub with the
+// app's installation token, for the agent API to stream to runners (who
+// hold no GitHub credential).
+package tarball
 
 import (
 	"context"
@@ -74,3 +77,6 @@ func (g *GitHub) Tarball(ctx context.Context, installationID int64, repo, sha st
 	}
 	return dl.Body, nil
 }
+
+// ErrNotFound: GitHub does not have the commit (the agent API answers 404).
+var ErrNotFound = errors.New("commit not found")
