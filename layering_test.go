@@ -2,50 +2,172 @@ package perfgate
 
 import (
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 )
 
-// TestLayering guards the direction of the imports (docs/architecture.md):
-// the vocabulary sits below the GitHub layer and the store, the domain
-// never imports the GitHub layer, the runner never imports the database
-// package, and the production binary links no test helpers.
+const mod = "github.com/perfgate/perfgate/"
+
+// leafAnalysis in a rule allows an analysis package that imports nothing
+// of the module.
+const leafAnalysis = "leaf internal/analysis/"
+
+// The halves of internal/, by folder, and what each may import
+// (docs/architecture.md). A package is covered by its folder the day it
+// is added: one outside every folder below is a failure too.
+var halves = []struct {
+	prefix string
+	may    []string // prefixes its production code may import
+}{
+	// The vocabulary at the bottom: wire types, the config, the check's
+	// phases, a result file's shape, the one number formatter. It may name
+	// the types of a leaf analysis package — one that imports nothing of
+	// the module (capacity's plan, soak's thresholds, fleet's cards) —
+	// which cannot reach back up.
+	{"internal/vocab/", []string{"internal/vocab/", leafAnalysis}},
+	// Pure decisions: nothing that reads the store, calls GitHub or
+	// starts a process.
+	{"internal/analysis/", []string{"internal/vocab/", "internal/analysis/"}},
+	{"internal/store", []string{"internal/vocab/", "internal/analysis/", "internal/store"}},
+	// What runs on the GPU host: never the store, never the GitHub loop.
+	{"internal/runner/", []string{"internal/vocab/", "internal/analysis/", "internal/runner/"}},
+	// The GitHub loop and the server: never the runner.
+	{"internal/github/", []string{"internal/vocab/", "internal/analysis/", "internal/store", "internal/github/"}},
+	// Around the halves: the demo wires all of them; test support.
+	{"internal/demo", nil},
+	{"internal/poll", []string{}},
+	{"internal/browsertest", []string{}},
+	{"internal/logging", []string{}},
+	{"internal/third_party/", nil},
+}
+
+// TestLayering checks every production import inside the module against
+// the rules by folder, and keeps testing (and the test helpers) out of the
+// binary.
 func TestLayering(t *testing.T) {
 	if _, err := exec.LookPath("go"); err != nil {
 		t.Skip("the go command is not on PATH: " + err.Error())
 	}
-	const mod = "github.com/perfgate/perfgate/"
-	tests := []struct {
-		pkg    string
-		banned []string // packages pkg must not depend on, directly or not
-	}{
-		{"./internal/github/dispatch", []string{mod + "internal/github/app", mod + "internal/github/server"}},
-		{"./internal/github/bisectjob", []string{mod + "internal/github/app", mod + "internal/github/server"}},
-		{"./internal/github/checkstate", []string{mod + "internal/github/app", mod + "internal/store"}},
-		{"./internal/runner/agent", []string{mod + "internal/store", mod + "internal/github/agentserver", mod + "internal/github/app"}},
-		{"./internal/vocab/agentapi", []string{mod + "internal/store"}},
-		{"./internal/vocab/check", []string{mod + "internal/github/app", mod + "internal/store", mod + "internal/vocab/config"}},
-		{"./internal/vocab/request", []string{mod + "internal/github/app", mod + "internal/store"}},
-		{"./internal/vocab/jobstate", []string{mod + "internal/store", mod + "internal/vocab/agentapi"}},
-		// testing (and its flags) stays out of the binary; go-githubapp's
-		// LRU shipped a testing.go, so go.mod replaces it with a copy
-		// without (internal/third_party/golang-lru).
-		{"./cmd/perfgate", []string{"testing", "net/http/httptest", mod + "internal/github/githubtest/ghtest"}},
+	graph := goList(t, "./...")
+	for _, v := range violations(graph) {
+		t.Error(v)
 	}
-	for _, tt := range tests {
-		deps := goListDeps(t, tt.pkg)
-		for _, b := range tt.banned {
-			if _, ok := deps[b]; ok {
-				t.Errorf("%s depends on %s", tt.pkg, b)
+	// testing, httptest and the fake GitHub's test helpers stay out of the
+	// binary.
+	for pkg, imports := range goListDeps(t, "./cmd/perfgate") {
+		for _, banned := range []string{"testing", "net/http/httptest", mod + "internal/github/githubtest/ghtest"} {
+			if imports[banned] {
+				t.Errorf("%s, linked into cmd/perfgate, imports %s", pkg, banned)
 			}
 		}
 	}
-	// Name who brings testing in, should it come back.
-	for pkg, imports := range goListDeps(t, "./cmd/perfgate") {
-		if imports["testing"] {
-			t.Errorf("%s, linked into cmd/perfgate, imports testing", pkg)
+}
+
+// A wrong-way import is caught: the rules are not vacuous.
+func TestLayeringCatchesPlantedImports(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ from, to string }{
+		{"internal/analysis/gate", "internal/store"},
+		{"internal/analysis/gate", "internal/github/dispatch"},
+		{"internal/runner/agent", "internal/store"},
+		{"internal/runner/agent", "internal/github/agentserver"},
+		{"internal/github/dispatch", "internal/runner/agent"},
+		{"internal/vocab/result", "internal/github/app"},
+		{"internal/store", "internal/github/app"},
+		{"internal/newthing", "internal/vocab/check"},
+	} {
+		graph := map[string][]string{mod + tc.from: {mod + tc.to}, mod + tc.to: nil}
+		if len(violations(graph)) == 0 {
+			t.Errorf("%s → %s was not caught", tc.from, tc.to)
 		}
 	}
+	if v := violations(map[string][]string{mod + "internal/github/dispatch": {mod + "internal/analysis/gate", mod + "internal/store"}, mod + "internal/analysis/gate": nil, mod + "internal/store": nil}); len(v) > 0 {
+		t.Errorf("allowed imports refused: %v", v)
+	}
+	// The vocabulary may name a leaf analysis package's types, not one
+	// that imports anything.
+	leaf := map[string][]string{mod + "internal/vocab/config": {mod + "internal/analysis/capacity"}, mod + "internal/analysis/capacity": nil}
+	if v := violations(leaf); len(v) > 0 {
+		t.Errorf("a leaf import refused: %v", v)
+	}
+	leaf[mod+"internal/analysis/capacity"] = []string{mod + "internal/analysis/stats"}
+	leaf[mod+"internal/analysis/stats"] = nil
+	if len(violations(leaf)) == 0 {
+		t.Error("the vocabulary importing a non-leaf analysis package was not caught")
+	}
+}
+
+// violations lists the imports of graph (package → its module imports)
+// that its folder's rule forbids, and the packages no folder covers.
+func violations(graph map[string][]string) []string {
+	var out []string
+	for pkg, imports := range graph {
+		rel := strings.TrimPrefix(pkg, mod)
+		if !strings.HasPrefix(rel, "internal/") {
+			continue // cmd/, templates, docs, deploy: the top wires the halves
+		}
+		rule := -1
+		for i, h := range halves {
+			if under(rel, h.prefix) {
+				rule = i
+				break
+			}
+		}
+		if rule < 0 {
+			out = append(out, rel+" is in no half: put it under internal/vocab, analysis, runner, github or store (docs/architecture.md)")
+			continue
+		}
+		if halves[rule].may == nil {
+			continue
+		}
+		for _, imp := range imports {
+			irel, ok := strings.CutPrefix(imp, mod)
+			if !ok || !strings.HasPrefix(irel, "internal/") {
+				continue
+			}
+			allowed := func(p string) bool {
+				if p == leafAnalysis {
+					return under(irel, "internal/analysis/") && len(graph[imp]) == 0
+				}
+				return under(irel, p)
+			}
+			if !slices.ContainsFunc(halves[rule].may, allowed) {
+				out = append(out, rel+" imports "+irel+": "+halves[rule].prefix+" may import only "+strings.Join(halves[rule].may, ", "))
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// under reports whether a package path is the folder prefix or inside it
+// ("internal/store" covers internal/store/storetest).
+func under(pkg, prefix string) bool {
+	p := strings.TrimSuffix(prefix, "/")
+	return pkg == p || strings.HasPrefix(pkg, p+"/")
+}
+
+// goList maps every package of pattern to its module imports (production
+// code only).
+func goList(t *testing.T, pattern string) map[string][]string {
+	t.Helper()
+	out, err := exec.Command("go", "list", "-f", "{{.ImportPath}} {{join .Imports \" \"}}", pattern).Output()
+	if err != nil {
+		t.Fatalf("go list %s: %v", pattern, err)
+	}
+	graph := map[string][]string{}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		fields := strings.Fields(line)
+		var imps []string
+		for _, f := range fields[1:] {
+			if strings.HasPrefix(f, mod) {
+				imps = append(imps, f)
+			}
+		}
+		graph[fields[0]] = imps
+	}
+	return graph
 }
 
 // goListDeps maps every package pkg depends on (itself included) to the
