@@ -118,6 +118,12 @@ type Section struct {
 	Warmup            int     `json:"warmup_requests,omitempty"`
 	// Client is the benchmark client's check on itself.
 	Client *ClientCheck `json:"client,omitempty"`
+	// Settings is what the engine ran with, read from the engine by the
+	// agent (settings.go); nil where it was not read.
+	Settings *EngineSettings `json:"engine_settings,omitempty"`
+	// EngineFailures are the requests the engine itself ended early,
+	// by prompt (engine.go).
+	EngineFailures []EngineFailure `json:"engine_failures,omitempty"`
 	// ServerMetrics is what the engine's own Prometheus /metrics said
 	// about the measured phase.
 	ServerMetrics *ServerMetrics `json:"server_metrics,omitempty"`
@@ -227,8 +233,11 @@ type Environment struct {
 	Persistence   string  `json:"persistence_mode,omitempty"`
 	EngineImage   string  `json:"engine_image,omitempty"` // image@sha256:… or command
 	EngineVersion string  `json:"engine_version,omitempty"`
-	Commit        string  `json:"commit,omitempty"`
-	Sim           bool    `json:"sim,omitempty"` // the built-in simulated engine
+	// EngineName is the engine as it names itself ("ollama", "vllm",
+	// "perfgate-sim"), read from the engine with EngineVersion.
+	EngineName string `json:"engine_name,omitempty"`
+	Commit     string `json:"commit,omitempty"`
+	Sim        bool   `json:"sim,omitempty"` // the built-in simulated engine
 	// SourceTree is the digest of the checkout of Commit the engine ran
 	// from ("sha256:…" over every path, mode and content), so two runs of
 	// one commit are known to have run the same files.
