@@ -42,6 +42,24 @@ func FromGate(v View, rep *gate.Report, env *result.Environment) View {
 	return v
 }
 
+// WithSettings adds the base/head diff of the engine's effective settings
+// (result.DiffSettings) to v: it computes nothing.
+func WithSettings(v View, d *result.SettingsDiff) View {
+	if d.Empty() {
+		return v
+	}
+	for _, c := range d.Changed {
+		v.Settings = append(v.Settings, SettingRow{Name: c.Name, Base: orDash(c.Base), Head: orDash(c.Head), Source: c.Source})
+	}
+	for _, e := range d.NoEffect {
+		v.NoEffect = append(v.NoEffect, e.Sentence())
+	}
+	for _, e := range d.Effect {
+		v.Effect = append(v.Effect, e.EffectSentence())
+	}
+	return v
+}
+
 // RowOf is one row of the verdict document as the tables print it.
 func RowOf(m gate.MetricResult) Row {
 	return Row{
@@ -101,7 +119,7 @@ func environment(e result.Environment) []KV {
 		add("CPU", cpu)
 	}
 	add("engine", engineIdentity(e.EngineImage))
-	add("engine version", e.EngineVersion)
+	add("engine version", strings.TrimSpace(e.EngineName+" "+e.EngineVersion))
 	add("commit", e.Commit)
 	add("source tree", e.SourceTree)
 	add("sandbox", sandboxWords(e.Sandbox))

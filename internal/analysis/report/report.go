@@ -52,6 +52,12 @@ type View struct {
 	Secondary     []Row // secondary metrics, looser thresholds
 	Mismatches    []Mismatch
 	Environment   []KV
+	// Settings is what the engine ran with on each side, where the two
+	// differ, and NoEffect the pull request's knob lines the engine did
+	// not act on (WithSettings); Effect those it did.
+	Settings []SettingRow
+	NoEffect []string
+	Effect   []string
 	BaselineRuns  int
 	CandidateRuns int
 	Confidence    string
@@ -91,6 +97,10 @@ type Row struct {
 
 // Mismatch is one environment field that differs.
 type Mismatch struct{ Field, Baseline, Candidate string }
+
+// SettingRow is one effective engine setting that differs between the
+// base and the head.
+type SettingRow struct{ Name, Base, Head, Source string }
 
 // KV is one environment line.
 type KV struct{ Key, Value string }

@@ -66,6 +66,10 @@ type verdictDoc struct {
 	Cost *cost.Estimate `json:"cost,omitempty"`
 	// LongRun is a capacity or soak check's verdict (longruncheck.go).
 	LongRun *longRunDoc `json:"long_run,omitempty"`
+	// Settings is the base/head diff of what the engine ran with, carried
+	// beside the report (the gate never reads it): the values that differ
+	// and the pull request's knob lines that did or did not take effect.
+	Settings *result.SettingsDiff `json:"engine_settings,omitempty"`
 }
 
 // withLooks is doc with the budgets in looks stored over its own.
@@ -429,7 +433,8 @@ func (s *Service) judge(ctx context.Context, cr store.CheckRun, job store.Job, j
 	if s.onDefaultBranch(ctx, cr) {
 		s.recordTrend(ctx, cr, cr.Tier, job.ID, jm.cand.runs, tier)
 	}
-	return s.publish(ctx, cr, job, rep, envOf(jm.cand.runs), jm.notes, looks)
+	jm.notes = append(jm.notes, engineFailureNotes(jm.base, jm.cand.runs)...)
+	return s.publish(ctx, cr, job, rep, envOf(jm.cand.runs), jm.notes, looks, result.DiffSettings(settingsOf(jm.base), settingsOf(jm.cand.runs)))
 }
 
 // publish records the gate's verdict as a lifecycle step: the check's new
@@ -438,9 +443,9 @@ func (s *Service) judge(ctx context.Context, cr store.CheckRun, job store.Job, j
 //
 // looks are the budgets this judgement spent, stored over the check's so
 // the next look at the commit (a retest, an appeal) continues from them.
-func (s *Service) publish(ctx context.Context, cr store.CheckRun, job store.Job, rep *gate.Report, env *result.Environment, notes []string, looks map[string]gate.Looks) error {
+func (s *Service) publish(ctx context.Context, cr store.CheckRun, job store.Job, rep *gate.Report, env *result.Environment, notes []string, looks map[string]gate.Looks, settings *result.SettingsDiff) error {
 	prior := s.docOf(cr)
-	doc := verdictDoc{Report: rep, Env: env, Notes: notes, After: escalateAfter(job), Author: prior.Author, Looks: prior.Looks}.withLooks(looks)
+	doc := verdictDoc{Report: rep, Env: env, Notes: notes, After: escalateAfter(job), Author: prior.Author, Looks: prior.Looks, Settings: settings}.withLooks(looks)
 	if doc.Author == "" {
 		doc.Author = s.authorOf(ctx, cr)
 	}
@@ -654,7 +659,7 @@ func (s *Service) standing(ctx context.Context, cr store.CheckRun, job store.Job
 		return s.broken(ctx, cr, true, []string{fmt.Sprintf("the looks of this pull request's plan for %s are spent and no verdict is stored", key)})
 	}
 	notes := append(append([]string{}, prior.Notes...), "all looks of this pull request's plan are spent and nothing new was measured: the last verdict stands (`/perf retest` measures again under a new plan; `/perf ack` accepts an inconclusive one)")
-	return s.publish(ctx, cr, job, prior.Report, prior.Env, notes, nil)
+	return s.publish(ctx, cr, job, prior.Report, prior.Env, notes, nil, prior.Settings)
 }
 
 // extend adds runs to an inconclusive comparison, on the same card. The
@@ -738,6 +743,25 @@ func acceptedNotes(notes []string) []string {
 		}
 	}
 	return out
+}
+
+// settingsOf is what the engine ran with in the side's last run that
+// recorded it (the head side's carries the pull request's knob lines).
+func settingsOf(runs []*result.Result) *result.EngineSettings {
+	for i := len(runs) - 1; i >= 0; i-- {
+		if r := runs[i]; r != nil && r.Perfgate != nil && r.Perfgate.Settings != nil {
+			return r.Perfgate.Settings
+		}
+	}
+	return nil
+}
+
+// engineFailureNotes name the prompts the engine itself ended early, on
+// each side: those that failed in every run apart from transient ones.
+func engineFailureNotes(base, head []*result.Result) []string {
+	var out []string
+	out = append(out, result.FailuresByPrompt(base).Notes("base")...)
+	return append(out, result.FailuresByPrompt(head).Notes("head")...)
 }
 
 func envOf(runs []*result.Result) *result.Environment {

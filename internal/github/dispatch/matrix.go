@@ -176,7 +176,7 @@ func (s *Service) judgeMatrix(ctx context.Context, cr store.CheckRun, job store.
 	if len(merged.Metrics) == 0 && len(all.failures)+len(all.bad) > 0 {
 		return s.fail(ctx, cr, job, all)
 	}
-	return s.publish(ctx, cr, job, merged, env, notes, looks)
+	return s.publish(ctx, cr, job, merged, env, notes, looks, nil)
 }
 
 // worse orders verdicts regression > inconclusive > pass.

@@ -161,7 +161,12 @@ func (s *Service) judgePaired(ctx context.Context, cr store.CheckRun, job store.
 	if s.onDefaultBranch(ctx, cr) {
 		s.recordTrend(ctx, cr, cr.Tier, job.ID, head, tier)
 	}
-	return s.publish(ctx, cr, job, rep, envOf(head), notes, looks)
+	base := make([]*result.Result, len(pairs))
+	for i, p := range pairs {
+		base[i] = p.Base
+	}
+	notes = append(notes, engineFailureNotes(base, head)...)
+	return s.publish(ctx, cr, job, rep, envOf(head), notes, looks, result.DiffSettings(settingsOf(base), settingsOf(head)))
 }
 
 // interleaveNote says what the check measured: both commits, on one card

@@ -255,6 +255,7 @@ func (s *Service) view(cr store.CheckRun, doc verdictDoc) report.View {
 	v := report.View{SHA: cr.HeadSHA, Author: doc.Author, Deadline: cr.Deadline, EscalateAfter: doc.After, Notes: doc.Notes, Cost: doc.Cost}
 	if doc.Report != nil {
 		v = report.FromGate(v, doc.Report, doc.Env)
+		v = report.WithSettings(v, doc.Settings)
 		v.Verdict = report.VerdictOf(doc.Report.Verdict)
 	}
 	v.Tier = cr.Tier

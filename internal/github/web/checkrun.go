@@ -486,7 +486,7 @@ func envRows(e *result.Environment) []kv {
 	add("MIG", e.MIGMode)
 	add("persistence", e.Persistence)
 	add("engine image", e.EngineImage)
-	add("engine version", e.EngineVersion)
+	add("engine version", strings.TrimSpace(e.EngineName+" "+e.EngineVersion))
 	add("commit", e.Commit)
 	add("host", e.Hostname)
 	if e.Sim {

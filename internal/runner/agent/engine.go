@@ -11,10 +11,12 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/perfgate/perfgate/internal/runner/engine"
+	"github.com/perfgate/perfgate/internal/runner/engineinfo"
 	"github.com/perfgate/perfgate/internal/runner/gpu"
 	"github.com/perfgate/perfgate/internal/runner/sandbox"
 	"github.com/perfgate/perfgate/internal/runner/sim"
 	"github.com/perfgate/perfgate/internal/vocab/agentapi"
+	"github.com/perfgate/perfgate/internal/vocab/result"
 )
 
 // running is a started engine: a process or container (engine.Server) or
@@ -122,6 +124,39 @@ func (a *Agent) startEngine(ctx context.Context, c *agentapi.ClaimResponse, p ag
 		desc = strings.Join(srv.Argv(), " ")
 	}
 	return &running{describe: desc, proc: srv}, nil
+}
+
+// readEngine records the engine's name, version and effective settings
+// on the run, read from the engine after the run: Ollama starts the
+// llama.cpp runner whose log states the settings at the first request.
+// The head side of an interleaved job also records the lines its tree
+// adds against the base's that set one of those settings' knobs, so the
+// check can say which change had no effect on the engine.
+func (a *Agent) readEngine(ctx context.Context, res *result.Result, p agentapi.Plan, srv *running, sides map[string]*side, s *side) {
+	e := engineinfo.Engine{BaseURL: srv.BaseURL(), Model: p.Engine.Model, Sim: srv.sim != nil}
+	if srv.proc != nil {
+		e.PID, e.Log = srv.proc.PID(), srv.proc.Logs()
+	}
+	info := engineinfo.Read(ctx, e)
+	env := &res.Perfgate.Environment
+	env.EngineName, env.EngineVersion = info.Identity.Name, info.Identity.Version
+	res.Perfgate.Settings = info.Settings
+	if info.Settings == nil || s.name != agentapi.SideHead {
+		return
+	}
+	base := sides[agentapi.SideBase]
+	if base == nil || base.checkout == nil || s.checkout == nil {
+		return
+	}
+	if s.knobChanges == nil {
+		s.knobChanges = engineinfo.KnobChanges(base.checkout.Dir, s.checkout.Dir, info.Settings.Knobs())
+		if s.knobChanges == nil {
+			s.knobChanges = []result.KnobChange{}
+		}
+	}
+	if len(s.knobChanges) > 0 {
+		info.Settings.Changes = s.knobChanges
+	}
 }
 
 // engineLogWriter copies the engine's output into the job log, one log

@@ -312,6 +312,7 @@ func (a *Agent) execute(ctx context.Context, c *agentapi.ClaimResponse, log zero
 			return outcome{jobstate.Failed, fmt.Sprintf("%s: %v", what, err)}
 		}
 		a.annotate(res, plan, cur, s, info.info, &telemetry)
+		a.readEngine(rctx, res, plan, cur, sides, s)
 		if cpuOK && cpuOK1 && cpu1 > cpu0 {
 			res.Perfgate.EngineCPUSeconds = (cpu1 - cpu0).Seconds()
 		}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/perfgate/perfgate/internal/runner/source"
 	"github.com/perfgate/perfgate/internal/vocab/agentapi"
+	"github.com/perfgate/perfgate/internal/vocab/result"
 )
 
 // side is one commit of a job made ready to start its engine: its
@@ -22,6 +23,9 @@ type side struct {
 	sandbox  string           // "container", "uncontained" or "" (sim)
 	// profileDir, in a profiling pass, is where the engine writes traces.
 	profileDir string
+	// knobChanges, on the head side, are the lines its tree adds against
+	// the base's that set an engine knob (found once, at the first run).
+	knobChanges []result.KnobChange
 }
 
 // errUncontained is the refusal of a command engine on a commit's code by

@@ -374,6 +374,14 @@ func Run(ctx context.Context, o Options) (*result.Result, error) {
 	}
 
 	r := aggregate(recs, dur, o.Percentiles, o.Goodput)
+	if !sessions {
+		// Request i sent prompt i of the measured set.
+		for i := range recs {
+			if words, ok := recs[i].engineFailure(); ok {
+				r.Perfgate.EngineFailures = append(r.Perfgate.EngineFailures, result.EngineFailure{Prompt: i, Tokens: recs[i].chunks, Words: words})
+			}
+		}
+	}
 	if err := addVLLMArrays(r, recs, o.SaveTexts); err != nil {
 		return nil, err
 	}

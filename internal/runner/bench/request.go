@@ -115,6 +115,34 @@ type requester struct {
 	maxLine     int           // longest SSE line (and non-streamed body) in bytes
 }
 
+// engineWords is what a request the engine ended cleanly, without a
+// finish reason, leaves to quote: nothing. Ollama's OpenAI layer ends a
+// stream this way when its runner stops a prediction early (31 repeats of
+// one token, logged only at debug) and when a mid-stream error becomes an
+// empty chunk.
+const engineWords = "nothing: the engine closed the stream without a finish_reason, [DONE] or token counts"
+
+// engineFailure says whether the request is the engine's own failure
+// after it had streamed tokens: a stream the engine closed cleanly
+// (every chunk whole, so no connection was cut mid-chunk) without
+// finishing, or an error the engine reported in the stream. words are
+// the engine's own, where it said any.
+func (r *record) engineFailure() (words string, ok bool) {
+	if r.ok || r.chunks == 0 {
+		return "", false
+	}
+	if r.kind == errStreamCut {
+		return engineWords, true
+	}
+	if w, found := strings.CutPrefix(r.err, errInStream); found {
+		return w, true
+	}
+	return "", false
+}
+
+// errInStream prefixes an error the server reported inside the stream.
+const errInStream = "server error in stream: "
+
 // errStreamCut is the error-table row of every stream that ended without
 // a terminal event, whatever its token count.
 const errStreamCut = "stream ended early (no finish_reason, no [DONE]): cut by the server or a proxy"
@@ -344,7 +372,7 @@ func readStream(br *bufio.Reader, rec *record, st time.Time, wd *watchdog, captu
 					tpl.learn(data, &c)
 				}
 				if c.errMsg != "" {
-					rec.err = "server error in stream: " + c.errMsg
+					rec.err = errInStream + c.errMsg
 					return false, nil
 				}
 				if c.token {

@@ -62,6 +62,12 @@ func WriteSummary(w io.Writer, r *result.Result) {
 			fmt.Fprintf(w, "%6d  %s\n", counts[msg], oneLine(msg))
 		}
 	}
+	if sec := r.Perfgate; sec != nil && len(sec.EngineFailures) > 0 {
+		title("Ended early by the engine, by prompt", '-')
+		for _, f := range sec.EngineFailures {
+			fmt.Fprintf(w, "prompt #%d after %d tokens: %s\n", f.Prompt, f.Tokens, oneLine(f.Words))
+		}
+	}
 	if sec := r.Perfgate; sec != nil {
 		writeTraffic(sec.Traffic, row, title)
 		writeChecks(w, sec, row, f2, title)

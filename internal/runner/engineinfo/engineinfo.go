@@ -14,6 +14,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"time"
@@ -37,6 +38,9 @@ type Engine struct {
 	PID int
 	// Log is the engine's captured output (its start-up log included).
 	Log []byte
+	// Sim is perfgate's own simulated engine: it names itself through
+	// the agent, and publishes vLLM's /v1/models and /metrics.
+	Sim bool
 }
 
 // Info is what Read found.
@@ -54,6 +58,11 @@ const timeout = 5 * time.Second
 func Read(ctx context.Context, e Engine) Info {
 	c := &http.Client{Timeout: timeout}
 	var info Info
+	if e.Sim {
+		info.Identity = Identity{Name: "perfgate-sim", Version: perfgateVersion()}
+		info.Settings = readVLLM(ctx, c, e)
+		return info
+	}
 	if v, ok := getJSON[struct {
 		Version string `json:"version"`
 	}](ctx, c, e.BaseURL+"/api/version"); ok && v.Version != "" {
@@ -170,6 +179,15 @@ func treeModuleVersion(proc string, root int, module string) string {
 		}
 	}
 	return ""
+}
+
+// perfgateVersion is this binary's module version, "devel" when built
+// from a checkout.
+func perfgateVersion() string {
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		return bi.Main.Version
+	}
+	return "devel"
 }
 
 // ModuleVersion is the version of the binary at path when its main module

@@ -174,3 +174,37 @@ func TestModuleVersionOfOllama(t *testing.T) {
 
 func contains(s, sub string) bool { return strings.Contains(s, sub) }
 
+
+func TestKnobChanges(t *testing.T) {
+	t.Parallel()
+	base, head := t.TempDir(), t.TempDir()
+	write := func(dir, name, body string) {
+		p := dir + "/" + name
+		if err := os.MkdirAll(p[:strings.LastIndexByte(p, '/')], 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	env := "OLLAMA_NUM_PARALLEL=4\nOLLAMA_FLASH_ATTENTION=0\nOLLAMA_KV_CACHE_TYPE=f16\n"
+	write(base, "inference_engine/ollama.env", env)
+	write(head, "inference_engine/ollama.env", "OLLAMA_NUM_PARALLEL=4\nOLLAMA_FLASH_ATTENTION=1\nOLLAMA_KV_CACHE_TYPE=q8_0\n")
+	write(base, "model/Modelfile", "PARAMETER num_ctx 1024\n")
+	write(head, "model/Modelfile", "PARAMETER num_ctx 1024\n")
+	write(base, "model/README.md", "a\n")
+	write(head, "model/README.md", "num_ctx_per_seq is not a knob; OLLAMA_FLASH_ATTENTIONS neither\n")
+	got := KnobChanges(base, head, []string{"OLLAMA_FLASH_ATTENTION", "OLLAMA_KV_CACHE_TYPE", "num_ctx", "OLLAMA_NUM_PARALLEL"})
+	want := []result.KnobChange{
+		{Knob: "OLLAMA_FLASH_ATTENTION", File: "inference_engine/ollama.env", Line: 2, Text: "OLLAMA_FLASH_ATTENTION=1"},
+		{Knob: "OLLAMA_KV_CACHE_TYPE", File: "inference_engine/ollama.env", Line: 3, Text: "OLLAMA_KV_CACHE_TYPE=q8_0"},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("got %+v, want %+v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("change %d: %+v, want %+v", i, got[i], want[i])
+		}
+	}
+}

@@ -81,10 +81,10 @@ func (s *EngineSettings) Knobs() []string {
 // request set that the engine did not act on.
 type SettingsDiff struct {
 	Changed  []SettingChange `json:"changed,omitempty"`
-	NoEffect []NoEffect      `json:"no_effect,omitempty"`
+	NoEffect []KnobEffect      `json:"no_effect,omitempty"`
 	// Effect is a knob the pull request set whose effective value did
 	// change, with the line that set it.
-	Effect []NoEffect `json:"effect,omitempty"`
+	Effect []KnobEffect `json:"effect,omitempty"`
 }
 
 // SettingChange is one effective value that differs between the sides.
@@ -96,8 +96,8 @@ type SettingChange struct {
 	Evidence string `json:"evidence,omitempty"` // the head's line
 }
 
-// NoEffect is a changed line and the engine's evidence about it.
-type NoEffect struct {
+// KnobEffect is a changed line and the engine's evidence about it.
+type KnobEffect struct {
 	Change   KnobChange `json:"change"`
 	Setting  string     `json:"setting"`
 	Value    string     `json:"value"`              // the head's effective value
@@ -134,7 +134,7 @@ func DiffSettings(base, head *EngineSettings) *SettingsDiff {
 				continue
 			}
 			b, ok := base.Get(h.Name)
-			e := NoEffect{Change: c, Setting: h.Name, Value: h.Value, Evidence: h.Evidence}
+			e := KnobEffect{Change: c, Setting: h.Name, Value: h.Value, Evidence: h.Evidence}
 			switch {
 			case h.Unsupported != "":
 				e.Evidence, e.Unsupported = h.Unsupported, true
@@ -154,7 +154,7 @@ func DiffSettings(base, head *EngineSettings) *SettingsDiff {
 }
 
 // Sentence is the check's line for a knob that did nothing.
-func (e NoEffect) Sentence() string {
+func (e KnobEffect) Sentence() string {
 	out := fmt.Sprintf("this change had no effect on the engine: `%s` (%s:%d) — the engine ran with %s = `%s`",
 		strings.TrimSpace(e.Change.Text), e.Change.File, e.Change.Line, e.Setting, e.Value)
 	if e.Unsupported {
@@ -165,6 +165,12 @@ func (e NoEffect) Sentence() string {
 		out += "; its line: `" + e.Evidence + "`"
 	}
 	return out
+}
+
+// EffectSentence is the check's line for a knob that did take effect.
+func (e KnobEffect) EffectSentence() string {
+	return fmt.Sprintf("`%s` (%s:%d) took effect: %s `%s` → `%s` (the engine's line: `%s`)",
+		strings.TrimSpace(e.Change.Text), e.Change.File, e.Change.Line, e.Setting, e.Base, e.Value, e.Evidence)
 }
 
 func hasKnob(knobs []string, k string) bool {
