@@ -413,3 +413,48 @@ func TestCPURunnerEnvironment(t *testing.T) {
 		}
 	}
 }
+
+// The check names the engine as the engine named itself, and shows what
+// the engine ran with: a knob the pull request set that the engine did not
+// act on is called out with the engine's own line, and an effective value
+// that moved is a row of base against head.
+func TestEngineSettingsOnTheCheck(t *testing.T) {
+	t.Parallel()
+	cs, err := gatetest.Cases()
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := &result.Environment{EngineName: "ollama", EngineVersion: "v0.9.6", EngineImage: "bash /w/inference_engine/serve.sh 40123", CPUModel: "Xeon", CPUCores: 2}
+	warned := result.Setting{Name: "type_k", Value: "f16", Source: "log", Evidence: "llama_kv_cache_unified: kv_size = 4096, type_k = 'f16', type_v = 'f16'",
+		Knobs: []string{"OLLAMA_KV_CACHE_TYPE"}, Unsupported: "quantized kv cache requested but flash attention disabled (type=q8_0)"}
+	ctx := func(v string) result.Setting {
+		return result.Setting{Name: "n_ctx_per_seq", Value: v, Source: "log", Evidence: "llama_context: n_ctx_per_seq = " + v, Knobs: []string{"num_ctx"}}
+	}
+	base := &result.EngineSettings{Values: []result.Setting{{Name: "type_k", Value: "f16", Source: "log", Knobs: []string{"OLLAMA_KV_CACHE_TYPE"}}, ctx("1024")}}
+	head := &result.EngineSettings{Values: []result.Setting{warned, ctx("2048")}, Changes: []result.KnobChange{
+		{Knob: "OLLAMA_KV_CACHE_TYPE", File: "inference_engine/ollama.env", Line: 5, Text: "OLLAMA_KV_CACHE_TYPE=q8_0"},
+		{Knob: "num_ctx", File: "model/Modelfile", Line: 5, Text: "PARAMETER num_ctx 2048"},
+	}}
+	v := FromGate(View{Verdict: VerdictOf(cs[0].Report.Verdict), SHA: "4f1c9e2ab7", Deadline: deadline}, cs[0].Report, env)
+	v = WithSettings(v, result.DiffSettings(base, head))
+	check, err := RenderCheck(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"| engine version | ollama v0.9.6 |",
+		"### What the engine ran with",
+		"> ⚠️ this change had no effect on the engine: `OLLAMA_KV_CACHE_TYPE=q8_0` (inference_engine/ollama.env:5) — the engine ran with type_k = `f16` and warned: `quantized kv cache requested but flash attention disabled (type=q8_0)`",
+		"`PARAMETER num_ctx 2048` (model/Modelfile:5) took effect: n_ctx_per_seq `1024` → `2048`",
+		"| n_ctx_per_seq | `1024` | `2048` | log |",
+	} {
+		if !strings.Contains(check.Summary, want) {
+			t.Errorf("the check lacks %q:\n%s", want, check.Summary)
+		}
+	}
+	// No diff, no section.
+	plain, err := RenderCheck(WithSettings(FromGate(View{Verdict: VerdictOf(cs[0].Report.Verdict)}, cs[0].Report, env), nil))
+	if err != nil || strings.Contains(plain.Summary, "What the engine ran with") {
+		t.Errorf("a check without a settings diff shows the section (err %v):\n%s", err, plain.Summary)
+	}
+}

@@ -105,6 +105,7 @@ type KnobEffect struct {
 	Evidence string     `json:"evidence,omitempty"` // the engine's line
 	// Unsupported: Evidence is the engine's warning that it ignored the knob.
 	Unsupported bool `json:"unsupported,omitempty"`
+	source      string
 }
 
 // Empty reports whether the diff has nothing to show.
@@ -129,28 +130,55 @@ func DiffSettings(base, head *EngineSettings) *SettingsDiff {
 		}
 	}
 	for _, c := range head.Changes {
-		for _, h := range head.Values {
-			if !hasKnob(h.Knobs, c.Knob) {
-				continue
-			}
-			b, ok := base.Get(h.Name)
-			e := KnobEffect{Change: c, Setting: h.Name, Value: h.Value, Evidence: h.Evidence}
-			switch {
-			case h.Unsupported != "":
-				e.Evidence, e.Unsupported = h.Unsupported, true
-				d.NoEffect = append(d.NoEffect, e)
-			case ok && b.Value == h.Value:
-				d.NoEffect = append(d.NoEffect, e)
-			case ok:
-				e.Base = b.Value
-				d.Effect = append(d.Effect, e)
-			}
+		if e, moved, ok := knobOutcome(base, head, c); ok && moved {
+			d.Effect = append(d.Effect, e)
+		} else if ok {
+			d.NoEffect = append(d.NoEffect, e)
 		}
 	}
 	if d.Empty() {
 		return nil
 	}
 	return d
+}
+
+// knobOutcome is what one changed line did, told by the settings it
+// answers to: the engine's warning that it ignored the knob outranks
+// everything (no effect); else a setting that moved is the effect (a value
+// from the log, the engine's own, before the API's echo of the config);
+// else the values are the same on both sides (no effect). ok is false
+// when no setting answers to the knob.
+func knobOutcome(base, head *EngineSettings, c KnobChange) (e KnobEffect, moved, ok bool) {
+	var same, effect *KnobEffect
+	for _, h := range head.Values {
+		if !hasKnob(h.Knobs, c.Knob) {
+			continue
+		}
+		b, found := base.Get(h.Name)
+		cur := KnobEffect{Change: c, Setting: h.Name, Value: h.Value, Evidence: h.Evidence}
+		switch {
+		case h.Unsupported != "":
+			cur.Evidence, cur.Unsupported = h.Unsupported, true
+			return cur, false, true
+		case found && b.Value == h.Value:
+			if same == nil {
+				same = &cur
+			}
+		case found:
+			cur.Base = b.Value
+			if effect == nil || (effect.source != "log" && h.Source == "log") {
+				cur.source = h.Source
+				effect = &cur
+			}
+		}
+	}
+	if effect != nil {
+		return *effect, true, true
+	}
+	if same != nil {
+		return *same, false, true
+	}
+	return KnobEffect{}, false, false
 }
 
 // Sentence is the check's line for a knob that did nothing.
