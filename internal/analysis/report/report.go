@@ -55,9 +55,9 @@ type View struct {
 	// Settings is what the engine ran with on each side, where the two
 	// differ, and NoEffect the pull request's knob lines the engine did
 	// not act on (WithSettings); Effect those it did.
-	Settings []SettingRow
-	NoEffect []string
-	Effect   []string
+	Settings      []SettingRow
+	NoEffect      []string
+	Effect        []string
 	BaselineRuns  int
 	CandidateRuns int
 	Confidence    string

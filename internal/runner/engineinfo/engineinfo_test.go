@@ -174,7 +174,6 @@ func TestModuleVersionOfOllama(t *testing.T) {
 
 func contains(s, sub string) bool { return strings.Contains(s, sub) }
 
-
 func TestKnobChanges(t *testing.T) {
 	t.Parallel()
 	base, head := t.TempDir(), t.TempDir()

@@ -81,7 +81,7 @@ func (s *EngineSettings) Knobs() []string {
 // request set that the engine did not act on.
 type SettingsDiff struct {
 	Changed  []SettingChange `json:"changed,omitempty"`
-	NoEffect []KnobEffect      `json:"no_effect,omitempty"`
+	NoEffect []KnobEffect    `json:"no_effect,omitempty"`
 	// Effect is a knob the pull request set whose effective value did
 	// change, with the line that set it.
 	Effect []KnobEffect `json:"effect,omitempty"`
