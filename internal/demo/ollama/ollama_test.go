@@ -54,6 +54,13 @@ func TestOllamaRealEngine(t *testing.T) {
 		t.Errorf("the docs-only PR: conclusion %q (%s), want success\n%s", out.Docs.Conclusion, out.Docs.Title, out.Docs.Summary)
 	}
 	t.Logf("docs-only PR: %s — %s", out.Docs.Conclusion, out.Docs.Title)
+	// The check names the engine as it names itself, its release read
+	// from the binary (a go-installed Ollama answers 0.0.0).
+	for name, c := range map[string]string{"the deeper model": out.Warning.Summary, "the docs-only PR": out.Docs.Summary} {
+		if !strings.Contains(c, "| engine version | ollama v") {
+			t.Errorf("%s: the check does not name the engine and its release:\n%s", name, c)
+		}
+	}
 	if out.Escalated.Conclusion != "failure" {
 		t.Errorf("48 hours later: conclusion %q, want failure", out.Escalated.Conclusion)
 	}

@@ -76,6 +76,7 @@ func TestOllamaEffectiveSettings(t *testing.T) {
 		return engineinfo.Read(ctx, engineinfo.Engine{BaseURL: srv.url, Model: demo.OllamaModel, PID: srv.pid, Log: srv.logs()})
 	}
 	base, head := read(baseDir), read(headDir)
+	t.Logf("base: %s %s; head: %s %s", base.Identity.Name, base.Identity.Version, head.Identity.Name, head.Identity.Version)
 	for _, info := range []engineinfo.Info{base, head} {
 		if info.Identity.Name != "ollama" || !strings.HasPrefix(info.Identity.Version, "v") {
 			t.Errorf("identity %+v: want ollama and the module's release", info.Identity)
