@@ -30,6 +30,7 @@ import (
 	"time"
 
 	"github.com/perfgate/perfgate/internal/analysis/fleet"
+	"github.com/perfgate/perfgate/internal/vocab/check"
 	"github.com/perfgate/perfgate/internal/vocab/jobstate"
 )
 
@@ -514,6 +515,8 @@ type CheckOutput struct {
 	Text       string        `json:"text,omitempty"`
 	Actions    []CheckAction `json:"actions,omitempty"`
 	DetailsURL string        `json:"details_url,omitempty"`
+	// Annotations are sent with this output only (GitHub appends them).
+	Annotations []check.Annotation `json:"annotations,omitempty"`
 }
 
 // CheckAction is a button on a check run.

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/perfgate/perfgate/internal/analysis/gate"
+	"github.com/perfgate/perfgate/internal/vocab/check"
 	"github.com/perfgate/perfgate/internal/vocab/figure"
 	"github.com/perfgate/perfgate/internal/vocab/result"
 )
@@ -58,6 +59,28 @@ func WithSettings(v View, d *result.SettingsDiff) View {
 		v.Effect = append(v.Effect, e.EffectSentence())
 	}
 	return v
+}
+
+// Annotations mark the pull request's knob lines on the check run: a
+// warning on a line the engine did not act on, a notice on one that took
+// effect, each with the engine's evidence. At most GitHub's 50.
+func Annotations(d *result.SettingsDiff) []check.Annotation {
+	if d.Empty() {
+		return nil
+	}
+	var out []check.Annotation
+	for _, e := range d.NoEffect {
+		out = append(out, check.Annotation{Path: e.Change.File, Line: e.Change.Line, Level: "warning",
+			Title: "No effect on the engine", Message: e.Sentence()})
+	}
+	for _, e := range d.Effect {
+		out = append(out, check.Annotation{Path: e.Change.File, Line: e.Change.Line, Level: "notice",
+			Title: "Took effect on the engine", Message: e.EffectSentence()})
+	}
+	if len(out) > check.MaxAnnotations {
+		out = out[:check.MaxAnnotations]
+	}
+	return out
 }
 
 // RowOf is one row of the verdict document as the tables print it.

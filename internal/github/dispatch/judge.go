@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -471,7 +472,9 @@ func (s *Service) publish(ctx context.Context, cr store.CheckRun, job store.Job,
 	}
 	// A row that changed meanwhile (a retest replaced its jobs, another
 	// replica judged it) is judged again as it now is.
-	return s.settle(ctx, cr, step{ev: ev, doc: &doc, detail: costDetail(map[string]any{"runs": rep.CandidateRuns}, doc.Cost)})
+	// A new or changed settings diff is annotated on the PR's lines once.
+	annotate := settings != nil && !reflect.DeepEqual(settings, prior.Settings)
+	return s.settle(ctx, cr, step{ev: ev, doc: &doc, annotate: annotate, detail: costDetail(map[string]any{"runs": rep.CandidateRuns}, doc.Cost)})
 }
 
 // authorOf asks GitHub for the PR's author, for the warning's mention. It

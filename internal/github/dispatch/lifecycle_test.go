@@ -44,6 +44,9 @@ type lifecycle struct {
 	clock *testClock
 	agent store.Agent
 	n     int
+	// decorate, when set, edits each run runPaired records (what the
+	// engine ran with, the requests it ended itself).
+	decorate func(slot agentapi.Slot, r *result.Result)
 }
 
 func newLifecycle(t *testing.T) *lifecycle {

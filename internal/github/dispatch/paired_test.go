@@ -74,6 +74,9 @@ func (l *lifecycle) runPaired(j store.Job, head, noise float64, rng *rand.Rand) 
 		r.OutputThroughput /= f
 		r.RequestThroughput /= f
 		r.Perfgate.Environment.Commit = p.Commit(slot.Side)
+		if l.decorate != nil {
+			l.decorate(slot, r)
+		}
 		full, err := json.Marshal(r)
 		if err != nil {
 			l.t.Fatal(err)

@@ -48,6 +48,10 @@ type step struct {
 	// the lifecycle's).
 	actor, action string
 	detail        map[string]any
+	// annotate sends the document's settings annotations with the
+	// rendered output: set by a fresh verdict, since GitHub appends the
+	// annotations of every update.
+	annotate bool
 }
 
 // errIgnored: the event does not apply to the row as it now is.
@@ -120,6 +124,9 @@ func (s *Service) apply(ctx context.Context, cr store.CheckRun, st step) (store.
 					return cr, false, fmt.Errorf("render check run: %w", err)
 				}
 				out = check.Output{Title: c.Title, Summary: c.Summary, Text: c.Text}
+				if st.annotate || newRun(effects) {
+					out.Annotations = report.Annotations(doc.Settings)
+				}
 			}
 			ch.Desired = s.desired(cr, next.Phase, out)
 		case checkstate.NewCheck:
@@ -218,13 +225,24 @@ func (s *Service) retryCAS(ctx context.Context, fn func() (bool, error)) error {
 	return fmt.Errorf("check run changed by others 8 times in a row: %w", store.ErrConflict)
 }
 
+// newRun says whether the step starts a new GitHub check run, which
+// carries none of the old one's annotations.
+func newRun(effects []checkstate.Effect) bool {
+	for _, e := range effects {
+		if e.Kind == checkstate.NewCheck {
+			return true
+		}
+	}
+	return false
+}
+
 // desired is what GitHub should show for a check run row in phase p.
 func (s *Service) desired(cr store.CheckRun, p check.Phase, out check.Output) *store.CheckOutput {
 	status, conclusion := p.Check()
 	c := &store.CheckOutput{
 		Name: check.CheckName(check.Tier(cr.Tier)), Status: status, Conclusion: conclusion,
 		Title: out.Title, Summary: check.Truncate(out.Summary, check.MaxOutput), Text: check.Truncate(out.Text, check.MaxOutput),
-		DetailsURL: s.detailsURL,
+		DetailsURL: s.detailsURL, Annotations: out.Annotations,
 	}
 	if s.details != nil {
 		c.DetailsURL = s.details(cr.Repo, cr.HeadSHA, check.Tier(cr.Tier))

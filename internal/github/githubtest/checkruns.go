@@ -165,6 +165,13 @@ func apply(cr *CheckRun, in map[string]any) {
 		cr.Title, _ = out["title"].(string)
 		cr.Summary, _ = out["summary"].(string)
 		cr.Text, _ = out["text"].(string)
+		if anns, ok := out["annotations"].([]any); ok {
+			for _, a := range anns {
+				if m, ok := a.(map[string]any); ok {
+					cr.Annotations = append(cr.Annotations, m)
+				}
+			}
+		}
 	}
 	if acts, ok := in["actions"].([]any); ok {
 		cr.Actions = nil

@@ -109,6 +109,9 @@ type CheckRun struct {
 	Summary    string
 	Text       string
 	Actions    []map[string]any
+	// Annotations are every output.annotations entry the run was sent,
+	// appended request after request as GitHub keeps them.
+	Annotations []map[string]any
 	// Statuses lists every status the run was put in, in order, so tests
 	// can assert queued → in_progress → completed.
 	Statuses []string

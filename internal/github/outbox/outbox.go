@@ -22,6 +22,7 @@ import (
 
 	"github.com/perfgate/perfgate/internal/github/backoff"
 	"github.com/perfgate/perfgate/internal/store"
+	"github.com/perfgate/perfgate/internal/vocab/check"
 )
 
 // Store is what the sender needs of the store.
@@ -445,8 +446,20 @@ func output(c *store.CheckOutput) *github.CheckRunOutput {
 	if c.Text != "" {
 		out.Text = github.String(truncate(c.Text, maxOutput))
 	}
+	for i, a := range c.Annotations {
+		if i == check.MaxAnnotations {
+			break
+		}
+		out.Annotations = append(out.Annotations, &github.CheckRunAnnotation{
+			Path: github.String(a.Path), StartLine: github.Int(a.Line), EndLine: github.Int(a.Line),
+			AnnotationLevel: github.String(a.Level), Message: github.String(truncate(a.Message, maxAnnotationMessage)), Title: github.String(a.Title),
+		})
+	}
 	return out
 }
+
+// maxAnnotationMessage is GitHub's limit on an annotation's message.
+const maxAnnotationMessage = 64 << 10
 
 func actions(c *store.CheckOutput) []*github.CheckRunAction {
 	var out []*github.CheckRunAction
