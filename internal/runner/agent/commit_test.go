@@ -159,6 +159,9 @@ func TestEnginePerCommit(t *testing.T) {
 	r.write("inference_engine/slowdown", "1.0\n")
 	base := r.commit("engine")
 	r.write("inference_engine/slowdown", "2.0\n")
+	// The head also sets a knob the engine acts on: the agent records the
+	// line and both sides' effective value.
+	r.write("inference_engine/serve.sh", strings.Replace(serveScript, "--slowdown", "--max-num-seqs 32 --slowdown", 1))
 	head := r.commit("a slower engine")
 
 	e := newEnv(t, 10*time.Second)
@@ -193,6 +196,8 @@ func TestEnginePerCommit(t *testing.T) {
 		env  result.Environment
 		tpot float64
 		cpu  float64 // the engine's CPU seconds in the run
+		// settings is what the engine ran with, as the agent read it.
+		settings *result.EngineSettings
 	}
 	var runs []run
 	for _, rs := range e.results(job.ID) {
@@ -206,10 +211,11 @@ func TestEnginePerCommit(t *testing.T) {
 		}
 		tpot, _ := res.Metric("median_tpot_ms")
 		var cpu float64
+		var settings *result.EngineSettings
 		if res.Perfgate != nil {
-			cpu = res.Perfgate.EngineCPUSeconds
+			cpu, settings = res.Perfgate.EngineCPUSeconds, res.Perfgate.Settings
 		}
-		runs = append(runs, run{rs.Side, rs.Pair, env, tpot, cpu})
+		runs = append(runs, run{rs.Side, rs.Pair, env, tpot, cpu, settings})
 	}
 	var order []string
 	for _, r := range runs {
@@ -233,6 +239,24 @@ func TestEnginePerCommit(t *testing.T) {
 		}
 		trees[r.side] = r.env.SourceTree
 		median[r.side] = append(median[r.side], r.tpot)
+		if r.env.EngineName != "perfgate-sim" || r.env.EngineVersion == "" {
+			t.Errorf("%s run: engine %q %q, want the sim naming itself with a version", r.side, r.env.EngineName, r.env.EngineVersion)
+		}
+		seqs, ok := r.settings.Get("max_num_seqs")
+		want = map[string]string{"base": "256", "head": "32"}[r.side]
+		if !ok || seqs.Value != want || seqs.Source != "/metrics vllm:cache_config_info" {
+			t.Errorf("%s run: effective max_num_seqs %+v, want %s read from /metrics", r.side, seqs, want)
+		}
+		var changes []result.KnobChange
+		if r.settings != nil {
+			changes = r.settings.Changes
+		}
+		switch {
+		case r.side == "base" && len(changes) > 0:
+			t.Errorf("base run carries knob lines %+v", changes)
+		case r.side == "head" && (len(changes) != 1 || changes[0].Knob != "--max-num-seqs" || changes[0].File != "inference_engine/serve.sh" || changes[0].Line != 3):
+			t.Errorf("head run's knob lines %+v, want --max-num-seqs at inference_engine/serve.sh:3", changes)
+		}
 	}
 	if trees["base"] == trees["head"] {
 		t.Errorf("head and base ran the same tree %s", trees["base"])

@@ -80,8 +80,12 @@ func Read(ctx context.Context, e Engine) Info {
 	}
 	if v, ok := getJSON[struct {
 		Version string `json:"version"`
+		Engine  string `json:"engine"` // perfgate's sim names itself
 	}](ctx, c, e.BaseURL+"/version"); ok && v.Version != "" {
 		info.Identity = Identity{Name: "vllm", Version: v.Version}
+		if v.Engine != "" {
+			info.Identity.Name = v.Engine
+		}
 		info.Settings = readVLLM(ctx, c, e)
 	}
 	return info

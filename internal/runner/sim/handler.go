@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"runtime/debug"
 	"strconv"
 	"time"
 
@@ -22,11 +23,13 @@ var errDisconnected = errors.New("client disconnected")
 var routes = map[string]bool{
 	"/v1/chat/completions": true, "/v1/completions": true, "/v1/models": true, "/health": true,
 	"/tokenize": true, "/detokenize": true, "/metrics": true, "/start_profile": true, "/stop_profile": true,
+	"/version": true,
 }
 
 // Handler serves vLLM's OpenAI-compatible API: /v1/chat/completions,
 // /v1/completions, /v1/models, /tokenize, /detokenize, /metrics,
-// /start_profile, /stop_profile and /health.
+// /start_profile, /stop_profile, /health and /version (vLLM's shape, plus
+// an "engine" field naming the sim, so a runner never takes it for vLLM).
 func (e *Engine) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/chat/completions", func(w http.ResponseWriter, r *http.Request) { e.serveGenerate(w, r, true) })
@@ -38,6 +41,7 @@ func (e *Engine) Handler() http.Handler {
 	mux.HandleFunc("POST /start_profile", e.serveStartProfile)
 	mux.HandleFunc("POST /stop_profile", e.serveStopProfile)
 	mux.HandleFunc("GET /health", e.serveHealth)
+	mux.HandleFunc("GET /version", serveVersion)
 	mux.HandleFunc("/", serveFallback)
 	return mux
 }
@@ -84,6 +88,16 @@ func serveFallback(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeError(w, http.StatusNotFound, fmt.Sprintf("no route %s %s", r.Method, r.URL.Path))
+}
+
+// serveVersion answers vLLM's GET /version with perfgate's module version.
+func serveVersion(w http.ResponseWriter, _ *http.Request) {
+	v := "devel"
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		v = bi.Main.Version
+	}
+	w.Header().Set("Content-Type", "application/json")
+	fmt.Fprintf(w, `{"version":%q,"engine":"perfgate-sim"}`, v)
 }
 
 func (e *Engine) serveHealth(w http.ResponseWriter, _ *http.Request) {
