@@ -637,7 +637,7 @@ func Run(ctx context.Context, o Options) (*Outcome, error) {
 
 	// 3. A pull request that only edits a README next to the engine: the
 	// engine from its tree is main's, and it passes.
-	fmt.Fprintf(o.Out, "3. PR #%d (%s) only edits a README; it is measured the same way…\n", docsPR, short(r.Docs))
+	fmt.Fprintf(o.Out, "3. PR #%d (%s) %s; it is measured the same way…\n", docsPR, short(r.Docs), r.docsWhat)
 	if code, err := h.DeliverPR(ctx, "opened", docsPR, "demo-delivery-2"); err != nil || code/100 != 2 {
 		return nil, fmt.Errorf("webhook: %d %w", code, err)
 	}
@@ -654,7 +654,13 @@ func Run(ctx context.Context, o Options) (*Outcome, error) {
 	}
 	docsRuns := measured(docsNoise.Head)
 	docsRuns.Identity = h.Engine
-	fmt.Fprintf(o.Out, "   measured the head: %s\n   check run %q: %s — %s\n\n", describe(docsRuns), docs.Name, docs.Conclusion, docs.Title)
+	fmt.Fprintf(o.Out, "   measured the head: %s\n   check run %q: %s — %s\n", describe(docsRuns), docs.Name, docs.Conclusion, docs.Title)
+	for _, line := range strings.Split(docs.Summary, "\n") {
+		if i := strings.Index(line, "this change had no effect on the engine"); i >= 0 {
+			fmt.Fprintf(o.Out, "   %s\n", line[i:])
+		}
+	}
+	fmt.Fprintln(o.Out)
 
 	// 4. Nobody fixes or appeals PR #17: 48 hours later it blocks — if the
 	// gate warned. An inconclusive check has no deadline and never blocks.

@@ -221,6 +221,13 @@ OLLAMA_KV_CACHE_TYPE=f16
 OLLAMA_NOPRUNE=1
 `
 
+// ollamaSettingsWith is ollama.env with flash attention and the KV cache
+// type set as given.
+func ollamaSettingsWith(fa, kv string) string {
+	s := strings.Replace(ollamaSettings, "OLLAMA_FLASH_ATTENTION=0", fa, 1)
+	return strings.Replace(s, "OLLAMA_KV_CACHE_TYPE=f16", kv, 1)
+}
+
 // modelfile is model/Modelfile: the model and its runtime parameters.
 func modelfile(gguf string) string {
 	return `# The served model: a small llama-architecture model (random weights,
@@ -265,10 +272,15 @@ func ollamaLayout() (repoLayout, error) {
 		},
 		docsBranch: "model-docs",
 		docsMsg:    "model: document the Modelfile",
+		// #18 also turns on two knobs this CPU build ignores (Ollama logs
+		// flash_attn = 0 and type_k = 'f16' and warns): the engine runs as
+		// main's, the PR passes, and the check says the knobs did nothing.
 		docs: map[string]string{
-			"model/README.md": readme + "\nnum_thread is 1: one thread per batch keeps a shared CPU runner steady.\n",
+			"model/README.md":             readme + "\nnum_thread is 1: one thread per batch keeps a shared CPU runner steady.\n",
+			"inference_engine/ollama.env": ollamaSettingsWith("OLLAMA_FLASH_ATTENTION=1", "OLLAMA_KV_CACHE_TYPE=q8_0"),
 		},
-		story: "PR #%d %s swaps model/perfgate-tiny.gguf for a bigger model (6 blocks of width 320 instead of 4 of 256); PR #%d %s edits model/README.md",
+		docsWhat: "edits model/README.md and sets OLLAMA_FLASH_ATTENTION=1 and OLLAMA_KV_CACHE_TYPE=q8_0, which this CPU build ignores",
+		story:    "PR #%d %s swaps model/perfgate-tiny.gguf for a bigger model (6 blocks of width 320 instead of 4 of 256); PR #%d %s edits model/README.md and turns on flash attention and a q8_0 KV cache in inference_engine/ollama.env",
 	}, nil
 }
 

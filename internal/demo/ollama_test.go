@@ -29,7 +29,11 @@ func TestOllamaRepoFiles(t *testing.T) {
 	if !strings.Contains(l.main["model/Modelfile"], "FROM ./perfgate-tiny.gguf") || !strings.Contains(l.main["inference_engine/serve.sh"], `"$ollama" serve`) {
 		t.Errorf("Modelfile or serve.sh lacks the model or the server")
 	}
-	if len(l.docs) != 1 || l.docs["model/README.md"] == "" {
-		t.Errorf("the docs PR changes %v, want only model/README.md", l.docs)
+	// #18 edits the README and turns on two knobs the CPU build ignores:
+	// nothing else, so its engine runs as main's.
+	env := l.docs["inference_engine/ollama.env"]
+	if len(l.docs) != 2 || l.docs["model/README.md"] == "" || !strings.Contains(env, "OLLAMA_FLASH_ATTENTION=1\n") || !strings.Contains(env, "OLLAMA_KV_CACHE_TYPE=q8_0\n") ||
+		strings.Replace(strings.Replace(env, "OLLAMA_FLASH_ATTENTION=1", "OLLAMA_FLASH_ATTENTION=0", 1), "OLLAMA_KV_CACHE_TYPE=q8_0", "OLLAMA_KV_CACHE_TYPE=f16", 1) != l.main["inference_engine/ollama.env"] {
+		t.Errorf("the docs PR changes %v, want model/README.md and the two ignored knobs in ollama.env", l.docs)
 	}
 }

@@ -25,6 +25,8 @@ type gitRepo struct {
 	Slowdown float64
 	// story says what the two pull requests change.
 	story string
+	// docsWhat says what #18 does.
+	docsWhat string
 }
 
 // The demo's pull requests.
@@ -96,6 +98,8 @@ type repoLayout struct {
 	slow                map[string]string
 	docsBranch, docsMsg string
 	docs                map[string]string
+	// docsWhat says what #18 does ("" : "only edits a README").
+	docsWhat string
 	story               string // "PR #%d %s … ; PR #%d %s …": what the two pull requests change
 }
 
@@ -138,7 +142,10 @@ func makeRepoLayout(dir, perfgateYML string, l repoLayout) (*gitRepo, error) {
 	if _, err := exec.LookPath("git"); err != nil {
 		return nil, fmt.Errorf("the demo makes a real git repository and needs git: %w", err)
 	}
-	r := &gitRepo{dir: dir, story: l.story}
+	r := &gitRepo{dir: dir, story: l.story, docsWhat: l.docsWhat}
+	if r.docsWhat == "" {
+		r.docsWhat = "only edits a README"
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}

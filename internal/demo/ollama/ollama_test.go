@@ -54,6 +54,22 @@ func TestOllamaRealEngine(t *testing.T) {
 		t.Errorf("the docs-only PR: conclusion %q (%s), want success\n%s", out.Docs.Conclusion, out.Docs.Title, out.Docs.Summary)
 	}
 	t.Logf("docs-only PR: %s — %s", out.Docs.Conclusion, out.Docs.Title)
+	// #18 also sets two knobs the CPU build ignores: the check says so
+	// with Ollama's own warnings, on the check and on the changed lines.
+	for _, want := range []string{
+		"this change had no effect on the engine: `OLLAMA_FLASH_ATTENTION=1` (inference_engine/ollama.env:5) — the engine ran with flash_attn = `0` and warned: `flash attention enabled but not supported",
+		"this change had no effect on the engine: `OLLAMA_KV_CACHE_TYPE=q8_0` (inference_engine/ollama.env:6) — the engine ran with type_k = `f16` and warned: `quantized kv cache requested but flash attention disabled",
+	} {
+		if !strings.Contains(out.Docs.Summary, want) {
+			t.Errorf("the docs-and-ignored-knobs PR's check lacks %q:\n%s", want, out.Docs.Summary)
+		}
+	}
+	if len(out.Docs.Annotations) != 2 || out.Docs.Annotations[0]["path"] != "inference_engine/ollama.env" || out.Docs.Annotations[0]["annotation_level"] != "warning" {
+		t.Errorf("annotations %v, want two warnings on inference_engine/ollama.env", out.Docs.Annotations)
+	}
+	if strings.Contains(out.Warning.Summary, "no effect on the engine") {
+		t.Errorf("the bigger model's check calls something a no-op:\n%s", out.Warning.Summary)
+	}
 	// The check names the engine as it names itself, its release read
 	// from the binary (a go-installed Ollama answers 0.0.0).
 	for name, c := range map[string]string{"the deeper model": out.Warning.Summary, "the docs-only PR": out.Docs.Summary} {

@@ -192,7 +192,9 @@ func TestKnobChanges(t *testing.T) {
 	write(base, "model/Modelfile", "PARAMETER num_ctx 1024\n")
 	write(head, "model/Modelfile", "PARAMETER num_ctx 1024\n")
 	write(base, "model/README.md", "a\n")
-	write(head, "model/README.md", "num_ctx_per_seq is not a knob; OLLAMA_FLASH_ATTENTIONS neither\n")
+	write(head, "model/README.md", "num_ctx is 1024: prose names a knob and sets nothing\n")
+	write(base, "model/notes", "a\n")
+	write(head, "model/notes", "num_ctx_per_seq is not a knob; OLLAMA_FLASH_ATTENTIONS neither\n# num_ctx 4096 in a comment\n")
 	got := KnobChanges(base, head, []string{"OLLAMA_FLASH_ATTENTION", "OLLAMA_KV_CACHE_TYPE", "num_ctx", "OLLAMA_NUM_PARALLEL"})
 	want := []result.KnobChange{
 		{Knob: "OLLAMA_FLASH_ATTENTION", File: "inference_engine/ollama.env", Line: 2, Text: "OLLAMA_FLASH_ATTENTION=1"},

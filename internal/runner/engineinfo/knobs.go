@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"sort"
+	"strings"
 
 	"github.com/perfgate/perfgate/internal/vocab/result"
 )
@@ -21,7 +22,7 @@ const (
 )
 
 // KnobChanges lists the lines the head's tree adds against the base's
-// that name one of knobs as a word (`OLLAMA_KV_CACHE_TYPE=q8_0`,
+// that name one of knobs as a word, outside comments and documentation (`OLLAMA_KV_CACHE_TYPE=q8_0`,
 // `PARAMETER num_ctx 2048`, `--max-model-len 8192`): the settings the
 // change meant to make. A line is "added" when the same file in the base
 // does not hold it; a file the base lacks adds all its lines.
@@ -53,7 +54,7 @@ func KnobChanges(baseDir, headDir string, knobs []string) []result.KnobChange {
 			return nil
 		}
 		rel, err := filepath.Rel(headDir, path)
-		if err != nil {
+		if err != nil || prose(rel) {
 			return nil
 		}
 		head, err := os.ReadFile(path)
@@ -70,7 +71,7 @@ func KnobChanges(baseDir, headDir string, knobs []string) []result.KnobChange {
 		}
 		for n, l := range lines(head) {
 			t := bytes.TrimSpace(l)
-			if len(t) == 0 || had[string(t)] {
+			if len(t) == 0 || had[string(t)] || comment(t) {
 				continue
 			}
 			for i, re := range res {
@@ -91,6 +92,28 @@ func KnobChanges(baseDir, headDir string, knobs []string) []result.KnobChange {
 		out = out[:maxChanges]
 	}
 	return out
+}
+
+// prose says whether a file is documentation: a README that names a knob
+// sets nothing.
+func prose(rel string) bool {
+	base := strings.ToUpper(filepath.Base(rel))
+	switch strings.ToLower(filepath.Ext(rel)) {
+	case ".md", ".rst", ".txt", ".adoc", ".html":
+		return true
+	}
+	for _, p := range []string{"README", "CHANGELOG", "LICENSE", "NOTICE", "AUTHORS"} {
+		if strings.HasPrefix(base, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// comment says whether a line is a comment in the usual configuration
+// syntaxes (shell, env, YAML, TOML, Modelfile, Python; C-like).
+func comment(t []byte) bool {
+	return bytes.HasPrefix(t, []byte("#")) || bytes.HasPrefix(t, []byte("//")) || bytes.HasPrefix(t, []byte(";"))
 }
 
 func lines(b []byte) [][]byte {
