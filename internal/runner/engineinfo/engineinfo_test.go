@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -195,6 +196,12 @@ func TestKnobChanges(t *testing.T) {
 	write(head, "model/README.md", "num_ctx is 1024: prose names a knob and sets nothing\n")
 	write(base, "model/notes", "a\n")
 	write(head, "model/notes", "num_ctx_per_seq is not a knob; OLLAMA_FLASH_ATTENTIONS neither\n# num_ctx 4096 in a comment\n")
+	// A link out of the tree is not followed.
+	outside := t.TempDir() + "/secret.env"
+	write(filepath.Dir(outside), "secret.env", "OLLAMA_NUM_PARALLEL=64\n")
+	if err := os.Symlink(outside, head+"/inference_engine/linked.env"); err != nil {
+		t.Fatal(err)
+	}
 	got := KnobChanges(base, head, []string{"OLLAMA_FLASH_ATTENTION", "OLLAMA_KV_CACHE_TYPE", "num_ctx", "OLLAMA_NUM_PARALLEL"})
 	want := []result.KnobChange{
 		{Knob: "OLLAMA_FLASH_ATTENTION", File: "inference_engine/ollama.env", Line: 2, Text: "OLLAMA_FLASH_ATTENTION=1"},

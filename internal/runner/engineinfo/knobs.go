@@ -34,6 +34,18 @@ func KnobChanges(baseDir, headDir string, knobs []string) []result.KnobChange {
 	for i, k := range knobs {
 		res[i] = regexp.MustCompile(`(^|[^\w-])` + regexp.QuoteMeta(k) + `($|[^\w-])`)
 	}
+	// The trees are a pull request's: every read goes through an os.Root,
+	// so a symlink cannot lead the agent out of the checkout.
+	headRoot, err := os.OpenRoot(headDir)
+	if err != nil {
+		return nil
+	}
+	defer headRoot.Close()
+	baseRoot, err := os.OpenRoot(baseDir)
+	if err != nil {
+		return nil
+	}
+	defer baseRoot.Close()
 	var out []result.KnobChange
 	files := 0
 	_ = filepath.WalkDir(headDir, func(path string, d fs.DirEntry, err error) error {
@@ -57,11 +69,11 @@ func KnobChanges(baseDir, headDir string, knobs []string) []result.KnobChange {
 		if err != nil || prose(rel) {
 			return nil
 		}
-		head, err := os.ReadFile(path)
+		head, err := headRoot.ReadFile(rel)
 		if err != nil || bytes.IndexByte(head, 0) >= 0 {
 			return nil
 		}
-		base, _ := os.ReadFile(filepath.Join(baseDir, rel))
+		base, _ := baseRoot.ReadFile(rel)
 		if bytes.Equal(head, base) {
 			return nil
 		}
