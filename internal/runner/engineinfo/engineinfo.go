@@ -112,10 +112,11 @@ func readOllama(ctx context.Context, c *http.Client, e Engine) *result.EngineSet
 	return s
 }
 
-// readVLLM reads /v1/models' max_model_len and the labels of /metrics'
-// *_config_info series.
+// readVLLM reads the start-up log's engine config, /v1/models'
+// max_model_len and the labels of /metrics' *_config_info series.
 func readVLLM(ctx context.Context, c *http.Client, e Engine) *result.EngineSettings {
-	s := &result.EngineSettings{}
+	_, fromLog := ParseVLLMLog(e.Log)
+	s := &result.EngineSettings{Values: fromLog}
 	if m, ok := getJSON[struct {
 		Data []struct {
 			ID          string `json:"id"`

@@ -216,3 +216,35 @@ func TestKnobChanges(t *testing.T) {
 		}
 	}
 }
+
+func TestParseVLLMLog(t *testing.T) {
+	t.Parallel()
+	b, err := os.ReadFile("testdata/vllm-startup.log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	version, values := ParseVLLMLog(b)
+	if version != "0.10.2" {
+		t.Errorf("version %q, want 0.10.2", version)
+	}
+	got := &result.EngineSettings{Values: values}
+	for _, tt := range []struct{ name, value, knob string }{
+		{"dtype", "bfloat16", "--dtype"},
+		{"max_seq_len", "2048", "--max-model-len"},
+		{"kv_cache_dtype", "fp8", "--kv-cache-dtype"},
+		{"enforce_eager", "True", "--enforce-eager"},
+		{"tensor_parallel_size", "1", "--tensor-parallel-size"},
+		{"enable_prefix_caching", "True", "--enable-prefix-caching"},
+		{"max_num_batched_tokens", "2048", "--max-num-batched-tokens"},
+		{"kv_cache_tokens", "577328", "--gpu-memory-utilization"},
+	} {
+		s, ok := got.Get(tt.name)
+		if !ok || s.Value != tt.value || s.Knobs[0] != tt.knob || s.Evidence == "" {
+			t.Errorf("%s: %+v (found %v), want %s answering to %s", tt.name, s, ok, tt.value, tt.knob)
+		}
+	}
+	// A nested value's or a quoted value's commas do not split the line.
+	if parts := splitTopLevel("a=1, b=X(c=2, d=3), e='f, g'"); strings.Join(parts, "|") != "a=1|b=X(c=2, d=3)|e='f, g'" {
+		t.Errorf("split %q", parts)
+	}
+}
