@@ -63,10 +63,24 @@ func WithSettings(v View, d *result.SettingsDiff) View {
 
 // Annotations mark the pull request's knob lines on the check run: a
 // warning on a line the engine did not act on, a notice on one that took
-// effect, each with the engine's evidence. At most GitHub's 50.
-func Annotations(d *result.SettingsDiff) []check.Annotation {
+// effect, each with the engine's evidence — and, for one that took
+// effect, what the gate measured for the whole change (rep's own
+// figures; nil leaves them out). At most GitHub's 50.
+func Annotations(d *result.SettingsDiff, rep *gate.Report) []check.Annotation {
 	if d.Empty() {
 		return nil
+	}
+	measured := ""
+	if rep != nil {
+		var parts []string
+		for _, m := range rep.Metrics {
+			if !m.Secondary {
+				parts = append(parts, m.Name()+" "+m.DeltaText())
+			}
+		}
+		if len(parts) > 0 {
+			measured = "; measured for the whole change: " + strings.Join(parts, ", ")
+		}
 	}
 	var out []check.Annotation
 	for _, e := range d.NoEffect {
@@ -75,7 +89,7 @@ func Annotations(d *result.SettingsDiff) []check.Annotation {
 	}
 	for _, e := range d.Effect {
 		out = append(out, check.Annotation{Path: e.Change.File, Line: e.Change.Line, Level: "notice",
-			Title: "Took effect on the engine", Message: e.EffectSentence()})
+			Title: "Took effect on the engine", Message: e.EffectSentence() + measured})
 	}
 	if len(out) > check.MaxAnnotations {
 		out = out[:check.MaxAnnotations]

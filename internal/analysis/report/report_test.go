@@ -452,6 +452,11 @@ func TestEngineSettingsOnTheCheck(t *testing.T) {
 			t.Errorf("the check lacks %q:\n%s", want, check.Summary)
 		}
 	}
+	anns := Annotations(result.DiffSettings(base, head), cs[0].Report)
+	if len(anns) != 2 || anns[0].Level != "warning" || anns[0].Path != "inference_engine/ollama.env" || anns[0].Line != 5 ||
+		anns[1].Level != "notice" || anns[1].Path != "model/Modelfile" || !strings.Contains(anns[1].Message, "; measured for the whole change: ") {
+		t.Errorf("annotations %+v: want a warning on ollama.env:5 and a notice on Modelfile:5 with the measured change", anns)
+	}
 	// No diff, no section.
 	plain, err := RenderCheck(WithSettings(FromGate(View{Verdict: VerdictOf(cs[0].Report.Verdict)}, cs[0].Report, env), nil))
 	if err != nil || strings.Contains(plain.Summary, "What the engine ran with") {

@@ -125,7 +125,7 @@ func (s *Service) apply(ctx context.Context, cr store.CheckRun, st step) (store.
 				}
 				out = check.Output{Title: c.Title, Summary: c.Summary, Text: c.Text}
 				if st.annotate || newRun(effects) {
-					out.Annotations = report.Annotations(doc.Settings)
+					out.Annotations = report.Annotations(doc.Settings, doc.Report)
 				}
 			}
 			ch.Desired = s.desired(cr, next.Phase, out)
