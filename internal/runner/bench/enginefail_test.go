@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 
@@ -12,35 +13,40 @@ import (
 )
 
 // A request the engine ends itself is recorded by prompt, with the
-// engine's words: Ollama's OpenAI layer closes the stream after 31 tokens
-// with no finish_reason, no [DONE] and no usage when its runner stops a
-// prediction (the shape below is what v0.9.6 sends), and an engine may
-// report an error after it has streamed. A request refused outright is
-// not the engine ending a stream early.
+// engine's words. testdata/ollama-0.9.6-repeat-limit.sse is Ollama v0.9.6's
+// answer on /v1/completions to a prompt for which the tiny model repeats
+// one token ("L"): its runner stops the prediction after 31 repeats
+// without an error, and the stream ends with no finish_reason, no [DONE]
+// and no usage (the native API's last line, in the -native.jsonl beside
+// it, is "done": false with no counts). An engine may also report an
+// error after it has streamed. A request refused outright is not the
+// engine ending a stream early.
 func TestEngineFailuresByPrompt(t *testing.T) {
 	t.Parallel()
+	recorded, err := os.ReadFile("testdata/ollama-0.9.6-repeat-limit.sse")
+	if err != nil {
+		t.Fatal(err)
+	}
 	srv := scripted(t, func(w http.ResponseWriter, r *http.Request) {
 		id := r.Header.Get("X-Request-Id")
 		switch {
 		case strings.HasSuffix(id, "-probe"):
-			streamTokens(w, true, 2, true, 2)
-		case strings.HasSuffix(id, "-2"): // Ollama's repeat limit
+			streamTokens(w, false, 2, true, 2)
+		case strings.HasSuffix(id, "-2"): // Ollama's repeat limit, as recorded
 			w.Header().Set("Content-Type", "text/event-stream")
-			for range 31 {
-				io.WriteString(w, `data: {"id":"cmpl-1","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"role":"assistant","content":" buE"},"finish_reason":null}]}`+"\n\n")
-			}
+			w.Write(recorded)
 		case strings.HasSuffix(id, "-4"):
 			w.Header().Set("Content-Type", "text/event-stream")
-			io.WriteString(w, `data: {"choices":[{"index":0,"delta":{"content":"a"},"finish_reason":null}]}`+"\n\n")
+			io.WriteString(w, `data: {"choices":[{"index":0,"text":"a","finish_reason":null}]}`+"\n\n")
 			io.WriteString(w, `data: {"error":{"message":"model runner has unexpectedly stopped"}}`+"\n\n")
 		case strings.HasSuffix(id, "-5"):
 			http.Error(w, "busy", http.StatusServiceUnavailable)
 		default:
-			streamTokens(w, true, 8, true, 2)
+			streamTokens(w, false, 8, true, 2)
 		}
 	})
-	r, err := Run(context.Background(), Options{Target: srv.URL, Endpoint: EndpointChat, Model: "m",
-		NumPrompts: 8, InputLen: 2, OutputLen: 8, MaxErrorRate: 1})
+	r, err := Run(context.Background(), Options{Target: srv.URL, Endpoint: EndpointCompletions, Model: "m",
+		NumPrompts: 8, InputLen: 2, OutputLen: 32, MaxErrorRate: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
