@@ -169,6 +169,10 @@ func (s *Service) judgeCapacityCheck(ctx context.Context, job store.Job) (longRu
 	if v.Base == nil {
 		doc.Headline = fmt.Sprintf("sustainable rate %.3g req/s (the head alone)", c.Head.Median)
 	}
+	if c.Verdict == capacity.Inconclusive && strings.HasPrefix(c.Why, "cannot tell") {
+		// A sweep the host distorted has no knee to compare.
+		doc.Headline = c.Why
+	}
 	ev := checkstate.Event{Kind: checkstate.GatePass}
 	switch c.Verdict {
 	case capacity.Regression:
