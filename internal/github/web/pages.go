@@ -55,6 +55,14 @@ func (h *Handler) parseTemplates() error {
 // render executes a page into a buffer first, so a template error is a
 // clean 500 rather than half a page.
 func (h *Handler) render(w http.ResponseWriter, r *http.Request, page string, data any) {
+	if m, ok := data.(map[string]any); ok {
+		a := Account{Enabled: h.signIn != nil}
+		if s := sessionOf(r.Context()); s != nil {
+			a.Login = s.login
+		}
+		m["Account"] = a
+		m["Here"] = r.URL.Path
+	}
 	var buf bytes.Buffer
 	if err := h.pages[page].Execute(&buf, data); err != nil {
 		h.log.Error().Err(err).Str("page", page).Msg("render dashboard page")
