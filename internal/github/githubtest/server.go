@@ -317,7 +317,7 @@ func (s *Server) routes() http.Handler {
 	s.issueRoutes(mux) // issues.go
 	s.hookDeliveryRoutes(mux)
 	s.manifestRoutes(mux)
-	s.oauthRoutes(mux) // oauth.go
+	s.oauthRoutes(mux)   // oauth.go
 	s.compareRoutes(mux) // compare.go
 	mux.HandleFunc("GET /repos/{owner}/{repo}/tarball/{ref...}", s.auth(s.getTarball))
 	mux.HandleFunc("GET /_codeload/{owner}/{repo}/legacy.tar.gz/{sha}", s.codeload)
