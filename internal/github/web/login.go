@@ -171,7 +171,8 @@ func sessionOf(ctx context.Context) *session {
 }
 
 func (h *Handler) setSessionCookie(w http.ResponseWriter, r *http.Request, id string, expires time.Time) {
-	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: id, Path: "/", Expires: expires,
+	// Max-Age, not Expires: the browser counts it on its own clock.
+	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: id, Path: "/", MaxAge: int(expires.Sub(h.now()).Seconds()),
 		HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: h.overHTTPS(r)})
 }
 

@@ -1,6 +1,7 @@
 package web_test
 
 import (
+	"context"
 	"net/http"
 	"net/http/cookiejar"
 	"net/url"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/perfgate/perfgate/internal/github/githubtest"
 	"github.com/perfgate/perfgate/internal/github/web"
+	"github.com/perfgate/perfgate/internal/store"
 )
 
 // browser is an HTTP client with cookies that stops at every redirect, so
@@ -79,7 +81,7 @@ func TestSignIn(t *testing.T) {
 		t.Fatalf("callback: %d → %q, want back to the page", resp.StatusCode, resp.Header.Get("Location"))
 	}
 	c := setCookie(resp, "perfgate_session")
-	if c == nil || !c.HttpOnly || c.SameSite != http.SameSiteLaxMode || c.Secure || c.Expires.After(time.Now().Add(web.SessionTTL+time.Minute)) {
+	if c == nil || !c.HttpOnly || c.SameSite != http.SameSiteLaxMode || c.Secure || c.MaxAge <= 0 || c.MaxAge > int(web.SessionTTL.Seconds()) {
 		t.Fatalf("session cookie %+v: want HttpOnly, SameSite=Lax, not Secure over plain HTTP, at most %s", c, web.SessionTTL)
 	}
 	// GitHub saw the app's own client, the state it sent and the code it got.
@@ -190,5 +192,38 @@ func TestSignInRefusesForgedCallback(t *testing.T) {
 	resp.Body.Close()
 	if c := setCookie(resp, "perfgate_oauth_state"); c == nil || !c.Secure || !c.HttpOnly {
 		t.Errorf("state cookie behind TLS: %+v", c)
+	}
+}
+
+// The front page of a signed-in person: the repositories they may read,
+// with their open events, the week's verdicts, the queue and the month.
+func TestFrontPage(t *testing.T) {
+	f := newFixtureWith(t, true)
+	f.advance(end.Add(12 * time.Hour).Sub(time.Now())) // the seeded history's last day
+	f.gh.SignInAs("alice")
+	f.gh.Grant("alice", private, true)
+	for _, r := range []string{private, vault} {
+		if _, err := f.st.Enqueue(context.Background(), store.JobSpec{Tier: "quick", Kind: "pull_request", Repo: r, PRNumber: 7, HeadSHA: strings.Repeat("a", 40), BaseSHA: strings.Repeat("b", 40)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b := newBrowser(t)
+	_, anon, _ := get(t, b.c, f.srv.URL+"/")
+	if !strings.Contains(anon, "Sign in with GitHub") || strings.Contains(anon, private) {
+		t.Fatalf("anonymous front page:\n%s", anon)
+	}
+	b.signIn(f.srv.URL, "/")
+	code, body, _ := get(t, b.c, f.srv.URL+"/")
+	if code != 200 {
+		t.Fatalf("front page: %d\n%s", code, body)
+	}
+	for _, want := range []string{`id="front-repos"`, `data-repo="` + repo + `"`, `data-repo="` + private + `"`, `href="/r/` + private + `"`,
+		`class="event bad" data-repo="` + private + `"`, "This week", `id="front-verdicts"`, `id="front-tally"`, `<span class="reg">`, "The fleet", "0 jobs running and 2 queued across the fleet; yours:", "https://github.com/" + private + "/pull/7", "0 running, 1 queued", `id="front-month"`, "GPU-hours", "alice", "Sign out"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("front page lacks %q", want)
+		}
+	}
+	if strings.Contains(body, vault) {
+		t.Error("front page names bob's private repository")
 	}
 }

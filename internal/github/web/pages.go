@@ -42,7 +42,7 @@ func (h *Handler) parseTemplates() error {
 		},
 	}
 	h.pages = map[string]*template.Template{}
-	for _, page := range []string{"index", "repo", "series", "checkrun", "error"} {
+	for _, page := range []string{"index", "front", "repo", "series", "checkrun", "error"} {
 		t, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+page+".html")
 		if err != nil {
 			return fmt.Errorf("web: template %s: %w", page, err)
@@ -126,6 +126,10 @@ func (h *Handler) index(w http.ResponseWriter, r *http.Request) {
 		if h.allowed(w, r, repo) {
 			visible = append(visible, repo)
 		}
+	}
+	if sessionOf(r.Context()) != nil {
+		h.frontPage(w, r, visible)
+		return
 	}
 	h.render(w, r, "index", map[string]any{"Title": "perfgate", "Repos": visible})
 }
