@@ -144,7 +144,7 @@ func (h *Handler) frontPage(w http.ResponseWriter, r *http.Request, repos []stri
 			Verdict gate.Verdict
 			N       int
 		}{{gate.Regression, tally[gate.Regression]}, {gate.Inconclusive, tally[gate.Inconclusive]}, {gate.Pass, tally[gate.Pass]}},
-		"Jobs": jobs,
+		"Jobs":        jobs,
 		"FleetQueued": fleetQueued, "FleetRunning": fleetRunning, "Month": month, "MonthName": monthStart.Format("January 2006"),
 		"WeekFrom": weekAgo, "UsageNote": usageNote})
 }
