@@ -21,7 +21,7 @@ const (
 	KeyFile = "github-app.private-key.pem"
 	// ClientSecretFile is the app's OAuth client secret (sign in with
 	// GitHub); an app stored before perfgate kept it has none.
-	ClientSecretFile      = "github-app.client-secret"
+	ClientSecretFile      = "github-app.client-secret" //nolint:gosec // a file name, not a secret
 	RegistrationTokenFile = "agent-registration-token"
 	// SetupKeyFile keeps the setup link's key while the server waits for
 	// the app to be created; it is removed once the app exists.

@@ -172,7 +172,15 @@ func sessionOf(ctx context.Context) *session {
 
 func (h *Handler) setSessionCookie(w http.ResponseWriter, r *http.Request, id string, expires time.Time) {
 	// Max-Age, not Expires: the browser counts it on its own clock.
-	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: id, Path: "/", MaxAge: int(expires.Sub(h.now()).Seconds()),
+	h.setCookie(w, r, sessionCookie, id, "/", int(expires.Sub(h.now()).Seconds()))
+}
+
+// setCookie sets one of sign-in's cookies: HttpOnly, SameSite=Lax (sent
+// when GitHub sends the browser back, a top-level GET), Secure whenever
+// the request came over HTTPS; maxAge < 0 deletes it.
+func (h *Handler) setCookie(w http.ResponseWriter, r *http.Request, name, value, path string, maxAge int) {
+	//nolint:gosec // HttpOnly and SameSite set; Secure whenever the request came over HTTPS (h.overHTTPS), as the grant cookie
+	http.SetCookie(w, &http.Cookie{Name: name, Value: value, Path: path, MaxAge: maxAge,
 		HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: h.overHTTPS(r)})
 }
 
@@ -204,15 +212,19 @@ func (h *Handler) userMayRead(ctx context.Context, s *session, repo string) bool
 // askRepo is GET /repos/{owner}/{name} with the person's token: 200 when
 // they may read it, 404 (or 403) when not.
 func (h *Handler) askRepo(ctx context.Context, token, repo string) (bool, error) {
+	owner, name, ok := strings.Cut(repo, "/")
+	if !ok || !repoPart(owner) || !repoPart(name) {
+		return false, nil // no such repository on GitHub: nobody may read it
+	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, h.signIn.api("repos/"+repo), nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, h.signIn.api("repos/"+owner+"/"+name), nil) //nolint:gosec // as below: a checked owner and name under GitHub's API
 	if err != nil {
 		return false, err
 	}
 	req.Header.Set("Authorization", "Bearer "+token)
 	req.Header.Set("Accept", "application/vnd.github+json")
-	resp, err := h.signIn.client().Do(req)
+	resp, err := h.signIn.client().Do(req) //nolint:gosec // GitHub's API from the configuration; the path holds only a checked owner and name
 	if err != nil {
 		return false, fmt.Errorf("ask GitHub about %s: %w", repo, err)
 	}
@@ -241,8 +253,7 @@ func (h *Handler) login(w http.ResponseWriter, r *http.Request) {
 	if !localPath(next) {
 		next = "/"
 	}
-	http.SetCookie(w, &http.Cookie{Name: stateCookie, Value: state + "." + base64.RawURLEncoding.EncodeToString([]byte(next)),
-		Path: "/oauth/", MaxAge: int(stateTTL.Seconds()), HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: h.overHTTPS(r)})
+	h.setCookie(w, r, stateCookie, state+"."+base64.RawURLEncoding.EncodeToString([]byte(next)), "/oauth/", int(stateTTL.Seconds()))
 	q := url.Values{"client_id": {h.signIn.ClientID}, "redirect_uri": {h.callbackURL(r)}, "state": {state}}
 	http.Redirect(w, r, strings.TrimSuffix(h.signIn.WebURL, "/")+"/login/oauth/authorize?"+q.Encode(), http.StatusFound)
 }
@@ -266,7 +277,7 @@ func (h *Handler) callbackURL(r *http.Request) string {
 // new id.
 func (h *Handler) callback(w http.ResponseWriter, r *http.Request) {
 	c, err := r.Cookie(stateCookie)
-	http.SetCookie(w, &http.Cookie{Name: stateCookie, Value: "", Path: "/oauth/", MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: h.overHTTPS(r)})
+	h.setCookie(w, r, stateCookie, "", "/oauth/", -1)
 	var state, next string
 	if err == nil {
 		var enc string
@@ -313,7 +324,7 @@ func (h *Handler) callback(w http.ResponseWriter, r *http.Request) {
 	if next == "" {
 		next = "/"
 	}
-	http.Redirect(w, r, next, http.StatusFound)
+	http.Redirect(w, r, next, http.StatusFound) //nolint:gosec // next is a local path (localPath), never another site
 }
 
 // logout ends the session here and its token at GitHub.
@@ -324,7 +335,7 @@ func (h *Handler) logout(w http.ResponseWriter, r *http.Request) {
 			h.log.Warn().Err(err).Str("user", s.login).Msg("sign-out: revoke the GitHub token")
 		}
 	}
-	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: "", Path: "/", MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteLaxMode, Secure: h.overHTTPS(r)})
+	h.setCookie(w, r, sessionCookie, "", "/", -1)
 	http.Redirect(w, r, "/", http.StatusSeeOther)
 }
 
@@ -424,6 +435,20 @@ func (s *SignIn) client() *http.Client {
 }
 
 var defaultClient = &http.Client{Timeout: 10 * time.Second}
+
+// repoPart: an owner or repository name as GitHub allows them (letters,
+// digits, '-', '_', '.'), so the path asked of GitHub is that repository's.
+func repoPart(s string) bool {
+	if s == "" || s == "." || s == ".." || len(s) > 100 {
+		return false
+	}
+	for _, c := range s {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
+			return false
+		}
+	}
+	return true
+}
 
 // localPath: a path on this server, not "//elsewhere" (an open redirect).
 func localPath(p string) bool {

@@ -199,7 +199,7 @@ func TestSignInRefusesForgedCallback(t *testing.T) {
 // with their open events, the week's verdicts, the queue and the month.
 func TestFrontPage(t *testing.T) {
 	f := newFixtureWith(t, true)
-	f.advance(end.Add(12 * time.Hour).Sub(time.Now())) // the seeded history's last day
+	f.advance(time.Until(end.Add(12 * time.Hour))) // the seeded history's last day
 	f.gh.SignInAs("alice")
 	f.gh.Grant("alice", private, true)
 	for _, r := range []string{private, vault} {
