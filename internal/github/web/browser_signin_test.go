@@ -79,6 +79,9 @@ func TestBrowserSignIn(t *testing.T) {
 		t.Errorf("bob's private repository, signed in as alice:\n%.400s", body)
 	}
 	front := open(t, "/")
+	if events := text(t, "#front-events"); !strings.Contains(events, private+":") || !strings.Contains(events, repo+":") {
+		t.Errorf("front page's open events:\n%s", events)
+	}
 	if !strings.Contains(front, private) || !strings.Contains(front, repo) || strings.Contains(front, vault) || !strings.Contains(front, "This week") {
 		t.Errorf("front page for alice:\n%.800s", front)
 	}
