@@ -126,6 +126,8 @@ var Settings = []Setting{
 	}},
 	{Key: "github.app.webhook_secret", Env: "PERFGATE_GITHUB_APP_WEBHOOK_SECRET", Secret: true, Help: "the app's webhook secret (default: the one the setup stored)", set: str(func(c *Config) *string { return &c.GitHub.App.WebhookSecret })},
 	{Key: "github.app.private_key", Env: "PERFGATE_GITHUB_APP_PRIVATE_KEY", Help: "the app's private key: the PEM text, or the path of the .pem file (default: the one the setup stored)", set: str(func(c *Config) *string { return &c.GitHub.App.PrivateKey })},
+	{Key: "github.oauth.client_id", Env: "PERFGATE_GITHUB_OAUTH_CLIENT_ID", Help: "the app's Client ID (its settings page), with which people sign in to the dashboard with GitHub; unset with no stored one: no sign-in, private pages open through signed links only (default: the one the setup stored)", set: str(func(c *Config) *string { return &c.GitHub.OAuth.ClientID })},
+	{Key: "github.oauth.client_secret", Env: "PERFGATE_GITHUB_OAUTH_CLIENT_SECRET", Secret: true, Help: "a client secret generated on the app's settings page, for the Client ID above (default: the one the setup stored)", set: str(func(c *Config) *string { return &c.GitHub.OAuth.ClientSecret })},
 }
 
 func str(field func(*Config) *string) func(*Config, string) error {
@@ -404,6 +406,9 @@ func Prepare(cfg *Config) (Prepared, error) {
 		case err == nil:
 			p.Stored = &c
 			app.IntegrationID, app.WebhookSecret, app.PrivateKey = c.AppID, c.WebhookSecret, c.PrivateKeyPEM
+			if oauth := &cfg.GitHub.OAuth; oauth.ClientID == "" && oauth.ClientSecret == "" {
+				oauth.ClientID, oauth.ClientSecret = c.ClientID, c.ClientSecret
+			}
 			if cfg.AppSlug == "" {
 				cfg.AppSlug = c.Slug
 			}
@@ -414,6 +419,13 @@ func Prepare(cfg *Config) (Prepared, error) {
 			}
 		default:
 			bad("PERFGATE_DATA_DIR", "stored app credentials: %v", err)
+		}
+	}
+	if oauth := cfg.GitHub.OAuth; (oauth.ClientID == "") != (oauth.ClientSecret == "") {
+		if oauth.ClientID == "" {
+			bad("PERFGATE_GITHUB_OAUTH_CLIENT_ID", "not set, while its client secret is: set both (the app's settings page shows the Client ID), or neither to turn sign-in off")
+		} else {
+			bad("PERFGATE_GITHUB_OAUTH_CLIENT_SECRET", "not set, while the client ID is: generate a client secret on the app's settings page and set it, or unset the ID to turn sign-in off")
 		}
 	}
 	if cfg.AgentRegistrationToken == "" {

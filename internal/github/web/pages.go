@@ -42,7 +42,7 @@ func (h *Handler) parseTemplates() error {
 		},
 	}
 	h.pages = map[string]*template.Template{}
-	for _, page := range []string{"index", "repo", "series", "checkrun", "error"} {
+	for _, page := range []string{"index", "front", "repo", "series", "checkrun", "error"} {
 		t, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+page+".html")
 		if err != nil {
 			return fmt.Errorf("web: template %s: %w", page, err)
@@ -55,6 +55,14 @@ func (h *Handler) parseTemplates() error {
 // render executes a page into a buffer first, so a template error is a
 // clean 500 rather than half a page.
 func (h *Handler) render(w http.ResponseWriter, r *http.Request, page string, data any) {
+	if m, ok := data.(map[string]any); ok {
+		a := Account{Enabled: h.signIn != nil}
+		if s := sessionOf(r.Context()); s != nil {
+			a.Login = s.login
+		}
+		m["Account"] = a
+		m["Here"] = r.URL.Path
+	}
 	var buf bytes.Buffer
 	if err := h.pages[page].Execute(&buf, data); err != nil {
 		h.log.Error().Err(err).Str("page", page).Msg("render dashboard page")
@@ -118,6 +126,10 @@ func (h *Handler) index(w http.ResponseWriter, r *http.Request) {
 		if h.allowed(w, r, repo) {
 			visible = append(visible, repo)
 		}
+	}
+	if sessionOf(r.Context()) != nil {
+		h.frontPage(w, r, visible)
+		return
 	}
 	h.render(w, r, "index", map[string]any{"Title": "perfgate", "Repos": visible})
 }
