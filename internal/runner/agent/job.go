@@ -458,7 +458,7 @@ func (a *Agent) annotate(res *result.Result, p agentapi.Plan, srv *running, s *s
 	env.Hostname = a.host
 	cpu := theHostCPU()
 	env.CPUModel, env.CPUCores, env.CPUGovernor = cpu.model, cpu.cores, cpu.governor
-	env.EngineImage = srv.describe
+	env.EngineImage, env.EngineCommand = srv.describe, srv.command
 	env.Sim = p.Engine.Sim != nil
 	env.Commit = s.sha
 	env.SourceTree = s.tree()

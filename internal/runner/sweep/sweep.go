@@ -129,8 +129,11 @@ func FromResult(rate float64, arrivals string, r *result.Result) capacity.Step {
 	if r.RequestGoodput != nil {
 		st.Good = int(math.Round(*r.RequestGoodput * r.Duration))
 	}
-	if r.Perfgate != nil && r.Perfgate.Client != nil && r.Perfgate.Client.ClientBound {
-		st.Distorted = r.Perfgate.Client.Reason
+	if r.Perfgate != nil && r.Perfgate.Client != nil {
+		st.Achieved = r.Perfgate.Client.AchievedRate
+		if r.Perfgate.Client.ClientBound {
+			st.Distorted = r.Perfgate.Client.Reason
+		}
 	}
 	if r.Perfgate != nil && r.Perfgate.ServerMetrics != nil && r.Perfgate.ServerMetrics.Preemptions != nil {
 		st.Preemptions = *r.Perfgate.ServerMetrics.Preemptions
