@@ -712,14 +712,6 @@ func (s *State) recordEnds(e estimate, c Comparison, decision string) {
 	s.record(len(s.Commits)-1, c, Comparison{}, e.Pairs, decision)
 }
 
-func logsAll(vs [][]float64) [][]float64 {
-	out := make([][]float64, len(vs))
-	for i, v := range vs {
-		out[i] = logs(v)
-	}
-	return out
-}
-
 func ceilLog2(n int) int {
 	k := 0
 	for 1<<k < n {

@@ -141,15 +141,6 @@ func (s *State) finishNarrowed() {
 	}
 }
 
-// value formats a metric value with the config's unit.
-func (s *State) value(v float64) string {
-	out := fmt.Sprintf("%.4g", v)
-	if s.Config.Unit != "" {
-		out += " " + s.Config.Unit
-	}
-	return out
-}
-
 // describe names a commit: short SHA, title and PR when known.
 func describe(c Commit) string {
 	out := short(c.SHA)
