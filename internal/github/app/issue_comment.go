@@ -16,6 +16,7 @@ import (
 	"github.com/perfgate/perfgate/internal/github/repoconfig"
 	"github.com/perfgate/perfgate/internal/vocab/check"
 	"github.com/perfgate/perfgate/internal/vocab/request"
+	"github.com/perfgate/perfgate/internal/vocab/rev"
 )
 
 // issueCommentHandler runs `/perf` commands posted on pull requests. Every
@@ -116,7 +117,7 @@ func (h *issueCommentHandler) run(ctx context.Context, client *github.Client, t 
 		if err := h.queueRun(ctx, req); err != nil {
 			return "", err
 		}
-		return fmt.Sprintf("Re-testing `%s` on `%s`.", check.CheckName(tier), short(t.headSHA)), nil
+		return fmt.Sprintf("Re-testing `%s` on `%s`.", check.CheckName(tier), rev.Short(t.headSHA)), nil
 
 	case command.Approve:
 		cfg, msg, ok, err := h.configured(ctx, client, t, check.TierQuick, deliveryID)
@@ -153,7 +154,7 @@ func (h *issueCommentHandler) run(ctx context.Context, client *github.Client, t 
 			return "", err
 		}
 		return fmt.Sprintf("Approved commit `%s` to run on perfgate's runners; the `%s` check follows (`/perf retest merge` runs the merge tier). A new push needs a new approval.",
-			short(t.headSHA), check.CheckName(check.TierQuick)), nil
+			rev.Short(t.headSHA), check.CheckName(check.TierQuick)), nil
 
 	case command.Profile:
 		return h.profileCommand(ctx, client, t, by, deliveryID)
@@ -198,7 +199,7 @@ func (h *issueCommentHandler) run(ctx context.Context, client *github.Client, t 
 			return "", err
 		}
 		return fmt.Sprintf("Appeal recorded:\n\n> %s\n\nRe-testing `%s` on `%s`. A maintainer can then `/perf appeal accept` or `/perf appeal reject [reason]`.",
-			cmd.Reason, check.CheckName(check.TierQuick), short(t.headSHA)), nil
+			cmd.Reason, check.CheckName(check.TierQuick), rev.Short(t.headSHA)), nil
 
 	case command.AppealAccept, command.AppealReject:
 		if h.deps.Appeals == nil {

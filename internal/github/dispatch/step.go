@@ -13,6 +13,7 @@ import (
 	"github.com/perfgate/perfgate/internal/store"
 	"github.com/perfgate/perfgate/internal/vocab/check"
 	"github.com/perfgate/perfgate/internal/vocab/request"
+	"github.com/perfgate/perfgate/internal/vocab/rev"
 )
 
 // step is one lifecycle event for a check run row and what the dispatcher
@@ -86,7 +87,7 @@ func (s *Service) apply(ctx context.Context, cr store.CheckRun, st step) (store.
 	doc.Held = string(next.Held)
 	raw, scrubbed, err := encodeDoc(doc)
 	if err != nil {
-		return cr, false, fmt.Errorf("encode verdict of %s@%s %s: %w", cr.Repo, short(cr.HeadSHA), cr.Tier, err)
+		return cr, false, fmt.Errorf("encode verdict of %s@%s %s: %w", cr.Repo, rev.Short(cr.HeadSHA), cr.Tier, err)
 	}
 	if scrubbed {
 		s.log.Error().Int64("check_run", cr.ID).Str("repo", cr.Repo).Str("sha", cr.HeadSHA).
@@ -322,13 +323,6 @@ func (s *Service) putEffect(ctx context.Context, e store.Effect) error {
 		s.written()
 	}
 	return nil
-}
-
-func short(sha string) string {
-	if len(sha) > 7 {
-		return sha[:7]
-	}
-	return sha
 }
 
 // isAgentLost reports whether a failure reason is the runner's (the
