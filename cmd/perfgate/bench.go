@@ -200,8 +200,9 @@ func setFlags(fs *flagSet) map[string]bool {
 	return set
 }
 
-// options completes o from the flags that are not its fields and checks
-// what the flags say together; an error is a usage error.
+// options completes o from the flags that are not its fields (the rate,
+// goodput, percentiles, metadata) and checks what the flags say together;
+// an error is a usage error.
 func (f *benchFlags) options(o *bench.Options) error {
 	// The default is vLLM's (and .github/perfgate.yml's): the openai
 	// backend on /v1/completions; --backend openai-chat alone picks chat.
@@ -237,6 +238,13 @@ func (f *benchFlags) options(o *bench.Options) error {
 	if o.Dataset == "custom" { // vLLM's name for a JSONL of prompts
 		o.Dataset = "jsonl"
 	}
+	return f.combinations(o)
+}
+
+// combinations checks the flags that depend on one another (the prompt
+// count and the dataset, the request id and the run id, the result file's
+// flags, the engine's address) and completes o from them.
+func (f *benchFlags) combinations(o *bench.Options) error {
 	if f.set["num-prompts"] && o.NumPrompts == 0 {
 		// The library reads 0 as "the default" (or a trace's every row);
 		// on the command line it is a mistake, not a request for 1,000.

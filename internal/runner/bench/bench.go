@@ -227,21 +227,13 @@ func Run(ctx context.Context, o Options) (*result.Result, error) {
 	dataRNG := mrand.New(mrand.NewPCG(uint64(o.Seed), 0x5eed_da7a))
 	arrivalRNG := mrand.New(mrand.NewPCG(uint64(o.Seed), 0x5eed_a771))
 	p.maxModelLen = maxModelLen
-	data, err := loadSamples(ctx, &o, dataRNG, p)
-	measured, warmup := data.measured, data.warmup
+	data, err := loadRequests(ctx, &o, dataRNG, p)
 	if err != nil {
-		return nil, samplesErr(ctx, err)
+		return nil, err
 	}
-	if len(measured) == 0 {
-		return nil, usageErr("num-prompts", "no requests to send")
-	}
+	measured, warmup := data.measured, data.warmup
 	if w := data.overlong.warning(); w != "" {
 		warnings = append(warnings, w)
-	}
-	if maxModelLen > 0 {
-		if err := checkFits(measured, maxModelLen, o.Dataset); err != nil {
-			return nil, err
-		}
 	}
 	runID := o.RunID
 	if runID == "" {
@@ -267,13 +259,7 @@ func Run(ctx context.Context, o Options) (*result.Result, error) {
 
 	// The first request alone: a wrong setup stops here, with the
 	// server's own words, instead of producing a table of zeros.
-	first := measured[0]
-	probeReq := request{id: runID + "-probe", prompt: first.prompt, promptLen: first.promptLen,
-		maxTokens: min(first.maxTokens, 16)}
-	if o.CacheSalt != "" {
-		probeReq.salt = o.CacheSalt + "-probe" // leaves the first prompt uncached for the run
-	}
-	pr, err := probe(ctx, q, probeReq, &o, listed)
+	pr, err := probe(ctx, q, probeRequest(runID, measured[0], o.CacheSalt), &o, listed)
 	if err != nil {
 		return nil, err
 	}
@@ -337,6 +323,52 @@ func Run(ctx context.Context, o Options) (*result.Result, error) {
 		return nil, err
 	}
 	sec := r.Perfgate
+	describeRun(sec, &o, model, startedAt, runID, measured, source, p.tok != nil)
+	sec.MaxErrorRate = o.MaxErrorRate
+	sec.ErrorRateExceeded = sec.ErrorRate > o.MaxErrorRate
+	sec.ServerMetrics = serverMetrics(metricsURL, before, after, successfulTTFTs(recs))
+	if sec.ServerMetrics.Available {
+		sec.ServerMetrics.During, sec.ServerMetrics.Samples = during, samples
+	}
+	sec.Client = selfCheck(recs, &o, cpuFrom, cpuTo, sec.ServerMetrics)
+	if o.NoStream {
+		warnings = append(warnings, "--no-stream: each answer arrives whole, so TTFT is the end-to-end latency and TPOT and ITL are not measured")
+	}
+	sec.Warnings = warnings
+	return r, nil
+}
+
+// loadRequests loads the dataset and checks that it has requests to send
+// and that they fit the model's context.
+func loadRequests(ctx context.Context, o *Options, rng *mrand.Rand, p promptTokens) (dataset, error) {
+	data, err := loadSamples(ctx, o, rng, p)
+	if err != nil {
+		return data, samplesErr(ctx, err)
+	}
+	if len(data.measured) == 0 {
+		return data, usageErr("num-prompts", "no requests to send")
+	}
+	if p.maxModelLen > 0 {
+		if err := checkFits(data.measured, p.maxModelLen, o.Dataset); err != nil {
+			return data, err
+		}
+	}
+	return data, nil
+}
+
+// probeRequest is the first request, sent alone and short.
+func probeRequest(runID string, first sample, cacheSalt string) request {
+	req := request{id: runID + "-probe", prompt: first.prompt, promptLen: first.promptLen,
+		maxTokens: min(first.maxTokens, 16)}
+	if cacheSalt != "" {
+		req.salt = cacheSalt + "-probe" // leaves the first prompt uncached for the run
+	}
+	return req
+}
+
+// describeRun fills perfgate's section with what describes the run: the
+// tool, the load, the dataset and where token counts came from.
+func describeRun(sec *result.Section, o *Options, model string, startedAt time.Time, runID string, measured []sample, source string, serverTokens bool) {
 	sec.SchemaVersion = result.SchemaVersion
 	sec.Tool = toolName()
 	sec.StartedAt = startedAt.Format(time.RFC3339Nano)
@@ -359,28 +391,16 @@ func Run(ctx context.Context, o Options) (*result.Result, error) {
 		sec.Load.TraceTimeScale = o.TraceTimeScale
 	}
 	sec.DatasetHash = datasetHash(measured)
-	sec.Traffic = trafficRecord(&o, measured)
+	sec.Traffic = trafficRecord(o, measured)
 	if len(o.Metadata) > 0 {
 		sec.Metadata = o.Metadata
 	}
 	sec.Warmup = o.Warmup
 	sec.TokenSource = source
 	sec.InputTokenSource = tokenSourceWords
-	if p.tok != nil {
+	if serverTokens {
 		sec.InputTokenSource = tokenSourceServer
 	}
-	sec.MaxErrorRate = o.MaxErrorRate
-	sec.ErrorRateExceeded = sec.ErrorRate > o.MaxErrorRate
-	sec.ServerMetrics = serverMetrics(metricsURL, before, after, successfulTTFTs(recs))
-	if sec.ServerMetrics.Available {
-		sec.ServerMetrics.During, sec.ServerMetrics.Samples = during, samples
-	}
-	sec.Client = selfCheck(recs, &o, cpuFrom, cpuTo, sec.ServerMetrics)
-	if o.NoStream {
-		warnings = append(warnings, "--no-stream: each answer arrives whole, so TTFT is the end-to-end latency and TPOT and ITL are not measured")
-	}
-	sec.Warnings = warnings
-	return r, nil
 }
 
 // chooseModel is --model, or the first model the server lists.
