@@ -122,16 +122,6 @@ func simLayout(slowdown float64) repoLayout {
 	}
 }
 
-// makeRepo creates the demo repository of the simulated engine in dir,
-// with perfgateYML as its .github/perfgate.yml.
-func makeRepo(dir, perfgateYML string, slowdown float64) (*gitRepo, error) {
-	r, err := makeRepoLayout(dir, perfgateYML, simLayout(slowdown))
-	if r != nil {
-		r.Slowdown = slowdown
-	}
-	return r, err
-}
-
 // makeRepoLayout creates the demo repository in dir: main with the
 // layout's files and perfgateYML, and the two pull requests' branches.
 func makeRepoLayout(dir, perfgateYML string, l repoLayout) (*gitRepo, error) {

@@ -12,6 +12,7 @@ import (
 	"github.com/perfgate/perfgate/internal/store"
 	"github.com/perfgate/perfgate/internal/vocab/check"
 	"github.com/perfgate/perfgate/internal/vocab/jobstate"
+	"github.com/perfgate/perfgate/internal/vocab/rev"
 )
 
 // Queue notes: a queued check says where it stands ("3 ahead, about 12
@@ -115,7 +116,7 @@ func (s *Service) UpdateQueueNotes(ctx context.Context) error {
 // queueSummary explains a queued check's note.
 func queueSummary(cr store.CheckRun, q fleet.Queued, p fleet.Place, dur fleet.Durations) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "Waiting for a runner to benchmark `%s` (%s tier).", short(cr.HeadSHA), cr.Tier)
+	fmt.Fprintf(&b, "Waiting for a runner to benchmark `%s` (%s tier).", rev.Short(cr.HeadSHA), cr.Tier)
 	pool := "any runner"
 	switch {
 	case q.GPUUUID != "":

@@ -15,11 +15,12 @@ import (
 	"github.com/perfgate/perfgate/internal/store"
 	"github.com/perfgate/perfgate/internal/vocab/config"
 	"github.com/perfgate/perfgate/internal/vocab/figure"
+	"github.com/perfgate/perfgate/internal/vocab/rev"
 )
 
 func (h *Handler) parseTemplates() error {
 	funcs := template.FuncMap{
-		"short":   short,
+		"short":   rev.Short,
 		"day":     func(t time.Time) string { return t.UTC().Format("2006-01-02") },
 		"when":    func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04 UTC") },
 		"pct":     figure.Change,
@@ -82,13 +83,6 @@ func jsonScript(v any) (template.JS, error) {
 		return "", err
 	}
 	return template.JS(b), nil //nolint:gosec // json.Marshal escapes <, > and & (HTML-safe), so the script element cannot be closed early
-}
-
-func short(sha string) string {
-	if len(sha) > 7 {
-		return sha[:7]
-	}
-	return sha
 }
 
 func formatNum(f float64) string {
@@ -288,14 +282,14 @@ func (h *Handler) seriesPage(w http.ResponseWriter, r *http.Request, repo string
 			}
 			d.Regression = append(d.Regression, reg)
 			d.Links = append(d.Links, p.URL)
-			d.Labels = append(d.Labels, p.Date.Format("2006-01-02")+" "+short(p.Commit))
+			d.Labels = append(d.Labels, p.Date.Format("2006-01-02")+" "+rev.Short(p.Commit))
 		}
 	}
 	for _, c := range s.ChangePoints {
 		if c.State != store.ChangePointOpen {
 			continue
 		}
-		d.Changes = append(d.Changes, mark{X: c.Date.Unix(), Label: fmt.Sprintf("%s %s", pctString(c.Change), short(c.BadCommit)), Regression: c.Regression})
+		d.Changes = append(d.Changes, mark{X: c.Date.Unix(), Label: fmt.Sprintf("%s %s", pctString(c.Change), rev.Short(c.BadCommit)), Regression: c.Regression})
 	}
 	for _, rel := range s.Releases {
 		d.Releases = append(d.Releases, mark{X: rel.Date.Unix(), Label: rel.Tag})
