@@ -131,7 +131,7 @@ func queueSummary(cr store.CheckRun, q fleet.Queued, p fleet.Place, dur fleet.Du
 	if p.NoRunner {
 		b.WriteString(", and no runner that can take it is online and undrained right now: it starts when one is.")
 	} else {
-		fmt.Fprintf(&b, "; at recent run times (%s tier: about %s a job on average), and with the work that usually arrives meanwhile and goes first, a runner should start it in about %s (half the time between %s and %s).",
+		fmt.Fprintf(&b, "; at recent run times (%s tier: about %s a job on average), and with the work that usually arrives meanwhile and goes first, a runner should start it in about %s (in 9 of 10 replays between %s and %s).",
 			q.Tier, fleet.Minutes(dur.Of(q.Tier, q.Pool())), fleet.Minutes(p.Wait), fleet.Minutes(p.Low), fleet.Minutes(p.High))
 	}
 	b.WriteString("\n\nMerge-queue and merge-tier jobs go first, then quick screens, then nightly and bisect work; within each, repositories share the runners by weight. This note follows the queue, at most once a minute.")
