@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -20,6 +21,11 @@ const (
 	// QueueNoteEvery is the least time between two updates of one check's
 	// queue note (GitHub writes cost rate limit; nobody reads faster).
 	QueueNoteEvery = time.Minute
+	// QueueRangeEvery is the least time between two updates that only
+	// move the range: the range is wide on purpose (it holds 9 waits in
+	// 10), and a line that changes its figures every minute says less
+	// than one that changes when the place does.
+	QueueRangeEvery = 5 * time.Minute
 	// queueTitle starts every queued check's title.
 	queueTitle = "Queued"
 )
@@ -27,8 +33,9 @@ const (
 // UpdateQueueNotes estimates the place of every queued job (fleet.Estimate:
 // the claims replayed on recent run times, with the work that will arrive
 // and overtake at the observed rates) and shows each queued check its
-// job's place. A check's note is rewritten only when its text changes and
-// at most once per QueueNoteEvery; each rewrite is a lifecycle step whose
+// job's place. A check's note is rewritten only when its text changes, at
+// most once per QueueNoteEvery, and when only the wait's figures changed
+// at most once per QueueRangeEvery; each rewrite is a lifecycle step whose
 // GitHub write goes through the outbox.
 func (s *Service) UpdateQueueNotes(ctx context.Context) error {
 	entries, err := s.timing().ListQueue(ctx)
@@ -97,8 +104,11 @@ func (s *Service) UpdateQueueNotes(ctx context.Context) error {
 		if cr.Desired != nil && cr.Desired.Title == title {
 			continue // nothing new to say
 		}
-		if cr.Desired != nil && strings.HasPrefix(cr.Desired.Title, queueTitle+": ") && now.Sub(cr.UpdatedAt) < QueueNoteEvery {
-			continue // said recently; say it at the next pass
+		if cr.Desired != nil && strings.HasPrefix(cr.Desired.Title, queueTitle+": ") {
+			since := now.Sub(cr.UpdatedAt)
+			if since < QueueNoteEvery || since < QueueRangeEvery && !materialNote(cr.Desired.Title, title) {
+				continue // said recently; say it at a later pass
+			}
 		}
 		summary := queueSummary(cr, q, places[q.ID], dur)
 		_, _, err := s.apply(ctx, cr, step{ev: checkstate.Event{Kind: checkstate.QueueMoved},
@@ -110,6 +120,17 @@ func (s *Service) UpdateQueueNotes(ctx context.Context) error {
 		// the next pass sees it as it is.
 	}
 	return errors.Join(errs...)
+}
+
+// materialNote reports whether a queue note's new title says something
+// the old one did not: another place in line, or a runner found or lost
+// (not only other figures for the wait).
+func materialNote(old, new string) bool {
+	place := func(t string) string {
+		p, rest, _ := strings.Cut(t, ", ")
+		return p + "\x00" + strconv.FormatBool(strings.HasPrefix(rest, "waiting for"))
+	}
+	return place(old) != place(new)
 }
 
 // queueSummary explains a queued check's note.
