@@ -128,3 +128,24 @@ func TestQueuedCheckShowsPositionAndEstimate(t *testing.T) {
 }
 
 func sha(i int) string { return fmt.Sprintf("%040x", i+1) }
+
+// A queue note is rewritten within the minute only when it says something
+// new; other figures for the wait wait QueueRangeEvery.
+func TestMaterialNote(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		old, new string
+		want     bool
+	}{
+		{"Queued: 3 ahead, about 7–35 min", "Queued: 3 ahead, about 10–40 min", false},
+		{"Queued: 3 ahead, about 7–35 min", "Queued: 3 ahead, more than 48 h", false},
+		{"Queued: 3 ahead, about 7–35 min", "Queued: 2 ahead, about 7–35 min", true},
+		{"Queued: 1 ahead, under a minute", "Queued: next in line, starting now", true},
+		{"Queued: 3 ahead, about 7–35 min", "Queued: 3 ahead, waiting for card GPU-1 (its runner is offline or drained)", true},
+		{"Queued: 3 ahead, waiting for a runner (none is online)", "Queued: 3 ahead, about 7–35 min", true},
+	} {
+		if got := materialNote(c.old, c.new); got != c.want {
+			t.Errorf("materialNote(%q, %q) = %v, want %v", c.old, c.new, got, c.want)
+		}
+	}
+}
