@@ -15,6 +15,7 @@ import (
 	"github.com/perfgate/perfgate/internal/github/baseline"
 	"github.com/perfgate/perfgate/internal/store"
 	"github.com/perfgate/perfgate/internal/vocab/result"
+	"github.com/perfgate/perfgate/internal/vocab/rev"
 	"github.com/perfgate/perfgate/internal/vocab/suggest"
 )
 
@@ -388,10 +389,7 @@ func runBaselineList(ctx context.Context, env *cliEnv, args []string) int {
 		if b.AllowLower {
 			lowered = "yes"
 		}
-		commit := b.Commit
-		if len(commit) > 12 {
-			commit = commit[:12]
-		}
+		commit := rev.Log(b.Commit)
 		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", b.Key, b.Version, baseline.Label(b), commit, b.GPU,
 			b.CreatedAt.UTC().Format("2006-01-02 15:04"), b.PromotedBy, lowered)
 	}

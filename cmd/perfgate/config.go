@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"strings"
 
 	"github.com/perfgate/perfgate/internal/vocab/config"
@@ -38,6 +39,7 @@ func runConfigCmd(ctx context.Context, env *cliEnv, args []string) int {
 		return 3
 	}
 	fs := env.flags("config validate", "[FILE]   (default "+config.DefaultPath+")")
+	runMinutes := fs.Float64("run-minutes", 1, "what one measured run costs on your runner, its share of engine starts included (the check's settle note and `perfgate usage` show measured figures): prices each tier's settle budget")
 	fs.epilog = "Exit status: 0 valid, 1 invalid (every error names file, line, field and a fix), 3 unreadable.\n"
 	if code, ok := fs.parse(args[1:]); !ok {
 		return code
@@ -64,7 +66,44 @@ func runConfigCmd(ctx context.Context, env *cliEnv, args []string) int {
 	}
 	fmt.Fprintf(env.stdout, "%s: ok\n", path)
 	writeConfigSummary(env.stdout, c)
+	writeSettleBudgets(env.stdout, c, *runMinutes)
 	return 0
+}
+
+// writeSettleBudgets prices each tier's settle budget in the runner's own
+// minutes: how many doublings of the first job it buys. A budget that
+// cannot buy one is said now, not after the first inconclusive job: such
+// a tier sends every inconclusive first job straight to a maintainer.
+func writeSettleBudgets(w io.Writer, c *config.Config, runMinutes float64) {
+	for _, name := range []string{"quick", "merge", "nightly"} {
+		t, err := c.Tier(name)
+		if err != nil || t.SettleGPUMinutes <= 0 {
+			continue
+		}
+		runs, unit := t.Repeats, "runs"
+		if t.Interleave {
+			runs, unit = 2*t.Pairs, fmt.Sprintf("runs: %d base/head pairs", t.Pairs)
+		}
+		first := float64(runs) * runMinutes
+		if first <= 0 {
+			continue
+		}
+		// Doubling k adds as many runs as all before it: 1×, 2×, 4× the
+		// first job.
+		left, n, next := float64(t.SettleGPUMinutes), 0, first
+		for left >= next {
+			left -= next
+			n++
+			next *= 2
+		}
+		if n == 0 {
+			fmt.Fprintf(w, "warning: tier %s: settle_gpu_minutes %d cannot buy one doubling of the first job (%d %s ≈ %.3g minutes at %.3g min/run): an inconclusive first job goes straight to a maintainer; raise it to at least %.0f, or set 0 to say that is meant\n",
+				name, t.SettleGPUMinutes, runs, unit, first, runMinutes, math.Ceil(first))
+			continue
+		}
+		fmt.Fprintf(w, "tier %s: settle_gpu_minutes %d buys %d doubling(s) of the first job (%d %s ≈ %.3g minutes at %.3g min/run)\n",
+			name, t.SettleGPUMinutes, n, runs, unit, first, runMinutes)
+	}
 }
 
 // writeConfigSummary prints the resolved config: what the defaults filled in.

@@ -55,3 +55,23 @@ func TestConfigMatch(t *testing.T) {
 		t.Errorf("no paths: exit %d, want 2", code)
 	}
 }
+
+// The settle budget is priced in the runner's minutes when the file is
+// checked: a budget that cannot buy one doubling of the first job says so
+// before any PR waits on it.
+func TestConfigValidateSettleBudget(t *testing.T) {
+	for _, tc := range []struct {
+		minutes string
+		want    string
+	}{
+		{"1", "tier quick: settle_gpu_minutes 5 buys 1 doubling(s) of the first job (3 runs ≈ 3 minutes at 1 min/run)"},
+		{"1", "tier merge: settle_gpu_minutes 150 buys 3 doubling(s) of the first job (16 runs: 8 base/head pairs ≈ 16 minutes at 1 min/run)"},
+		{"3", "warning: tier quick: settle_gpu_minutes 5 cannot buy one doubling of the first job (3 runs ≈ 9 minutes at 3 min/run)"},
+	} {
+		var stdout, stderr bytes.Buffer
+		code := mainArgs([]string{"--log-level", "error", "config", "validate", "--run-minutes", tc.minutes, "../../testdata/config/perfgate.yml"}, &stdout, &stderr)
+		if code != 0 || !strings.Contains(stdout.String(), tc.want) {
+			t.Errorf("--run-minutes %s: exit %d, want a line %q:\n%s%s", tc.minutes, code, tc.want, stdout.String(), stderr.String())
+		}
+	}
+}

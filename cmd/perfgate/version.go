@@ -9,6 +9,7 @@ import (
 	"runtime/debug"
 
 	"github.com/perfgate/perfgate/internal/runner/gpu"
+	"github.com/perfgate/perfgate/internal/vocab/rev"
 )
 
 // version is set at link time by release builds:
@@ -80,9 +81,7 @@ func versionOf(stamp string, info *debug.BuildInfo) (v, commit string, dirty boo
 			commit, dirty = m[1], m[2] != ""
 		}
 	}
-	if len(commit) > 12 {
-		commit = commit[:12]
-	}
+	commit = rev.Log(commit)
 	if v == "" || v == "(devel)" {
 		v = "(devel)"
 		if commit == "" {

@@ -208,7 +208,7 @@ func (h *Harness) Bisect(ctx context.Context, n, planted int, slowdown float64, 
 	}
 	fmt.Fprintf(w, "planted: %s (commit %d of %d)\nfound:   %s (%s): %s\n", short(out.Planted), planted, n, orNone(short(out.Found)), res.Status, verdict)
 	fmt.Fprintf(w, "%d commits measured between the ends (⌈log2 %d⌉ = %d), %d GPU jobs, %d runs, %s\n",
-		out.Steps, n, ceilLog2(n), out.Jobs, out.Runs, out.Elapsed.Round(time.Second))
+		out.Steps, n, bisect.Steps(n), out.Jobs, out.Runs, out.Elapsed.Round(time.Second))
 	return out, nil
 }
 
@@ -317,12 +317,4 @@ func (h *Harness) waitComment(ctx context.Context, done func(githubtest.Comment)
 		last = fmt.Sprintf("%q", firstLine(cs[len(cs)-1].Body))
 	}
 	return githubtest.Comment{}, fmt.Errorf("timed out after %s; the last comment: %s", limit, last)
-}
-
-func ceilLog2(n int) int {
-	k := 0
-	for 1<<k < n {
-		k++
-	}
-	return k
 }

@@ -56,7 +56,7 @@ func checkBisect(t *testing.T, out *BisectOutcome, n int, engine, log string) {
 			t.Errorf("job %d pinned to %q, want every job after the first on the first's card %q", i+2, pin, out.Pins[1])
 		}
 	}
-	if limit := ceilLog2(n) + 3; out.Steps > limit {
+	if limit := bisect.Steps(n) + 3; out.Steps > limit {
 		t.Errorf("%d commits measured between the ends, want at most ⌈log2 %d⌉ + 3 = %d", out.Steps, n, limit)
 	}
 	for _, want := range []string{"**Culprit: [`" + short(out.Planted) + "`]", plantedTitle(engine), "| after job | commit |", "Bisect asked for by @" + bisectMaintainer} {
@@ -98,7 +98,7 @@ func TestBisectSteps(t *testing.T) {
 				}
 				fmt.Printf("bisect N=%d planted=%d slowdown=%g: %s %s, steps %d (⌈log2 N⌉ = %d), GPU jobs %d, runs %d, %s\n",
 					n, planted, slowdown, out.Status, map[bool]string{true: "the planted commit", false: "WRONG commit"}[out.Found == out.Planted],
-					out.Steps, ceilLog2(n), out.Jobs, out.Runs, out.Elapsed.Round(time.Second))
+					out.Steps, bisect.Steps(n), out.Jobs, out.Runs, out.Elapsed.Round(time.Second))
 				t.Logf("the report:\n%s", out.Report)
 				checkBisect(t, out, n, EngineSim, log.String())
 			})
@@ -139,7 +139,7 @@ func TestOllamaBisect(t *testing.T) {
 			}
 			fmt.Printf("ollama bisect N=%d planted=%d: %s %s, steps %d (⌈log2 N⌉ = %d), jobs %d, runs %d, %s\n",
 				n, planted, out.Status, map[bool]string{true: "the planted commit", false: "WRONG commit"}[out.Found == out.Planted],
-				out.Steps, ceilLog2(n), out.Jobs, out.Runs, out.Elapsed.Round(time.Second))
+				out.Steps, bisect.Steps(n), out.Jobs, out.Runs, out.Elapsed.Round(time.Second))
 			t.Logf("the scenario:\n%s", log.String())
 			checkBisect(t, out, n, EngineOllama, log.String())
 		})

@@ -39,6 +39,7 @@ import (
 	"github.com/perfgate/perfgate/internal/vocab/config"
 	"github.com/perfgate/perfgate/internal/vocab/jobstate"
 	"github.com/perfgate/perfgate/internal/vocab/result"
+	"github.com/perfgate/perfgate/internal/vocab/rev"
 )
 
 // Options shape a demo run.
@@ -897,12 +898,7 @@ func firstLine(s string) string {
 	return s
 }
 
-func short(sha string) string {
-	if len(sha) > 7 {
-		return sha[:7]
-	}
-	return sha
-}
+func short(sha string) string { return rev.Short(sha) }
 
 // clock is the demo's time: real time plus an offset the demo advances to
 // skip the 48-hour grace period.

@@ -76,6 +76,9 @@ capacity:
   step: 4s
   min_prompts: 24
   sweeps: %d
+  # Both engines stay up and alternate rate by rate: a neighbour that
+  # slows the machine mid-sweep slows base and head alike.
+  interleave: steps
 soak:
   duration: %s
   window: %s

@@ -53,8 +53,19 @@ func TestCapacityScenario(t *testing.T) {
 	}
 	t.Log("\n" + log.String())
 	c := out.Verdict.Comparison
-	if c.Verdict != capacity.Regression {
-		t.Errorf("verdict %s (%s), want regression", c.Verdict, c.Why)
+	switch {
+	case c.Verdict == capacity.Regression:
+	case c.Verdict == capacity.Inconclusive && strings.HasPrefix(c.Why, "cannot tell"):
+		// The machine was too busy for a sweep (the client's self-check
+		// failed at a rate three times): the check must say that, never
+		// call the smaller cache an improvement.
+		if ch := out.Check; ch.Conclusion != "neutral" || !strings.Contains(ch.Summary, "cannot tell") {
+			t.Errorf("a distorted sweep's check: %s %q\n%s", ch.Conclusion, ch.Title, ch.Summary)
+		}
+		t.Logf("the host distorted a sweep, so the check cannot tell (allowed on a busy machine): %s", c.Why)
+		return
+	default:
+		t.Errorf("verdict %s (%s), want regression (or cannot tell, on a busy machine)", c.Verdict, c.Why)
 	}
 	bl, hl := out.Verdict.Base.Steps[0], out.Verdict.Head.Steps[0]
 	if d := hl.TPOTp50ms/bl.TPOTp50ms - 1; d > 0.15 || d < -0.15 {

@@ -100,7 +100,7 @@ type repoLayout struct {
 	docs                map[string]string
 	// docsWhat says what #18 does ("" : "only edits a README").
 	docsWhat string
-	story               string // "PR #%d %s … ; PR #%d %s …": what the two pull requests change
+	story    string // "PR #%d %s … ; PR #%d %s …": what the two pull requests change
 }
 
 // simLayout is the repository of the simulated engine: #17 sets the
@@ -124,16 +124,6 @@ func simLayout(slowdown float64) repoLayout {
 		},
 		story: "PR #%d %s sets inference_engine/sim.yaml slowdown: " + strconv.FormatFloat(slowdown, 'g', -1, 64) + "; PR #%d %s edits inference_engine/README.md",
 	}
-}
-
-// makeRepo creates the demo repository of the simulated engine in dir,
-// with perfgateYML as its .github/perfgate.yml.
-func makeRepo(dir, perfgateYML string, slowdown float64) (*gitRepo, error) {
-	r, err := makeRepoLayout(dir, perfgateYML, simLayout(slowdown))
-	if r != nil {
-		r.Slowdown = slowdown
-	}
-	return r, err
 }
 
 // makeRepoLayout creates the demo repository in dir: main with the

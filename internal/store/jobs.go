@@ -13,6 +13,7 @@ import (
 
 	"github.com/perfgate/perfgate/internal/analysis/fleet"
 	"github.com/perfgate/perfgate/internal/vocab/jobstate"
+	"github.com/perfgate/perfgate/internal/vocab/rev"
 )
 
 const jobCols = `id, tier, kind, repo, installation_id, pr_number, head_sha, base_sha, config,
@@ -402,7 +403,7 @@ func (s *sqlStore) ReapExpired(ctx context.Context) ([]Job, error) {
 // SHAs are cancelled, its running ones are asked to stop through their next
 // heartbeat.
 func (s *sqlStore) CancelSuperseded(ctx context.Context, repo string, pr int, newHeadSHA string) (Superseded, error) {
-	return s.cancelPR(ctx, repo, pr, newHeadSHA, "superseded by "+shortSHA(newHeadSHA), "jobs.superseded")
+	return s.cancelPR(ctx, repo, pr, newHeadSHA, "superseded by "+rev.Log(newHeadSHA), "jobs.superseded")
 }
 
 // CancelPRJobs stops all of a PR's work (it was closed): queued jobs are
@@ -632,11 +633,4 @@ func jobIDs(js []Job) []int64 {
 		ids = append(ids, j.ID)
 	}
 	return ids
-}
-
-func shortSHA(sha string) string {
-	if len(sha) > 12 {
-		return sha[:12]
-	}
-	return sha
 }

@@ -29,6 +29,7 @@ import (
 	"math"
 
 	"github.com/perfgate/perfgate/internal/analysis/stats"
+	"github.com/perfgate/perfgate/internal/vocab/rev"
 )
 
 // StateVersion is the version of the State format this code writes.
@@ -236,7 +237,7 @@ func (c Config) withDefaults(n int) Config {
 		c.Precision = DefaultPrecision
 	}
 	if c.MaxJobs <= 0 {
-		c.MaxJobs = 3*ceilLog2(n) + 10
+		c.MaxJobs = 3*Steps(n) + 10
 	}
 	return c
 }
@@ -294,11 +295,11 @@ func (s *State) Observe(req Request, m Measurement) error {
 	}
 	if len(m.Values) == 0 || len(m.Values) != len(m.RefValues) {
 		return fmt.Errorf("observe %s: %d values and %d of the reference: want the same number of each, at least one (a job that measured nothing is a failure: Fail)",
-			short(req.SHA), len(m.Values), len(m.RefValues))
+			rev.Short(req.SHA), len(m.Values), len(m.RefValues))
 	}
 	for _, v := range append(append([]float64(nil), m.Values...), m.RefValues...) {
 		if !(v > 0) || math.IsInf(v, 1) {
-			return fmt.Errorf("observe %s: value %v: bisect compares positive metric values", short(req.SHA), v)
+			return fmt.Errorf("observe %s: value %v: bisect compares positive metric values", rev.Short(req.SHA), v)
 		}
 	}
 	s.Commits[req.Index].Values = append(s.Commits[req.Index].Values, m.Values...)
@@ -334,7 +335,7 @@ func (s *State) Fail(req Request, reason string) error {
 	case req.Index == last && req.Ref == 0:
 		s.record(last, Comparison{}, Comparison{}, 0, "the ends' job failed: "+reason)
 		s.finish(EndFailed, fmt.Sprintf("The job measuring the good end %s and the bad end %s failed (%s), so there is nothing to compare: fix it or choose other ends.",
-			short(s.Commits[0].SHA), short(s.Commits[last].SHA), reason))
+			rev.Short(s.Commits[0].SHA), rev.Short(s.Commits[last].SHA), reason))
 	case req.Ref != 0:
 		s.record(req.Index, Comparison{}, Comparison{}, 0, "confirmation failed: "+reason)
 		s.finishUnconfirmed(fmt.Sprintf("the job measuring it next to its parent failed (%s)", reason))
@@ -350,7 +351,7 @@ func (s *State) Fail(req Request, reason string) error {
 
 func (s *State) pending(req Request) error {
 	if s.Pending == nil || s.Pending.Seq != req.Seq || s.Pending.SHA != req.SHA || s.Pending.RefSHA != req.RefSHA {
-		return fmt.Errorf("%w: request %d for %s", ErrStale, req.Seq, short(req.SHA))
+		return fmt.Errorf("%w: request %d for %s", ErrStale, req.Seq, rev.Short(req.SHA))
 	}
 	return nil
 }
@@ -432,7 +433,7 @@ func (s *State) step() {
 			}
 			s.recordEnds(e, c, "the ends are the same")
 			s.finish(NoDifference, fmt.Sprintf("%s does not differ between %s and %s (%s over %d interleaved pairs, within ±%s): there is no change to bisect.",
-				cfg.Metric, short(s.Commits[0].SHA), short(s.Commits[last].SHA), pct(c.Change()), e.Pairs, pct(cfg.Rule.MinChange)))
+				cfg.Metric, rev.Short(s.Commits[0].SHA), rev.Short(s.Commits[last].SHA), pct(c.Change()), e.Pairs, pct(cfg.Rule.MinChange)))
 		default:
 			if e.Pairs < cfg.MaxPairs && s.Jobs < cfg.MaxJobs {
 				s.recordEnds(e, c, "the ends' difference is unknown: more pairs")
@@ -444,7 +445,7 @@ func (s *State) step() {
 			}
 			s.recordEnds(e, c, "the ends' difference is unknown at the cap")
 			s.finish(Unclear, fmt.Sprintf("%s changed by %s between %s and %s, which %d interleaved pairs cannot tell from noise: there is no clear change to bisect (raise the cap or reduce the noise).",
-				cfg.Metric, pct(c.Change()), short(s.Commits[0].SHA), short(s.Commits[last].SHA), e.Pairs))
+				cfg.Metric, pct(c.Change()), rev.Short(s.Commits[0].SHA), rev.Short(s.Commits[last].SHA), e.Pairs))
 		}
 		return
 	}
@@ -617,7 +618,7 @@ func (s *State) confirm(n Noise, e estimate) {
 		s.record(h, cmp, Comparison{}, c.Pairs, what)
 		s.request(h, p, pairs)
 	case cmp.Outcome == Different:
-		s.record(h, cmp, Comparison{}, c.Pairs, fmt.Sprintf("confirmed: %s against its parent %s", pct(cmp.Change()), short(s.Commits[p].SHA)))
+		s.record(h, cmp, Comparison{}, c.Pairs, fmt.Sprintf("confirmed: %s against its parent %s", pct(cmp.Change()), rev.Short(s.Commits[p].SHA)))
 		vsBad := cfg.Rule.test(e.D-c.D, math.Hypot(c.SE, e.SE), n.DF, margin, dir)
 		if vsBad.Outcome == Different {
 			s.Second = fmt.Sprintf("The culprit accounts for %s of the ends' %s: a second change lies after it", pct(cmp.Change()), pct(math.Expm1(e.D)))
@@ -633,7 +634,7 @@ func (s *State) confirm(n Noise, e estimate) {
 		s.reopen(h, p, n, e, cmp)
 	default:
 		s.record(h, cmp, Comparison{}, c.Pairs, "next to its parent the culprit is not confirmed")
-		s.finishUnconfirmed(fmt.Sprintf("measured next to its parent %s it moved %s over %d pairs, which does not confirm it", short(s.Commits[p].SHA), pct(cmp.Change()), c.Pairs))
+		s.finishUnconfirmed(fmt.Sprintf("measured next to its parent %s it moved %s over %d pairs, which does not confirm it", rev.Short(s.Commits[p].SHA), pct(cmp.Change()), c.Pairs))
 	}
 }
 
@@ -654,7 +655,7 @@ func (s *State) reopen(h, p int, n Noise, e estimate, cmp Comparison) {
 		s.Hi = p
 		for s.Lo = p - 1; s.Lo > 0 && s.Commits[s.Lo].Verdict != Good; s.Lo-- {
 		}
-		s.record(h, cmp, Comparison{}, mh.Pairs, fmt.Sprintf("not confirmed: the same as its parent (%s), both at the bad level: the search reopens before %s", pct(cmp.Change()), short(s.Commits[p].SHA)))
+		s.record(h, cmp, Comparison{}, mh.Pairs, fmt.Sprintf("not confirmed: the same as its parent (%s), both at the bad level: the search reopens before %s", pct(cmp.Change()), rev.Short(s.Commits[p].SHA)))
 		return
 	}
 	s.Commits[h].Verdict = Good
@@ -712,27 +713,14 @@ func (s *State) recordEnds(e estimate, c Comparison, decision string) {
 	s.record(len(s.Commits)-1, c, Comparison{}, e.Pairs, decision)
 }
 
-func logsAll(vs [][]float64) [][]float64 {
-	out := make([][]float64, len(vs))
-	for i, v := range vs {
-		out[i] = logs(v)
-	}
-	return out
-}
-
-func ceilLog2(n int) int {
+// Steps is how many halvings a binary search over n commits takes at
+// most: ⌈log₂ n⌉.
+func Steps(n int) int {
 	k := 0
 	for 1<<k < n {
 		k++
 	}
 	return k
-}
-
-func short(sha string) string {
-	if len(sha) > 7 {
-		return sha[:7]
-	}
-	return sha
 }
 
 // pct formats a relative change with its sign: "+18.2%".

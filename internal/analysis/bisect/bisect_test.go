@@ -254,7 +254,7 @@ func TestSkippedCommits(t *testing.T) {
 		if got := strings.Count(s.Markdown(), "skipped: commit cannot be measured: build failed"); got != 3 {
 			t.Errorf("report shows %d skips, want 3:\n%s", got, s.Markdown())
 		}
-		if r.Steps > ceilLog2(16)+1 {
+		if r.Steps > Steps(16)+1 {
 			t.Errorf("%d commits measured between the ends, want at most ⌈log2 16⌉+1", r.Steps)
 		}
 	})

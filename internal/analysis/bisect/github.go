@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/google/go-github/v62/github"
+
+	"github.com/perfgate/perfgate/internal/vocab/rev"
 )
 
 // CommitLister lists the commits of a bisect: the good commit first, then
@@ -115,11 +117,11 @@ func firstParents(commits []*github.RepositoryCommit, base string) ([]*github.Re
 	for sha := heads[0]; sha != base; {
 		c, ok := bySHA[sha]
 		if !ok {
-			return nil, fmt.Errorf("the first-parent chain leaves the comparison at %s before reaching the good commit", short(sha))
+			return nil, fmt.Errorf("the first-parent chain leaves the comparison at %s before reaching the good commit", rev.Short(sha))
 		}
 		chain = append(chain, c)
 		if len(c.Parents) == 0 {
-			return nil, fmt.Errorf("the first-parent chain ends at root commit %s before reaching the good commit", short(sha))
+			return nil, fmt.Errorf("the first-parent chain ends at root commit %s before reaching the good commit", rev.Short(sha))
 		}
 		sha = c.Parents[0].GetSHA()
 	}

@@ -3,6 +3,8 @@ package bisect
 import (
 	"fmt"
 	"strings"
+
+	"github.com/perfgate/perfgate/internal/vocab/rev"
 )
 
 // Markdown renders the bisect for a check run or a comment: the result, the
@@ -15,15 +17,15 @@ func (s *State) Markdown() string {
 	if cfg.Repo != "" {
 		where = " in " + cfg.Repo
 	}
-	fmt.Fprintf(&b, "### perfgate bisect: %s%s, %s..%s\n\n", cfg.Metric, where, short(s.Commits[0].SHA), short(s.Commits[last].SHA))
+	fmt.Fprintf(&b, "### perfgate bisect: %s%s, %s..%s\n\n", cfg.Metric, where, rev.Short(s.Commits[0].SHA), rev.Short(s.Commits[last].SHA))
 	r := s.Result
 	switch {
 	case r == nil:
 		fmt.Fprintf(&b, "In progress: %d of at most %d GPU jobs so far; the change is after %s and at or before %s.\n\n",
-			s.Jobs, cfg.MaxJobs, short(s.Commits[s.Lo].SHA), short(s.Commits[s.Hi].SHA))
+			s.Jobs, cfg.MaxJobs, rev.Short(s.Commits[s.Lo].SHA), rev.Short(s.Commits[s.Hi].SHA))
 	case r.Status == Found:
 		fmt.Fprintf(&b, "**Culprit: %s** — %s %s against its parent `%s`, measured side by side.\n\n",
-			commitCell(*r.Culprit), cfg.Metric, pct(r.CulpritChange), short(r.Parent.SHA))
+			commitCell(*r.Culprit), cfg.Metric, pct(r.CulpritChange), rev.Short(r.Parent.SHA))
 	default:
 		fmt.Fprintf(&b, "**%s.** %s\n\n", statusText(r.Status), r.Message)
 	}
@@ -83,7 +85,7 @@ func (s *State) Markdown() string {
 		for k, v := range c.Values {
 			vals[k] = fmt.Sprintf("%.4g", v)
 		}
-		fmt.Fprintf(&b, "- `%s` (%d/%d): %s\n", short(c.SHA), i, last, strings.Join(vals, ", "))
+		fmt.Fprintf(&b, "- `%s` (%d/%d): %s\n", rev.Short(c.SHA), i, last, strings.Join(vals, ", "))
 	}
 	b.WriteString("\n</details>\n")
 	return b.String()
@@ -106,7 +108,7 @@ func statusText(s Status) string {
 }
 
 func commitCell(c Commit) string {
-	sha := "`" + short(c.SHA) + "`"
+	sha := "`" + rev.Short(c.SHA) + "`"
 	if c.URL != "" {
 		sha = "[" + sha + "](" + c.URL + ")"
 	}

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"strings"
+
+	"github.com/perfgate/perfgate/internal/vocab/rev"
 )
 
 // Status is how a bisect ended.
@@ -125,34 +127,25 @@ func (s *State) finishNarrowed() {
 	case s.Hi-s.Lo == 1:
 		change := ""
 		if e := s.paired(s.Hi, s.Lo, 0, s.pairNoise()); e.Pairs > 0 {
-			change = fmt.Sprintf(": %s %s next to its parent %s, over %d interleaved pairs", cfg.Metric, pct(math.Expm1(e.D)), short(lo.SHA), e.Pairs)
+			change = fmt.Sprintf(": %s %s next to its parent %s, over %d interleaved pairs", cfg.Metric, pct(math.Expm1(e.D)), rev.Short(lo.SHA), e.Pairs)
 		}
 		s.finish(Found, fmt.Sprintf("%s is the first commit where %s changed%s.", describe(hi), cfg.Metric, change))
 	case s.midpoint() < 0:
 		var skipped []string
 		for _, c := range s.Commits[s.Lo+1 : s.Hi] {
-			skipped = append(skipped, short(c.SHA))
+			skipped = append(skipped, rev.Short(c.SHA))
 		}
 		s.finish(Range, fmt.Sprintf("Only commits that could not be measured are left (%s): the first bad commit is one of them or %s.",
-			strings.Join(skipped, ", "), short(hi.SHA)))
+			strings.Join(skipped, ", "), rev.Short(hi.SHA)))
 	default:
 		s.finish(OutOfBudget, fmt.Sprintf("The job budget (%d jobs) ran out: the change is in one of the %d commits after %s up to %s.",
-			cfg.MaxJobs, s.Hi-s.Lo, short(lo.SHA), short(hi.SHA)))
+			cfg.MaxJobs, s.Hi-s.Lo, rev.Short(lo.SHA), rev.Short(hi.SHA)))
 	}
-}
-
-// value formats a metric value with the config's unit.
-func (s *State) value(v float64) string {
-	out := fmt.Sprintf("%.4g", v)
-	if s.Config.Unit != "" {
-		out += " " + s.Config.Unit
-	}
-	return out
 }
 
 // describe names a commit: short SHA, title and PR when known.
 func describe(c Commit) string {
-	out := short(c.SHA)
+	out := rev.Short(c.SHA)
 	if c.Title != "" {
 		out += " (" + c.Title
 		if c.PR > 0 && !strings.Contains(c.Title, fmt.Sprintf("#%d", c.PR)) {
@@ -168,7 +161,7 @@ func describe(c Commit) string {
 func shortList(shas []string) string {
 	out := make([]string, len(shas))
 	for i, s := range shas {
-		out[i] = short(s)
+		out[i] = rev.Short(s)
 	}
 	return strings.Join(out, ", ")
 }

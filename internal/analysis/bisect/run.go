@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+
+	"github.com/perfgate/perfgate/internal/vocab/rev"
 )
 
 // ErrUnmeasurable marks a Measure error for a commit that cannot be built,
@@ -45,7 +47,7 @@ func Run(ctx context.Context, s *State, m Measurer, save SaveFunc) (*Result, err
 				return nil, ferr
 			}
 		case err != nil:
-			return nil, fmt.Errorf("measure %s (request %d): %w", short(req.SHA), req.Seq, err)
+			return nil, fmt.Errorf("measure %s (request %d): %w", rev.Short(req.SHA), req.Seq, err)
 		default:
 			if oerr := s.Observe(req, values); oerr != nil {
 				return nil, oerr

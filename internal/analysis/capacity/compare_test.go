@@ -1,6 +1,7 @@
 package capacity
 
 import (
+	"encoding/json"
 	"math"
 	"testing"
 )
@@ -42,5 +43,24 @@ func TestCompare(t *testing.T) {
 				t.Error("no reason given")
 			}
 		})
+	}
+}
+
+// A comparison with an unbounded side (every sweep sustained its top rate,
+// or a sweep stopped by the host before any rate failed) still encodes:
+// JSON has no infinity, so the verdict would otherwise be lost.
+func TestComparisonJSON(t *testing.T) {
+	t.Parallel()
+	c := Compare([]Knee{{Rate: 8, Censored: true, Distorted: "the host distorted every one of 3 tries at 16 requests/s"}}, []Knee{{Rate: 4, Below: 4.4}}, 0.1)
+	b, err := json.Marshal(c)
+	if err != nil {
+		t.Fatalf("encode %+v: %v", c, err)
+	}
+	var back Comparison
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatal(err)
+	}
+	if !math.IsInf(back.Base.High, 1) || back.Head.High != 4.4 || back.Verdict != Inconclusive {
+		t.Errorf("round trip %s → %+v", b, back)
 	}
 }

@@ -93,10 +93,15 @@ type Step struct {
 	// Preemptions the engine reported during the step (its /metrics), -1
 	// when it reports none.
 	Preemptions float64 `json:"preemptions"`
-	// Distorted is why the host, not the engine, shaped the step: the
-	// benchmark client's self-check found it sent or read late (CPU
-	// starvation). Such a step judges nothing and is measured again.
+	// Distorted is why the host, not the engine, may have shaped the
+	// step: the benchmark client's self-check found it sent or read late
+	// (CPU starvation). A step that failed its SLO so, or was offered
+	// short of its rate, judges nothing and is measured again (see
+	// Sweep.Observe); one the engine sustained at its full rate anyway
+	// stands.
 	Distorted string `json:"distorted,omitempty"`
+	// Achieved is the rate the client really sent at (0: unknown).
+	Achieved float64 `json:"achieved,omitempty"`
 }
 
 // GoodFraction is the share of sent requests that met every SLO.

@@ -218,6 +218,25 @@ func TestDistortedSteps(t *testing.T) {
 	if base.Distorted == "" || base.Rate != 1 {
 		t.Fatalf("starved sweep's knee %+v: want it marked distorted", base)
 	}
+	// A late client whose step the engine sustained at its full rate
+	// anyway is the engine's answer: not measured again. One offered
+	// short of its rate is not.
+	late, err := NewSweep(Plan{}, SLO{TTFTms: 500})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tried = runSweep(t, late, func(r float64) Step {
+		st := engine(r)
+		st.Distorted, st.Achieved = "schedule lag p99 40 ms > 31 ms", r
+		if r == 4 {
+			st.Achieved = 0.8 * r // sent short: the engine was under-loaded
+		}
+		return st
+	})
+	if want := []float64{1, 2, 4, 4, 4}; !equalRates(tried, want) {
+		t.Errorf("late client: tried %v, want %v (sustained steps stand, a short-offered one is retried)", tried, want)
+	}
+
 	head := Knee{Rate: 4, Below: 4.4, Steps: 7} // a worse engine, measured cleanly
 	c := Compare([]Knee{base}, []Knee{head}, 0.1)
 	if c.Verdict != Inconclusive || !strings.Contains(c.Why, "cannot tell: base's sweep stopped because the host distorted") {

@@ -5,6 +5,8 @@ import (
 	"math"
 	"strconv"
 	"strings"
+
+	"github.com/perfgate/perfgate/internal/vocab/figure"
 )
 
 // Line words an estimate for the check run: "output throughput −9.0%:
@@ -15,7 +17,7 @@ func (e Estimate) Line() string {
 		return "not priced: " + e.Unpriced + "."
 	}
 	return fmt.Sprintf("%s %s: %.2f× the GPU-hours for the same traffic, **%s a month** at %s.",
-		displayName(e.Metric), signedPercent(e.Change), e.Factor, USD(e.MonthlyUSD), e.Price.Fleet())
+		displayName(e.Metric), figure.Change(e.Change), e.Factor, USD(e.MonthlyUSD), e.Price.Fleet())
 }
 
 // Short words an estimate in a few characters for a table cell: "+$2,888/mo".
@@ -53,14 +55,6 @@ func Sum(es []Estimate) (usd float64, priced, unpriced int) {
 }
 
 func money2(v float64) string { return thousands(strconv.FormatFloat(v, 'f', 2, 64)) }
-
-func signedPercent(c float64) string {
-	p := c * 100
-	if p < 0 {
-		return fmt.Sprintf("−%.1f%%", -p)
-	}
-	return fmt.Sprintf("+%.1f%%", p)
-}
 
 // displayName reads "tpot_median" as "TPOT median", "c=16 output_throughput"
 // as "c=16 · output throughput".

@@ -30,6 +30,7 @@ type simJob struct {
 	tier      string
 	kind      string
 	labels    []string
+	gpu       string // the card it is pinned to (a bisect step)
 	prio      int
 	tag, cost float64
 	seq       int64
@@ -40,12 +41,24 @@ type simJob struct {
 	runner    int
 	eta       time.Duration // first ETA
 	lo, hi    time.Duration
+	cancelAt  time.Duration // 0: never; else when it is cancelled if still queued
+	cancelled bool
+	noRunner  bool    // its first note said no runner could take it
+	then      *simJob // the bisect's next step, queued when this one ends
 }
 
 type simRunner struct {
-	labels []string
-	job    *simJob
-	ends   time.Duration
+	labels  []string
+	gpu     string
+	drained bool
+	job     *simJob
+	ends    time.Duration
+}
+
+// simDrain drains a runner from at until at+for (it finishes its job).
+type simDrain struct {
+	at, span time.Duration
+	runner   int
 }
 
 // A estimator answers the first ETA (and range) of the jobs just queued.
@@ -62,6 +75,8 @@ type daySim struct {
 	finish   map[string]float64 // class, tenant → finish
 	weights  map[string]float64
 	nextID   int64
+	drains   []simDrain
+	stress   bool // drains, bursts and cancellations
 }
 
 func lognormal(rng *rand.Rand, mean time.Duration, cv float64) time.Duration {
@@ -70,14 +85,14 @@ func lognormal(rng *rand.Rand, mean time.Duration, cv float64) time.Duration {
 	return time.Duration(math.Exp(mu + math.Sqrt(s2)*rng.NormFloat64()))
 }
 
-func newDaySim(seed uint64) *daySim {
-	s := &daySim{rng: rand.New(rand.NewPCG(seed, 23)), finish: map[string]float64{}, weights: map[string]float64{"acme/r0": 2}}
+func newDaySim(seed uint64, stress bool) *daySim {
+	s := &daySim{rng: rand.New(rand.NewPCG(seed, 23)), finish: map[string]float64{}, weights: map[string]float64{"acme/r0": 2}, stress: stress}
 	for i := range 16 {
 		l := []string{"gpu"}
 		if i >= 12 {
 			l = append(l, "a100")
 		}
-		s.runners = append(s.runners, simRunner{labels: l})
+		s.runners = append(s.runners, simRunner{labels: l, gpu: fmt.Sprintf("GPU-%02d", i)})
 	}
 	tenants := make([]string, 12)
 	for i := range tenants {
@@ -137,8 +152,61 @@ func newDaySim(seed uint64) *daySim {
 	for range 14 {
 		at := 8*time.Hour + time.Duration(s.rng.Float64()*float64(12*time.Hour))
 		who, l := pick(), labels()
-		for range 6 {
-			s.add(at, who, "quick", "bisect", l)
+		if !s.stress {
+			for range 6 {
+				s.add(at, who, "quick", "bisect", l)
+			}
+			continue
+		}
+		// Stressed, a bisect's 6 steps run one after another, each
+		// queued when the last ends, all pinned to the card the
+		// regression was seen on.
+		card := s.rng.IntN(12)
+		if len(l) > 1 {
+			card = 12 + s.rng.IntN(4)
+		}
+		var prev *simJob
+		for k := range 6 {
+			j := s.add(at, who, "quick", "bisect", l)
+			j.gpu = s.runners[card].gpu
+			if k > 0 {
+				prev.then = j
+				s.arrivals = s.arrivals[:len(s.arrivals)-1] // queued by its step, not at a time
+			}
+			prev = j
+		}
+	}
+	if s.stress {
+		// A 20-job nightly burst in working hours (a re-run matrix).
+		at := 10*time.Hour + time.Duration(s.rng.Float64()*float64(6*time.Hour))
+		who := pick()
+		for range 20 {
+			s.add(at, who, "nightly", "nightly", labels())
+		}
+		// Merge-queue bursts: 4 a day of 5 jobs.
+		for range 4 {
+			at := 9*time.Hour + time.Duration(s.rng.Float64()*float64(9*time.Hour))
+			who := pick()
+			for range 5 {
+				s.add(at, who, "merge", "merge_group", []string{"gpu"})
+			}
+		}
+		// Drains: 3 a day of 1–3 h, one of them an a100 runner, not
+		// known ahead.
+		for k := range 3 {
+			r := s.rng.IntN(12)
+			if k == 0 {
+				r = 12 + s.rng.IntN(4)
+			}
+			s.drains = append(s.drains, simDrain{at: 8*time.Hour + time.Duration(s.rng.Float64()*float64(12*time.Hour)),
+				span: time.Hour + time.Duration(s.rng.Float64()*float64(2*time.Hour)), runner: r})
+		}
+		// Cancellations: 15% of quick screens are superseded or closed
+		// within about 10 minutes.
+		for _, j := range s.arrivals {
+			if j.kind == "pull_request" && s.rng.Float64() < 0.15 {
+				j.cancelAt = j.arrive + time.Duration(s.rng.ExpFloat64()*float64(10*time.Minute))
+			}
 		}
 	}
 	sort.SliceStable(s.arrivals, func(i, j int) bool { return s.arrivals[i].arrive < s.arrivals[j].arrive })
@@ -155,11 +223,12 @@ func newDaySim(seed uint64) *daySim {
 
 var simMeans = map[string]time.Duration{"quick": 10 * time.Minute, "merge": 25 * time.Minute, "nightly": 40 * time.Minute}
 
-func (s *daySim) add(at time.Duration, tenant, tier, kind string, labels []string) {
+func (s *daySim) add(at time.Duration, tenant, tier, kind string, labels []string) *simJob {
 	s.nextID++
 	j := &simJob{id: s.nextID, tenant: tenant, tier: tier, kind: kind, labels: labels, prio: Priority(tier, kind),
 		arrive: at, took: lognormal(s.rng, simMeans[tier], 0.5), runner: -1}
 	s.arrivals = append(s.arrivals, j)
+	return j
 }
 
 // expected is the store's charge: the mean of the tier's last 20 run
@@ -253,6 +322,9 @@ func (s *daySim) claimOrder() {
 }
 
 func (s *daySim) canRun(r simRunner, j *simJob) bool {
+	if r.drained || j.gpu != "" && j.gpu != r.gpu {
+		return false
+	}
 	for _, l := range j.labels {
 		if !slices.Contains(r.labels, l) {
 			return false
@@ -280,8 +352,9 @@ func (s *daySim) claim() {
 	}
 }
 
-// end finishes the runners' jobs due by now and charges their tenants.
-func (s *daySim) end() {
+// end finishes the runners' jobs due by now and charges their tenants;
+// it answers the bisect steps they queue.
+func (s *daySim) end() (next []*simJob) {
 	for i := range s.runners {
 		r := &s.runners[i]
 		if r.job == nil || r.ends > s.now {
@@ -293,9 +366,63 @@ func (s *daySim) end() {
 			w = 1
 		}
 		s.finish[fkey(j.prio, j.tenant)] += j.took.Seconds()/w - j.cost
-		s.done = append(s.done, Sample{Tier: j.tier, Pool: Pool(j.labels, ""), Took: j.took})
+		s.done = append(s.done, Sample{Tier: j.tier, Pool: Pool(j.labels, j.gpu), Took: j.took})
 		r.job = nil
+		if j.then != nil {
+			j.then.arrive = s.now
+			next = append(next, j.then)
+		}
 	}
+	return next
+}
+
+// cancel drops the queued jobs cancelled by now, refunding their
+// tenants as the store does (refund.go): the tenant's jobs behind move
+// up by the cost, its finish back by it.
+func (s *daySim) cancel() {
+	s.queue = slices.DeleteFunc(s.queue, func(j *simJob) bool {
+		if j.cancelAt == 0 || j.cancelAt > s.now {
+			return false
+		}
+		j.cancelled = true
+		for _, q := range s.queue {
+			if q != j && q.prio == j.prio && q.tenant == j.tenant && q.tag > j.tag {
+				q.tag -= j.cost
+			}
+		}
+		s.finish[fkey(j.prio, j.tenant)] -= j.cost
+		return true
+	})
+}
+
+// drain sets each runner's drained flag as the plan has it at now.
+func (s *daySim) drain() {
+	for i := range s.runners {
+		s.runners[i].drained = false
+	}
+	for _, d := range s.drains {
+		if d.at <= s.now && s.now < d.at+d.span {
+			s.runners[d.runner].drained = true
+		}
+	}
+}
+
+// nextChange is the next drain's start or end, or cancellation, after now.
+func (s *daySim) nextChange() time.Duration {
+	next := time.Duration(math.MaxInt64)
+	for _, d := range s.drains {
+		for _, t := range []time.Duration{d.at, d.at + d.span} {
+			if t > s.now {
+				next = min(next, t)
+			}
+		}
+	}
+	for _, j := range s.queue {
+		if j.cancelAt > s.now {
+			next = min(next, j.cancelAt)
+		}
+	}
+	return next
 }
 
 func (s *daySim) nextEnd() time.Duration {
@@ -311,14 +438,18 @@ func (s *daySim) nextEnd() time.Duration {
 // run plays the day; est gives the first ETA of each job when queued.
 func (s *daySim) run(est estimator) {
 	ai := 0
-	for ai < len(s.arrivals) || len(s.queue) > 0 {
-		next := s.nextEnd()
+	for ai < len(s.arrivals) || len(s.queue) > 0 || s.nextEnd() < math.MaxInt64 {
+		next := min(s.nextEnd(), s.nextChange())
 		if ai < len(s.arrivals) && s.arrivals[ai].arrive <= next {
 			next = s.arrivals[ai].arrive
 		}
 		s.now = next
-		s.end()
-		var fresh []*simJob
+		fresh := s.end()
+		for _, j := range fresh {
+			s.enqueue(j)
+		}
+		s.cancel()
+		s.drain()
 		for ai < len(s.arrivals) && s.arrivals[ai].arrive <= s.now {
 			j := s.arrivals[ai]
 			s.enqueue(j)
@@ -330,7 +461,7 @@ func (s *daySim) run(est estimator) {
 			places := est(s, s.now)
 			for _, j := range fresh {
 				p := places[j.id]
-				j.eta, j.lo, j.hi = p.Wait, p.Low, p.High
+				j.eta, j.lo, j.hi, j.noRunner = p.Wait, p.Low, p.High, p.NoRunner
 			}
 		}
 		s.claim()
@@ -349,7 +480,7 @@ func (s *daySim) samples() []Sample {
 func (s *daySim) queued(now time.Duration) []Queued {
 	var out []Queued
 	for _, j := range s.queue {
-		q := Queued{ID: j.id, Tier: j.tier, Labels: j.labels, Priority: j.prio, Tenant: j.tenant, Tag: j.tag, Cost: j.cost}
+		q := Queued{ID: j.id, Tier: j.tier, Labels: j.labels, GPUUUID: j.gpu, Priority: j.prio, Tenant: j.tenant, Tag: j.tag, Cost: j.cost}
 		if j.ageAt > 0 {
 			q.Ages, q.AgesIn = true, j.ageAt-now
 		}
@@ -370,7 +501,7 @@ func (s *daySim) streams(now time.Duration) []Stream {
 		if j.arrive < now-MixWindow || j.arrive > now {
 			continue
 		}
-		k := key{j.prio, j.tenant, j.tier, Pool(j.labels, "")}
+		k := key{j.prio, j.tenant, j.tier, Pool(j.labels, j.gpu)}
 		c := counts[k]
 		if c == nil {
 			c = &Arrived{Priority: k.prio, Tenant: k.tenant, Tier: k.tier, Pool: k.pool}
@@ -394,16 +525,27 @@ func (s *daySim) streams(now time.Duration) []Stream {
 
 // newEstimator is Estimate fed as the queue note feeds it.
 func newEstimator(s *daySim, now time.Duration) map[int64]Place {
+	return Estimate(s.forecast(now))
+}
+
+// quartileEstimator is Estimate with issue 23's range: the replays'
+// quartiles.
+func quartileEstimator(s *daySim, now time.Duration) map[int64]Place {
+	return estimate(s.forecast(now), 0.25, 0.75)
+}
+
+// forecast is what the queue note knows at now.
+func (s *daySim) forecast(now time.Duration) Forecast {
 	d := NewDurations(s.samples())
 	var runners []Runner
 	for _, r := range s.runners {
-		run := Runner{Labels: r.labels, Available: true}
+		run := Runner{Labels: r.labels, GPUUUIDs: []string{r.gpu}, Available: !r.drained}
 		if r.job != nil {
-			run.Job = &RunningJob{Tier: r.job.tier, Pool: Pool(r.job.labels, ""), Ran: now - r.job.started, Priority: r.job.prio, Tag: r.job.tag}
+			run.Job = &RunningJob{Tier: r.job.tier, Pool: Pool(r.job.labels, r.job.gpu), Ran: now - r.job.started, Priority: r.job.prio, Tag: r.job.tag}
 		}
 		runners = append(runners, run)
 	}
-	return Estimate(Forecast{Queue: s.queued(now), Runners: runners, Durations: d, Arrivals: s.streams(now)})
+	return Forecast{Queue: s.queued(now), Runners: runners, Durations: d, Arrivals: s.streams(now)}
 }
 
 // oldEstimator is the estimator before issue 23.
@@ -411,9 +553,9 @@ func oldEstimator(s *daySim, now time.Duration) map[int64]Place {
 	d := newOldDurations(s.samples())
 	var runners []Runner
 	for _, r := range s.runners {
-		run := Runner{Labels: r.labels, Available: true}
+		run := Runner{Labels: r.labels, GPUUUIDs: []string{r.gpu}, Available: !r.drained}
 		if r.job != nil {
-			run.BusyFor = max(d.Of(r.job.tier, Pool(r.job.labels, ""))-(now-r.job.started), 0)
+			run.BusyFor = max(d.Of(r.job.tier, Pool(r.job.labels, r.job.gpu))-(now-r.job.started), 0)
 		}
 		runners = append(runners, run)
 	}
@@ -427,24 +569,37 @@ func oldEstimator(s *daySim, now time.Duration) map[int64]Place {
 // calibration is how first ETAs compared with the waits.
 type calibration struct {
 	jobs, waited      int
+	cancelled         int     // left the queue before a runner took them
+	noEstimate        int     // waited with no runner to take them (a drained card): no figure shown
 	median            float64 // of ETA ÷ wait over the jobs that waited
 	over2             float64 // share of those that waited more than twice the ETA
 	inRange           float64 // share of those whose wait fell in the range
+	over2High         float64 // share of those that waited more than twice the range's upper end
+	below, above      float64 // shares that waited less than the range's start, more than its end
 	classOver2        map[string]float64
 	classN            map[string]int
+	classIn           map[string]float64 // share of a class's waits in the range
 	meanWait, maxWait time.Duration
 }
 
-func calibrate(seed uint64, est estimator, resolution time.Duration) calibration {
-	s := newDaySim(seed)
+func calibrate(seed uint64, stress bool, est estimator, resolution time.Duration) calibration {
+	s := newDaySim(seed, stress)
 	s.run(est)
-	c := calibration{jobs: len(s.all), classOver2: map[string]float64{}, classN: map[string]int{}}
+	c := calibration{jobs: len(s.all), classOver2: map[string]float64{}, classN: map[string]int{}, classIn: map[string]float64{}}
 	var ratios []float64
-	var over, in int
+	var over, in, overHi int
 	var total time.Duration
 	for _, j := range s.all {
+		if j.cancelled {
+			c.cancelled++
+			continue
+		}
 		wait := j.started - j.arrive
 		if wait <= 0 {
+			continue
+		}
+		if j.noRunner {
+			c.noEstimate++
 			continue
 		}
 		// Compared at the note's resolution: "under a minute" is honoured
@@ -460,8 +615,18 @@ func calibrate(seed uint64, est estimator, resolution time.Duration) calibration
 			over++
 			c.classOver2[class]++
 		}
-		if wait >= j.lo && wait <= j.hi {
+		if wait >= j.lo && wait <= max(j.hi, resolution) {
 			in++
+			c.classIn[class]++
+		}
+		if wait < j.lo {
+			c.below++
+		}
+		if wait > max(j.hi, resolution) {
+			c.above++
+		}
+		if wait > 2*max(j.hi, resolution) {
+			overHi++
 		}
 	}
 	if c.waited == 0 {
@@ -475,8 +640,14 @@ func calibrate(seed uint64, est estimator, resolution time.Duration) calibration
 	}
 	c.over2 = float64(over) / float64(n)
 	c.inRange = float64(in) / float64(n)
+	c.over2High = float64(overHi) / float64(n)
+	c.below /= float64(n)
+	c.above /= float64(n)
 	for k, v := range c.classOver2 {
 		c.classOver2[k] = v / float64(c.classN[k])
+	}
+	for k, v := range c.classIn {
+		c.classIn[k] = v / float64(c.classN[k])
 	}
 	c.meanWait = total / time.Duration(n)
 	return c
@@ -485,38 +656,56 @@ func calibrate(seed uint64, est estimator, resolution time.Duration) calibration
 func (c calibration) String() string {
 	var classes []string
 	for _, k := range []string{"merge", "quick", "nightly", "batch"} {
-		classes = append(classes, fmt.Sprintf("%s %.0f%% of %d", k, 100*c.classOver2[k], c.classN[k]))
+		classes = append(classes, fmt.Sprintf("%s %.0f%% of %d, %.0f%% in range", k, 100*c.classOver2[k], c.classN[k], 100*c.classIn[k]))
 	}
-	return fmt.Sprintf("%d jobs, %d waited (mean %v, max %v): median ETA/wait %.3f, waited > 2×ETA %.1f%% (%s), wait within the range %.0f%%",
-		c.jobs, c.waited, c.meanWait.Round(time.Second), c.maxWait.Round(time.Second), c.median, 100*c.over2, strings.Join(classes, ", "), 100*c.inRange)
+	return fmt.Sprintf("%d jobs (%d cancelled), %d waited (mean %v, max %v; %d more with no runner to estimate): median ETA/wait %.3f, waited > 2×ETA %.1f%% (%s), wait within the range %.1f%% (below %.1f%%, above %.1f%%), > 2× its upper end %.1f%%",
+		c.jobs, c.cancelled, c.waited, c.meanWait.Round(time.Second), c.maxWait.Round(time.Second), c.noEstimate, c.median, 100*c.over2, strings.Join(classes, ", "), 100*c.inRange, 100*c.below, 100*c.above, 100*c.over2High)
 }
 
 // etaDays is how many simulated days TestETACalibration plays (each its
-// own seed): go test -run TestETACalibration -v ./internal/analysis/fleet/ -args -eta.days 6
-var etaDays = flag.Int("eta.days", 3, "simulated days TestETACalibration plays")
+// own seed). The suite plays one; the published figures are six:
+//
+//	go test -run TestETACalibration -v ./internal/analysis/fleet/ -args -eta.days 6
+var etaDays = flag.Int("eta.days", 1, "simulated days TestETACalibration plays")
 
-// The calibration targets of issue 23: the median first ETA ÷ wait in
-// 0.9–1.1 and at most 10% of the jobs waiting more than twice their ETA,
-// on every seed; the old estimator misses them (so this test can fail).
+// The calibration targets. Issue 23, on a calm day: the median first
+// ETA ÷ wait in 0.9–1.1 and at most 10% of the jobs waiting more than
+// twice their ETA; the estimator before it misses them. Issue 37, on a
+// stressed day (runner drains, bisect steps pinned to their card, a
+// nightly and merge-queue bursts, cancellations): the range shown holds
+// the wait for at least 80% of the jobs and at most 5% wait more than
+// twice its upper end; issue 23's quartile range misses that. Each
+// check can fail: the estimator it replaced is run beside it.
 func TestETACalibration(t *testing.T) {
 	var seeds []uint64
-	for d := range *etaDays {
+	for d := range max(*etaDays, 1) {
 		seeds = append(seeds, uint64(d)+1)
 	}
 	if testing.Short() {
-		seeds = seeds[:min(len(seeds), 1)]
+		seeds = seeds[:1]
 	}
-	ok := func(c calibration) bool { return c.median >= 0.9 && c.median <= 1.1 && c.over2 <= 0.10 }
+	calm := func(c calibration) bool { return c.median >= 0.9 && c.median <= 1.1 && c.over2 <= 0.10 }
+	holds := func(c calibration) bool { return c.inRange >= 0.80 && c.over2High <= 0.05 }
 	for _, seed := range seeds {
-		c := calibrate(seed, newEstimator, time.Minute)
-		t.Logf("seed %d, new: %v", seed, c)
-		if !ok(c) {
-			t.Errorf("seed %d: %v; want median 0.9–1.1, ≤ 10%% over 2×", seed, c)
+		c := calibrate(seed, false, newEstimator, time.Minute)
+		t.Logf("seed %d, calm, new: %v", seed, c)
+		if !calm(c) || !holds(c) {
+			t.Errorf("seed %d, calm: %v; want median 0.9–1.1, ≤ 10%% over 2×ETA, ≥ 80%% in the range, ≤ 5%% over 2× its end", seed, c)
 		}
-		old := calibrate(seed, oldEstimator, time.Minute)
-		t.Logf("seed %d, old: %v", seed, old)
-		if ok(old) {
-			t.Errorf("seed %d: the old estimator meets the targets too (%v): the test cannot tell them apart", seed, old)
+		old := calibrate(seed, false, oldEstimator, time.Minute)
+		t.Logf("seed %d, calm, before issue 23: %v", seed, old)
+		if calm(old) {
+			t.Errorf("seed %d: the estimator before issue 23 meets the targets too (%v): the test cannot tell them apart", seed, old)
+		}
+		st := calibrate(seed, true, newEstimator, time.Minute)
+		t.Logf("seed %d, stressed, new: %v", seed, st)
+		if !holds(st) {
+			t.Errorf("seed %d, stressed: %v; want ≥ 80%% in the range, ≤ 5%% over 2× its end", seed, st)
+		}
+		q := calibrate(seed, true, quartileEstimator, time.Minute)
+		t.Logf("seed %d, stressed, issue 23's range: %v", seed, q)
+		if holds(q) {
+			t.Errorf("seed %d: issue 23's range holds too (%v): the test cannot tell them apart", seed, q)
 		}
 	}
 }

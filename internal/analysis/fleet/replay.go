@@ -65,10 +65,26 @@ func ParsePool(p string) (labels []string, gpu string) {
 // AgeAfter, else by class, then by fair-share tag (a new job of a tenant
 // without a line starts at the class's virtual time, ahead of longer
 // lines). Wait is the median of the replays' waits, or half their 95th
-// percentile when that is more; Low and High are their quartiles (widened
-// to hold Wait). Its cost is Replays times linear in the jobs replayed
+// percentile when that is more; Low and High are their 5th and 95th
+// percentiles (RangeLow, RangeHigh; widened to hold Wait). A range of
+// quartiles held the wait only half the time, and work the replay cannot
+// foresee (drains, bursts, cancellations) moves waits both ways: the
+// range holds 80% of waits only at the replays' tails (TestETACalibration). Its cost is Replays times linear in the jobs replayed
 // times the pools a runner serves.
 func Estimate(f Forecast) map[int64]Place {
+	return estimate(f, RangeLow, RangeHigh)
+}
+
+// RangeLow and RangeHigh are the quantiles of the replays' waits a
+// queued check's range shows: with Replays 31, the second-lowest and
+// second-highest.
+const (
+	RangeLow  = 0.05
+	RangeHigh = 0.95
+)
+
+// estimate is Estimate with the range at the replays' lo and hi quantiles.
+func estimate(f Forecast, lo, hi float64) map[int64]Place {
 	var out map[int64]Place
 	waits := make(map[int64][]time.Duration, len(f.Queue))
 	for k := range Replays {
@@ -91,11 +107,16 @@ func Estimate(f Forecast) map[int64]Place {
 		// wait as uncertain as the first free runner's (exponential-like)
 		// gets an ETA it rarely exceeds twice over.
 		p.Wait = max(w[n/2], w[(n-1)*19/20]/2)
-		p.Low, p.High = min(w[n/4], p.Wait), max(w[(3*n)/4], p.Wait)
+		p.Low, p.High = min(w[quantile(n, lo)], p.Wait), max(w[quantile(n, hi)], p.Wait)
 		p.Beyond = p.Wait >= Horizon
 		out[id] = p
 	}
 	return out
+}
+
+// quantile is the index of the q quantile of n sorted values.
+func quantile(n int, q float64) int {
+	return min(int(q*float64(n)), n-1)
 }
 
 type rjob struct {

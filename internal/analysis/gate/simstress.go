@@ -26,6 +26,8 @@ type Stress struct {
 	// Metric's series is gated on (e.g. tpot_p90 instead of tpot_median)
 	// and is where regressions are injected.
 	Gate string
+	// Drift, when > 0, replaces the run's drift per run (a slow walk).
+	Drift float64
 }
 
 // Stresses are the worlds `perfgate simulate-gate --stress all` runs,
@@ -46,6 +48,10 @@ func Stresses() []Stress {
 		{Name: "100 requests, tpot_p90 gated", Model: n(0.01), World: World{Requests: 100}, Gate: "tpot_p90"},
 		{Name: "100 requests, tpot_median gated", Model: n(0.01), World: World{Requests: 100}, Gate: "tpot_median"},
 		{Name: "one missing run per job", Model: n(0.02), World: World{MissingRuns: 1}},
+		// Harder than any above (issue 34): a noisy shared machine.
+		{Name: "per-start SD 5%, within-start CV 3%, drift 0.5%/run", Model: n(0.03), World: World{StartCV: 0.05}, Drift: 0.005},
+		{Name: "t(3) tails + 3% outlier runs ×1.6", Model: NoiseModel{Name: "t(3), CV 3%", CV: 0.03, TailDF: 3, OutlierProb: 0.03, OutlierShift: math.Log(1.6) / 0.03}},
+		{Name: "all of the above", Model: NoiseModel{Name: "t(3), CV 3%", CV: 0.03, TailDF: 3, OutlierProb: 0.03, OutlierShift: math.Log(1.6) / 0.03}, World: World{StartCV: 0.05}, Drift: 0.005},
 	}
 }
 
@@ -139,6 +145,11 @@ type StressRow struct {
 	GPUMinutesAt      []float64 // mean per PR with a regression, per delta
 	Looks             float64   // mean looks per A/A PR
 	FirstFA           float64   // A/A called a regression at the first look
+	// Detectable is the mean smallest change (worse, relative) the gated
+	// metric's evidence could call at the first look of an A/A PR, with
+	// 90% power (gate.MetricResult.Detectable): what the noise lets the
+	// first job resolve.
+	Detectable float64
 }
 
 // SimulateStress measures the gate under every stress.
@@ -194,8 +205,12 @@ func stressRow(cfg StressConfig, si int, st Stress, n int) (StressRow, error) {
 	if cfg.Profile != nil && si == n-1 && cfg.Profile.SessionCV > 0 {
 		sessionCV = cfg.Profile.SessionCV
 	}
+	drift := cfg.Drift
+	if st.Drift > 0 {
+		drift = st.Drift
+	}
 	sc := SimConfig{Tier: tier, Design: DesignInterleaved, Runs: max(tier.Pairs, MinPairs), BaselineRuns: 5, HistorySets: cfg.HistorySets,
-		SessionCV: sessionCV, Drift: cfg.Drift, Metric: metric, World: st.World}
+		SessionCV: sessionCV, Drift: drift, Metric: metric, World: st.World}
 	if !tier.Interleave {
 		sc.Design, sc.Runs = DesignStored, max(tier.Repeats, MinRuns)
 	}
@@ -205,7 +220,7 @@ func stressRow(cfg StressConfig, si int, st Stress, n int) (StressRow, error) {
 	if err != nil {
 		return row, fmt.Errorf("stress %s: %w", st.Name, err)
 	}
-	row.FalseAlarm, row.Human, row.GPUMinutes, row.Looks, row.FirstFA = null.regression, null.human, null.gpu, null.looks, null.first
+	row.FalseAlarm, row.Human, row.GPUMinutes, row.Looks, row.FirstFA, row.Detectable = null.regression, null.human, null.gpu, null.looks, null.first, null.detectable
 	for _, d := range cfg.Deltas {
 		a, err := s.settle(d, cfg.DeltaGates, cfg)
 		if err != nil {
@@ -217,7 +232,7 @@ func stressRow(cfg StressConfig, si int, st Stress, n int) (StressRow, error) {
 	return row, nil
 }
 
-type settled struct{ regression, human, gpu, looks, first float64 }
+type settled struct{ regression, human, gpu, looks, first, detectable float64 }
 
 // settle gates PRs with a true change delta the way production does:
 // judge the first job; while inconclusive, add the pairs the report asks
@@ -243,6 +258,11 @@ func (s *simulator) settle(delta float64, gates int, cfg StressConfig) (settled,
 		if rep.Verdict == Regression {
 			out.first++
 		}
+		for _, m := range rep.Metrics {
+			if m.Metric == s.cfg.Metric && m.Measured() {
+				out.detectable += math.Abs(m.Detectable)
+			}
+		}
 		for rep.Verdict == Inconclusive && rep.NeedMoreRuns > ev.size() && !rep.Looks.Final() {
 			more := rep.NeedMoreRuns - ev.size()
 			if ev.cost(cfg)-first+ev.priceOf(more, cfg) > float64(tier.SettleGPUMinutes) {
@@ -265,7 +285,7 @@ func (s *simulator) settle(delta float64, gates int, cfg StressConfig) (settled,
 		out.looks += float64(looks)
 	}
 	n := float64(gates)
-	return settled{out.regression / n, out.human / n, out.gpu / n, out.looks / n, out.first / n}, nil
+	return settled{out.regression / n, out.human / n, out.gpu / n, out.looks / n, out.first / n, out.detectable / n}, nil
 }
 
 // cost is the GPU-minutes the PR's jobs spent so far.
@@ -330,7 +350,7 @@ func WriteStressTable(w io.Writer, cfg StressConfig, rows []StressRow) error {
 		cfg.Tier.Name, design, cfg.Tier.SettleGPUMinutes, DefaultMaxLooks, cfg.HistorySets, 100*cfg.SessionCV, 100*cfg.Drift, cfg.RunMinutes, cfg.StartMinutes, cfg.Gates, cfg.DeltaGates, cfg.Seed)
 	fmt.Fprintf(w, "targets: false alarm ≤ 0.5%%, clean PRs needing a human ≤ 2%%, +5%% detected ≥ 90%%\n\n")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	head := []string{"stress", "false alarm", "clean → human"}
+	head := []string{"stress", "false alarm", "clean → human", "detectable (1st look)"}
 	for _, d := range cfg.Deltas {
 		head = append(head, fmt.Sprintf("+%.0f%% caught", 100*d))
 	}
@@ -341,7 +361,7 @@ func WriteStressTable(w io.Writer, cfg StressConfig, rows []StressRow) error {
 	head = append(head, "missed targets")
 	fmt.Fprintln(tw, strings.Join(head, "\t"))
 	for _, r := range rows {
-		cells := []string{r.Stress, fmt.Sprintf("%.2f%%", 100*r.FalseAlarm), fmt.Sprintf("%.2f%%", 100*r.Human)}
+		cells := []string{r.Stress, fmt.Sprintf("%.2f%%", 100*r.FalseAlarm), fmt.Sprintf("%.2f%%", 100*r.Human), fmt.Sprintf("%.1f%%", 100*r.Detectable)}
 		for _, d := range r.Detection {
 			cells = append(cells, fmt.Sprintf("%.1f%%", 100*d))
 		}

@@ -2,11 +2,12 @@ package report
 
 import (
 	"fmt"
-
-	"github.com/perfgate/perfgate/internal/analysis/cost"
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/perfgate/perfgate/internal/analysis/cost"
+	"github.com/perfgate/perfgate/internal/vocab/rev"
 )
 
 // summaryData is what check_summary.md.tmpl sees.
@@ -216,13 +217,10 @@ func quoteLines(lines []string) string {
 }
 
 func shortSHA(sha string) string {
-	if len(sha) > 7 {
-		return "`" + sha[:7] + "`"
-	}
 	if sha == "" {
 		return "this commit"
 	}
-	return "`" + sha + "`"
+	return "`" + rev.Short(sha) + "`"
 }
 
 func formatTime(t time.Time) string {

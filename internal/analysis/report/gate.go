@@ -155,7 +155,11 @@ func environment(e result.Environment) []KV {
 		}
 		add("CPU", cpu)
 	}
-	add("engine", engineIdentity(e.EngineImage))
+	engine := e.EngineImage
+	if e.EngineCommand != "" {
+		engine = e.EngineCommand // as it ran, not the configured template
+	}
+	add("engine", engineIdentity(engine))
 	add("engine version", strings.TrimSpace(e.EngineName+" "+e.EngineVersion))
 	add("commit", e.Commit)
 	add("source tree", e.SourceTree)

@@ -71,135 +71,191 @@ func ruleFor(key string, signed, unknown bool) numberRule {
 // without building a tree or a token per value (a result is large); JSON
 // it cannot read passes, for the decoder to refuse.
 func checkNumbers(raw []byte) error {
-	type frame struct {
-		object   bool
-		t        reflect.Type // the container's Go type; nil: unknown
-		key      string       // the object key this container stands under
-		root     bool
-		idx      int    // arrays: the current element
-		childKey string // objects: the key of the current member
-	}
-	var stack []frame
-	var errs []error
-	// child is the type, key and unknown-ness of the value at hand.
-	child := func() (reflect.Type, string, bool) {
-		if len(stack) == 0 {
-			return resultType, "", false
+	sc := numberScan{raw: raw}
+	for sc.i < len(raw) {
+		var done bool
+		switch c := raw[sc.i]; {
+		case c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == ',' || c == ':':
+			sc.separator(c)
+		case c == '{' || c == '[':
+			sc.open(c)
+		case c == '}' || c == ']':
+			done = sc.close()
+		case c == '"':
+			done = sc.str()
+		case c == '-' || (c >= '0' && c <= '9'):
+			sc.number()
+		default: // true, false, null
+			done = sc.literal()
 		}
-		top := &stack[len(stack)-1]
-		if top.object {
-			ft, known := fieldType(top.t, top.childKey, top.root)
-			return ft, top.childKey, !known
+		if done {
+			return nil
 		}
-		return elemType(top.t), top.key, top.t == nil
 	}
-	path := func() string {
-		var b strings.Builder
-		for i, f := range stack {
-			if f.object {
-				if i > 0 {
-					b.WriteByte('.')
-				}
-				b.WriteString(f.childKey)
-			} else {
-				b.WriteString("[" + strconv.Itoa(f.idx) + "]")
-			}
-		}
-		return b.String()
-	}
-	signed := func() bool {
-		for _, f := range stack {
-			if f.key == "client_server_ttft_gap" || (f.object && f.childKey == "client_server_ttft_gap") {
-				return true
-			}
-		}
-		return false
-	}
+	return errors.Join(sc.errs...)
+}
+
+// numberScan is checkNumbers' state: where it is in raw, the containers
+// it is in, and the rule of the numbers at hand.
+type numberScan struct {
+	raw       []byte
+	i         int
+	stack     []numberFrame
+	errs      []error
+	expectKey bool
 	// A number's rule depends only on where it stands: cache it per
 	// container, so an array of a million latencies looks it up once.
-	var cached struct {
+	cached struct {
 		depth int
 		valid bool
 		t     reflect.Type
 		rule  numberRule
 	}
-	expectKey := false
-	for i := 0; i < len(raw); {
-		c := raw[i]
-		switch {
-		case c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == ',' || c == ':':
-			if c == ',' && len(stack) > 0 {
-				if top := &stack[len(stack)-1]; top.object {
-					expectKey = true
-				} else {
-					top.idx++
-				}
+}
+
+// numberFrame is one container the scan is in.
+type numberFrame struct {
+	object   bool
+	t        reflect.Type // the container's Go type; nil: unknown
+	key      string       // the object key this container stands under
+	root     bool
+	idx      int    // arrays: the current element
+	childKey string // objects: the key of the current member
+}
+
+// child is the type, key and unknown-ness of the value at hand.
+func (sc *numberScan) child() (reflect.Type, string, bool) {
+	if len(sc.stack) == 0 {
+		return resultType, "", false
+	}
+	top := &sc.stack[len(sc.stack)-1]
+	if top.object {
+		ft, known := fieldType(top.t, top.childKey, top.root)
+		return ft, top.childKey, !known
+	}
+	return elemType(top.t), top.key, top.t == nil
+}
+
+// path is where the value at hand stands: perfgate.e2els_ms[3].
+func (sc *numberScan) path() string {
+	var b strings.Builder
+	for i, f := range sc.stack {
+		if f.object {
+			if i > 0 {
+				b.WriteByte('.')
 			}
-			i++
-		case c == '{' || c == '[':
-			t, key, _ := child()
-			stack = append(stack, frame{object: c == '{', t: t, key: key, root: len(stack) == 0})
-			expectKey = c == '{'
-			cached.valid = false
-			i++
-		case c == '}' || c == ']':
-			if len(stack) == 0 {
-				return nil
-			}
-			stack = stack[:len(stack)-1]
-			expectKey = false
-			cached.valid = false
-			i++
-		case c == '"':
-			j := i + 1
-			escaped := false
-			for j < len(raw) && raw[j] != '"' {
-				if raw[j] == '\\' {
-					escaped = true
-					j++
-				}
-				j++
-			}
-			if j >= len(raw) {
-				return nil
-			}
-			if expectKey && len(stack) > 0 {
-				k := string(raw[i+1 : j])
-				if escaped {
-					if u, err := strconv.Unquote(string(raw[i : j+1])); err == nil {
-						k = u
-					}
-				}
-				stack[len(stack)-1].childKey = k
-				expectKey = false
-				cached.valid = false
-			}
-			i = j + 1
-		case c == '-' || (c >= '0' && c <= '9'):
-			j := i + 1
-			for j < len(raw) && (raw[j] == '.' || raw[j] == 'e' || raw[j] == 'E' || raw[j] == '+' || raw[j] == '-' || (raw[j] >= '0' && raw[j] <= '9')) {
-				j++
-			}
-			if !cached.valid || cached.depth != len(stack) {
-				t, key, unknown := child()
-				cached.t, cached.rule, cached.depth = t, ruleFor(key, strings.HasSuffix(key, "_ms") && signed(), unknown), len(stack)
-				// An object's members differ; an array's elements share one rule.
-				cached.valid = len(stack) > 0 && !stack[len(stack)-1].object
-			}
-			if msg := checkNumber(raw[i:j], cached.t, cached.rule); msg != "" && len(errs) < maxNumberErrors {
-				errs = append(errs, fmt.Errorf("%s is %s: %s", path(), raw[i:j], msg))
-			}
-			i = j
-		default: // true, false, null
-			for i < len(raw) && raw[i] >= 'a' && raw[i] <= 'z' {
-				i++
-			}
-			if i < len(raw) && !(raw[i] == ',' || raw[i] == '}' || raw[i] == ']' || raw[i] == ' ' || raw[i] == '\n' || raw[i] == '\t' || raw[i] == '\r') {
-				return nil // not JSON: the decoder says why
-			}
+			b.WriteString(f.childKey)
+		} else {
+			b.WriteString("[" + strconv.Itoa(f.idx) + "]")
 		}
 	}
-	return errors.Join(errs...)
+	return b.String()
+}
+
+// signed reports whether the value at hand is under the TTFT gap, whose
+// milliseconds may be negative.
+func (sc *numberScan) signed() bool {
+	for _, f := range sc.stack {
+		if f.key == "client_server_ttft_gap" || (f.object && f.childKey == "client_server_ttft_gap") {
+			return true
+		}
+	}
+	return false
+}
+
+// separator steps over white space, a colon or a comma; a comma moves to
+// an object's next key or an array's next element.
+func (sc *numberScan) separator(c byte) {
+	if c == ',' && len(sc.stack) > 0 {
+		if top := &sc.stack[len(sc.stack)-1]; top.object {
+			sc.expectKey = true
+		} else {
+			top.idx++
+		}
+	}
+	sc.i++
+}
+
+// open enters an object or an array.
+func (sc *numberScan) open(c byte) {
+	t, key, _ := sc.child()
+	sc.stack = append(sc.stack, numberFrame{object: c == '{', t: t, key: key, root: len(sc.stack) == 0})
+	sc.expectKey = c == '{'
+	sc.cached.valid = false
+	sc.i++
+}
+
+// close leaves an object or an array; one too many ends the scan.
+func (sc *numberScan) close() (done bool) {
+	if len(sc.stack) == 0 {
+		return true
+	}
+	sc.stack = sc.stack[:len(sc.stack)-1]
+	sc.expectKey = false
+	sc.cached.valid = false
+	sc.i++
+	return false
+}
+
+// str steps over a string, keeping it as the key when one is expected;
+// an unterminated string ends the scan.
+func (sc *numberScan) str() (done bool) {
+	raw, i := sc.raw, sc.i
+	j := i + 1
+	escaped := false
+	for j < len(raw) && raw[j] != '"' {
+		if raw[j] == '\\' {
+			escaped = true
+			j++
+		}
+		j++
+	}
+	if j >= len(raw) {
+		return true
+	}
+	if sc.expectKey && len(sc.stack) > 0 {
+		k := string(raw[i+1 : j])
+		if escaped {
+			if u, err := strconv.Unquote(string(raw[i : j+1])); err == nil {
+				k = u
+			}
+		}
+		sc.stack[len(sc.stack)-1].childKey = k
+		sc.expectKey = false
+		sc.cached.valid = false
+	}
+	sc.i = j + 1
+	return false
+}
+
+// number checks the number at hand against the rule of where it stands.
+func (sc *numberScan) number() {
+	raw, i := sc.raw, sc.i
+	j := i + 1
+	for j < len(raw) && (raw[j] == '.' || raw[j] == 'e' || raw[j] == 'E' || raw[j] == '+' || raw[j] == '-' || (raw[j] >= '0' && raw[j] <= '9')) {
+		j++
+	}
+	if !sc.cached.valid || sc.cached.depth != len(sc.stack) {
+		t, key, unknown := sc.child()
+		sc.cached.t, sc.cached.rule, sc.cached.depth = t, ruleFor(key, strings.HasSuffix(key, "_ms") && sc.signed(), unknown), len(sc.stack)
+		// An object's members differ; an array's elements share one rule.
+		sc.cached.valid = len(sc.stack) > 0 && !sc.stack[len(sc.stack)-1].object
+	}
+	if msg := checkNumber(raw[i:j], sc.cached.t, sc.cached.rule); msg != "" && len(sc.errs) < maxNumberErrors {
+		sc.errs = append(sc.errs, fmt.Errorf("%s is %s: %s", sc.path(), raw[i:j], msg))
+	}
+	sc.i = j
+}
+
+// literal steps over true, false or null; anything else is not JSON and
+// ends the scan, for the decoder to say why.
+func (sc *numberScan) literal() (done bool) {
+	raw := sc.raw
+	for sc.i < len(raw) && raw[sc.i] >= 'a' && raw[sc.i] <= 'z' {
+		sc.i++
+	}
+	i := sc.i
+	return i < len(raw) && !(raw[i] == ',' || raw[i] == '}' || raw[i] == ']' || raw[i] == ' ' || raw[i] == '\n' || raw[i] == '\t' || raw[i] == '\r')
 }
 
 // checkNumber says what is wrong with the number n held by a value of

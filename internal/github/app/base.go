@@ -17,6 +17,7 @@ import (
 	"github.com/perfgate/perfgate/internal/github/repoconfig"
 	"github.com/perfgate/perfgate/internal/vocab/check"
 	"github.com/perfgate/perfgate/internal/vocab/request"
+	"github.com/perfgate/perfgate/internal/vocab/rev"
 )
 
 // base is what every event handler shares.
@@ -132,7 +133,7 @@ func (b *base) conclude(ctx context.Context, t prTarget, tier check.Tier, v chec
 // the jobs, and the outbox shows the queued check on GitHub.
 func (b *base) queueRun(ctx context.Context, req request.Run) error {
 	if err := b.deps.Dispatcher.RequestRun(ctx, req); err != nil {
-		return fmt.Errorf("request %s run for %s@%s: %w", req.Tier, req.FullName(), short(req.HeadSHA), err)
+		return fmt.Errorf("request %s run for %s@%s: %w", req.Tier, req.FullName(), rev.Short(req.HeadSHA), err)
 	}
 	zerolog.Ctx(ctx).Info().Str("tier", string(req.Tier)).Str("sha", req.HeadSHA).Str("trigger", req.Trigger).Msg("benchmark requested")
 	return nil

@@ -10,6 +10,7 @@ import (
 
 	"github.com/perfgate/perfgate/internal/github/command"
 	"github.com/perfgate/perfgate/internal/vocab/request"
+	"github.com/perfgate/perfgate/internal/vocab/rev"
 )
 
 // Bisects starts the bisects maintainers ask for with `/perf bisect`
@@ -63,7 +64,7 @@ func startedReply(cmd command.Command, s request.BisectStarted) string {
 	if s.Commits == 1 {
 		commits = "1 commit"
 	}
-	good, bad := "`"+short(s.Good)+"`", "`"+short(s.Bad)+"`"
+	good, bad := "`"+rev.Short(s.Good)+"`", "`"+rev.Short(s.Bad)+"`"
 	if cmd.Good != s.Good && !isPrefix(cmd.Good, s.Good) {
 		good = fmt.Sprintf("`%s` (%s)", cmd.Good, good)
 	}

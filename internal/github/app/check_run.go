@@ -8,6 +8,7 @@ import (
 	"github.com/palantir/go-githubapp/githubapp"
 	"github.com/perfgate/perfgate/internal/github/repoconfig"
 	"github.com/perfgate/perfgate/internal/vocab/check"
+	"github.com/perfgate/perfgate/internal/vocab/rev"
 )
 
 // checkRunHandler re-runs a check when GitHub's "Re-run" or perfgate's own
@@ -80,7 +81,7 @@ func (h *checkRunHandler) Handle(ctx context.Context, eventType, deliveryID stri
 				return answer(fmt.Sprintf("the Retest button on `%s` needs write access to the repository; you have %s access, so nothing was run. A maintainer can comment `/perf retest`.", run.Name, accessWord(a)))
 			}
 		case "appeal":
-			return answer(fmt.Sprintf("to appeal `%s` on `%s`, comment `/perf appeal <reason>` on this pull request; the reason is recorded and the PR re-tested.", run.Name, short(t.headSHA)))
+			return answer(fmt.Sprintf("to appeal `%s` on `%s`, comment `/perf appeal <reason>` on this pull request; the reason is recorded and the PR re-tested.", run.Name, rev.Short(t.headSHA)))
 		case "approve":
 			return h.approveButton(ctx, client, t, tier, prHead, sender, deliveryID, answer)
 		default:
@@ -136,7 +137,7 @@ func (h *checkRunHandler) approveButton(ctx context.Context, client *github.Clie
 	}
 	if prHead != t.headSHA {
 		return answer(fmt.Sprintf("this check is about `%s`, but the pull request has moved on to `%s`; nothing was approved or run. Approve the new commit on its own check, or comment `/perf approve %s`.",
-			short(t.headSHA), short(prHead), prHead))
+			rev.Short(t.headSHA), rev.Short(prHead), prHead))
 	}
 	cfg, ok, err := h.buttonConfig(ctx, client, t, tier, deliveryID, answer)
 	if !ok {
@@ -161,7 +162,7 @@ func (h *checkRunHandler) approveButton(ctx context.Context, client *github.Clie
 	if err != nil {
 		return err
 	}
-	return answer(fmt.Sprintf("approved commit `%s` to run on perfgate's runners; the `%s` check follows. A new push needs a new approval.", short(t.headSHA), check.CheckName(tier)))
+	return answer(fmt.Sprintf("approved commit `%s` to run on perfgate's runners; the `%s` check follows. A new push needs a new approval.", rev.Short(t.headSHA), check.CheckName(tier)))
 }
 
 // prNumberOf reads the PR from external_id (set by perfgate, present for

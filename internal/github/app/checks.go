@@ -12,10 +12,3 @@ func prFromExternalID(id string) (int, bool) {
 	n, err := strconv.Atoi(head)
 	return n, err == nil && n > 0
 }
-
-func short(sha string) string {
-	if len(sha) > 7 {
-		return sha[:7]
-	}
-	return sha
-}

@@ -11,6 +11,7 @@ import (
 	"github.com/perfgate/perfgate/internal/github/command"
 	"github.com/perfgate/perfgate/internal/vocab/check"
 	"github.com/perfgate/perfgate/internal/vocab/request"
+	"github.com/perfgate/perfgate/internal/vocab/rev"
 )
 
 // Findings take a regression from its verdict to its cause: profiling
@@ -42,10 +43,10 @@ func (h *issueCommentHandler) profileCommand(ctx context.Context, client *github
 	}
 	if q.Already {
 		return fmt.Sprintf("A profile of base `%s` and head `%s` is already queued or running (job %d); its diff will be posted here.",
-			short(t.baseSHA), short(t.headSHA), q.JobID), nil
+			rev.Short(t.baseSHA), rev.Short(t.headSHA), q.JobID), nil
 	}
 	return fmt.Sprintf("Profiling base `%s` and head `%s` (job %d: %d requests each, with the engine's profiler on); \"where the time went\" will be posted here with links to both traces.",
-		short(t.baseSHA), short(t.headSHA), q.JobID, q.Requests), nil
+		rev.Short(t.baseSHA), rev.Short(t.headSHA), q.JobID, q.Requests), nil
 }
 
 // rootCauseCommand runs `/perf rootcause <cause> [fix <link>]`.
@@ -64,7 +65,7 @@ func (h *issueCommentHandler) rootCauseCommand(ctx context.Context, t prTarget, 
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "Recorded in the knowledge base (entry %d):\n\n", r.ID)
-	fmt.Fprintf(&b, "- **phenomenon**: %s (the `%s` verdict on `%s`)\n", r.Phenomenon, check.CheckName(check.Tier(r.Tier)), short(r.Commit))
+	fmt.Fprintf(&b, "- **phenomenon**: %s (the `%s` verdict on `%s`)\n", r.Phenomenon, check.CheckName(check.Tier(r.Tier)), rev.Short(r.Commit))
 	if r.Profile != "" {
 		fmt.Fprintf(&b, "- **profile**: %s\n", r.Profile)
 	} else {

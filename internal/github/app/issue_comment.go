@@ -16,6 +16,7 @@ import (
 	"github.com/perfgate/perfgate/internal/github/repoconfig"
 	"github.com/perfgate/perfgate/internal/vocab/check"
 	"github.com/perfgate/perfgate/internal/vocab/request"
+	"github.com/perfgate/perfgate/internal/vocab/rev"
 )
 
 // issueCommentHandler runs `/perf` commands posted on pull requests. Every
@@ -116,44 +117,10 @@ func (h *issueCommentHandler) run(ctx context.Context, client *github.Client, t 
 		if err := h.queueRun(ctx, req); err != nil {
 			return "", err
 		}
-		return fmt.Sprintf("Re-testing `%s` on `%s`.", check.CheckName(tier), short(t.headSHA)), nil
+		return fmt.Sprintf("Re-testing `%s` on `%s`.", check.CheckName(tier), rev.Short(t.headSHA)), nil
 
 	case command.Approve:
-		cfg, msg, ok, err := h.configured(ctx, client, t, check.TierQuick, deliveryID)
-		if !ok {
-			return msg, err
-		}
-		// Bound to the commit the approver names: if the PR moved on, what
-		// they reviewed is not what would run.
-		// t.headSHA is GitHub's answer now, not a webhook's. A prefix is
-		// checked against the heads perfgate recorded and the commits
-		// GitHub lists for the PR.
-		var seen []request.SeenHead
-		var gh *prHistory
-		hist, known := h.deps.Approvals.(HeadHistory)
-		if known && len(cmd.SHA) < len(t.headSHA) && strings.HasPrefix(t.headSHA, strings.ToLower(cmd.SHA)) {
-			if seen, err = hist.Heads(ctx, t.fullName(), t.number); err != nil {
-				return "", fmt.Errorf("heads of %s#%d: %w", t.fullName(), t.number, err)
-			}
-			hs, err := history(ctx, client, t)
-			if err != nil {
-				return "", err
-			}
-			gh = &hs
-		}
-		if refusal, ok := approvedHead(cmd.SHA, t.headSHA, seen, gh, known, commentedAt); !ok {
-			zerolog.Ctx(ctx).Info().Str("named", cmd.SHA).Str("head_sha", t.headSHA).Msg("approval by prefix refused")
-			return refusal, nil
-		}
-		refusal, ok, err := h.approve(ctx, t, cfg, by, a, "/perf approve")
-		if !ok {
-			return refusal, err
-		}
-		if err := h.quickRun(ctx, client, t, cfg, "/perf approve", by, deliveryID); err != nil {
-			return "", err
-		}
-		return fmt.Sprintf("Approved commit `%s` to run on perfgate's runners; the `%s` check follows (`/perf retest merge` runs the merge tier). A new push needs a new approval.",
-			short(t.headSHA), check.CheckName(check.TierQuick)), nil
+		return h.approveCommand(ctx, client, t, cmd, by, a, commentedAt, deliveryID)
 
 	case command.Profile:
 		return h.profileCommand(ctx, client, t, by, deliveryID)
@@ -198,7 +165,7 @@ func (h *issueCommentHandler) run(ctx context.Context, client *github.Client, t 
 			return "", err
 		}
 		return fmt.Sprintf("Appeal recorded:\n\n> %s\n\nRe-testing `%s` on `%s`. A maintainer can then `/perf appeal accept` or `/perf appeal reject [reason]`.",
-			cmd.Reason, check.CheckName(check.TierQuick), short(t.headSHA)), nil
+			cmd.Reason, check.CheckName(check.TierQuick), rev.Short(t.headSHA)), nil
 
 	case command.AppealAccept, command.AppealReject:
 		if h.deps.Appeals == nil {
@@ -223,6 +190,47 @@ func (h *issueCommentHandler) run(ctx context.Context, client *github.Client, t 
 	}
 	zerolog.Ctx(ctx).Warn().Str("kind", string(cmd.Kind)).Msg("command without an action")
 	return command.HelpText(), nil
+}
+
+// approveCommand approves the commit the maintainer names to run on
+// perfgate's runners, and starts its quick check.
+func (h *issueCommentHandler) approveCommand(ctx context.Context, client *github.Client, t prTarget, cmd command.Command, by string, a access, commentedAt time.Time, deliveryID string) (string, error) {
+	cfg, msg, ok, err := h.configured(ctx, client, t, check.TierQuick, deliveryID)
+	if !ok {
+		return msg, err
+	}
+	// Bound to the commit the approver names: if the PR moved on, what
+	// they reviewed is not what would run.
+	// t.headSHA is GitHub's answer now, not a webhook's. A prefix is
+	// checked against the heads perfgate recorded and the commits
+	// GitHub lists for the PR.
+	var seen []request.SeenHead
+	var gh *prHistory
+	hist, known := h.deps.Approvals.(HeadHistory)
+	if known && len(cmd.SHA) < len(t.headSHA) && strings.HasPrefix(t.headSHA, strings.ToLower(cmd.SHA)) {
+		if seen, err = hist.Heads(ctx, t.fullName(), t.number); err != nil {
+			return "", fmt.Errorf("heads of %s#%d: %w", t.fullName(), t.number, err)
+		}
+		hs, err := history(ctx, client, t)
+		if err != nil {
+			return "", err
+		}
+		gh = &hs
+	}
+	if refusal, ok := approvedHead(cmd.SHA, t.headSHA, seen, gh, known, commentedAt); !ok {
+		zerolog.Ctx(ctx).Info().Str("named", cmd.SHA).Str("head_sha", t.headSHA).Msg("approval by prefix refused")
+		return refusal, nil
+	}
+	refusal, ok, err := h.approve(ctx, t, cfg, by, a, "/perf approve")
+	if !ok {
+		return refusal, err
+	}
+	if err := h.quickRun(ctx, client, t, cfg, "/perf approve", by, deliveryID); err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("Approved commit `%s` to run on perfgate's runners; the `%s` check follows (`/perf retest merge` runs the merge tier). A new push needs a new approval.",
+		rev.Short(t.headSHA), check.CheckName(check.TierQuick)), nil
+
 }
 
 // runnable loads the config for a command that runs the PR's code (a

@@ -9,6 +9,7 @@ import (
 	"github.com/perfgate/perfgate/internal/github/repoconfig"
 	"github.com/perfgate/perfgate/internal/vocab/check"
 	"github.com/perfgate/perfgate/internal/vocab/config"
+	"github.com/perfgate/perfgate/internal/vocab/rev"
 )
 
 // longRunCommand queues the capacity or soak tier on the PR (`/perf
@@ -30,7 +31,7 @@ func (h *issueCommentHandler) longRunCommand(ctx context.Context, client *github
 	if tier == check.TierSoak {
 		what = "soak `%s` under a steady load"
 	}
-	return fmt.Sprintf("Queued `%s`: perfgate will "+what+"; the check run shows the verdict.", check.CheckName(tier), short(t.headSHA)), nil
+	return fmt.Sprintf("Queued `%s`: perfgate will "+what+"; the check run shows the verdict.", check.CheckName(tier), rev.Short(t.headSHA)), nil
 }
 
 func longRunOn(c *config.Config, tier check.Tier) bool {

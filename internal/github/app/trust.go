@@ -12,6 +12,7 @@ import (
 	"github.com/perfgate/perfgate/internal/github/repoconfig"
 	"github.com/perfgate/perfgate/internal/vocab/check"
 	"github.com/perfgate/perfgate/internal/vocab/request"
+	"github.com/perfgate/perfgate/internal/vocab/rev"
 	"github.com/rs/zerolog"
 )
 
@@ -128,7 +129,7 @@ func (b *base) forkStateOf(ctx context.Context, t prTarget, cfg RepoConfig) (for
 	}
 	ok, err := b.deps.Approvals.Approved(ctx, t.fullName(), t.headSHA)
 	if err != nil {
-		return forkWaits, fmt.Errorf("approval of %s@%s: %w", t.fullName(), short(t.headSHA), err)
+		return forkWaits, fmt.Errorf("approval of %s@%s: %w", t.fullName(), rev.Short(t.headSHA), err)
 	}
 	if ok {
 		return forkRuns, nil
@@ -181,7 +182,7 @@ func notApprovedReply(t prTarget, st forkState, cfg RepoConfig) string {
 		return fmt.Sprintf("this pull request comes from a fork and this repository never runs a fork's code (`triggers.forks: never` in `%s` on `%s`), so nothing was run.", repoconfig.Path, cfg.Ref)
 	}
 	return fmt.Sprintf("commit `%s` comes from a fork and nobody has approved running it, so nothing was run. After reviewing it, %s can comment `/perf approve %s` or press **Approve** on the check; a new push needs a new approval.",
-		short(t.headSHA), approverWords(cfg.Forks), t.headSHA)
+		rev.Short(t.headSHA), approverWords(cfg.Forks), t.headSHA)
 }
 
 // approve records an approval of t's head commit by someone with role a,
@@ -204,7 +205,7 @@ func (b *base) approve(ctx context.Context, t prTarget, cfg RepoConfig, by strin
 	}
 	err = b.deps.Approvals.Approve(ctx, request.Approval{Owner: t.owner, Repo: t.repo, PR: t.number, HeadSHA: t.headSHA, By: by, Role: accessWord(a), Via: via})
 	if err != nil {
-		return "", false, fmt.Errorf("approve %s@%s: %w", t.fullName(), short(t.headSHA), err)
+		return "", false, fmt.Errorf("approve %s@%s: %w", t.fullName(), rev.Short(t.headSHA), err)
 	}
 	zerolog.Ctx(ctx).Info().Str("sha", t.headSHA).Str("by", by).Str("via", via).Msg("fork commit approved")
 	return "", true, nil

@@ -31,13 +31,6 @@ func (f *fakeApprovals) Heads(ctx context.Context, repo string, pr int) ([]reque
 	return append([]request.SeenHead(nil), f.heads...), nil
 }
 
-// seen records sha as a head perfgate saw at at.
-func (f *fakeApprovals) seen(sha string, at time.Time) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.heads = append(f.heads, request.SeenHead{SHA: sha, First: at})
-}
-
 func (f *fakeApprovals) Approve(ctx context.Context, a request.Approval) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()

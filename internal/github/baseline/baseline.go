@@ -33,6 +33,7 @@ import (
 	"github.com/perfgate/perfgate/internal/store"
 	"github.com/perfgate/perfgate/internal/vocab/config"
 	"github.com/perfgate/perfgate/internal/vocab/result"
+	"github.com/perfgate/perfgate/internal/vocab/rev"
 )
 
 // Store is what this package needs from the database; store.Store has it.
@@ -127,7 +128,7 @@ func (e *RefusedError) Error() string {
 		}
 		ref := e.Reference
 		if ref == "" {
-			ref = fmt.Sprintf("baseline #%d (commit %s)", e.Against.Version, short(e.Against.Commit))
+			ref = fmt.Sprintf("baseline #%d (commit %s)", e.Against.Version, rev.Log(e.Against.Commit))
 		}
 		fmt.Fprintf(&b, "worse than %s on %s", ref, strings.Join(ws, "; "))
 		if e.NeedReason {
@@ -435,7 +436,7 @@ func sessionsLike(hist []store.Baseline, gpu string, load result.Load, except in
 }
 
 func sessionLabel(b store.Baseline) string {
-	l := fmt.Sprintf("baseline #%d (commit %s)", b.Version, short(b.Commit))
+	l := fmt.Sprintf("baseline #%d (commit %s)", b.Version, rev.Log(b.Commit))
 	if v := Label(b); v != "" {
 		l = fmt.Sprintf("baseline #%d (%s)", b.Version, v)
 	}
@@ -503,11 +504,4 @@ func audit(ctx context.Context, st Store, b store.Baseline, meta Meta, prev stor
 		return fmt.Errorf("audit: %w", err)
 	}
 	return nil
-}
-
-func short(sha string) string {
-	if len(sha) > 12 {
-		return sha[:12]
-	}
-	return sha
 }

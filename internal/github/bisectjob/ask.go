@@ -156,7 +156,7 @@ func startedOf(rec store.BisectRecord) (request.BisectStarted, error) {
 	}
 	n := len(s.Commits) - 1
 	return request.BisectStarted{ID: rec.ID, Good: rec.GoodSHA, Bad: rec.BadSHA, Metric: rec.Metric, Tier: Tier,
-		Commits: n, Steps: ceilLog2(n), MaxJobs: s.Config.MaxJobs}, nil
+		Commits: n, Steps: bisect.Steps(n), MaxJobs: s.Config.MaxJobs}, nil
 }
 
 // defaultHead is the repository's default branch and the commit at its
@@ -189,14 +189,6 @@ func resolve(ctx context.Context, client *github.Client, owner, repo, ref, end s
 
 func refuse(format string, args ...any) error {
 	return &request.BisectRefusal{Reason: fmt.Sprintf(format, args...)}
-}
-
-func ceilLog2(n int) int {
-	k := 0
-	for 1<<k < n {
-		k++
-	}
-	return k
 }
 
 // StartFromChangePoint starts the bisect of a regression change point the

@@ -12,6 +12,7 @@ import (
 	"github.com/perfgate/perfgate/internal/github/baseline"
 	"github.com/perfgate/perfgate/internal/github/checkstate"
 	"github.com/perfgate/perfgate/internal/store"
+	"github.com/perfgate/perfgate/internal/vocab/rev"
 )
 
 // timerStore is what the timers room (escalate.go, started.go,
@@ -50,7 +51,7 @@ func (s *Service) Escalate(ctx context.Context) error {
 		// other phase the clock no longer applies and is cleared.
 		_, _, err := s.apply(ctx, cr, step{ev: checkstate.Event{Kind: checkstate.DeadlinePassed}})
 		if err != nil && !errors.Is(err, errIgnored) {
-			errs = append(errs, fmt.Errorf("escalate %s@%s %s: %w", cr.Repo, short(cr.HeadSHA), cr.Tier, err))
+			errs = append(errs, fmt.Errorf("escalate %s@%s %s: %w", cr.Repo, rev.Short(cr.HeadSHA), cr.Tier, err))
 		}
 	}
 	return errors.Join(errs...)

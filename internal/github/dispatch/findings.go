@@ -20,6 +20,7 @@ import (
 	"github.com/perfgate/perfgate/internal/vocab/config"
 	"github.com/perfgate/perfgate/internal/vocab/jobstate"
 	"github.com/perfgate/perfgate/internal/vocab/request"
+	"github.com/perfgate/perfgate/internal/vocab/rev"
 )
 
 // findingsStore is what the findings room (findings.go, knowledge.go:
@@ -124,7 +125,7 @@ func (s *Service) queueProfile(ctx context.Context, cfg *config.Config, t profil
 		InstallationID: t.installationID, PRNumber: t.pr, HeadSHA: t.head, BaseSHA: t.base, Config: snap,
 		Labels: cfg.Runner.Labels, GPUUUID: plan.GPUUUID})
 	if err != nil {
-		return request.ProfileQueued{}, fmt.Errorf("queue profile of %s: %w", short(t.head), err)
+		return request.ProfileQueued{}, fmt.Errorf("queue profile of %s: %w", rev.Short(t.head), err)
 	}
 	zerolog.Ctx(ctx).Info().Int64("job_id", job.ID).Str("head", t.head).Str("base", t.base).Str("trigger", meta.Trigger).
 		Msg("profiling pass queued")
@@ -136,7 +137,7 @@ func (s *Service) queueProfile(ctx context.Context, cfg *config.Config, t profil
 func (s *Service) profileJob(ctx context.Context, repo, head, base string, finished bool) (store.Job, bool, error) {
 	jobs, err := s.finding().ListJobs(ctx, store.JobFilter{Repo: repo, HeadSHA: head, Tier: agentapi.KindProfile, Newest: true})
 	if err != nil {
-		return store.Job{}, false, fmt.Errorf("list profiles of %s: %w", short(head), err)
+		return store.Job{}, false, fmt.Errorf("list profiles of %s: %w", rev.Short(head), err)
 	}
 	for _, j := range jobs {
 		if j.Kind != agentapi.KindProfile || j.BaseSHA != base {
@@ -179,7 +180,7 @@ func (s *Service) profileOnRegression(ctx context.Context, cr store.CheckRun, jo
 		return ""
 	}
 	return fmt.Sprintf("Profiling base `%s` and head `%s` (job %d): where the time went will be posted on the pull request, the traces listed on this check's Details page.",
-		short(job.BaseSHA), short(cr.HeadSHA), q.JobID)
+		rev.Short(job.BaseSHA), rev.Short(cr.HeadSHA), q.JobID)
 }
 
 // profileRules are what a measurement job's snapshot keeps of the config
@@ -217,7 +218,7 @@ func (s *Service) profileDone(ctx context.Context, job store.Job) error {
 	}
 	if job.Status != jobstate.Succeeded {
 		body := fmt.Sprintf("perfgate could not profile `%s` against `%s` (job %d %s: %s). `/perf profile` tries again.",
-			short(job.HeadSHA), short(job.BaseSHA), job.ID, job.Status, orWhy(job.FailureReason))
+			rev.Short(job.HeadSHA), rev.Short(job.BaseSHA), job.ID, job.Status, orWhy(job.FailureReason))
 		return s.postComment(ctx, key, job, body)
 	}
 	d, arts, err := s.profileDiff(ctx, job)
@@ -225,7 +226,7 @@ func (s *Service) profileDone(ctx context.Context, job store.Job) error {
 		return err
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "### perfgate profile: `%s` (base) → `%s` (head)\n\n", short(job.BaseSHA), short(job.HeadSHA))
+	fmt.Fprintf(&b, "### perfgate profile: `%s` (base) → `%s` (head)\n\n", rev.Short(job.BaseSHA), rev.Short(job.HeadSHA))
 	if d != nil {
 		b.WriteString(d.Markdown())
 	} else {

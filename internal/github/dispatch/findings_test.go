@@ -21,6 +21,7 @@ import (
 	"github.com/perfgate/perfgate/internal/vocab/jobstate"
 	"github.com/perfgate/perfgate/internal/vocab/request"
 	"github.com/perfgate/perfgate/internal/vocab/result"
+	"github.com/perfgate/perfgate/internal/vocab/rev"
 )
 
 // files adapts artifact.Dir to TraceFiles.
@@ -276,7 +277,7 @@ func TestRegressionQueuesProfile(t *testing.T) {
 	if err != nil || plan.Profile == nil || plan.Profile.Requests != 32 || plan.BaseSHA != headSHA || plan.HeadSHA != newSHA || jobs[0].PRNumber != 17 {
 		t.Errorf("profile job %+v plan %+v (%v)", jobs[0], plan, err)
 	}
-	if notes := strings.Join(l.doc(newSHA).Notes, "\n"); !strings.Contains(notes, fmt.Sprintf("Profiling base `%s` and head `%s` (job %d)", short(headSHA), short(newSHA), jobs[0].ID)) {
+	if notes := strings.Join(l.doc(newSHA).Notes, "\n"); !strings.Contains(notes, fmt.Sprintf("Profiling base `%s` and head `%s` (job %d)", rev.Short(headSHA), rev.Short(newSHA), jobs[0].ID)) {
 		t.Errorf("the check run does not say a profile was queued:\n%s", notes)
 	}
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/perfgate/perfgate/internal/vocab/config"
 	"github.com/perfgate/perfgate/internal/vocab/jobstate"
 	"github.com/perfgate/perfgate/internal/vocab/result"
+	"github.com/perfgate/perfgate/internal/vocab/rev"
 )
 
 // judgeStore is what the judge room (judge.go, matrix.go, paired.go,
@@ -331,7 +332,7 @@ func (s *Service) measureBaseline(ctx context.Context, cr store.CheckRun, job st
 	doc.BaselineJob = bj.ID
 	err = s.settle(ctx, cr, step{ev: checkstate.Event{Kind: checkstate.Progressed}, doc: &doc, out: check.Output{
 		Title:   "Measuring the baseline",
-		Summary: fmt.Sprintf("There is no `%s` baseline yet, so perfgate is measuring the base commit `%s` on the same runner class; the comparison follows.", cr.Tier, short(job.BaseSHA)),
+		Summary: fmt.Sprintf("There is no `%s` baseline yet, so perfgate is measuring the base commit `%s` on the same runner class; the comparison follows.", cr.Tier, rev.Short(job.BaseSHA)),
 	}})
 	if errors.Is(err, errMoved) {
 		// Not recorded on the row: this measurement is nobody's.
@@ -363,14 +364,14 @@ func (s *Service) baselineDone(ctx context.Context, cr store.CheckRun, job store
 		return err
 	}
 	notes := cand.bad
-	meta := baseline.Meta{Repo: job.Repo, Key: job.Tier, Version: "base-" + short(job.HeadSHA), Commit: job.HeadSHA, By: "perfgate",
+	meta := baseline.Meta{Repo: job.Repo, Key: job.Tier, Version: "base-" + rev.Short(job.HeadSHA), Commit: job.HeadSHA, By: "perfgate",
 		Reason: fmt.Sprintf("first baseline, measured for PR #%d", job.PRNumber)}
 	against := 0
 	if saved, _, err := baseline.Promote(ctx, s.judging(), base.runs, meta, tier); err != nil {
 		notes = append(notes, "the base commit's runs were compared but not stored as the baseline: "+err.Error())
 	} else {
 		against = saved.Version
-		notes = append(notes, fmt.Sprintf("baseline: the base commit %s, measured for this PR and promoted as the first `%s` baseline", short(job.HeadSHA), job.Tier))
+		notes = append(notes, fmt.Sprintf("baseline: the base commit %s, measured for this PR and promoted as the first `%s` baseline", rev.Short(job.HeadSHA), job.Tier))
 	}
 	if len(cand.runs) == 0 {
 		return s.fail(ctx, cr, job, cand)

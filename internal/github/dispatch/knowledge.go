@@ -16,6 +16,7 @@ import (
 	"github.com/perfgate/perfgate/internal/vocab/agentapi"
 	"github.com/perfgate/perfgate/internal/vocab/jobstate"
 	"github.com/perfgate/perfgate/internal/vocab/request"
+	"github.com/perfgate/perfgate/internal/vocab/rev"
 )
 
 // RootCause implements app.Findings: it records the PR's last regression
@@ -211,7 +212,7 @@ func kbRef(r kb.Record) string {
 	case r.Number > 0:
 		return fmt.Sprintf("#%d", r.Number)
 	}
-	return "`" + short(r.Commit) + "`"
+	return "`" + rev.Short(r.Commit) + "`"
 }
 
 // profileWords names a diff's top findings, or says none moved.

@@ -26,6 +26,7 @@ import (
 	"github.com/perfgate/perfgate/internal/vocab/jobstate"
 	"github.com/perfgate/perfgate/internal/vocab/request"
 	"github.com/perfgate/perfgate/internal/vocab/result"
+	"github.com/perfgate/perfgate/internal/vocab/rev"
 )
 
 const newSHA = "0a1b2c3d4e5f60718293a4b5c6d7e8f90a1b2c3d"
@@ -220,8 +221,8 @@ func TestSupersedeConcludesOpenChecks(t *testing.T) {
 	}
 	l.flush()
 	c := l.check(old)
-	if c.Status != "completed" || c.Conclusion != "cancelled" || !strings.Contains(c.Summary, short(newSHA)) {
-		t.Errorf("old head's check after a push: %s/%s %q, want completed/cancelled naming %s", c.Status, c.Conclusion, c.Summary, short(newSHA))
+	if c.Status != "completed" || c.Conclusion != "cancelled" || !strings.Contains(c.Summary, rev.Short(newSHA)) {
+		t.Errorf("old head's check after a push: %s/%s %q, want completed/cancelled naming %s", c.Status, c.Conclusion, c.Summary, rev.Short(newSHA))
 	}
 	// The agent finishes before it hears of the cancel: its regression
 	// must not be published on the dead check or start a clock.

@@ -14,6 +14,7 @@ import (
 	"github.com/perfgate/perfgate/internal/store"
 	"github.com/perfgate/perfgate/internal/vocab/agentapi"
 	"github.com/perfgate/perfgate/internal/vocab/jobstate"
+	"github.com/perfgate/perfgate/internal/vocab/rev"
 )
 
 // LongRunOptions turn on the capacity and soak judges.
@@ -112,15 +113,15 @@ func (s *Service) capacityDone(ctx context.Context, job store.Job, o LongRunOpti
 	key := fmt.Sprintf("capacity:%d:%d", job.ID, job.Attempts)
 	if job.Status != jobstate.Succeeded {
 		return s.postComment(ctx, key, job, fmt.Sprintf("perfgate could not sweep the capacity of `%s` against `%s` (job %d %s: %s).",
-			short(job.HeadSHA), short(job.BaseSHA), job.ID, job.Status, orWhy(job.FailureReason)))
+			rev.Short(job.HeadSHA), rev.Short(job.BaseSHA), job.ID, job.Status, orWhy(job.FailureReason)))
 	}
 	v, err := JudgeCapacity(ctx, s.st, o.Files, job)
 	if err != nil {
-		return s.postComment(ctx, key, job, fmt.Sprintf("perfgate could not judge the capacity sweep of `%s` (job %d): %v.", short(job.HeadSHA), job.ID, err))
+		return s.postComment(ctx, key, job, fmt.Sprintf("perfgate could not judge the capacity sweep of `%s` (job %d): %v.", rev.Short(job.HeadSHA), job.ID, err))
 	}
 	zerolog.Ctx(ctx).Info().Int64("job_id", job.ID).Str("verdict", string(v.Comparison.Verdict)).
 		Float64("base_knee", v.Comparison.Base.Median).Float64("head_knee", v.Comparison.Head.Median).Msg("capacity judged")
-	return s.postComment(ctx, key, job, fmt.Sprintf("## perfgate capacity: `%s` (base) → `%s` (head)\n\n%s", short(job.BaseSHA), short(job.HeadSHA), v.Markdown))
+	return s.postComment(ctx, key, job, fmt.Sprintf("## perfgate capacity: `%s` (base) → `%s` (head)\n\n%s", rev.Short(job.BaseSHA), rev.Short(job.HeadSHA), v.Markdown))
 }
 
 // JudgeSoak reads a soak job's run.
@@ -149,18 +150,18 @@ func (s *Service) soakDone(ctx context.Context, job store.Job, o LongRunOptions)
 	key := fmt.Sprintf("soak:%d:%d", job.ID, job.Attempts)
 	if job.Status != jobstate.Succeeded {
 		return s.postComment(ctx, key, job, fmt.Sprintf("perfgate could not soak `%s` (job %d %s: %s).",
-			short(job.HeadSHA), job.ID, job.Status, orWhy(job.FailureReason)))
+			rev.Short(job.HeadSHA), job.ID, job.Status, orWhy(job.FailureReason)))
 	}
 	run, err := JudgeSoak(ctx, s.st, o.Files, job)
 	if err != nil {
-		return s.postComment(ctx, key, job, fmt.Sprintf("perfgate could not judge the soak of `%s`: %v.", short(job.HeadSHA), err))
+		return s.postComment(ctx, key, job, fmt.Sprintf("perfgate could not judge the soak of `%s`: %v.", rev.Short(job.HeadSHA), err))
 	}
 	var md bytes.Buffer
 	if err := soak.Markdown(&md, run.Report); err != nil {
 		return err
 	}
 	zerolog.Ctx(ctx).Info().Int64("job_id", job.ID).Bool("pass", run.Report.Pass).Msg("soak judged")
-	return s.postComment(ctx, key, job, fmt.Sprintf("## perfgate soak: `%s`\n\n%s", short(job.HeadSHA), md.String()))
+	return s.postComment(ctx, key, job, fmt.Sprintf("## perfgate soak: `%s`\n\n%s", rev.Short(job.HeadSHA), md.String()))
 }
 
 func readArtifact(files TraceFiles, a store.Artifact, v any) error {

@@ -21,6 +21,7 @@ import (
 	"github.com/perfgate/perfgate/internal/vocab/config"
 	"github.com/perfgate/perfgate/internal/vocab/jobstate"
 	"github.com/perfgate/perfgate/internal/vocab/request"
+	"github.com/perfgate/perfgate/internal/vocab/rev"
 )
 
 // longRunDoc is what a capacity or soak check keeps of its verdict, so a
@@ -75,11 +76,11 @@ func (s *Service) requestLongRun(ctx context.Context, req request.Run, cfg *conf
 		if req.Author != "" {
 			doc.Author = req.Author
 		}
-		what := fmt.Sprintf("Waiting for a runner to sweep `%s` and `%s` to their capacity knees.", short(req.HeadSHA), short(plan.BaseSHA))
+		what := fmt.Sprintf("Waiting for a runner to sweep `%s` and `%s` to their capacity knees.", rev.Short(req.HeadSHA), rev.Short(plan.BaseSHA))
 		if plan.Soak != nil {
-			what = fmt.Sprintf("Waiting for a runner to soak `%s` for %s at %g requests/s.", short(req.HeadSHA), plan.Soak.Duration.D(), plan.Soak.Rate)
+			what = fmt.Sprintf("Waiting for a runner to soak `%s` for %s at %g requests/s.", rev.Short(req.HeadSHA), plan.Soak.Duration.D(), plan.Soak.Rate)
 		} else if plan.BaseSHA == "" {
-			what = fmt.Sprintf("Waiting for a runner to sweep `%s` to its capacity knee.", short(req.HeadSHA))
+			what = fmt.Sprintf("Waiting for a runner to sweep `%s` to its capacity knee.", rev.Short(req.HeadSHA))
 		}
 		_, applied, err := s.apply(ctx, prev, step{
 			ev:     checkstate.Event{Kind: checkstate.Requested, Tier: kind},
@@ -89,8 +90,8 @@ func (s *Service) requestLongRun(ctx context.Context, req request.Run, cfg *conf
 			jobs:   []store.JobSpec{spec},
 			key:    key,
 			// An open long run replaced by this one stops: hours of a card.
-			cancelReason: fmt.Sprintf("replaced by a newer run of %s (%s)", short(req.HeadSHA), req.Trigger),
-			replaced:     [2]string{"Replaced by a newer run", fmt.Sprintf("A newer run of `%s` (%s) replaced this one before it finished; see the latest `%s` check.", short(req.HeadSHA), req.Trigger, check.CheckName(req.Tier))},
+			cancelReason: fmt.Sprintf("replaced by a newer run of %s (%s)", rev.Short(req.HeadSHA), req.Trigger),
+			replaced:     [2]string{"Replaced by a newer run", fmt.Sprintf("A newer run of `%s` (%s) replaced this one before it finished; see the latest `%s` check.", rev.Short(req.HeadSHA), req.Trigger, check.CheckName(req.Tier))},
 			actor:        req.RequestedBy,
 			action:       "run.requested",
 			detail:       map[string]any{"trigger": req.Trigger, "delivery": req.DeliveryID, "jobs": 1},
@@ -169,6 +170,10 @@ func (s *Service) judgeCapacityCheck(ctx context.Context, job store.Job) (longRu
 	if v.Base == nil {
 		doc.Headline = fmt.Sprintf("sustainable rate %.3g req/s (the head alone)", c.Head.Median)
 	}
+	if c.Verdict == capacity.Inconclusive && strings.HasPrefix(c.Why, "cannot tell") {
+		// A sweep the host distorted has no knee to compare.
+		doc.Headline = c.Why
+	}
 	ev := checkstate.Event{Kind: checkstate.GatePass}
 	switch c.Verdict {
 	case capacity.Regression:
@@ -246,7 +251,7 @@ func longRunOutput(tier string, p check.Phase, doc *longRunDoc) check.Output {
 func longRunComment(cr store.CheckRun, p check.Phase, doc verdictDoc) string {
 	out := longRunOutput(cr.Tier, p, doc.LongRun)
 	var b bytes.Buffer
-	fmt.Fprintf(&b, "## %s on `%s`: %s\n\n", check.CheckName(check.Tier(cr.Tier)), short(cr.HeadSHA), out.Title)
+	fmt.Fprintf(&b, "## %s on `%s`: %s\n\n", check.CheckName(check.Tier(cr.Tier)), rev.Short(cr.HeadSHA), out.Title)
 	if p == check.Warned && !cr.Deadline.IsZero() {
 		fmt.Fprintf(&b, "It does not block yet; unless it is fixed, or accepted on appeal (`/perf appeal <reason>`), it blocks after %s.\n\n", cr.Deadline.UTC().Format("2006-01-02 15:04 UTC"))
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/perfgate/perfgate/internal/vocab/config"
 	"github.com/perfgate/perfgate/internal/vocab/jobstate"
 	"github.com/perfgate/perfgate/internal/vocab/request"
+	"github.com/perfgate/perfgate/internal/vocab/rev"
 )
 
 // longRunConfig turns both long-run tiers on.
@@ -126,7 +127,7 @@ func TestCapacityCheckRun(t *testing.T) {
 			}
 			var plan agentapi.Plan
 			if err := json.Unmarshal(j.Config, &plan); err != nil || plan.Capacity == nil || plan.BaseSHA != headSHA || plan.Capacity.SLO.TTFTms != 250 || plan.Capacity.Sweeps != 2 {
-				t.Fatalf("job plan %+v (%v): want the config's capacity sweep of base %s", plan.Capacity, err, short(headSHA))
+				t.Fatalf("job plan %+v (%v): want the config's capacity sweep of base %s", plan.Capacity, err, rev.Short(headSHA))
 			}
 			for i, side := range plan.CapacitySides() {
 				sw := &base

@@ -14,6 +14,7 @@ import (
 	"github.com/perfgate/perfgate/internal/vocab/agentapi"
 	"github.com/perfgate/perfgate/internal/vocab/config"
 	"github.com/perfgate/perfgate/internal/vocab/result"
+	"github.com/perfgate/perfgate/internal/vocab/rev"
 )
 
 // matrixPlans expands a tier's matrix into one plan per cell, each
@@ -133,7 +134,7 @@ func (s *Service) judgeMatrix(ctx context.Context, cr store.CheckRun, job store.
 		s.recordTrend(ctx, cr, key, cells[label][0], cand, tier)
 		snap, err := baseline.Latest(ctx, s.judging(), cr.Repo, key)
 		if errors.Is(err, store.ErrNotFound) {
-			meta := baseline.Meta{Repo: cr.Repo, Key: key, Version: "nightly-" + short(cr.HeadSHA), Commit: cr.HeadSHA, By: "perfgate", Reason: "first nightly of this matrix cell"}
+			meta := baseline.Meta{Repo: cr.Repo, Key: key, Version: "nightly-" + rev.Short(cr.HeadSHA), Commit: cr.HeadSHA, By: "perfgate", Reason: "first nightly of this matrix cell"}
 			if _, _, perr := baseline.Promote(ctx, s.judging(), cand, meta, tier); perr != nil {
 				notes = append(notes, fmt.Sprintf("%s: first runs not stored as a baseline: %v", label, perr))
 			} else {

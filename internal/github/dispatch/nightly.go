@@ -20,6 +20,7 @@ import (
 	"github.com/perfgate/perfgate/internal/vocab/jobstate"
 	"github.com/perfgate/perfgate/internal/vocab/request"
 	"github.com/perfgate/perfgate/internal/vocab/result"
+	"github.com/perfgate/perfgate/internal/vocab/rev"
 )
 
 // ScheduleNightly runs the nightly tier on each repository's default
@@ -144,7 +145,7 @@ func (s *Service) Nightly(ctx context.Context, clients githubapp.ClientCreator, 
 		if xerr := s.Conclude(ctx, c); xerr != nil {
 			err = errors.Join(err, xerr)
 		}
-		return fmt.Errorf("nightly %s@%s: %w", fullName, short(sha), err)
+		return fmt.Errorf("nightly %s@%s: %w", fullName, rev.Short(sha), err)
 	}
 	return s.nightlyLongRuns(ctx, inst.GetID(), owner, name, repo.GetDefaultBranch(), sha)
 }
@@ -169,7 +170,7 @@ func (s *Service) nightlyLongRuns(ctx context.Context, installationID int64, own
 			Tier: lr.tier, Trigger: "nightly", RequestedBy: "perfgate", DeliveryID: "nightly-" + s.now().UTC().Format("2006-01-02"),
 		})
 		if err != nil {
-			errs = append(errs, fmt.Errorf("nightly %s of %s/%s@%s: %w", lr.tier, owner, name, short(sha), err))
+			errs = append(errs, fmt.Errorf("nightly %s of %s/%s@%s: %w", lr.tier, owner, name, rev.Short(sha), err))
 		}
 	}
 	return errors.Join(errs...)

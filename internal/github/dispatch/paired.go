@@ -13,6 +13,7 @@ import (
 	"github.com/perfgate/perfgate/internal/vocab/agentapi"
 	"github.com/perfgate/perfgate/internal/vocab/jobstate"
 	"github.com/perfgate/perfgate/internal/vocab/result"
+	"github.com/perfgate/perfgate/internal/vocab/rev"
 )
 
 // pairHistoryJobs caps the earlier interleaved jobs whose pairs are the
@@ -189,7 +190,7 @@ func interleaveNote(ev sidedEvidence) string {
 		break
 	}
 	return fmt.Sprintf("interleaved on %s: base `%s` (B) and head `%s` (H), each from its own checkout, in the order %s",
-		where, short(ev.commits[agentapi.SideBase]), short(ev.commits[agentapi.SideHead]), strings.Join(ev.orders, "; "))
+		where, rev.Short(ev.commits[agentapi.SideBase]), rev.Short(ev.commits[agentapi.SideHead]), strings.Join(ev.orders, "; "))
 }
 
 // pairHistory is the noise prior of a paired comparison: the pairs of the

@@ -16,6 +16,7 @@ import (
 	"github.com/perfgate/perfgate/internal/vocab/check"
 	"github.com/perfgate/perfgate/internal/vocab/jobstate"
 	"github.com/perfgate/perfgate/internal/vocab/request"
+	"github.com/perfgate/perfgate/internal/vocab/rev"
 )
 
 const baseSHA = "b0b1b2b3b4b5b6b7b8b9babbbcbdbebfc0c1c2c3"
@@ -143,7 +144,7 @@ func TestInterleavedMergeJudgedPaired(t *testing.T) {
 			if c.Conclusion != tc.conclusion {
 				t.Fatalf("conclusion %s, want %s\n%s\n%s", c.Conclusion, tc.conclusion, c.Summary, c.Text)
 			}
-			for _, want := range []string{"8 interleaved pairs", "base `" + short(baseSHA) + "` (B) and head `" + short(headSHA) + "` (H)", "B H H B B H H B B H H B B H H B"} {
+			for _, want := range []string{"8 interleaved pairs", "base `" + rev.Short(baseSHA) + "` (B) and head `" + rev.Short(headSHA) + "` (H)", "B H H B B H H B B H H B B H H B"} {
 				if !strings.Contains(c.Summary+c.Text, want) {
 					t.Errorf("the check does not show %q:\n%s\n%s", want, c.Summary, c.Text)
 				}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/perfgate/perfgate/internal/store"
 	"github.com/perfgate/perfgate/internal/vocab/check"
 	"github.com/perfgate/perfgate/internal/vocab/jobstate"
+	"github.com/perfgate/perfgate/internal/vocab/rev"
 )
 
 // Queue notes: a queued check says where it stands ("3 ahead, about 12
@@ -20,6 +22,11 @@ const (
 	// QueueNoteEvery is the least time between two updates of one check's
 	// queue note (GitHub writes cost rate limit; nobody reads faster).
 	QueueNoteEvery = time.Minute
+	// QueueRangeEvery is the least time between two updates that only
+	// move the range: the range is wide on purpose (it holds 9 waits in
+	// 10), and a line that changes its figures every minute says less
+	// than one that changes when the place does.
+	QueueRangeEvery = 5 * time.Minute
 	// queueTitle starts every queued check's title.
 	queueTitle = "Queued"
 )
@@ -27,8 +34,9 @@ const (
 // UpdateQueueNotes estimates the place of every queued job (fleet.Estimate:
 // the claims replayed on recent run times, with the work that will arrive
 // and overtake at the observed rates) and shows each queued check its
-// job's place. A check's note is rewritten only when its text changes and
-// at most once per QueueNoteEvery; each rewrite is a lifecycle step whose
+// job's place. A check's note is rewritten only when its text changes, at
+// most once per QueueNoteEvery, and when only the wait's figures changed
+// at most once per QueueRangeEvery; each rewrite is a lifecycle step whose
 // GitHub write goes through the outbox.
 func (s *Service) UpdateQueueNotes(ctx context.Context) error {
 	entries, err := s.timing().ListQueue(ctx)
@@ -97,8 +105,11 @@ func (s *Service) UpdateQueueNotes(ctx context.Context) error {
 		if cr.Desired != nil && cr.Desired.Title == title {
 			continue // nothing new to say
 		}
-		if cr.Desired != nil && strings.HasPrefix(cr.Desired.Title, queueTitle+": ") && now.Sub(cr.UpdatedAt) < QueueNoteEvery {
-			continue // said recently; say it at the next pass
+		if cr.Desired != nil && strings.HasPrefix(cr.Desired.Title, queueTitle+": ") {
+			since := now.Sub(cr.UpdatedAt)
+			if since < QueueNoteEvery || since < QueueRangeEvery && !materialNote(cr.Desired.Title, title) {
+				continue // said recently; say it at a later pass
+			}
 		}
 		summary := queueSummary(cr, q, places[q.ID], dur)
 		_, _, err := s.apply(ctx, cr, step{ev: checkstate.Event{Kind: checkstate.QueueMoved},
@@ -112,10 +123,21 @@ func (s *Service) UpdateQueueNotes(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+// materialNote reports whether a queue note's new title says something
+// the old one did not: another place in line, or a runner found or lost
+// (not only other figures for the wait).
+func materialNote(old, new string) bool {
+	place := func(t string) string {
+		p, rest, _ := strings.Cut(t, ", ")
+		return p + "\x00" + strconv.FormatBool(strings.HasPrefix(rest, "waiting for"))
+	}
+	return place(old) != place(new)
+}
+
 // queueSummary explains a queued check's note.
 func queueSummary(cr store.CheckRun, q fleet.Queued, p fleet.Place, dur fleet.Durations) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "Waiting for a runner to benchmark `%s` (%s tier).", short(cr.HeadSHA), cr.Tier)
+	fmt.Fprintf(&b, "Waiting for a runner to benchmark `%s` (%s tier).", rev.Short(cr.HeadSHA), cr.Tier)
 	pool := "any runner"
 	switch {
 	case q.GPUUUID != "":
@@ -131,7 +153,7 @@ func queueSummary(cr store.CheckRun, q fleet.Queued, p fleet.Place, dur fleet.Du
 	if p.NoRunner {
 		b.WriteString(", and no runner that can take it is online and undrained right now: it starts when one is.")
 	} else {
-		fmt.Fprintf(&b, "; at recent run times (%s tier: about %s a job on average), and with the work that usually arrives meanwhile and goes first, a runner should start it in about %s (half the time between %s and %s).",
+		fmt.Fprintf(&b, "; at recent run times (%s tier: about %s a job on average), and with the work that usually arrives meanwhile and goes first, a runner should start it in about %s (in 9 of 10 replays between %s and %s).",
 			q.Tier, fleet.Minutes(dur.Of(q.Tier, q.Pool())), fleet.Minutes(p.Wait), fleet.Minutes(p.Low), fleet.Minutes(p.High))
 	}
 	b.WriteString("\n\nMerge-queue and merge-tier jobs go first, then quick screens, then nightly and bisect work; within each, repositories share the runners by weight. This note follows the queue, at most once a minute.")

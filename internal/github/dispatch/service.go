@@ -27,6 +27,7 @@ import (
 	"github.com/perfgate/perfgate/internal/vocab/config"
 	"github.com/perfgate/perfgate/internal/vocab/jobstate"
 	"github.com/perfgate/perfgate/internal/vocab/request"
+	"github.com/perfgate/perfgate/internal/vocab/rev"
 )
 
 // Store is the store the dispatcher needs: each room declares the part it
@@ -239,12 +240,12 @@ func (s *Service) RequestRun(ctx context.Context, req request.Run) error {
 		_, applied, err := s.apply(ctx, prev, step{
 			ev:           checkstate.Event{Kind: checkstate.Requested, Tier: string(req.Tier)},
 			doc:          &doc,
-			out:          check.Output{Title: "Queued", Summary: fmt.Sprintf("Waiting for a runner to benchmark `%s` (%s tier).", short(req.HeadSHA), req.Tier)},
+			out:          check.Output{Title: "Queued", Summary: fmt.Sprintf("Waiting for a runner to benchmark `%s` (%s tier).", rev.Short(req.HeadSHA), req.Tier)},
 			jobIDs:       jobIDs,
 			jobs:         specs,
 			key:          key,
-			cancelReason: fmt.Sprintf("replaced by a newer run of %s (%s)", short(req.HeadSHA), req.Trigger),
-			replaced:     [2]string{"Replaced by a newer run", fmt.Sprintf("A newer run of `%s` (%s) replaced this one before it finished; see the latest `%s` check.", short(req.HeadSHA), req.Trigger, check.CheckName(req.Tier))},
+			cancelReason: fmt.Sprintf("replaced by a newer run of %s (%s)", rev.Short(req.HeadSHA), req.Trigger),
+			replaced:     [2]string{"Replaced by a newer run", fmt.Sprintf("A newer run of `%s` (%s) replaced this one before it finished; see the latest `%s` check.", rev.Short(req.HeadSHA), req.Trigger, check.CheckName(req.Tier))},
 			actor:        req.RequestedBy,
 			action:       "run.requested",
 			detail:       map[string]any{"trigger": req.Trigger, "delivery": req.DeliveryID, "jobs": len(specs)},
@@ -317,10 +318,10 @@ func (s *Service) Supersede(ctx context.Context, repo string, pr int, newHeadSHA
 	}
 	return s.eachRow(ctx, repo, pr, func(cr store.CheckRun) bool { return cr.HeadSHA != newHeadSHA }, step{
 		ev:           checkstate.Event{Kind: checkstate.NewerPush},
-		cancelReason: "superseded by " + short(newHeadSHA),
+		cancelReason: "superseded by " + rev.Short(newHeadSHA),
 		outFor: func(cr store.CheckRun) check.Output {
 			return check.Output{Title: "Superseded by a newer push",
-				Summary: fmt.Sprintf("The pull request moved on to `%s`; perfgate measures that commit instead of `%s`.", short(newHeadSHA), short(cr.HeadSHA))}
+				Summary: fmt.Sprintf("The pull request moved on to `%s`; perfgate measures that commit instead of `%s`.", rev.Short(newHeadSHA), rev.Short(cr.HeadSHA))}
 		},
 	})
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/perfgate/perfgate/internal/store"
 	"github.com/perfgate/perfgate/internal/vocab/check"
 	"github.com/perfgate/perfgate/internal/vocab/jobstate"
+	"github.com/perfgate/perfgate/internal/vocab/rev"
 )
 
 // SyncStarted moves the check runs of jobs an agent has claimed from
@@ -40,7 +41,7 @@ func (s *Service) SyncStarted(ctx context.Context) error {
 			what = "Measuring the baseline"
 		}
 		if _, _, err := s.apply(ctx, cr, step{ev: checkstate.Event{Kind: checkstate.Started},
-			out: check.Output{Title: what, Summary: fmt.Sprintf("A runner is benchmarking `%s` (%s tier, attempt %d).", short(j.HeadSHA), j.Tier, j.Attempts)}}); err != nil && !errors.Is(err, errIgnored) {
+			out: check.Output{Title: what, Summary: fmt.Sprintf("A runner is benchmarking `%s` (%s tier, attempt %d).", rev.Short(j.HeadSHA), j.Tier, j.Attempts)}}); err != nil && !errors.Is(err, errIgnored) {
 			return err
 		}
 	}

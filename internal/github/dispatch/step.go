@@ -13,6 +13,7 @@ import (
 	"github.com/perfgate/perfgate/internal/store"
 	"github.com/perfgate/perfgate/internal/vocab/check"
 	"github.com/perfgate/perfgate/internal/vocab/request"
+	"github.com/perfgate/perfgate/internal/vocab/rev"
 )
 
 // step is one lifecycle event for a check run row and what the dispatcher
@@ -80,17 +81,11 @@ func (s *Service) apply(ctx context.Context, cr store.CheckRun, st step) (store.
 		// processed yet): close instead of warning or escalating.
 		return cr, false, s.closeStale(ctx, cr)
 	}
-	doc := prior
-	if st.doc != nil {
-		doc = *st.doc
-	}
-	if st.docFor != nil {
-		doc = st.docFor(doc)
-	}
+	doc := st.docAfter(prior)
 	doc.Held = string(next.Held)
 	raw, scrubbed, err := encodeDoc(doc)
 	if err != nil {
-		return cr, false, fmt.Errorf("encode verdict of %s@%s %s: %w", cr.Repo, short(cr.HeadSHA), cr.Tier, err)
+		return cr, false, fmt.Errorf("encode verdict of %s@%s %s: %w", cr.Repo, rev.Short(cr.HeadSHA), cr.Tier, err)
 	}
 	if scrubbed {
 		s.log.Error().Int64("check_run", cr.ID).Str("repo", cr.Repo).Str("sha", cr.HeadSHA).
@@ -111,22 +106,9 @@ func (s *Service) apply(ctx context.Context, cr store.CheckRun, st step) (store.
 	for _, e := range effects {
 		switch e.Kind {
 		case checkstate.SyncCheck:
-			out := st.out
-			if st.outFor != nil {
-				out = st.outFor(cr)
-			}
-			if out.Title == "" && doc.LongRun != nil {
-				out = longRunOutput(cr.Tier, next.Phase, doc.LongRun)
-			}
-			if out.Title == "" {
-				c, err := report.RenderCheck(view)
-				if err != nil {
-					return cr, false, fmt.Errorf("render check run: %w", err)
-				}
-				out = check.Output{Title: c.Title, Summary: c.Summary, Text: c.Text}
-				if st.annotate || newRun(effects) {
-					out.Annotations = report.Annotations(doc.Settings, doc.Report)
-				}
+			out, err := checkOutput(cr, st, next.Phase, doc, view, st.annotate || newRun(effects))
+			if err != nil {
+				return cr, false, err
 			}
 			ch.Desired = s.desired(cr, next.Phase, out)
 		case checkstate.NewCheck:
@@ -140,24 +122,8 @@ func (s *Service) apply(ctx context.Context, cr store.CheckRun, st step) (store.
 			if cr.PRNumber <= 0 {
 				continue
 			}
-			body, err := report.RenderComment(view)
-			if doc.LongRun != nil {
-				body, err = longRunComment(after, next.Phase, doc), nil
-			}
+			eff, err := warnComment(e.Kind, cr, after, next, doc, view)
 			if err != nil {
-				return cr, false, fmt.Errorf("render comment: %w", err)
-			}
-			// Keyed by the row and its clock (or generation): a replica
-			// racing on the same step, or a retried one, comments once.
-			key := fmt.Sprintf("warn:%d:%d", cr.ID, next.Deadline.Unix())
-			if e.Kind == checkstate.AnnounceEscalation {
-				key = fmt.Sprintf("escalate:%d:%d", cr.ID, cr.Generation)
-			}
-			eff, err := commentEffect(key, cr.InstallationID, cr.Repo, cr.PRNumber, body)
-			if err != nil {
-				return cr, false, err
-			}
-			if eff, err = ifOpen(eff); err != nil {
 				return cr, false, err
 			}
 			ch.Effects = append(ch.Effects, eff)
@@ -166,39 +132,15 @@ func (s *Service) apply(ctx context.Context, cr store.CheckRun, st step) (store.
 			if e.Action == "gate.regression" || e.Action == "regression.escalated" {
 				d = withDeadline(detail, next.Deadline)
 			}
-			// The lifecycle's entry names who caused the step (the
-			// maintainer who acknowledged, the user who closed the PR).
-			actor := st.actor
-			if actor == "" {
-				actor = "perfgate"
-			}
-			entry, err := auditEntry(actor, e.Action, cr.Repo, cr.PRNumber, d)
+			entry, err := auditEntry(st.actorName(), e.Action, cr.Repo, cr.PRNumber, d)
 			if err != nil {
 				return cr, false, err
 			}
 			ch.Audit = append(ch.Audit, entry)
 		}
 	}
-	if st.comment != "" && cr.PRNumber > 0 {
-		eff, err := commentEffect(st.commentKey, cr.InstallationID, cr.Repo, cr.PRNumber, st.comment)
-		if err != nil {
-			return cr, false, err
-		}
-		if eff, err = ifOpen(eff); err != nil {
-			return cr, false, err
-		}
-		ch.Effects = append(ch.Effects, eff)
-	}
-	if st.action != "" {
-		actor := st.actor
-		if actor == "" {
-			actor = "perfgate"
-		}
-		entry, err := auditEntry(actor, st.action, cr.Repo, cr.PRNumber, detail)
-		if err != nil {
-			return cr, false, err
-		}
-		ch.Audit = append(ch.Audit, entry)
+	if err := st.addOwn(&ch, cr, detail); err != nil {
+		return cr, false, err
 	}
 	row, applied, err := s.lifecycle().ApplyCheck(ctx, ch)
 	if err != nil {
@@ -208,6 +150,99 @@ func (s *Service) apply(ctx context.Context, cr store.CheckRun, st step) (store.
 		s.written()
 	}
 	return row, applied, nil
+}
+
+// checkOutput is what the check run shows after the step: the step's own
+// output, else the long run's, else the report rendered from the view.
+// annotate sends the verdict document's settings annotations with a
+// rendered verdict (GitHub appends them: once per diff and run).
+func checkOutput(cr store.CheckRun, st step, phase check.Phase, doc verdictDoc, view report.View, annotate bool) (check.Output, error) {
+	out := st.out
+	if st.outFor != nil {
+		out = st.outFor(cr)
+	}
+	if out.Title == "" && doc.LongRun != nil {
+		out = longRunOutput(cr.Tier, phase, doc.LongRun)
+	}
+	if out.Title == "" {
+		c, err := report.RenderCheck(view)
+		if err != nil {
+			return out, fmt.Errorf("render check run: %w", err)
+		}
+		out = check.Output{Title: c.Title, Summary: c.Summary, Text: c.Text}
+		if annotate {
+			out.Annotations = report.Annotations(doc.Settings, doc.Report)
+		}
+	}
+	return out, nil
+}
+
+// warnComment is the comment that warns the author or announces an
+// escalation, posted while the pull request is open.
+func warnComment(kind checkstate.EffectKind, cr, after store.CheckRun, next checkstate.State, doc verdictDoc, view report.View) (store.Effect, error) {
+	body, err := report.RenderComment(view)
+	if doc.LongRun != nil {
+		body, err = longRunComment(after, next.Phase, doc), nil
+	}
+	if err != nil {
+		return store.Effect{}, fmt.Errorf("render comment: %w", err)
+	}
+	// Keyed by the row and its clock (or generation): a replica
+	// racing on the same step, or a retried one, comments once.
+	key := fmt.Sprintf("warn:%d:%d", cr.ID, next.Deadline.Unix())
+	if kind == checkstate.AnnounceEscalation {
+		key = fmt.Sprintf("escalate:%d:%d", cr.ID, cr.Generation)
+	}
+	eff, err := commentEffect(key, cr.InstallationID, cr.Repo, cr.PRNumber, body)
+	if err != nil {
+		return store.Effect{}, err
+	}
+	return ifOpen(eff)
+}
+
+// docAfter is the verdict document after the step: the step's own, or
+// the prior one, as the step rewrites it.
+func (st step) docAfter(prior verdictDoc) verdictDoc {
+	doc := prior
+	if st.doc != nil {
+		doc = *st.doc
+	}
+	if st.docFor != nil {
+		doc = st.docFor(doc)
+	}
+	return doc
+}
+
+// actorName is who caused the step, for the audit log (the maintainer
+// who acknowledged, the user who closed the PR), or perfgate.
+func (st step) actorName() string {
+	if st.actor == "" {
+		return "perfgate"
+	}
+	return st.actor
+}
+
+// addOwn adds the step's own comment and audit entry to ch, beside the
+// lifecycle's effects.
+func (st step) addOwn(ch *store.CheckChange, cr store.CheckRun, detail map[string]any) error {
+	if st.comment != "" && cr.PRNumber > 0 {
+		eff, err := commentEffect(st.commentKey, cr.InstallationID, cr.Repo, cr.PRNumber, st.comment)
+		if err != nil {
+			return err
+		}
+		if eff, err = ifOpen(eff); err != nil {
+			return err
+		}
+		ch.Effects = append(ch.Effects, eff)
+	}
+	if st.action != "" {
+		entry, err := auditEntry(st.actorName(), st.action, cr.Repo, cr.PRNumber, detail)
+		if err != nil {
+			return err
+		}
+		ch.Audit = append(ch.Audit, entry)
+	}
+	return nil
 }
 
 // retryCAS runs fn until it applies its step: a lost compare-and-set means
@@ -341,13 +376,6 @@ func (s *Service) putEffect(ctx context.Context, e store.Effect) error {
 		s.written()
 	}
 	return nil
-}
-
-func short(sha string) string {
-	if len(sha) > 7 {
-		return sha[:7]
-	}
-	return sha
 }
 
 // isAgentLost reports whether a failure reason is the runner's (the

@@ -8,6 +8,7 @@ import (
 	"github.com/google/go-github/v62/github"
 
 	"github.com/perfgate/perfgate/internal/store"
+	"github.com/perfgate/perfgate/internal/vocab/rev"
 )
 
 // marker identifies a record's issue; it survives a crash between opening
@@ -144,7 +145,7 @@ func (p *Pass) issueText(e *event) (title, body string) {
 		metrics[c.Metric], cells[c.Key] = true, true
 	}
 	title = fmt.Sprintf("perfgate: %s %s on %s since %s (%s..%s)", first.Metric, pct(first.Change), first.Key,
-		first.Day.Format("2006-01-02"), short(first.GoodSHA), short(first.BadSHA))
+		first.Day.Format("2006-01-02"), rev.Short(first.GoodSHA), rev.Short(first.BadSHA))
 	if len(e.members) > 1 {
 		title += fmt.Sprintf(", and %d more", len(e.members)-1)
 	}
@@ -173,7 +174,7 @@ func (p *Pass) issueText(e *event) (title, body string) {
 	}
 	fmt.Fprintf(&b, "\nMagnitudes are the change of the mean between the segments either side of the change point (E-divisive means, as Apache Otava), confirmed by at least %d nights on each side. ", ConfirmNights)
 	fmt.Fprintf(&b, "A metric whose change is under %d× its own night-to-night noise does not open an issue on its own; it is listed here when it moved with this step.\n", LeadEffect)
-	fmt.Fprintf(&b, "To find the commit, bisect between `%s` (good) and `%s` (bad).\n", short(first.GoodSHA), short(first.BadSHA))
+	fmt.Fprintf(&b, "To find the commit, bisect between `%s` (good) and `%s` (bad).\n", rev.Short(first.GoodSHA), rev.Short(first.BadSHA))
 	fmt.Fprintf(&b, "perfgate edits this issue only when a steady metric's change point joins, leaves or moves by %.1f points or more (noisy ones are written in then; the dashboard shows them live), and closes it as retracted if the step disappears.\n\n", 100*MaterialChange)
 	for _, c := range e.members {
 		b.WriteString(marker(c.ID) + "\n")
@@ -182,10 +183,3 @@ func (p *Pass) issueText(e *event) (title, body string) {
 }
 
 func pct(f float64) string { return fmt.Sprintf("%+.1f%%", 100*f) }
-
-func short(sha string) string {
-	if len(sha) > 7 {
-		return sha[:7]
-	}
-	return sha
-}

@@ -9,6 +9,7 @@ import (
 	"net/http"
 
 	"github.com/perfgate/perfgate/internal/store"
+	"github.com/perfgate/perfgate/internal/vocab/rev"
 )
 
 // slackText is an event's one message: the leader, how many change
@@ -16,7 +17,7 @@ import (
 func (p *Pass) slackText(e *event) string {
 	rec := e.leader()
 	text := fmt.Sprintf(":warning: perfgate: *%s* %s on `%s` of %s since %s (commits %s..%s)",
-		rec.Metric, pct(rec.Change), rec.Key, rec.Repo, rec.Day.Format("2006-01-02"), short(rec.GoodSHA), short(rec.BadSHA))
+		rec.Metric, pct(rec.Change), rec.Key, rec.Repo, rec.Day.Format("2006-01-02"), rev.Short(rec.GoodSHA), rev.Short(rec.BadSHA))
 	if n := len(e.members) - 1; n > 0 {
 		text += fmt.Sprintf(", with %d more change point%s of the same step", n, plural(n))
 	}

@@ -54,7 +54,7 @@ func (s *Server) issueRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("POST /repos/{owner}/{repo}/issues", s.auth(s.createIssue))
 	mux.HandleFunc("PATCH /repos/{owner}/{repo}/issues/{number}", s.auth(s.editIssue))
 	mux.HandleFunc("GET /repos/{owner}/{repo}/issues", s.auth(s.listIssues))
-	mux.HandleFunc("GET /repos/{owner}/{repo}", s.auth(s.getRepo))
+	mux.HandleFunc("GET /repos/{owner}/{repo}", s.repoAny) // installation or user token (oauth.go)
 	mux.HandleFunc("GET /repos/{owner}/{repo}/branches/{branch...}", s.auth(s.getBranch))
 	mux.HandleFunc("GET /repos/{owner}/{repo}/rules/branches/{branch...}", s.auth(s.getBranchRules))
 	mux.HandleFunc("GET /repos/{owner}/{repo}/installation", s.getRepoInstallation)

@@ -195,6 +195,19 @@ func (s *Server) convertManifest(w http.ResponseWriter, r *http.Request) {
 	if app.Owner == SignedInUser {
 		ownerType = "User"
 	}
+	clientID, clientSecret := "Iv1."+randomHex(8), randomHex(20)
+	var callbacks []string
+	if cbs, ok := app.Manifest["callback_urls"].([]any); ok {
+		for _, cb := range cbs {
+			if u, ok := cb.(string); ok {
+				callbacks = append(callbacks, u)
+			}
+		}
+	}
+	if len(callbacks) == 0 {
+		callbacks = []string{"https://callback-url-not-set.invalid/"} // GitHub refuses user sign-in without one
+	}
+	s.addOAuthClient(clientID, clientSecret, callbacks)
 	writeJSON(w, http.StatusCreated, map[string]any{
 		"id": app.ID, "slug": app.Slug, "node_id": fmt.Sprintf("A_%d", app.ID),
 		"owner": map[string]any{"login": app.Owner, "id": 1, "type": ownerType},
@@ -202,7 +215,7 @@ func (s *Server) convertManifest(w http.ResponseWriter, r *http.Request) {
 		"external_url": app.Manifest["url"], "html_url": s.URL + "/apps/" + app.Slug,
 		"created_at": now, "updated_at": now,
 		"permissions": app.Manifest["default_permissions"], "events": app.Manifest["default_events"],
-		"client_id": "Iv1." + randomHex(8), "client_secret": randomHex(20),
+		"client_id": clientID, "client_secret": clientSecret,
 		"webhook_secret": app.WebhookSecret, "pem": string(keyPEM),
 	})
 }

@@ -80,6 +80,8 @@ type Server struct {
 	manifest       *manifestState      // manifest.go
 	gitDirs        map[string]string   // compare.go
 	downloads      map[string]download // codeload token → what it may fetch (tarball.go)
+	oauthOnce      sync.Once
+	users          *oauthState // oauth.go
 }
 
 // File is one entry of a pull request's file list.
@@ -318,6 +320,7 @@ func (s *Server) routes() http.Handler {
 	s.issueRoutes(mux) // issues.go
 	s.hookDeliveryRoutes(mux)
 	s.manifestRoutes(mux)
+	s.oauthRoutes(mux)   // oauth.go
 	s.compareRoutes(mux) // compare.go
 	mux.HandleFunc("GET /repos/{owner}/{repo}/tarball/{ref...}", s.auth(s.getTarball))
 	mux.HandleFunc("GET /_codeload/{owner}/{repo}/legacy.tar.gz/{sha}", s.codeload)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/perfgate/perfgate/internal/store"
+	"github.com/perfgate/perfgate/internal/vocab/rev"
 )
 
 // Record is one finding in the knowledge base.
@@ -124,7 +125,7 @@ func ref(r Record) string {
 	case r.Number > 0:
 		return fmt.Sprintf("#%d", r.Number)
 	case r.Commit != "":
-		return "`" + shortSHA(r.Commit) + "`"
+		return "`" + rev.Short(r.Commit) + "`"
 	}
 	return "a recorded regression"
 }
@@ -146,11 +147,4 @@ func PendingLine(v Verdict, queued bool) string {
 
 func oneLine(s string) string {
 	return strings.Join(strings.Fields(s), " ")
-}
-
-func shortSHA(s string) string {
-	if len(s) > 7 {
-		return s[:7]
-	}
-	return s
 }

@@ -126,6 +126,8 @@ var Settings = []Setting{
 	}},
 	{Key: "github.app.webhook_secret", Env: "PERFGATE_GITHUB_APP_WEBHOOK_SECRET", Secret: true, Help: "the app's webhook secret (default: the one the setup stored)", set: str(func(c *Config) *string { return &c.GitHub.App.WebhookSecret })},
 	{Key: "github.app.private_key", Env: "PERFGATE_GITHUB_APP_PRIVATE_KEY", Help: "the app's private key: the PEM text, or the path of the .pem file (default: the one the setup stored)", set: str(func(c *Config) *string { return &c.GitHub.App.PrivateKey })},
+	{Key: "github.oauth.client_id", Env: "PERFGATE_GITHUB_OAUTH_CLIENT_ID", Help: "the app's Client ID (its settings page), with which people sign in to the dashboard with GitHub; unset with no stored one: no sign-in, private pages open through signed links only (default: the one the setup stored)", set: str(func(c *Config) *string { return &c.GitHub.OAuth.ClientID })},
+	{Key: "github.oauth.client_secret", Env: "PERFGATE_GITHUB_OAUTH_CLIENT_SECRET", Secret: true, Help: "a client secret generated on the app's settings page, for the Client ID above (default: the one the setup stored)", set: str(func(c *Config) *string { return &c.GitHub.OAuth.ClientSecret })},
 }
 
 func str(field func(*Config) *string) func(*Config, string) error {
@@ -317,6 +319,27 @@ func Prepare(cfg *Config) (Prepared, error) {
 		}
 		problems = append(problems, fmt.Sprintf("%s (server.yml %s): %s", env, key, fmt.Sprintf(format, a...)))
 	}
+	checkAddresses(cfg, bad)
+	cfg.DatabaseURL = cfg.Database()
+	if cfg.DataDir == "" {
+		cfg.DataDir = "."
+	}
+	checkDataDir(cfg, bad)
+	checkSchedules(cfg, bad)
+	checkGitHubURLs(cfg, bad)
+	appCredentials(cfg, &p, bad)
+	registrationToken(cfg, &p, bad)
+	if len(problems) > 0 {
+		return p, &ConfigError{Problems: problems}
+	}
+	return p, nil
+}
+
+// reportFunc records a problem with the setting env.
+type reportFunc func(env, format string, a ...any)
+
+// checkAddresses checks the listen address and the public URL.
+func checkAddresses(cfg *Config, bad reportFunc) {
 	if _, port, err := net.SplitHostPort(cfg.Addr); err != nil || port == "" {
 		bad("PERFGATE_ADDR", "%q is not a listen address: write e.g. :8080 or 127.0.0.1:8080", cfg.Addr)
 	}
@@ -325,10 +348,10 @@ func Prepare(cfg *Config) (Prepared, error) {
 			bad("PERFGATE_PUBLIC_URL", "%v", err)
 		}
 	}
-	cfg.DatabaseURL = cfg.Database()
-	if cfg.DataDir == "" {
-		cfg.DataDir = "."
-	}
+}
+
+// checkDataDir checks that the data directory is one, or can be made.
+func checkDataDir(cfg *Config, bad reportFunc) {
 	if st, err := os.Stat(cfg.DataDir); err == nil && !st.IsDir() {
 		bad("PERFGATE_DATA_DIR", "%s is a file, not a directory", cfg.DataDir)
 	} else if err != nil && !os.IsNotExist(err) {
@@ -338,6 +361,11 @@ func Prepare(cfg *Config) (Prepared, error) {
 			bad("PERFGATE_DATA_DIR", "%s does not exist and neither does its parent: create it (systemd: StateDirectory=perfgate)", cfg.DataDir)
 		}
 	}
+}
+
+// checkSchedules checks the settings of the fleet, the agents' lease and
+// the nightly schedule.
+func checkSchedules(cfg *Config, bad reportFunc) {
 	if cfg.Unconfigured != "" && cfg.Unconfigured != "quiet" && cfg.Unconfigured != "neutral" {
 		bad("PERFGATE_UNCONFIGURED", "%q: want quiet or neutral", cfg.Unconfigured)
 	}
@@ -360,6 +388,10 @@ func Prepare(cfg *Config) (Prepared, error) {
 			bad("PERFGATE_NIGHTLY_REPOS", "%q is not owner/name", r)
 		}
 	}
+}
+
+// checkGitHubURLs checks GitHub's web and API URLs.
+func checkGitHubURLs(cfg *Config, bad reportFunc) {
 	for _, u := range []struct{ env, v string }{
 		{"PERFGATE_GITHUB_WEB_URL", cfg.GitHub.WebURL}, {"PERFGATE_GITHUB_V3_API_URL", cfg.GitHub.V3APIURL}, {"PERFGATE_GITHUB_V4_API_URL", cfg.GitHub.V4APIURL},
 	} {
@@ -368,6 +400,11 @@ func Prepare(cfg *Config) (Prepared, error) {
 		}
 	}
 
+}
+
+// appCredentials checks the GitHub App's credentials, given all three or
+// none; with none it loads the ones the setup stored, or marks setup mode.
+func appCredentials(cfg *Config, p *Prepared, bad reportFunc) {
 	app := &cfg.GitHub.App
 	given := map[string]bool{
 		"PERFGATE_GITHUB_APP_INTEGRATION_ID": app.IntegrationID != 0,
@@ -404,6 +441,9 @@ func Prepare(cfg *Config) (Prepared, error) {
 		case err == nil:
 			p.Stored = &c
 			app.IntegrationID, app.WebhookSecret, app.PrivateKey = c.AppID, c.WebhookSecret, c.PrivateKeyPEM
+			if oauth := &cfg.GitHub.OAuth; oauth.ClientID == "" && oauth.ClientSecret == "" {
+				oauth.ClientID, oauth.ClientSecret = c.ClientID, c.ClientSecret
+			}
 			if cfg.AppSlug == "" {
 				cfg.AppSlug = c.Slug
 			}
@@ -416,6 +456,18 @@ func Prepare(cfg *Config) (Prepared, error) {
 			bad("PERFGATE_DATA_DIR", "stored app credentials: %v", err)
 		}
 	}
+	if oauth := cfg.GitHub.OAuth; (oauth.ClientID == "") != (oauth.ClientSecret == "") {
+		if oauth.ClientID == "" {
+			bad("PERFGATE_GITHUB_OAUTH_CLIENT_ID", "not set, while its client secret is: set both (the app's settings page shows the Client ID), or neither to turn sign-in off")
+		} else {
+			bad("PERFGATE_GITHUB_OAUTH_CLIENT_SECRET", "not set, while the client ID is: generate a client secret on the app's settings page and set it, or unset the ID to turn sign-in off")
+		}
+	}
+}
+
+// registrationToken finds the agents' registration token: given, stored
+// in the data directory, or to be created there by a setup.
+func registrationToken(cfg *Config, p *Prepared, bad reportFunc) {
 	if cfg.AgentRegistrationToken == "" {
 		tok, err := setup.RegistrationToken(cfg.DataDir, false)
 		switch {
@@ -431,10 +483,6 @@ func Prepare(cfg *Config) (Prepared, error) {
 	} else if len(strings.TrimSpace(cfg.AgentRegistrationToken)) < 16 {
 		bad("PERFGATE_AGENT_REGISTRATION_TOKEN", "shorter than 16 characters: use a long random secret (openssl rand -hex 32)")
 	}
-	if len(problems) > 0 {
-		return p, &ConfigError{Problems: problems}
-	}
-	return p, nil
 }
 
 // Database is where the server keeps its store: the database URL, else

@@ -43,6 +43,11 @@ func TestPrepare(t *testing.T) {
 	if err := setup.Save(stored, setup.Credentials{AppID: 77, Slug: "perfgate-acme", WebhookSecret: "stored-webhook-secret-0123456789", PrivateKeyPEM: key}); err != nil {
 		t.Fatal(err)
 	}
+	withClient := t.TempDir()
+	if err := setup.Save(withClient, setup.Credentials{AppID: 78, Slug: "perfgate-acme", WebhookSecret: "stored-webhook-secret-0123456789", PrivateKeyPEM: key,
+		ClientID: "Iv1.stored", ClientSecret: "stored-client-secret"}); err != nil {
+		t.Fatal(err)
+	}
 	tok := "0123456789abcdef0123"
 	tests := []struct {
 		name  string
@@ -80,6 +85,19 @@ func TestPrepare(t *testing.T) {
 				t.Errorf("prepared %+v, config app %+v slug %q", p, c.GitHub.App.IntegrationID, c.AppSlug)
 			}
 		}},
+		{"stored credentials with the OAuth client: sign-in on", map[string]string{"PERFGATE_DATA_DIR": withClient}, nil, func(t *testing.T, c Config, p Prepared) {
+			if c.GitHub.OAuth.ClientID != "Iv1.stored" || c.GitHub.OAuth.ClientSecret != "stored-client-secret" {
+				t.Errorf("OAuth client %+v", c.GitHub.OAuth)
+			}
+		}},
+		{"an OAuth client by hand wins over the stored one", map[string]string{"PERFGATE_DATA_DIR": withClient, "PERFGATE_GITHUB_OAUTH_CLIENT_ID": "Iv1.hand", "PERFGATE_GITHUB_OAUTH_CLIENT_SECRET": "hand-secret"}, nil,
+			func(t *testing.T, c Config, p Prepared) {
+				if c.GitHub.OAuth.ClientID != "Iv1.hand" || c.GitHub.OAuth.ClientSecret != "hand-secret" {
+					t.Errorf("OAuth client %+v", c.GitHub.OAuth)
+				}
+			}},
+		{"an OAuth client id without its secret", map[string]string{"PERFGATE_DATA_DIR": stored, "PERFGATE_GITHUB_OAUTH_CLIENT_ID": "Iv1.hand"},
+			[]string{"PERFGATE_GITHUB_OAUTH_CLIENT_SECRET (server.yml github.oauth.client_secret): not set, while the client ID is"}, nil},
 		{"a short webhook secret", map[string]string{"PERFGATE_GITHUB_APP_INTEGRATION_ID": "5", "PERFGATE_GITHUB_APP_WEBHOOK_SECRET": "hunter2", "PERFGATE_GITHUB_APP_PRIVATE_KEY": key, "PERFGATE_AGENT_REGISTRATION_TOKEN": tok},
 			[]string{"PERFGATE_GITHUB_APP_WEBHOOK_SECRET (server.yml github.app.webhook_secret): blank or shorter than 16 characters"}, nil},
 		{"an unknown unconfigured mode", map[string]string{"PERFGATE_UNCONFIGURED": "loud", "PERFGATE_PUBLIC_URL": "https://perf.example.org"},

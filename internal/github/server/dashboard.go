@@ -38,7 +38,11 @@ func (s *Server) dashboardParts(cfg Config, clients githubapp.ClientCreator, art
 		ttl = 90 * 24 * time.Hour
 	}
 	vis := githubVisibility{clients: clients}
-	h, err := web.New(web.Options{Store: s.st, Visibility: vis, Signer: web.NewSigner(key, ttl, s.now), PublicURL: cfg.PublicURL, Artifacts: arts, ArtifactKeep: cfg.Artifacts.Keep.Duration(), Log: s.log, Now: s.now})
+	var signIn *web.SignIn
+	if o := cfg.GitHub.OAuth; o.ClientID != "" && o.ClientSecret != "" {
+		signIn = &web.SignIn{ClientID: o.ClientID, ClientSecret: o.ClientSecret, WebURL: cfg.GitHub.WebURL, APIURL: cfg.GitHub.V3APIURL}
+	}
+	h, err := web.New(web.Options{Store: s.st, Visibility: vis, Signer: web.NewSigner(key, ttl, s.now), PublicURL: cfg.PublicURL, Artifacts: arts, ArtifactKeep: cfg.Artifacts.Keep.Duration(), SignIn: signIn, Log: s.log, Now: s.now})
 	if err != nil {
 		return nil, nil, err
 	}

@@ -83,6 +83,9 @@ func Launch(ctx context.Context, cfg Config, prep Prepared, st store.Store, ln n
 			Complete: func(ctx context.Context, c setup.Credentials) error {
 				next := cfg
 				next.GitHub.App.IntegrationID, next.GitHub.App.WebhookSecret, next.GitHub.App.PrivateKey = c.AppID, c.WebhookSecret, c.PrivateKeyPEM
+				if next.GitHub.OAuth.ClientID == "" {
+					next.GitHub.OAuth.ClientID, next.GitHub.OAuth.ClientSecret = c.ClientID, c.ClientSecret
+				}
 				if next.AppSlug == "" {
 					next.AppSlug = c.Slug
 				}

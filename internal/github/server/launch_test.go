@@ -115,6 +115,31 @@ func TestLaunchSetupModeToServing(t *testing.T) {
 	}
 	newSecret := apps[0].WebhookSecret
 
+	// Sign in with GitHub is on at once, with the OAuth client the
+	// conversion returned; GitHub accepts the callback the manifest
+	// registered.
+	stored, err := setup.Load(dataDir)
+	if err != nil || stored.ClientID == "" {
+		t.Fatalf("stored OAuth client %q: %v", stored.ClientID, err)
+	}
+	noFollow := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := noFollow.Get(base + "/login")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	authorize := resp.Header.Get("Location")
+	if resp.StatusCode != http.StatusFound || !strings.HasPrefix(authorize, gh.URL+"/login/oauth/authorize?") || !strings.Contains(authorize, "client_id="+stored.ClientID) {
+		t.Fatalf("GET /login after setup: %d → %s", resp.StatusCode, authorize)
+	}
+	if resp, err = noFollow.Get(authorize); err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if loc := resp.Header.Get("Location"); resp.StatusCode != http.StatusFound || !strings.HasPrefix(loc, base+"/oauth/callback?") {
+		t.Errorf("GitHub's answer to the sign-in: %d → %s", resp.StatusCode, loc)
+	}
+
 	if code := deliver("perfgate-test-webhook-secret", "d-1"); code != http.StatusUnauthorized {
 		t.Errorf("webhook signed with another secret: %d, want 401", code)
 	}

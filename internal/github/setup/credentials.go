@@ -17,8 +17,11 @@ import (
 
 // Files in the data directory, each written with mode 0600.
 const (
-	AppFile               = "github-app.json"
-	KeyFile               = "github-app.private-key.pem"
+	AppFile = "github-app.json"
+	KeyFile = "github-app.private-key.pem"
+	// ClientSecretFile is the app's OAuth client secret (sign in with
+	// GitHub); an app stored before perfgate kept it has none.
+	ClientSecretFile      = "github-app.client-secret" //nolint:gosec // a file name, not a secret
 	RegistrationTokenFile = "agent-registration-token"
 	// SetupKeyFile keeps the setup link's key while the server waits for
 	// the app to be created; it is removed once the app exists.
@@ -38,8 +41,13 @@ type Credentials struct {
 	HTMLURL       string    `json:"html_url,omitempty"`
 	WebhookSecret string    `json:"webhook_secret"`
 	CreatedAt     time.Time `json:"created_at"`
+	// ClientID is the app's OAuth client, with which people sign in to
+	// the dashboard; empty for an app stored before perfgate kept it.
+	ClientID string `json:"client_id,omitempty"`
 	// PrivateKeyPEM is kept in its own file (KeyFile), not in AppFile.
 	PrivateKeyPEM string `json:"-"`
+	// ClientSecret is kept in its own file (ClientSecretFile).
+	ClientSecret string `json:"-"`
 }
 
 func (c Credentials) validate() error {
@@ -55,6 +63,9 @@ func (c Credentials) validate() error {
 	}
 	if err := CheckPrivateKey(c.PrivateKeyPEM); err != nil {
 		problems = append(problems, err.Error())
+	}
+	if (c.ClientID == "") != (c.ClientSecret == "") {
+		problems = append(problems, "an OAuth client id without its secret, or a secret without its id")
 	}
 	if len(problems) > 0 {
 		return errors.New(strings.Join(problems, "; "))
@@ -79,6 +90,11 @@ func Save(dir string, c Credentials) error {
 	if err := writeSecret(filepath.Join(dir, KeyFile), []byte(c.PrivateKeyPEM)); err != nil {
 		return err
 	}
+	if c.ClientSecret != "" {
+		if err := writeSecret(filepath.Join(dir, ClientSecretFile), []byte(c.ClientSecret+"\n")); err != nil {
+			return err
+		}
+	}
 	return writeSecret(filepath.Join(dir, AppFile), append(meta, '\n'))
 }
 
@@ -102,6 +118,13 @@ func Load(dir string) (Credentials, error) {
 		return Credentials{}, err
 	}
 	c.PrivateKeyPEM = string(key)
+	if c.ClientID != "" {
+		secret, err := readSecret(filepath.Join(dir, ClientSecretFile))
+		if err != nil {
+			return Credentials{}, fmt.Errorf("%s names OAuth client %s but its secret is missing: %w", path, c.ClientID, err)
+		}
+		c.ClientSecret = strings.TrimSpace(string(secret))
+	}
 	if err := c.validate(); err != nil {
 		return Credentials{}, fmt.Errorf("%s: %w", path, err)
 	}

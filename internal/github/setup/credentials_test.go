@@ -49,6 +49,41 @@ func TestCredentialsRoundTripAndPermissions(t *testing.T) {
 	}
 }
 
+// The OAuth client the manifest conversion returns is kept like the key:
+// the secret in its own 0600 file, never in the metadata, refused when
+// others may read it.
+func TestClientSecretStoredApart(t *testing.T) {
+	dir := t.TempDir()
+	c := Credentials{AppID: 7, Slug: "perfgate-acme", WebhookSecret: "s3cret", PrivateKeyPEM: testKeyPEM(t), ClientID: "Iv1.abc", ClientSecret: "client-s3cret"}
+	if err := Save(dir, c); err != nil {
+		t.Fatal(err)
+	}
+	got, err := Load(dir)
+	if err != nil || got.ClientID != "Iv1.abc" || got.ClientSecret != "client-s3cret" {
+		t.Fatalf("Load = %+v, %v", got, err)
+	}
+	meta, _ := os.ReadFile(filepath.Join(dir, AppFile))
+	if strings.Contains(string(meta), "client-s3cret") {
+		t.Error("the client secret is in the metadata file")
+	}
+	if err := os.Chmod(filepath.Join(dir, ClientSecretFile), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(dir); err == nil || !strings.Contains(err.Error(), "chmod 600") {
+		t.Errorf("group-readable client secret: %v", err)
+	}
+	if err := os.Remove(filepath.Join(dir, ClientSecretFile)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(dir); err == nil || !strings.Contains(err.Error(), "secret is missing") {
+		t.Errorf("client id without its secret: %v", err)
+	}
+	c.ClientSecret = ""
+	if err := Save(t.TempDir(), c); err == nil {
+		t.Error("saved a client id without its secret")
+	}
+}
+
 func TestRegistrationToken(t *testing.T) {
 	dir := t.TempDir()
 	if _, err := RegistrationToken(dir, false); err == nil {

@@ -378,6 +378,7 @@ func (f *Flow) convert(ctx context.Context, code string) (Credentials, error) {
 	c := Credentials{
 		AppID: cfg.GetID(), Slug: cfg.GetSlug(), Name: cfg.GetName(), Owner: cfg.GetOwner().GetLogin(),
 		HTMLURL: cfg.GetHTMLURL(), WebhookSecret: cfg.GetWebhookSecret(), PrivateKeyPEM: cfg.GetPEM(),
+		ClientID: cfg.GetClientID(), ClientSecret: cfg.GetClientSecret(),
 		CreatedAt: f.opts.Now().UTC(),
 	}
 	if err := c.validate(); err != nil {

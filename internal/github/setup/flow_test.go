@@ -110,7 +110,11 @@ func TestFlowCreatesAppForOrganisationAndUser(t *testing.T) {
 			if c.AppID != app.ID || c.WebhookSecret != app.WebhookSecret || !strings.HasPrefix(c.Slug, "perfgate-") || c.Name != app.Manifest["name"] || c.Owner != wantOwner {
 				t.Errorf("stored %+v, app %+v", c, app)
 			}
-			for _, f := range []string{setup.AppFile, setup.KeyFile} {
+			// The OAuth client (sign in with GitHub) is kept as well.
+			if !strings.HasPrefix(c.ClientID, "Iv1.") || c.ClientSecret == "" {
+				t.Errorf("stored OAuth client %q (secret %d characters)", c.ClientID, len(c.ClientSecret))
+			}
+			for _, f := range []string{setup.AppFile, setup.KeyFile, setup.ClientSecretFile} {
 				st, err := os.Stat(filepath.Join(h.dir, f))
 				if err != nil || st.Mode().Perm() != 0o600 {
 					t.Errorf("%s: %v mode %v, want 0600", f, err, st.Mode().Perm())

@@ -24,6 +24,9 @@ const (
 	ScriptPath   = "/setup/setup.js"
 	RedirectPath = "/setup/redirect"
 	HookPath     = "/api/github/hook"
+	// CallbackPath is where GitHub sends a person back after signing in
+	// to the dashboard with the app's OAuth client.
+	CallbackPath = "/oauth/callback"
 )
 
 // Manifest is a GitHub App manifest, as GitHub's manifest flow reads it.
@@ -74,7 +77,8 @@ func (m Manifest) ForServer(publicURL string) (Manifest, error) {
 	out.HookAttributes = HookAttributes{URL: base + HookPath, Active: true}
 	out.RedirectURL = base + RedirectPath
 	out.SetupURL = base + PagePath
-	out.CallbackURLs = nil // perfgate never authorises users through OAuth
+	// Sign in with GitHub: GitHub sends the user back here with the code.
+	out.CallbackURLs = []string{base + CallbackPath}
 	out.DefaultEvents = append([]string(nil), m.DefaultEvents...)
 	out.DefaultPermissions = make(map[string]string, len(m.DefaultPermissions))
 	for k, v := range m.DefaultPermissions {

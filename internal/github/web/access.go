@@ -141,13 +141,16 @@ func cookieName(repo string) string {
 }
 
 // allowed reports whether the request may read repo: a public repository,
-// a valid grant in the query (which then becomes a cookie), or a valid
-// grant cookie.
+// a signed-in person GitHub lets read it, a valid grant in the query
+// (which then becomes a cookie), or a valid grant cookie.
 func (h *Handler) allowed(w http.ResponseWriter, r *http.Request, repo string) bool {
 	if pub, err := h.vis.Public(r.Context(), repo); err == nil && pub {
 		return true
 	} else if err != nil {
 		h.log.Warn().Err(err).Str("repo", repo).Msg("repository visibility unknown: treated as private")
+	}
+	if s := sessionOf(r.Context()); s != nil && h.userMayRead(r.Context(), s, repo) {
+		return true
 	}
 	if tok := r.URL.Query().Get(AccessParam); tok != "" {
 		if exp, err := h.signer.Check(repo, tok); err == nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/perfgate/perfgate/internal/store"
 	"github.com/perfgate/perfgate/internal/vocab/jobstate"
 	"github.com/perfgate/perfgate/internal/vocab/result"
+	"github.com/perfgate/perfgate/internal/vocab/rev"
 )
 
 // CheckRun is a check run's page and API answer: the verdict's table, each
@@ -366,14 +367,14 @@ func (h *Handler) checkRunPage(w http.ResponseWriter, r *http.Request, repo stri
 	sha, tier := r.PathValue("sha"), r.PathValue("tier")
 	cr, err := h.loadCheckRun(r.Context(), repo, sha, tier, true)
 	if errors.Is(err, store.ErrNotFound) {
-		h.fail(w, r, http.StatusNotFound, fmt.Sprintf("%s has no %s check run on %s.", repo, tier, short(sha)))
+		h.fail(w, r, http.StatusNotFound, fmt.Sprintf("%s has no %s check run on %s.", repo, tier, rev.Short(sha)))
 		return
 	}
 	if err != nil {
 		h.internal(w, r, err)
 		return
 	}
-	h.render(w, r, "checkrun", map[string]any{"Title": fmt.Sprintf("%s %s · %s", tier, short(sha), repo), "Repo": repo, "C": cr,
+	h.render(w, r, "checkrun", map[string]any{"Title": fmt.Sprintf("%s %s · %s", tier, rev.Short(sha), repo), "Repo": repo, "C": cr,
 		"EnvRows": envRows(cr.Environment), "TelemetryNames": telemetryNames(cr.Telemetry), "Profiles": h.profileArtifacts(r, repo, sha),
 		"Escalation": escalation(cr, h.now()), "History": historyRows(cr.Audit)})
 }
@@ -444,7 +445,7 @@ func detailText(v any) string {
 			return t.UTC().Format("2006-01-02 15:04 UTC")
 		}
 		if len(x) == 40 && strings.Trim(x, "0123456789abcdef") == "" {
-			return short(x)
+			return rev.Short(x)
 		}
 		return x
 	case nil:

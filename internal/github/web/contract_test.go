@@ -40,17 +40,7 @@ func TestOneDecisionOneTelling(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "perfgate.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	h, err := web.New(web.Options{Store: st, Visibility: web.StaticVisibility{"acme/contract": true}, Signer: web.NewSigner([]byte("k"), time.Hour, nil), PublicURL: "https://perfgate.example", Log: zerolog.Nop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(h)
-	t.Cleanup(srv.Close)
+	st, srv := contractSite(t)
 
 	shas := map[string]string{}
 	for i, c := range cases {
@@ -160,17 +150,7 @@ func TestOneDecisionOneTellingInChromium(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "perfgate.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	h, err := web.New(web.Options{Store: st, Visibility: web.StaticVisibility{"acme/contract": true}, Signer: web.NewSigner([]byte("k"), time.Hour, nil), PublicURL: "https://perfgate.example", Log: zerolog.Nop()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(h)
-	t.Cleanup(srv.Close)
+	st, srv := contractSite(t)
 	browser := browsertest.Start(t)
 	for i, c := range cases {
 		rep := c.Report
@@ -217,6 +197,25 @@ func TestOneDecisionOneTellingInChromium(t *testing.T) {
 			}
 		}
 	}
+}
+
+// contractSite is the pages over an empty store, for documents the test
+// puts there.
+func contractSite(t *testing.T) (store.Store, *httptest.Server) {
+	t.Helper()
+	st, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "perfgate.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	h, err := web.New(web.Options{Store: st, Visibility: web.StaticVisibility{"acme/contract": true}, Signer: web.NewSigner([]byte("k"), time.Hour, nil),
+		PublicURL: "https://perfgate.example", Log: zerolog.Nop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return st, srv
 }
 
 // promises checks one row against the document's own rules.

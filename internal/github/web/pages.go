@@ -15,11 +15,12 @@ import (
 	"github.com/perfgate/perfgate/internal/store"
 	"github.com/perfgate/perfgate/internal/vocab/config"
 	"github.com/perfgate/perfgate/internal/vocab/figure"
+	"github.com/perfgate/perfgate/internal/vocab/rev"
 )
 
 func (h *Handler) parseTemplates() error {
 	funcs := template.FuncMap{
-		"short":   short,
+		"short":   rev.Short,
 		"day":     func(t time.Time) string { return t.UTC().Format("2006-01-02") },
 		"when":    func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04 UTC") },
 		"pct":     figure.Change,
@@ -42,7 +43,7 @@ func (h *Handler) parseTemplates() error {
 		},
 	}
 	h.pages = map[string]*template.Template{}
-	for _, page := range []string{"index", "repo", "series", "checkrun", "error"} {
+	for _, page := range []string{"index", "front", "repo", "series", "checkrun", "error"} {
 		t, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+page+".html")
 		if err != nil {
 			return fmt.Errorf("web: template %s: %w", page, err)
@@ -55,6 +56,14 @@ func (h *Handler) parseTemplates() error {
 // render executes a page into a buffer first, so a template error is a
 // clean 500 rather than half a page.
 func (h *Handler) render(w http.ResponseWriter, r *http.Request, page string, data any) {
+	if m, ok := data.(map[string]any); ok {
+		a := Account{Enabled: h.signIn != nil}
+		if s := sessionOf(r.Context()); s != nil {
+			a.Login = s.login
+		}
+		m["Account"] = a
+		m["Here"] = r.URL.Path
+	}
 	var buf bytes.Buffer
 	if err := h.pages[page].Execute(&buf, data); err != nil {
 		h.log.Error().Err(err).Str("page", page).Msg("render dashboard page")
@@ -74,13 +83,6 @@ func jsonScript(v any) (template.JS, error) {
 		return "", err
 	}
 	return template.JS(b), nil //nolint:gosec // json.Marshal escapes <, > and & (HTML-safe), so the script element cannot be closed early
-}
-
-func short(sha string) string {
-	if len(sha) > 7 {
-		return sha[:7]
-	}
-	return sha
 }
 
 func formatNum(f float64) string {
@@ -118,6 +120,10 @@ func (h *Handler) index(w http.ResponseWriter, r *http.Request) {
 		if h.allowed(w, r, repo) {
 			visible = append(visible, repo)
 		}
+	}
+	if sessionOf(r.Context()) != nil {
+		h.frontPage(w, r, visible)
+		return
 	}
 	h.render(w, r, "index", map[string]any{"Title": "perfgate", "Repos": visible})
 }
@@ -276,14 +282,14 @@ func (h *Handler) seriesPage(w http.ResponseWriter, r *http.Request, repo string
 			}
 			d.Regression = append(d.Regression, reg)
 			d.Links = append(d.Links, p.URL)
-			d.Labels = append(d.Labels, p.Date.Format("2006-01-02")+" "+short(p.Commit))
+			d.Labels = append(d.Labels, p.Date.Format("2006-01-02")+" "+rev.Short(p.Commit))
 		}
 	}
 	for _, c := range s.ChangePoints {
 		if c.State != store.ChangePointOpen {
 			continue
 		}
-		d.Changes = append(d.Changes, mark{X: c.Date.Unix(), Label: fmt.Sprintf("%s %s", pctString(c.Change), short(c.BadCommit)), Regression: c.Regression})
+		d.Changes = append(d.Changes, mark{X: c.Date.Unix(), Label: fmt.Sprintf("%s %s", pctString(c.Change), rev.Short(c.BadCommit)), Regression: c.Regression})
 	}
 	for _, rel := range s.Releases {
 		d.Releases = append(d.Releases, mark{X: rel.Date.Unix(), Label: rel.Tag})

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -37,11 +38,24 @@ type fixture struct {
 	signer *web.Signer
 	nights []history.Night
 	gh     *githubtest.Server
+	skew   atomic.Int64 // how far the dashboard's clock is ahead, in ns
 }
+
+// advance moves the dashboard's clock on.
+func (f *fixture) advance(d time.Duration) { f.skew.Add(int64(d)) }
 
 var end = time.Date(2025, 4, 30, 0, 0, 0, 0, time.UTC)
 
-func newFixture(t testing.TB) *fixture {
+func newFixture(t testing.TB) *fixture { t.Helper(); return newFixtureWith(t, false) }
+
+// vault is a second private repository, seeded only for the sign-in tests:
+// one person may read it, another may not.
+const vault = "acme/vault"
+
+// newFixtureWith seeds the history; with signIn the dashboard signs people
+// in through the fake GitHub's OAuth client, at its own address, and
+// vault exists too.
+func newFixtureWith(t testing.TB, signIn bool) *fixture {
 	t.Helper()
 	ctx := context.Background()
 	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "perfgate.db"))
@@ -50,7 +64,11 @@ func newFixture(t testing.TB) *fixture {
 	}
 	t.Cleanup(func() { st.Close() })
 	f := &fixture{st: st}
-	for _, r := range []string{repo, private} {
+	repos := []string{repo, private}
+	if signIn {
+		repos = append(repos, vault)
+	}
+	for _, r := range repos {
 		nights, err := history.Seed(ctx, st, history.Spec{Repo: r, Cells: []string{"c=1", "c=64"}, Days: days, StepDay: stepDay, Step: 0.10,
 			Noise: 0.01, Requests: 80, Runs: 3, ReleaseDay: 10, ReleaseTag: "v0.2.0", InstallationID: githubtest.InstallationID, Seed: 5, End: end})
 		if err != nil {
@@ -60,13 +78,27 @@ func newFixture(t testing.TB) *fixture {
 			f.nights = nights
 		}
 	}
+	f.gh = ghtest.New(t)
 	f.signer = web.NewSigner([]byte("test key"), time.Hour, nil)
-	f.h, err = web.New(web.Options{Store: st, Visibility: web.StaticVisibility{repo: true}, Signer: f.signer,
-		PublicURL: "https://perfgate.example", Log: zerolog.Nop()})
+	o := web.Options{Store: st, Visibility: web.StaticVisibility{repo: true}, Signer: f.signer,
+		PublicURL: "https://perfgate.example", Log: zerolog.Nop(), Now: func() time.Time { return time.Now().Add(time.Duration(f.skew.Load())) }}
+	// The server's address is known before it starts: sign-in needs it as
+	// the public URL GitHub sends the browser back to.
+	f.srv = httptest.NewUnstartedServer(nil)
+	if signIn {
+		o.PublicURL = "http://" + f.srv.Listener.Addr().String()
+		o.SignIn = &web.SignIn{ClientID: githubtest.ClientID, ClientSecret: githubtest.ClientSecret, WebURL: f.gh.URL, APIURL: f.gh.URL + "/"}
+		for _, r := range []string{private, vault} {
+			f.gh.SetPrivate(r, true)
+		}
+	}
+	f.h, err = web.New(o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.gh = ghtest.New(t)
+	f.srv.Config.Handler = f.h
+	f.srv.Start()
+	t.Cleanup(f.srv.Close)
 	cc, err := githubapp.NewDefaultCachingClientCreator(f.gh.AppConfig())
 	if err != nil {
 		t.Fatal(err)
@@ -74,8 +106,6 @@ func newFixture(t testing.TB) *fixture {
 	if _, err := drift.New(drift.Options{Store: st, Clients: cc, Links: f.h, Log: zerolog.Nop()}).Run(ctx); err != nil {
 		t.Fatal(err)
 	}
-	f.srv = httptest.NewServer(f.h)
-	t.Cleanup(f.srv.Close)
 	return f
 }
 

@@ -74,8 +74,12 @@ type Options struct {
 	// retention sweep deletes them (artifacts.keep), said when a link
 	// finds none; 0: kept forever.
 	ArtifactKeep time.Duration
-	Log          zerolog.Logger
-	Now          func() time.Time
+	// SignIn is the app's OAuth client, with which people sign in with
+	// GitHub and see the private repositories GitHub lets them read; nil:
+	// no sign-in, private pages open through signed links only.
+	SignIn *SignIn
+	Log    zerolog.Logger
+	Now    func() time.Time
 }
 
 // Handler serves the dashboard and its API.
@@ -91,6 +95,8 @@ type Handler struct {
 	levels    baselineCache
 	artifacts ArtifactFiles
 	artKeep   time.Duration
+	signIn    *SignIn
+	sessions  sessions
 }
 
 // New builds the dashboard.
@@ -110,6 +116,10 @@ func New(o Options) (*Handler, error) {
 		vis:       &cachedVisibility{next: vis, ttl: 5 * time.Minute, now: o.Now, m: map[string]visEntry{}},
 		levels:    baselineCache{m: map[int64]map[string]float64{}},
 		artifacts: o.Artifacts, artKeep: o.ArtifactKeep,
+		signIn: o.SignIn, sessions: sessions{m: map[string]sessionRef{}},
+	}
+	if s := o.SignIn; s != nil && (s.ClientID == "" || s.ClientSecret == "" || s.WebURL == "" || s.APIURL == "") {
+		return nil, fmt.Errorf("web: sign-in needs the OAuth client's id and secret and GitHub's web and API addresses")
 	}
 	if err := h.parseTemplates(); err != nil {
 		return nil, err
@@ -121,6 +131,11 @@ func New(o Options) (*Handler, error) {
 	m := http.NewServeMux()
 	m.Handle("GET /static/", http.StripPrefix("/static/", cacheFor(http.FileServerFS(static), time.Hour)))
 	m.HandleFunc("GET /{$}", h.index)
+	if o.SignIn != nil {
+		m.HandleFunc("GET /login", h.login)
+		m.HandleFunc("GET /oauth/callback", h.callback)
+		m.HandleFunc("POST /logout", h.logout)
+	}
 	m.HandleFunc("GET /r/{owner}/{name}", h.repo(h.repoPage))
 	m.HandleFunc("GET /r/{owner}/{name}/series", h.repo(h.seriesPage))
 	m.HandleFunc("GET /r/{owner}/{name}/checks/{sha}/{tier}", h.repo(h.checkRunPage))
@@ -140,7 +155,7 @@ func New(o Options) (*Handler, error) {
 
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	noReferrer(w)
-	h.mux.ServeHTTP(w, r)
+	h.mux.ServeHTTP(w, h.withSession(w, r))
 }
 
 // CheckRunURL is the absolute, signed link to a check run's page: the
@@ -180,7 +195,11 @@ func (h *Handler) repo(next repoHandler) http.HandlerFunc {
 		if !h.allowed(w, r, repo) {
 			// The same answer as for a repository that does not exist, so
 			// a private repository's name is not confirmed to strangers.
-			h.fail(w, r, http.StatusNotFound, fmt.Sprintf("No dashboard for %s, or it is private. Open it through a link perfgate posted (a check run's Details link, a change-point issue), which carries a signed grant.", repo))
+			msg := fmt.Sprintf("No dashboard for %s, or it is private. Open it through a link perfgate posted (a check run's Details link, a change-point issue), which carries a signed grant", repo)
+			if h.signIn != nil {
+				msg += ", or sign in with GitHub as someone who may read the repository"
+			}
+			h.fail(w, r, http.StatusNotFound, msg+".")
 			return
 		}
 		next(w, r, repo)

@@ -177,21 +177,7 @@ func New(cfg Config) (_ *Agent, err error) {
 	if err := id.lockStateDir(cfg.StateDir); err != nil {
 		return nil, fmt.Errorf("agent: %w", err)
 	}
-	if cfg.ClaimWait <= 0 {
-		cfg.ClaimWait = DefaultClaimWait
-	}
-	if cfg.LogFlush <= 0 {
-		cfg.LogFlush = time.Second
-	}
-	if cfg.CancelPoll <= 0 {
-		cfg.CancelPoll = DefaultCancelPoll
-	}
-	if cfg.Docker == "" {
-		cfg.Docker = "docker"
-	}
-	if cfg.EngineOutput <= 0 {
-		cfg.EngineOutput = engine.DefaultOutputLimit
-	}
+	cfg.fillDefaults()
 	// Every engine limit fits what this host and its Docker daemon grant:
 	// a ulimit above the daemon's hard limit fails every container start.
 	var lowered []string
@@ -204,22 +190,9 @@ func New(cfg Config) (_ *Agent, err error) {
 			return nil, fmt.Errorf("agent: engine variable %s: PERFGATE_* variables never reach an engine", k)
 		}
 	}
-	var saved *state
-	if cfg.StateDir != "" {
-		st, ok, err := loadState(cfg.StateDir)
-		if err != nil {
-			return nil, fmt.Errorf("agent: %w", err)
-		}
-		switch {
-		case !ok:
-		case st.Server != strings.TrimRight(cfg.Server, "/"):
-			cfg.Log.Warn().Str("saved_for", st.Server).Msg("the saved agent identity is for another server: registering with this one")
-		case cfg.Token == "":
-			saved = &st
-			if cfg.Name == "" {
-				cfg.Name = st.Name
-			}
-		}
+	saved, err := cfg.savedIdentity()
+	if err != nil {
+		return nil, fmt.Errorf("agent: %w", err)
 	}
 	if cfg.GPU == nil {
 		p, err := gpu.OpenNVML(cfg.Log)
@@ -230,22 +203,8 @@ func New(cfg Config) (_ *Agent, err error) {
 		}
 	}
 	a := &Agent{cfg: cfg, host: host}
-	if cfg.GPU != nil {
-		infos, err := cfg.GPU.List()
-		if err != nil {
-			cfg.Log.Warn().Err(err).Msg("list GPUs: the agent claims only jobs without a GPU pin")
-		}
-		for _, i := range infos {
-			if len(cfg.GPUs) == 0 || contains(cfg.GPUs, i.UUID) {
-				a.gpus = append(a.gpus, i.UUID)
-				a.cards = append(a.cards, fleet.Card{UUID: i.UUID, Model: i.Name, MemoryMiB: i.MemoryMiB, Driver: i.Driver})
-			}
-		}
-		for _, want := range cfg.GPUs {
-			if !contains(a.gpus, want) {
-				return nil, fmt.Errorf("agent: GPU %s is not on this host (nvidia-smi -L lists its cards)", want)
-			}
-		}
+	if err := a.listGPUs(); err != nil {
+		return nil, fmt.Errorf("agent: %w", err)
 	}
 	if a.cfg.Name == "" {
 		if a.cfg.Name, err = id.defaultName(cfg.LockDir, host, a.gpus); err != nil {
@@ -260,20 +219,7 @@ func New(cfg Config) (_ *Agent, err error) {
 		cfg.Log.Warn().Str("agent", a.cfg.Name).Msg("another agent on this host runs under this name: the server sees them as one runner; give each its own --name or none")
 	}
 	a.id = id
-	cacheDir := cfg.CacheDir
-	switch {
-	case cacheDir != "":
-	case cfg.StateDir != "":
-		cacheDir = filepath.Join(cfg.StateDir, "sources")
-	case cfg.WorkDir != "":
-		cacheDir = filepath.Join(cfg.WorkDir, "sources")
-	default:
-		d, err := os.UserCacheDir()
-		if err != nil {
-			d = os.TempDir()
-		}
-		cacheDir = filepath.Join(d, "perfgate", a.cfg.Name, "sources")
-	}
+	cacheDir := sourceCacheDir(cfg, a.cfg.Name)
 	cache, err := source.NewCache(cacheDir, cfg.CacheBytes, cfg.SourceLimits, cfg.Log)
 	if err != nil {
 		return nil, fmt.Errorf("agent: %w", err)
@@ -315,6 +261,93 @@ func New(cfg Config) (_ *Agent, err error) {
 	}
 	a.client = c
 	return a, nil
+}
+
+// fillDefaults sets the timings, the docker command and the engine's
+// output budget left unset.
+func (cfg *Config) fillDefaults() {
+	if cfg.ClaimWait <= 0 {
+		cfg.ClaimWait = DefaultClaimWait
+	}
+	if cfg.LogFlush <= 0 {
+		cfg.LogFlush = time.Second
+	}
+	if cfg.CancelPoll <= 0 {
+		cfg.CancelPoll = DefaultCancelPoll
+	}
+	if cfg.Docker == "" {
+		cfg.Docker = "docker"
+	}
+	if cfg.EngineOutput <= 0 {
+		cfg.EngineOutput = engine.DefaultOutputLimit
+	}
+}
+
+// savedIdentity reads the identity saved in the state directory, if it
+// is for this server and no token was given; its name is the agent's when
+// none was given.
+func (cfg *Config) savedIdentity() (*state, error) {
+	if cfg.StateDir == "" {
+		return nil, nil
+	}
+	st, ok, err := loadState(cfg.StateDir)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case !ok:
+	case st.Server != strings.TrimRight(cfg.Server, "/"):
+		cfg.Log.Warn().Str("saved_for", st.Server).Msg("the saved agent identity is for another server: registering with this one")
+	case cfg.Token == "":
+		if cfg.Name == "" {
+			cfg.Name = st.Name
+		}
+		return &st, nil
+	}
+	return nil, nil
+}
+
+// listGPUs finds the cards the agent serves: the ones --gpu names, or
+// all; a named card that is not on this host is an error.
+func (a *Agent) listGPUs() error {
+	cfg := a.cfg
+	if cfg.GPU == nil {
+		return nil
+	}
+	infos, err := cfg.GPU.List()
+	if err != nil {
+		cfg.Log.Warn().Err(err).Msg("list GPUs: the agent claims only jobs without a GPU pin")
+	}
+	for _, i := range infos {
+		if len(cfg.GPUs) == 0 || contains(cfg.GPUs, i.UUID) {
+			a.gpus = append(a.gpus, i.UUID)
+			a.cards = append(a.cards, fleet.Card{UUID: i.UUID, Model: i.Name, MemoryMiB: i.MemoryMiB, Driver: i.Driver})
+		}
+	}
+	for _, want := range cfg.GPUs {
+		if !contains(a.gpus, want) {
+			return fmt.Errorf("GPU %s is not on this host (nvidia-smi -L lists its cards)", want)
+		}
+	}
+	return nil
+}
+
+// sourceCacheDir is where checkouts are cached: --cache-dir, else under
+// the state or work directory, else the user's cache directory.
+func sourceCacheDir(cfg Config, name string) string {
+	switch {
+	case cfg.CacheDir != "":
+		return cfg.CacheDir
+	case cfg.StateDir != "":
+		return filepath.Join(cfg.StateDir, "sources")
+	case cfg.WorkDir != "":
+		return filepath.Join(cfg.WorkDir, "sources")
+	}
+	d, err := os.UserCacheDir()
+	if err != nil {
+		d = os.TempDir()
+	}
+	return filepath.Join(d, "perfgate", name, "sources")
 }
 
 // saveIdentity keeps a new registration in the state directory; it

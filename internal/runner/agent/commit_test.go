@@ -228,8 +228,8 @@ func TestEnginePerCommit(t *testing.T) {
 	median := map[string][]float64{}
 	for _, r := range runs {
 		want := map[string]string{"base": base, "head": head}[r.side]
-		if strings.Contains(r.env.EngineImage, "{{") || !strings.Contains(r.env.EngineImage, "/inference_engine/serve.sh") {
-			t.Errorf("%s run's engine %q: want the command as it ran, placeholders filled in", r.side, r.env.EngineImage)
+		if strings.Contains(r.env.EngineCommand, "{{") || !strings.Contains(r.env.EngineCommand, "/inference_engine/serve.sh") || !strings.Contains(r.env.EngineImage, "{{.Workdir}}") {
+			t.Errorf("%s run's engine %q, command %q: want the configured identity and the command as it ran, placeholders filled in", r.side, r.env.EngineImage, r.env.EngineCommand)
 		}
 		if r.env.Commit != want || r.env.SourceTree == "" || r.env.Sandbox != "uncontained" || r.env.Sim {
 			t.Errorf("%s run environment: commit %s tree %q sandbox %q sim %v; want commit %s, a tree, uncontained", r.side, r.env.Commit, r.env.SourceTree, r.env.Sandbox, r.env.Sim, want)

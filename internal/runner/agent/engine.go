@@ -23,6 +23,7 @@ import (
 // the in-process sim.
 type running struct {
 	describe string // image, command or "perfgate-sim", for the environment
+	command  string // a command engine's argv as it ran
 	proc     *engine.Server
 	sim      *simServer
 }
@@ -117,13 +118,13 @@ func (a *Agent) startEngine(ctx context.Context, c *agentapi.ClaimResponse, p ag
 	if err != nil {
 		return nil, err
 	}
-	desc := e.Image
+	desc, ran := e.Image, ""
 	if desc == "" {
-		// The command as it ran, its placeholders filled in, not the
-		// template from the config.
-		desc = strings.Join(srv.Argv(), " ")
+		// The configured command is the identity runs are compared by; the
+		// command as it ran (placeholders filled in) is what people read.
+		desc, ran = strings.Join(e.Command, " "), strings.Join(srv.Argv(), " ")
 	}
-	return &running{describe: desc, proc: srv}, nil
+	return &running{describe: desc, command: ran, proc: srv}, nil
 }
 
 // readEngine records the engine's name, version and effective settings

@@ -151,13 +151,7 @@ func (a *Agent) execute(ctx context.Context, c *agentapi.ClaimResponse, log zero
 		log.Warn().Msg("--sim: running the built-in simulated engine instead of the plan's engine (development only)")
 	}
 
-	uuid := plan.GPUUUID
-	if uuid == "" {
-		uuid = c.GPUUUID
-	}
-	if uuid == "" && len(a.gpus) > 0 {
-		uuid = a.gpus[0]
-	}
+	uuid := a.jobGPU(plan, c)
 	dev, info := a.openGPU(ctx, uuid, log)
 	if info.err != nil {
 		return outcome{jobstate.Failed, info.err.Error()}
@@ -178,64 +172,13 @@ func (a *Agent) execute(ctx context.Context, c *agentapi.ClaimResponse, log zero
 			s.release()
 		}
 	}()
-	for _, name := range sidesOf(plan) {
-		s, err := a.prepare(ctx, c, plan, name, uuid, log)
-		if err != nil {
-			if ctx.Err() != nil {
-				return outcome{jobstate.Failed, ctx.Err().Error()}
-			}
-			return outcome{jobstate.Failed, err.Error()}
-		}
-		sides[name] = s
+	if o, ok := a.prepareSides(ctx, c, plan, uuid, sides, log); !ok {
+		return o
 	}
-	if d := plan.Workload.DatasetSHA; d != "" && sides[agentapi.SideBase] == nil {
-		s, err := a.datasetCheckout(ctx, c, d, log)
-		if err != nil {
-			return outcome{jobstate.Failed, err.Error()}
-		}
-		sides[sideDataset] = s
-	}
-	if plan.Interleave != nil {
-		var order []string
-		for _, sl := range plan.Schedule() {
-			order = append(order, sl.Side[:1])
-		}
-		log.Info().Str("base", plan.BaseSHA).Str("head", plan.HeadSHA).Str("order", strings.Join(order, "")).
-			Int("pairs", plan.Runs()/2).Msg("interleaved base and head on one card")
-	}
+	logInterleave(plan, log)
 
-	var (
-		cur     *running
-		curSide = "-"
-		rctx    context.Context
-		rcancel context.CancelCauseFunc = func(error) {}
-	)
-	stop := func() {
-		rcancel(nil)
-		if cur == nil {
-			return
-		}
-		// A fresh context: the job's may be what ended it, and the GPU must
-		// be freed either way.
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), stopTimeout)
-		defer cancel()
-		if err := cur.Stop(sctx); err != nil {
-			log.Error().Err(err).Msg("stop engine")
-		} else {
-			log.Info().Msg("engine stopped")
-		}
-		cur = nil
-	}
-	defer stop()
-	crashed := func(phase string) (outcome, bool) {
-		select {
-		case <-cur.Exited():
-			return outcome{jobstate.Failed, fmt.Sprintf("engine crashed %s: %v", phase, cur.CrashError())}, true
-		default:
-			return outcome{}, false
-		}
-	}
-
+	e := &engineSlot{ctx: ctx, side: "-", rcancel: func(error) {}, log: log}
+	defer e.stop()
 	maxErr := plan.MaxErrorRate
 	if maxErr == 0 {
 		maxErr = agentapi.DefaultMaxErrorRate
@@ -243,93 +186,200 @@ func (a *Agent) execute(ctx context.Context, c *agentapi.ClaimResponse, log zero
 	sched := plan.Schedule()
 	for _, slot := range sched {
 		s := sides[slot.Side]
-		what := fmt.Sprintf("run %d of %d", slot.RunIndex+1, len(sched))
-		if slot.Side != "" {
-			what = fmt.Sprintf("run %d of %d (%s, pair %d)", slot.RunIndex+1, len(sched), slot.Side, slot.Pair+1)
-		}
-		if slot.Side != curSide || cur == nil {
-			stop()
-			if slot.Side != "" {
-				log.Info().Str("side", slot.Side).Str("sha", s.sha).Msg("starting the engine of " + describeSide(slot.Side, s.sha))
-			}
-			cur, err = a.startEngine(ctx, c, plan, s, uuid, log)
-			if err != nil {
-				if ctx.Err() != nil {
-					return outcome{jobstate.Failed, ctx.Err().Error()}
-				}
-				if slot.Side != "" {
-					err = fmt.Errorf("%s engine: %w", slot.Side, err)
-				}
-				return outcome{jobstate.Failed, err.Error()}
-			}
-			curSide = slot.Side
-			// A crash ends whatever bench is doing at once rather than at
-			// its timeouts.
-			rctx, rcancel = context.WithCancelCause(ctx)
-			go func(r *running, rctx context.Context, rcancel context.CancelCauseFunc) {
-				select {
-				case <-r.Exited():
-					rcancel(errCrashed)
-				case <-rctx.Done():
-				}
-			}(cur, rctx, rcancel)
-			if plan.Warmup > 0 {
-				w := a.benchOptions(plan, cur.BaseURL(), c, datasetSide(sides, s))
-				w.NumPrompts, w.Seed = plan.Warmup, w.Seed+1 // prompts of its own
-				log.Info().Int("requests", plan.Warmup).Msg("warm-up")
-				if _, err := bench.Run(rctx, w); err != nil {
-					if o, ok := crashed("during warm-up"); ok {
-						return o
-					}
-					return outcome{jobstate.Failed, fmt.Sprintf("warm-up: %v", err)}
-				}
+		if slot.Side != e.side || e.cur == nil {
+			if o, ok := a.switchEngine(e, c, plan, slot, s, sides, uuid); !ok {
+				return o
 			}
 		}
-
-		opts := a.benchOptions(plan, cur.BaseURL(), c, datasetSide(sides, s))
-		log.Info().Int("run", slot.RunIndex).Int("of", len(sched)).Str("side", slot.Side).Int("pair", slot.Pair).
-			Int("prompts", opts.NumPrompts).Msg("measured run")
-		sampler := gpu.NewSampler(dev, gpu.SamplerConfig{
-			Interval: a.cfg.SampleInterval, Allow: cur.allow(), Log: log,
-		})
-		sampler.Start(rctx)
-		opts.RunID = fmt.Sprintf("job%d-a%d-r%d", c.JobID, c.Attempt, slot.RunIndex)
-		// Every run replays the same prompts; salted apart, none finds the
-		// previous run's in the engine's prefix cache, so the first run
-		// after an engine start is no colder than the others.
-		opts.CacheSalt = opts.RunID
-		cpu0, cpuOK := cur.cpuTime()
-		res, err := bench.Run(rctx, opts)
-		telemetry := sampler.Stop()
-		cpu1, cpuOK1 := cur.cpuTime()
-		if o, ok := crashed("during " + what); ok {
+		if o, ok := a.measuredRun(e, c, plan, slot, len(sched), s, sides, dev, info.info, maxErr); !ok {
 			return o
 		}
-		if err != nil {
-			if ctx.Err() != nil {
-				return outcome{jobstate.Failed, ctx.Err().Error()}
-			}
-			return outcome{jobstate.Failed, fmt.Sprintf("%s: %v", what, err)}
-		}
-		a.annotate(res, plan, cur, s, info.info, &telemetry)
-		a.readEngine(rctx, res, plan, cur, sides, s)
-		if cpuOK && cpuOK1 && cpu1 > cpu0 {
-			res.Perfgate.EngineCPUSeconds = (cpu1 - cpu0).Seconds()
-		}
-		if err := a.upload(ctx, c, slot, res, log); err != nil {
-			if errors.Is(err, agentapi.ErrLeaseLost) || ctx.Err() != nil {
-				return outcome{jobstate.Failed, err.Error()}
-			}
-			return outcome{jobstate.Failed, fmt.Sprintf("upload %s: %v", what, err)}
-		}
-		if reason := errorRateReason(res, slot.RunIndex, len(sched), maxErr); reason != "" {
-			log.Error().Int("failed", res.Failed).Int("completed", res.Completed).Msg(reason)
-			return outcome{jobstate.Failed, reason}
-		}
-		log.Info().Int("run", slot.RunIndex).Str("side", slot.Side).Float64("output_throughput", res.OutputThroughput).
-			Int("gpu_samples", telemetry.Samples).Bool("gpu_valid", telemetry.Valid).Msg("run uploaded")
 	}
 	return outcome{jobstate.Succeeded, ""}
+}
+
+// jobGPU is the card a job runs on: the plan's, the claim's, or the
+// agent's first.
+func (a *Agent) jobGPU(plan agentapi.Plan, c *agentapi.ClaimResponse) string {
+	uuid := plan.GPUUUID
+	if uuid == "" {
+		uuid = c.GPUUUID
+	}
+	if uuid == "" && len(a.gpus) > 0 {
+		uuid = a.gpus[0]
+	}
+	return uuid
+}
+
+// prepareSides prepares each side's commit (source, build) into sides,
+// and the dataset's checkout when no base side holds it.
+func (a *Agent) prepareSides(ctx context.Context, c *agentapi.ClaimResponse, plan agentapi.Plan, uuid string, sides map[string]*side, log zerolog.Logger) (outcome, bool) {
+	for _, name := range sidesOf(plan) {
+		s, err := a.prepare(ctx, c, plan, name, uuid, log)
+		if err != nil {
+			if ctx.Err() != nil {
+				return outcome{jobstate.Failed, ctx.Err().Error()}, false
+			}
+			return outcome{jobstate.Failed, err.Error()}, false
+		}
+		sides[name] = s
+	}
+	if d := plan.Workload.DatasetSHA; d != "" && sides[agentapi.SideBase] == nil {
+		s, err := a.datasetCheckout(ctx, c, d, log)
+		if err != nil {
+			return outcome{jobstate.Failed, err.Error()}, false
+		}
+		sides[sideDataset] = s
+	}
+	return outcome{}, true
+}
+
+// logInterleave logs the order of an interleaved plan's runs.
+func logInterleave(plan agentapi.Plan, log zerolog.Logger) {
+	if plan.Interleave == nil {
+		return
+	}
+	var order []string
+	for _, sl := range plan.Schedule() {
+		order = append(order, sl.Side[:1])
+	}
+	log.Info().Str("base", plan.BaseSHA).Str("head", plan.HeadSHA).Str("order", strings.Join(order, "")).
+		Int("pairs", plan.Runs()/2).Msg("interleaved base and head on one card")
+}
+
+// engineSlot is the engine that holds the card during a job: the side it
+// serves, and the context its crash cancels.
+type engineSlot struct {
+	ctx     context.Context // the job's
+	cur     *running
+	side    string
+	rctx    context.Context
+	rcancel context.CancelCauseFunc
+	log     zerolog.Logger
+}
+
+// stop stops the engine, if one runs.
+func (e *engineSlot) stop() {
+	e.rcancel(nil)
+	if e.cur == nil {
+		return
+	}
+	// A fresh context: the job's may be what ended it, and the GPU must
+	// be freed either way.
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(e.ctx), stopTimeout)
+	defer cancel()
+	if err := e.cur.Stop(sctx); err != nil {
+		e.log.Error().Err(err).Msg("stop engine")
+	} else {
+		e.log.Info().Msg("engine stopped")
+	}
+	e.cur = nil
+}
+
+// crashed says how the job failed if the engine has exited.
+func (e *engineSlot) crashed(phase string) (outcome, bool) {
+	select {
+	case <-e.cur.Exited():
+		return outcome{jobstate.Failed, fmt.Sprintf("engine crashed %s: %v", phase, e.cur.CrashError())}, true
+	default:
+		return outcome{}, false
+	}
+}
+
+// switchEngine stops the engine in use and starts the one of slot's side,
+// then warms it up.
+func (a *Agent) switchEngine(e *engineSlot, c *agentapi.ClaimResponse, plan agentapi.Plan, slot agentapi.Slot, s *side, sides map[string]*side, uuid string) (outcome, bool) {
+	ctx, log := e.ctx, e.log
+	e.stop()
+	if slot.Side != "" {
+		log.Info().Str("side", slot.Side).Str("sha", s.sha).Msg("starting the engine of " + describeSide(slot.Side, s.sha))
+	}
+	cur, err := a.startEngine(ctx, c, plan, s, uuid, log)
+	if err != nil {
+		if ctx.Err() != nil {
+			return outcome{jobstate.Failed, ctx.Err().Error()}, false
+		}
+		if slot.Side != "" {
+			err = fmt.Errorf("%s engine: %w", slot.Side, err)
+		}
+		return outcome{jobstate.Failed, err.Error()}, false
+	}
+	e.cur, e.side = cur, slot.Side
+	// A crash ends whatever bench is doing at once rather than at
+	// its timeouts.
+	e.rctx, e.rcancel = context.WithCancelCause(ctx)
+	go func(r *running, rctx context.Context, rcancel context.CancelCauseFunc) {
+		select {
+		case <-r.Exited():
+			rcancel(errCrashed)
+		case <-rctx.Done():
+		}
+	}(e.cur, e.rctx, e.rcancel)
+	if plan.Warmup > 0 {
+		w := a.benchOptions(plan, e.cur.BaseURL(), c, datasetSide(sides, s))
+		w.NumPrompts, w.Seed = plan.Warmup, w.Seed+1 // prompts of its own
+		log.Info().Int("requests", plan.Warmup).Msg("warm-up")
+		if _, err := bench.Run(e.rctx, w); err != nil {
+			if o, ok := e.crashed("during warm-up"); ok {
+				return o, false
+			}
+			return outcome{jobstate.Failed, fmt.Sprintf("warm-up: %v", err)}, false
+		}
+	}
+	return outcome{}, true
+}
+
+// measuredRun runs slot's measured run on the engine in use, with the
+// card sampled, and uploads its result.
+func (a *Agent) measuredRun(e *engineSlot, c *agentapi.ClaimResponse, plan agentapi.Plan, slot agentapi.Slot, runs int, s *side, sides map[string]*side, dev gpu.Device, info gpu.Info, maxErr float64) (outcome, bool) {
+	ctx, log := e.ctx, e.log
+	what := fmt.Sprintf("run %d of %d", slot.RunIndex+1, runs)
+	if slot.Side != "" {
+		what = fmt.Sprintf("run %d of %d (%s, pair %d)", slot.RunIndex+1, runs, slot.Side, slot.Pair+1)
+	}
+	opts := a.benchOptions(plan, e.cur.BaseURL(), c, datasetSide(sides, s))
+	log.Info().Int("run", slot.RunIndex).Int("of", runs).Str("side", slot.Side).Int("pair", slot.Pair).
+		Int("prompts", opts.NumPrompts).Msg("measured run")
+	sampler := gpu.NewSampler(dev, gpu.SamplerConfig{
+		Interval: a.cfg.SampleInterval, Allow: e.cur.allow(), Log: log,
+	})
+	sampler.Start(e.rctx)
+	opts.RunID = fmt.Sprintf("job%d-a%d-r%d", c.JobID, c.Attempt, slot.RunIndex)
+	// Every run replays the same prompts; salted apart, none finds the
+	// previous run's in the engine's prefix cache, so the first run
+	// after an engine start is no colder than the others.
+	opts.CacheSalt = opts.RunID
+	cpu0, cpuOK := e.cur.cpuTime()
+	res, err := bench.Run(e.rctx, opts)
+	telemetry := sampler.Stop()
+	cpu1, cpuOK1 := e.cur.cpuTime()
+	if o, ok := e.crashed("during " + what); ok {
+		return o, false
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			return outcome{jobstate.Failed, ctx.Err().Error()}, false
+		}
+		return outcome{jobstate.Failed, fmt.Sprintf("%s: %v", what, err)}, false
+	}
+	a.annotate(res, plan, e.cur, s, info, &telemetry)
+	a.readEngine(e.rctx, res, plan, e.cur, sides, s)
+	if cpuOK && cpuOK1 && cpu1 > cpu0 {
+		res.Perfgate.EngineCPUSeconds = (cpu1 - cpu0).Seconds()
+	}
+	if err := a.upload(ctx, c, slot, res, log); err != nil {
+		if errors.Is(err, agentapi.ErrLeaseLost) || ctx.Err() != nil {
+			return outcome{jobstate.Failed, err.Error()}, false
+		}
+		return outcome{jobstate.Failed, fmt.Sprintf("upload %s: %v", what, err)}, false
+	}
+	if reason := errorRateReason(res, slot.RunIndex, runs, maxErr); reason != "" {
+		log.Error().Int("failed", res.Failed).Int("completed", res.Completed).Msg(reason)
+		return outcome{jobstate.Failed, reason}, false
+	}
+	log.Info().Int("run", slot.RunIndex).Str("side", slot.Side).Float64("output_throughput", res.OutputThroughput).
+		Int("gpu_samples", telemetry.Samples).Bool("gpu_valid", telemetry.Valid).Msg("run uploaded")
+	return outcome{}, true
 }
 
 type gpuInfo struct {
@@ -459,7 +509,7 @@ func (a *Agent) annotate(res *result.Result, p agentapi.Plan, srv *running, s *s
 	env.Hostname = a.host
 	cpu := theHostCPU()
 	env.CPUModel, env.CPUCores, env.CPUGovernor = cpu.model, cpu.cores, cpu.governor
-	env.EngineImage = srv.describe
+	env.EngineImage, env.EngineCommand = srv.describe, srv.command
 	env.Sim = p.Engine.Sim != nil
 	env.Commit = s.sha
 	env.SourceTree = s.tree()

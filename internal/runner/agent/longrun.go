@@ -26,6 +26,9 @@ import (
 // (capacity-<n>.json, side base or head). The server compares the knees.
 func (a *Agent) capacityJob(ctx context.Context, c *agentapi.ClaimResponse, plan agentapi.Plan, uuid string, log zerolog.Logger) outcome {
 	cp := plan.Capacity
+	if cp.Steps && plan.BaseSHA != "" && plan.BaseSHA != plan.HeadSHA {
+		return a.capacitySteps(ctx, c, plan, uuid, log)
+	}
 	for i, name := range plan.CapacitySides() {
 		s, err := a.prepare(ctx, c, plan, name, uuid, log)
 		if err != nil {
@@ -54,6 +57,102 @@ func (a *Agent) capacityJob(ctx context.Context, c *agentapi.ClaimResponse, plan
 		}
 	}
 	return outcome{jobstate.Succeeded, ""}
+}
+
+// capacitySteps runs a capacity plan rate by rate: for each repeat, both
+// commits' engines are started from their checkouts and stay up, and the
+// two sweeps advance in lockstep, the side going first alternating by step
+// (B H | H B | B H …), so a host that slows down mid-sweep slows both sides
+// alike instead of one whole sweep. Each sweep is uploaded as with whole
+// sweeps (capacity-<n>.json, side base or head).
+func (a *Agent) capacitySteps(ctx context.Context, c *agentapi.ClaimResponse, plan agentapi.Plan, uuid string, log zerolog.Logger) outcome {
+	cp := plan.Capacity
+	repeats := max(cp.Sweeps, 1)
+	n := 0
+	for r := range repeats {
+		sides := map[string]*side{}
+		release := func() {
+			for _, s := range sides {
+				s.release()
+			}
+		}
+		for _, name := range []string{agentapi.SideBase, agentapi.SideHead} {
+			s, err := a.prepare(ctx, c, plan, name, uuid, log)
+			if err != nil {
+				release()
+				return failed(ctx, fmt.Sprintf("capacity repeat %d (%s)", r+1, describeSide(name, plan.Commit(name))), err)
+			}
+			sides[name] = s
+		}
+		sweeps := map[string]*capacity.Sweep{}
+		for _, name := range []string{agentapi.SideBase, agentapi.SideHead} {
+			sw, err := capacity.NewSweep(cp.Sweep, cp.SLO)
+			if err != nil {
+				release()
+				return outcome{jobstate.Failed, fmt.Sprintf("capacity plan: %v", err)}
+			}
+			sweeps[name] = sw
+		}
+		err := a.withEngine(ctx, c, plan, sides[agentapi.SideBase], uuid, log, func(baseURL string) error {
+			return a.withEngine(ctx, c, plan, sides[agentapi.SideHead], uuid, log, func(headURL string) error {
+				urls := map[string]string{agentapi.SideBase: baseURL, agentapi.SideHead: headURL}
+				return lockstep(ctx, sweeps, func(name string, rate float64) (capacity.Step, error) {
+					o := sweep.Options{Bench: a.benchOptions(plan, urls[name], c, sides[name]), Arrivals: cp.Arrivals,
+						StepSeconds: cp.StepSeconds, MinPrompts: cp.MinPrompts, Log: log.With().Str("side", name).Logger()}
+					return sweep.Step(ctx, rate, sweeps[name].SLO, o)
+				})
+			})
+		})
+		release()
+		if err != nil {
+			return failed(ctx, fmt.Sprintf("capacity repeat %d, interleaved by step", r+1), err)
+		}
+		order := []string{agentapi.SideBase, agentapi.SideHead}
+		if r%2 == 1 {
+			order[0], order[1] = order[1], order[0]
+		}
+		for _, name := range order {
+			n++
+			k := sweeps[name].Knee()
+			log.Info().Str("side", name).Float64("knee", k.Rate).Float64("below", k.Below).Int("steps", k.Steps).Msg("capacity sweep done")
+			art := agentapi.CapacitySweep{Side: name, SHA: plan.Commit(name), Sweep: sweeps[name], Knee: k}
+			if err := a.uploadJSON(ctx, c, name, fmt.Sprintf("%s%d.json", agentapi.CapacityArtifactPrefix, n), art, log); err != nil {
+				return failed(ctx, "upload capacity sweep", err)
+			}
+		}
+	}
+	return outcome{jobstate.Succeeded, ""}
+}
+
+// lockstep advances two sweeps until both are done: at each step the side
+// that went second last time goes first, so neither side always measures
+// later than the other.
+func lockstep(ctx context.Context, sweeps map[string]*capacity.Sweep, measure func(side string, rate float64) (capacity.Step, error)) error {
+	order := []string{agentapi.SideBase, agentapi.SideHead}
+	for {
+		progressed := false
+		for _, name := range order {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			rate, ok := sweeps[name].Next()
+			if !ok {
+				continue
+			}
+			st, err := measure(name, rate)
+			if err != nil {
+				return err
+			}
+			if err := sweeps[name].Observe(st); err != nil {
+				return fmt.Errorf("capacity step at %g requests/s (%s): %w", rate, name, err)
+			}
+			progressed = true
+		}
+		if !progressed {
+			return nil
+		}
+		order[0], order[1] = order[1], order[0]
+	}
 }
 
 // soakJob runs a soak plan on the head's engine: a steady load for the

@@ -3,6 +3,7 @@ package agent_test
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -83,6 +84,47 @@ func TestCapacityAndSoakJobs(t *testing.T) {
 		if !(s.RSSBytes > 0) || s.Requests == 0 {
 			t.Errorf("soak sample %+v: want the engine's RSS and the window's requests", s)
 		}
+	}
+}
+
+// TestCapacityInterleavedBySteps: with capacity.interleave: steps both
+// engines stay up and the two sweeps advance rate by rate, each measuring
+// its own commit; the artifacts come out per repeat, base and head.
+func TestCapacityInterleavedBySteps(t *testing.T) {
+	if testing.Short() {
+		t.Skip("sweeps two engines for about ten seconds")
+	}
+	e := newEnv(t, time.Minute)
+	p := plan(agentapi.SimEngine{DecodeStep: agentapi.Duration(2 * time.Millisecond)}, 10, 1, 2, 0)
+	p.BaseSHA = "def456"
+	p.Capacity = &agentapi.CapacityPlan{
+		Sweep: capacity.Plan{Rates: []float64{4, 8}}, SLO: capacity.SLO{TTFTms: 1000},
+		StepSeconds: 1, MinPrompts: 8, Sweeps: 1, Steps: true,
+	}
+	job := e.enqueue(p, agentapi.KindCapacity, 7)
+	e.runAgent("a", "GPU-11111111-2222-3333-4444-555555555555")
+	waitFor(t, "the capacity job", 60*time.Second, func() bool { return finished(e.job(job.ID)) })
+	if j := e.job(job.ID); j.Status != jobstate.Succeeded {
+		t.Fatalf("job: %s (%s)\n%s", j.Status, j.FailureReason, e.log(job.ID))
+	}
+	arts, err := e.st.ListArtifacts(context.Background(), job.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var order string
+	for _, a := range arts {
+		var sw agentapi.CapacitySweep
+		e.readJSON(a.SHA256, &sw)
+		order += a.Side[:1]
+		if want := map[string]string{"base": "def456", "head": "abc123"}[a.Side]; sw.SHA != want || sw.Sweep == nil || len(sw.Sweep.Steps) < 2 {
+			t.Errorf("%s: %+v: want the sweep of %s with at least two steps", a.Name, sw, want)
+		}
+	}
+	if order != "bh" {
+		t.Errorf("artifacts %q, want bh", order)
+	}
+	if log := e.log(job.ID); !strings.Contains(log, `"side":"base"`) || !strings.Contains(log, `"side":"head"`) {
+		t.Errorf("the job log names no steps of both sides:\n%s", log)
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/perfgate/perfgate/internal/runner/source"
 	"github.com/perfgate/perfgate/internal/vocab/agentapi"
 	"github.com/perfgate/perfgate/internal/vocab/result"
+	"github.com/perfgate/perfgate/internal/vocab/rev"
 )
 
 // side is one commit of a job made ready to start its engine: its
@@ -113,11 +114,7 @@ func sidesOf(p agentapi.Plan) []string {
 
 func describeSide(name, sha string) string {
 	if name == "" {
-		return short(sha)
+		return rev.Log(sha)
 	}
-	return name + " " + short(sha)
-}
-
-func short(sha string) string {
-	return sha[:min(len(sha), 12)]
+	return name + " " + rev.Log(sha)
 }

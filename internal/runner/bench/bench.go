@@ -205,16 +205,9 @@ func Run(ctx context.Context, o Options) (*result.Result, error) {
 		}
 		return *models
 	}
-	model := o.Model
-	if model == "" {
-		mi := listed()
-		if mi.down {
-			return nil, mi.err
-		}
-		if mi.err != nil {
-			return nil, fmt.Errorf("%w; pass --model", mi.err)
-		}
-		model = mi.ids[0]
+	model, err := chooseModel(o.Model, listed)
+	if err != nil {
+		return nil, err
 	}
 
 	var warnings []string
@@ -234,28 +227,13 @@ func Run(ctx context.Context, o Options) (*result.Result, error) {
 	dataRNG := mrand.New(mrand.NewPCG(uint64(o.Seed), 0x5eed_da7a))
 	arrivalRNG := mrand.New(mrand.NewPCG(uint64(o.Seed), 0x5eed_a771))
 	p.maxModelLen = maxModelLen
-	data, err := loadSamples(ctx, &o, dataRNG, p)
-	measured, warmup := data.measured, data.warmup
+	data, err := loadRequests(ctx, &o, dataRNG, p)
 	if err != nil {
-		var ue *UsageError
-		if errors.As(err, &ue) {
-			return nil, err
-		}
-		if ctx.Err() != nil {
-			return nil, fmt.Errorf("benchmark interrupted: %w", ctx.Err())
-		}
-		return nil, usageErr("dataset-path", "%v", err)
+		return nil, err
 	}
-	if len(measured) == 0 {
-		return nil, usageErr("num-prompts", "no requests to send")
-	}
+	measured, warmup := data.measured, data.warmup
 	if w := data.overlong.warning(); w != "" {
 		warnings = append(warnings, w)
-	}
-	if maxModelLen > 0 {
-		if err := checkFits(measured, maxModelLen, o.Dataset); err != nil {
-			return nil, err
-		}
 	}
 	runID := o.RunID
 	if runID == "" {
@@ -281,13 +259,7 @@ func Run(ctx context.Context, o Options) (*result.Result, error) {
 
 	// The first request alone: a wrong setup stops here, with the
 	// server's own words, instead of producing a table of zeros.
-	first := measured[0]
-	probeReq := request{id: runID + "-probe", prompt: first.prompt, promptLen: first.promptLen,
-		maxTokens: min(first.maxTokens, 16)}
-	if o.CacheSalt != "" {
-		probeReq.salt = o.CacheSalt + "-probe" // leaves the first prompt uncached for the run
-	}
-	pr, err := probe(ctx, q, probeReq, &o, listed)
+	pr, err := probe(ctx, q, probeRequest(runID, measured[0], o.CacheSalt), &o, listed)
 	if err != nil {
 		return nil, err
 	}
@@ -296,38 +268,14 @@ func Run(ctx context.Context, o Options) (*result.Result, error) {
 	q.captureText = (!pr.usage && p.tok != nil) || o.SaveTexts
 
 	startedAt := time.Now().UTC()
-	if len(warmup) > 0 {
-		reqs := make([]request, len(warmup))
-		for i, s := range warmup {
-			reqs[i] = request{id: fmt.Sprintf("%s-warmup-%d", runID, i), prompt: s.prompt, promptLen: s.promptLen, maxTokens: s.maxTokens}
-		}
-		runPhase(ctx, q, reqs, nil, o.MaxConcurrency, nil)
-		if err := ctx.Err(); err != nil {
-			return nil, fmt.Errorf("benchmark interrupted during warmup: %w", err)
-		}
+	if err := runWarmup(ctx, q, &o, runID, warmup); err != nil {
+		return nil, err
 	}
 
-	reqs := make([]request, len(measured))
-	offsets := make([]time.Duration, len(measured))
-	for i, s := range measured {
-		reqs[i] = request{id: fmt.Sprintf("%s-%d", runID, i), prompt: s.prompt, promptLen: s.promptLen, maxTokens: s.maxTokens,
-			model: s.model, messages: s.messages}
-		offsets[i] = s.offset
-	}
 	sessions := o.Traffic != nil && o.Traffic.Sessions != nil
-	switch {
-	case sessions:
-		// The rate times the sessions' arrivals; their turns follow answers.
-		offsets = arrivalOffsets(sessionCount(&o), float64(o.RequestRate), o.Burstiness, arrivalRNG)
-	case !isTrace(o.Dataset):
-		offsets = arrivalOffsets(len(reqs), float64(o.RequestRate), o.Burstiness, arrivalRNG)
-	}
-	// Bodies are encoded before the measured phase: work between a
-	// request's due time and its send is lag.
-	for i := range reqs {
-		if reqs[i].body, err = q.body(reqs[i]); err != nil {
-			return nil, fmt.Errorf("encode request %d: %w", i, err)
-		}
+	reqs, offsets, err := measuredRequests(q, &o, runID, measured, sessions, arrivalRNG)
+	if err != nil {
+		return nil, err
 	}
 	// Connections are opened before the measured phase: a dial inside it
 	// would count as the first requests' lag and TTFT, and as client CPU.
@@ -364,13 +312,7 @@ func Run(ctx context.Context, o Options) (*result.Result, error) {
 		warnings = append(warnings, warn)
 	}
 	if p.tok == nil {
-		// Words are only an estimate of a real model's prompt tokens;
-		// the server's own count (template included) is closer.
-		for i := range recs {
-			if recs[i].usagePrompt > 0 {
-				recs[i].promptLen = recs[i].usagePrompt
-			}
-		}
+		useServerPromptLens(recs)
 	}
 
 	r := aggregate(recs, dur, o.Percentiles, o.Goodput)
@@ -385,35 +327,56 @@ func Run(ctx context.Context, o Options) (*result.Result, error) {
 	if err := addVLLMArrays(r, recs, o.SaveTexts); err != nil {
 		return nil, err
 	}
-	r.Date = startedAt.Local().Format("20060102-150405") // vLLM's format
-	r.Backend = o.Backend
-	r.EndpointType = o.Backend
-	r.Label = o.Label
-	r.ModelID = model
-	r.TokenizerID = tokenSourceWords // one word, one token
-	if p.tok != nil {
-		r.TokenizerID = "server:" + model
-	}
-	r.NumPrompts = len(measured)
-	r.RequestRate = o.RequestRate
-	r.Burstiness = o.Burstiness
-	if o.MaxConcurrency > 0 {
-		c := o.MaxConcurrency
-		r.MaxConcurrency = &c
-	}
-	// vLLM writes --metadata pairs as top-level keys; keep that, and keep
-	// them in perfgate's section where they cannot collide with a metric.
-	for k, v := range o.Metadata {
-		b, err := json.Marshal(v)
-		if err != nil {
-			return nil, fmt.Errorf("encode metadata %s: %w", k, err)
-		}
-		if r.Extra == nil {
-			r.Extra = map[string]json.RawMessage{}
-		}
-		r.Extra[k] = b
+	if err := describeVLLM(r, &o, model, startedAt, len(measured), p.tok != nil); err != nil {
+		return nil, err
 	}
 	sec := r.Perfgate
+	describeRun(sec, &o, model, startedAt, runID, measured, source, p.tok != nil)
+	sec.MaxErrorRate = o.MaxErrorRate
+	sec.ErrorRateExceeded = sec.ErrorRate > o.MaxErrorRate
+	sec.ServerMetrics = serverMetrics(metricsURL, before, after, successfulTTFTs(recs))
+	if sec.ServerMetrics.Available {
+		sec.ServerMetrics.During, sec.ServerMetrics.Samples = during, samples
+	}
+	sec.Client = selfCheck(recs, &o, cpuFrom, cpuTo, sec.ServerMetrics)
+	if o.NoStream {
+		warnings = append(warnings, "--no-stream: each answer arrives whole, so TTFT is the end-to-end latency and TPOT and ITL are not measured")
+	}
+	sec.Warnings = warnings
+	return r, nil
+}
+
+// loadRequests loads the dataset and checks that it has requests to send
+// and that they fit the model's context.
+func loadRequests(ctx context.Context, o *Options, rng *mrand.Rand, p promptTokens) (dataset, error) {
+	data, err := loadSamples(ctx, o, rng, p)
+	if err != nil {
+		return data, samplesErr(ctx, err)
+	}
+	if len(data.measured) == 0 {
+		return data, usageErr("num-prompts", "no requests to send")
+	}
+	if p.maxModelLen > 0 {
+		if err := checkFits(data.measured, p.maxModelLen, o.Dataset); err != nil {
+			return data, err
+		}
+	}
+	return data, nil
+}
+
+// probeRequest is the first request, sent alone and short.
+func probeRequest(runID string, first sample, cacheSalt string) request {
+	req := request{id: runID + "-probe", prompt: first.prompt, promptLen: first.promptLen,
+		maxTokens: min(first.maxTokens, 16)}
+	if cacheSalt != "" {
+		req.salt = cacheSalt + "-probe" // leaves the first prompt uncached for the run
+	}
+	return req
+}
+
+// describeRun fills perfgate's section with what describes the run: the
+// tool, the load, the dataset and where token counts came from.
+func describeRun(sec *result.Section, o *Options, model string, startedAt time.Time, runID string, measured []sample, source string, serverTokens bool) {
 	sec.SchemaVersion = result.SchemaVersion
 	sec.Tool = toolName()
 	sec.StartedAt = startedAt.Format(time.RFC3339Nano)
@@ -436,28 +399,134 @@ func Run(ctx context.Context, o Options) (*result.Result, error) {
 		sec.Load.TraceTimeScale = o.TraceTimeScale
 	}
 	sec.DatasetHash = datasetHash(measured)
-	sec.Traffic = trafficRecord(&o, measured)
+	sec.Traffic = trafficRecord(o, measured)
 	if len(o.Metadata) > 0 {
 		sec.Metadata = o.Metadata
 	}
 	sec.Warmup = o.Warmup
 	sec.TokenSource = source
 	sec.InputTokenSource = tokenSourceWords
-	if p.tok != nil {
+	if serverTokens {
 		sec.InputTokenSource = tokenSourceServer
 	}
-	sec.MaxErrorRate = o.MaxErrorRate
-	sec.ErrorRateExceeded = sec.ErrorRate > o.MaxErrorRate
-	sec.ServerMetrics = serverMetrics(metricsURL, before, after, successfulTTFTs(recs))
-	if sec.ServerMetrics.Available {
-		sec.ServerMetrics.During, sec.ServerMetrics.Samples = during, samples
+}
+
+// chooseModel is --model, or the first model the server lists.
+func chooseModel(model string, listed func() modelInfo) (string, error) {
+	if model != "" {
+		return model, nil
 	}
-	sec.Client = selfCheck(recs, &o, cpuFrom, cpuTo, sec.ServerMetrics)
-	if o.NoStream {
-		warnings = append(warnings, "--no-stream: each answer arrives whole, so TTFT is the end-to-end latency and TPOT and ITL are not measured")
+	mi := listed()
+	if mi.down {
+		return "", mi.err
 	}
-	sec.Warnings = warnings
-	return r, nil
+	if mi.err != nil {
+		return "", fmt.Errorf("%w; pass --model", mi.err)
+	}
+	return mi.ids[0], nil
+}
+
+// samplesErr says why the dataset could not be loaded: a usage error as
+// it is, an interruption, or the dataset file's fault.
+func samplesErr(ctx context.Context, err error) error {
+	var ue *UsageError
+	if errors.As(err, &ue) {
+		return err
+	}
+	if ctx.Err() != nil {
+		return fmt.Errorf("benchmark interrupted: %w", ctx.Err())
+	}
+	return usageErr("dataset-path", "%v", err)
+}
+
+// runWarmup sends the warm-up requests, unmeasured.
+func runWarmup(ctx context.Context, q *requester, o *Options, runID string, warmup []sample) error {
+	if len(warmup) == 0 {
+		return nil
+	}
+	reqs := make([]request, len(warmup))
+	for i, s := range warmup {
+		reqs[i] = request{id: fmt.Sprintf("%s-warmup-%d", runID, i), prompt: s.prompt, promptLen: s.promptLen, maxTokens: s.maxTokens}
+	}
+	runPhase(ctx, q, reqs, nil, o.MaxConcurrency, nil)
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("benchmark interrupted during warmup: %w", err)
+	}
+	return nil
+}
+
+// measuredRequests builds the measured phase's requests, their bodies
+// encoded, and their due times: a trace's own, else drawn from the rate
+// (for sessions, the sessions' arrivals).
+func measuredRequests(q *requester, o *Options, runID string, measured []sample, sessions bool, arrivalRNG *mrand.Rand) ([]request, []time.Duration, error) {
+	reqs := make([]request, len(measured))
+	offsets := make([]time.Duration, len(measured))
+	for i, s := range measured {
+		reqs[i] = request{id: fmt.Sprintf("%s-%d", runID, i), prompt: s.prompt, promptLen: s.promptLen, maxTokens: s.maxTokens,
+			model: s.model, messages: s.messages}
+		offsets[i] = s.offset
+	}
+	switch {
+	case sessions:
+		// The rate times the sessions' arrivals; their turns follow answers.
+		offsets = arrivalOffsets(sessionCount(o), float64(o.RequestRate), o.Burstiness, arrivalRNG)
+	case !isTrace(o.Dataset):
+		offsets = arrivalOffsets(len(reqs), float64(o.RequestRate), o.Burstiness, arrivalRNG)
+	}
+	// Bodies are encoded before the measured phase: work between a
+	// request's due time and its send is lag.
+	for i := range reqs {
+		var err error
+		if reqs[i].body, err = q.body(reqs[i]); err != nil {
+			return nil, nil, fmt.Errorf("encode request %d: %w", i, err)
+		}
+	}
+	return reqs, offsets, nil
+}
+
+// useServerPromptLens replaces counted words with the server's prompt
+// token counts where it reported them: words are only an estimate of a
+// real model's prompt tokens; the server's own count (template included)
+// is closer.
+func useServerPromptLens(recs []record) {
+	for i := range recs {
+		if recs[i].usagePrompt > 0 {
+			recs[i].promptLen = recs[i].usagePrompt
+		}
+	}
+}
+
+// describeVLLM fills the run's description in vLLM's top-level fields.
+func describeVLLM(r *result.Result, o *Options, model string, startedAt time.Time, numPrompts int, serverTokens bool) error {
+	r.Date = startedAt.Local().Format("20060102-150405") // vLLM's format
+	r.Backend = o.Backend
+	r.EndpointType = o.Backend
+	r.Label = o.Label
+	r.ModelID = model
+	r.TokenizerID = tokenSourceWords // one word, one token
+	if serverTokens {
+		r.TokenizerID = "server:" + model
+	}
+	r.NumPrompts = numPrompts
+	r.RequestRate = o.RequestRate
+	r.Burstiness = o.Burstiness
+	if o.MaxConcurrency > 0 {
+		c := o.MaxConcurrency
+		r.MaxConcurrency = &c
+	}
+	// vLLM writes --metadata pairs as top-level keys; keep that, and keep
+	// them in perfgate's section where they cannot collide with a metric.
+	for k, v := range o.Metadata {
+		b, err := json.Marshal(v)
+		if err != nil {
+			return fmt.Errorf("encode metadata %s: %w", k, err)
+		}
+		if r.Extra == nil {
+			r.Extra = map[string]json.RawMessage{}
+		}
+		r.Extra[k] = b
+	}
+	return nil
 }
 
 // promptMeasure finds how prompts are measured: the server's /tokenize
@@ -586,8 +655,28 @@ func successfulTTFTs(recs []record) []float64 {
 	return out
 }
 
-// normalize fills defaults and rejects bad options.
+// normalize fills defaults and rejects bad options, one group of flags at
+// a time in the order their errors are reported.
 func (o *Options) normalize() error {
+	for _, step := range []func() error{
+		o.normalizeTarget,
+		o.normalizeEndpoint,
+		o.normalizeDataset,
+		o.normalizeSizes,
+		o.normalizeArrivals,
+		o.normalizeTrace,
+		o.normalizeLimits,
+		o.normalizeMetrics,
+	} {
+		if err := step(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// normalizeTarget checks --target: an http(s) base URL.
+func (o *Options) normalizeTarget() error {
 	if o.Target == "" {
 		return usageErr("target", "required: the engine's base URL, e.g. http://127.0.0.1:8000")
 	}
@@ -595,9 +684,11 @@ func (o *Options) normalize() error {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return usageErr("target", "%q is not an http(s) URL such as http://127.0.0.1:8000", o.Target)
 	}
-	if err := o.normalizeEndpoint(); err != nil {
-		return err
-	}
+	return nil
+}
+
+// normalizeDataset picks the dataset and checks it has the file it needs.
+func (o *Options) normalizeDataset() error {
 	switch {
 	case o.Dataset == "":
 		o.Dataset = "random"
@@ -613,6 +704,11 @@ func (o *Options) normalize() error {
 	default:
 		return usageErr("dataset", "%q: want random, sharegpt, jsonl, %s, %s or %s", o.Dataset, DatasetTimedTrace, DatasetMooncake, DatasetBailian)
 	}
+	return nil
+}
+
+// normalizeSizes checks the prompt count and lengths and fills their defaults.
+func (o *Options) normalizeSizes() error {
 	if o.NumPrompts < 0 {
 		return usageErr("num-prompts", "must be at least 1")
 	}
@@ -636,6 +732,11 @@ func (o *Options) normalize() error {
 			o.OutputLen = DefaultOutputLen
 		}
 	}
+	return nil
+}
+
+// normalizeArrivals checks the request rate and burstiness and fills their defaults.
+func (o *Options) normalizeArrivals() error {
 	rate := float64(o.RequestRate)
 	switch {
 	case isTrace(o.Dataset) && rate != 0 && !math.IsInf(rate, 1):
@@ -651,6 +752,11 @@ func (o *Options) normalize() error {
 	case math.IsNaN(o.Burstiness) || o.Burstiness < 0:
 		return usageErr("burstiness", "must be positive (1 is a Poisson process)")
 	}
+	return nil
+}
+
+// normalizeTrace checks the trace replay options and fills their defaults.
+func (o *Options) normalizeTrace() error {
 	switch {
 	case o.TraceTimeScale == 0:
 		o.TraceTimeScale = 1
@@ -670,6 +776,11 @@ func (o *Options) normalize() error {
 	if o.TraceBlockSize == 0 {
 		_, o.TraceBlockSize = traceFormat(o.Dataset)
 	}
+	return nil
+}
+
+// normalizeLimits checks the concurrency, timeouts and self-check limits and fills their defaults.
+func (o *Options) normalizeLimits() error {
 	if o.MaxConcurrency < 0 {
 		return usageErr("max-concurrency", "must be positive, or 0 for no cap")
 	}
@@ -710,6 +821,11 @@ func (o *Options) normalize() error {
 	if o.MaxClientCPU < 0 || o.MaxScheduleLag < 0 || o.MaxTTFTGap < 0 {
 		return usageErr("max-client-cpu", "self-check limits must be positive")
 	}
+	return nil
+}
+
+// normalizeMetrics checks the goodput SLOs and percentiles.
+func (o *Options) normalizeMetrics() error {
 	for k, v := range o.Goodput {
 		if k != "ttft" && k != "tpot" && k != "e2el" {
 			return usageErr("goodput", "unknown metric %q: want ttft, tpot or e2el", k)

@@ -105,26 +105,8 @@ func selfCheck(recs []record, o *Options, from, to cpuMark, sm *result.ServerMet
 	}
 
 	var why []string
-	maxLag := o.MaxScheduleLag
-	if maxLag == 0 {
-		maxLag = DefaultMaxScheduleLag
-	}
-	// With an infinite rate and no cap every request is due at once, and
-	// the lag measures how long a burst takes to leave, not lateness.
-	paced := !o.RequestRate.IsInf() || isTrace(o.Dataset)
-	gapMS := 0.0
-	switch {
-	case !o.RequestRate.IsInf() && o.RequestRate > 0:
-		gapMS = 1000 / float64(o.RequestRate)
-	case sent > 1:
-		gapMS = span / float64(sent-1) * 1000
-	}
-	if paced && sent > 1 {
-		limit := max(float64(maxLag)/float64(time.Millisecond), 0.25*gapMS)
-		if c.ScheduleLagP99MS > limit {
-			why = append(why, fmt.Sprintf("schedule lag p99 %.1f ms > %.1f ms (a quarter of the mean gap between arrivals, at least %s): requests left late",
-				c.ScheduleLagP99MS, limit, maxLag))
-		}
+	if reason := scheduleLagCheck(c, o, sent, span); reason != "" {
+		why = append(why, reason)
 	}
 	if o.MaxConcurrency > 0 && done > 0 && len(lags) > 0 {
 		idle := mean(lags) / (e2e / float64(done))
@@ -148,6 +130,34 @@ func selfCheck(recs []record, o *Options, from, to cpuMark, sm *result.ServerMet
 		c.Reason = strings.Join(why, "; ")
 	}
 	return c
+}
+
+// scheduleLagCheck says why requests left late, or "": their lag p99
+// above a quarter of the mean gap between arrivals (at least
+// --max-schedule-lag). With an unpaced run it says nothing.
+func scheduleLagCheck(c *result.ClientCheck, o *Options, sent int, span float64) string {
+	maxLag := o.MaxScheduleLag
+	if maxLag == 0 {
+		maxLag = DefaultMaxScheduleLag
+	}
+	// With an infinite rate and no cap every request is due at once, and
+	// the lag measures how long a burst takes to leave, not lateness.
+	paced := !o.RequestRate.IsInf() || isTrace(o.Dataset)
+	gapMS := 0.0
+	switch {
+	case !o.RequestRate.IsInf() && o.RequestRate > 0:
+		gapMS = 1000 / float64(o.RequestRate)
+	case sent > 1:
+		gapMS = span / float64(sent-1) * 1000
+	}
+	if paced && sent > 1 {
+		limit := max(float64(maxLag)/float64(time.Millisecond), 0.25*gapMS)
+		if c.ScheduleLagP99MS > limit {
+			return fmt.Sprintf("schedule lag p99 %.1f ms > %.1f ms (a quarter of the mean gap between arrivals, at least %s): requests left late",
+				c.ScheduleLagP99MS, limit, maxLag)
+		}
+	}
+	return ""
 }
 
 // ttftGapCheck compares the client's mean TTFT with the engine's own. The

@@ -84,8 +84,27 @@ func judge(r Run) (invalid, warnings []string) {
 	if n == 0 {
 		invalid = append(invalid, "no GPU samples were taken during the run")
 	}
+	for _, rule := range []func(r Run, n int) (invalid, warnings []string){
+		clockFindings, foreignFindings, memoryFindings, configFindings, temperatureFindings,
+	} {
+		inv, warn := rule(r, n)
+		invalid = append(invalid, inv...)
+		warnings = append(warnings, warn...)
+	}
 
-	// Clock events.
+	// Gaps: the run must be observed from start to end.
+	if gap, at := longestGap(r); gap > MaxSampleGap {
+		invalid = append(invalid, fmt.Sprintf("no GPU sample for %s (at +%s; more than %s): telemetry missed part of the run", gap.Round(time.Millisecond), at.Round(time.Millisecond), MaxSampleGap))
+	}
+	if r.SampleErrors > 0 {
+		warnings = append(warnings, fmt.Sprintf("%d GPU samples failed: %s", r.SampleErrors, r.FirstError))
+	}
+	return invalid, warnings
+}
+
+// clockFindings finds the card throttling itself (hardware slowdowns,
+// too much software thermal slowdown) and a software power cap.
+func clockFindings(r Run, n int) (invalid, warnings []string) {
 	var hw = map[string]int{}
 	var swThermal, swPower int
 	for _, s := range r.Samples {
@@ -115,8 +134,11 @@ func judge(r Run) (invalid, warnings []string) {
 	if swPower > 0 {
 		warnings = append(warnings, fmt.Sprintf("software power cap in %d of %d samples", swPower, n))
 	}
+	return invalid, warnings
+}
 
-	// Foreign processes.
+// foreignFindings finds other processes on the GPU during the run.
+func foreignFindings(r Run, n int) (invalid, warnings []string) {
 	foreign := map[uint32]int{}
 	for _, s := range r.Samples {
 		for _, pid := range s.PIDs {
@@ -137,8 +159,11 @@ func judge(r Run) (invalid, warnings []string) {
 		}
 		invalid = append(invalid, "another process used the GPU during the run: "+strings.Join(parts, ", "))
 	}
+	return invalid, warnings
+}
 
-	// Memory errors.
+// memoryFindings finds new ECC errors and row remapping.
+func memoryFindings(r Run, n int) (invalid, warnings []string) {
 	if n > 0 {
 		first, last := r.Samples[0].Sample, r.Samples[n-1].Sample
 		if last.ECCUncorrected > first.ECCUncorrected {
@@ -158,8 +183,11 @@ func judge(r Run) (invalid, warnings []string) {
 	} else if pending {
 		invalid = append(invalid, "GPU memory row remapping is pending: reset the card before benchmarking")
 	}
+	return invalid, warnings
+}
 
-	// Configuration changes.
+// configFindings finds the power limit or the card's configuration changing during the run.
+func configFindings(r Run, n int) (invalid, warnings []string) {
 	if lim := r.Before.PowerLimitW; lim > 0 {
 		limits := make([]float64, 0, n+1)
 		for _, s := range r.Samples {
@@ -176,8 +204,11 @@ func judge(r Run) (invalid, warnings []string) {
 	if r.After.UUID != "" {
 		invalid = append(invalid, configChanges(r.Before, r.After)...)
 	}
+	return invalid, warnings
+}
 
-	// Temperature.
+// temperatureFindings finds a card that ran close to its slowdown temperature.
+func temperatureFindings(r Run, n int) (invalid, warnings []string) {
 	if r.Before.SlowdownTempC > 0 && n > 0 {
 		var hottest float64
 		for _, s := range r.Samples {
@@ -186,14 +217,6 @@ func judge(r Run) (invalid, warnings []string) {
 		if hottest >= float64(r.Before.SlowdownTempC-NearSlowdownC) {
 			warnings = append(warnings, fmt.Sprintf("temperature reached %.0f C, within %d C of the slowdown threshold %d C", hottest, NearSlowdownC, r.Before.SlowdownTempC))
 		}
-	}
-
-	// Gaps: the run must be observed from start to end.
-	if gap, at := longestGap(r); gap > MaxSampleGap {
-		invalid = append(invalid, fmt.Sprintf("no GPU sample for %s (at +%s; more than %s): telemetry missed part of the run", gap.Round(time.Millisecond), at.Round(time.Millisecond), MaxSampleGap))
-	}
-	if r.SampleErrors > 0 {
-		warnings = append(warnings, fmt.Sprintf("%d GPU samples failed: %s", r.SampleErrors, r.FirstError))
 	}
 	return invalid, warnings
 }

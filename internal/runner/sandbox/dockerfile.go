@@ -306,37 +306,43 @@ func checkNode(node, at0 *parser.Node, expand func(string) (string, bool), stage
 			}
 		}
 	case "run":
-		cmd, err := instructions.ParseInstruction(node)
-		if err != nil {
-			emit(at(fmt.Sprintf("%v", err)))
+		checkRun(node, at, emit)
+	}
+}
+
+// checkRun reports a RUN that asks for what perfgate's builder does not
+// give: a credential, a network, or BuildKit's mounts.
+func checkRun(node *parser.Node, at func(string) event, emit func(event)) {
+	cmd, err := instructions.ParseInstruction(node)
+	if err != nil {
+		emit(at(fmt.Sprintf("%v", err)))
+		return
+	}
+	run, ok := cmd.(*instructions.RunCommand)
+	if !ok {
+		return
+	}
+	// The mounts are read when the command is expanded; the words
+	// stay as written.
+	if err := run.Expand(func(w string) (string, error) { return w, nil }); err != nil {
+		emit(at(fmt.Sprintf("%v", err)))
+		return
+	}
+	for _, m := range instructions.GetMounts(run) {
+		switch m.Type {
+		case instructions.MountTypeSecret, instructions.MountTypeSSH:
+			emit(at(fmt.Sprintf("RUN --mount=type=%s asks for a credential of the runner, and a build on perfgate's runners gets none; build without it", m.Type)))
 			return
 		}
-		run, ok := cmd.(*instructions.RunCommand)
-		if !ok {
+	}
+	if nw := instructions.GetNetwork(run); nw != instructions.NetworkDefault && nw != instructions.NetworkNone {
+		emit(at(fmt.Sprintf("RUN --network=%s asks for a network, and perfgate's builder has none", nw)))
+		return
+	}
+	for _, f := range node.Flags {
+		if strings.HasPrefix(f, "--mount") {
+			emit(at("RUN --mount needs BuildKit, and perfgate builds with Docker's classic builder; copy what the step needs into the image instead"))
 			return
-		}
-		// The mounts are read when the command is expanded; the words
-		// stay as written.
-		if err := run.Expand(func(w string) (string, error) { return w, nil }); err != nil {
-			emit(at(fmt.Sprintf("%v", err)))
-			return
-		}
-		for _, m := range instructions.GetMounts(run) {
-			switch m.Type {
-			case instructions.MountTypeSecret, instructions.MountTypeSSH:
-				emit(at(fmt.Sprintf("RUN --mount=type=%s asks for a credential of the runner, and a build on perfgate's runners gets none; build without it", m.Type)))
-				return
-			}
-		}
-		if nw := instructions.GetNetwork(run); nw != instructions.NetworkDefault && nw != instructions.NetworkNone {
-			emit(at(fmt.Sprintf("RUN --network=%s asks for a network, and perfgate's builder has none", nw)))
-			return
-		}
-		for _, f := range node.Flags {
-			if strings.HasPrefix(f, "--mount") {
-				emit(at("RUN --mount needs BuildKit, and perfgate builds with Docker's classic builder; copy what the step needs into the image instead"))
-				return
-			}
 		}
 	}
 }

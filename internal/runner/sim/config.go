@@ -125,27 +125,7 @@ func (c Config) validate() error {
 			errs = append(errs, fmt.Errorf("%s is %v: must be >= 0", d.name, d.v))
 		}
 	}
-	if c.MaxNumSeqs < 1 {
-		errs = append(errs, fmt.Errorf("max num seqs is %d: must be >= 1", c.MaxNumSeqs))
-	}
-	if c.MaxNumBatchedTokens < c.MaxNumSeqs {
-		errs = append(errs, fmt.Errorf("max num batched tokens is %d: must be >= max num seqs (%d) so every running sequence can decode in one step", c.MaxNumBatchedTokens, c.MaxNumSeqs))
-	}
-	if !(c.PrefillEagerness > 0 && c.PrefillEagerness <= 1) {
-		errs = append(errs, fmt.Errorf("prefill eagerness is %g: must be in (0, 1] (1 = every step may prefill, as vLLM does)", c.PrefillEagerness))
-	}
-	if c.BlockSize < 1 || c.BlockSize > 1024 {
-		errs = append(errs, fmt.Errorf("block size is %d: must be in 1..1024 (vLLM uses 16)", c.BlockSize))
-	}
-	if c.NumGPUBlocks < 1 || c.NumGPUBlocks > maxGPUBlocks {
-		errs = append(errs, fmt.Errorf("num gpu blocks is %d: must be in 1..%d", c.NumGPUBlocks, maxGPUBlocks))
-	}
-	if c.MaxModelLen < 2 {
-		errs = append(errs, fmt.Errorf("max model len is %d: must be >= 2", c.MaxModelLen))
-	} else if c.BlockSize >= 1 && c.NumGPUBlocks >= 1 && c.MaxModelLen > c.NumGPUBlocks*c.BlockSize {
-		errs = append(errs, fmt.Errorf("max model len %d is larger than the KV cache (%d blocks of %d tokens = %d): raise num gpu blocks or lower max model len",
-			c.MaxModelLen, c.NumGPUBlocks, c.BlockSize, c.NumGPUBlocks*c.BlockSize))
-	}
+	errs = append(errs, c.validateCapacity()...)
 	if c.Jitter < 0 || c.Jitter > 1 {
 		errs = append(errs, fmt.Errorf("jitter is %g: must be in [0, 1]", c.Jitter))
 	}
@@ -178,4 +158,31 @@ func (c Config) validate() error {
 		return fmt.Errorf("invalid sim config: %w", errors.Join(errs...))
 	}
 	return nil
+}
+
+// validateCapacity checks the scheduler's and the KV cache's sizes.
+func (c Config) validateCapacity() []error {
+	var errs []error
+	if c.MaxNumSeqs < 1 {
+		errs = append(errs, fmt.Errorf("max num seqs is %d: must be >= 1", c.MaxNumSeqs))
+	}
+	if c.MaxNumBatchedTokens < c.MaxNumSeqs {
+		errs = append(errs, fmt.Errorf("max num batched tokens is %d: must be >= max num seqs (%d) so every running sequence can decode in one step", c.MaxNumBatchedTokens, c.MaxNumSeqs))
+	}
+	if !(c.PrefillEagerness > 0 && c.PrefillEagerness <= 1) {
+		errs = append(errs, fmt.Errorf("prefill eagerness is %g: must be in (0, 1] (1 = every step may prefill, as vLLM does)", c.PrefillEagerness))
+	}
+	if c.BlockSize < 1 || c.BlockSize > 1024 {
+		errs = append(errs, fmt.Errorf("block size is %d: must be in 1..1024 (vLLM uses 16)", c.BlockSize))
+	}
+	if c.NumGPUBlocks < 1 || c.NumGPUBlocks > maxGPUBlocks {
+		errs = append(errs, fmt.Errorf("num gpu blocks is %d: must be in 1..%d", c.NumGPUBlocks, maxGPUBlocks))
+	}
+	if c.MaxModelLen < 2 {
+		errs = append(errs, fmt.Errorf("max model len is %d: must be >= 2", c.MaxModelLen))
+	} else if c.BlockSize >= 1 && c.NumGPUBlocks >= 1 && c.MaxModelLen > c.NumGPUBlocks*c.BlockSize {
+		errs = append(errs, fmt.Errorf("max model len %d is larger than the KV cache (%d blocks of %d tokens = %d): raise num gpu blocks or lower max model len",
+			c.MaxModelLen, c.NumGPUBlocks, c.BlockSize, c.NumGPUBlocks*c.BlockSize))
+	}
+	return errs
 }

@@ -22,11 +22,10 @@ const (
 type seq struct {
 	arrival      time.Time
 	promptTokens int
-	maxTokens    int    // tokens to generate, counting a stop token
-	stopped      bool   // the last token is a stop: finish_reason "stop"
-	stopReason   string // JSON of stop_reason when stopped: a string or an id
-	stallAt      int    // tokens after which the stream stalls; 0 = never
-	maxParam     int    // the max_tokens the request asked for (metrics)
+	maxTokens    int  // tokens to generate, counting a stop token
+	stopped      bool // the last token is a stop: finish_reason "stop"
+	stallAt      int  // tokens after which the stream stalls; 0 = never
+	maxParam     int  // the max_tokens the request asked for (metrics)
 
 	produced  atomic.Int64
 	cancelled atomic.Bool

@@ -47,20 +47,9 @@ type Options struct {
 
 // Run drives s until it is done (or ctx ends) and returns its knee.
 func Run(ctx context.Context, s *capacity.Sweep, o Options) (capacity.Knee, error) {
-	if o.Run == nil {
-		o.Run = bench.Run
-	}
-	if o.Arrivals == "" {
-		o.Arrivals = Constant
-	}
-	if o.Arrivals != Constant && o.Arrivals != Poisson {
-		return capacity.Knee{}, fmt.Errorf("capacity arrivals %q: use %s or %s", o.Arrivals, Constant, Poisson)
-	}
-	if o.StepSeconds <= 0 {
-		o.StepSeconds = DefaultStepSeconds
-	}
-	if o.MinPrompts <= 0 {
-		o.MinPrompts = DefaultMinPrompts
+	o, err := o.withDefaults()
+	if err != nil {
+		return capacity.Knee{}, err
 	}
 	for {
 		rate, ok := s.Next()
@@ -81,8 +70,32 @@ func Run(ctx context.Context, s *capacity.Sweep, o Options) (capacity.Knee, erro
 	}
 }
 
+// withDefaults fills what is left at zero and checks the arrivals.
+func (o Options) withDefaults() (Options, error) {
+	if o.Run == nil {
+		o.Run = bench.Run
+	}
+	if o.Arrivals == "" {
+		o.Arrivals = Constant
+	}
+	if o.Arrivals != Constant && o.Arrivals != Poisson {
+		return o, fmt.Errorf("capacity arrivals %q: use %s or %s", o.Arrivals, Constant, Poisson)
+	}
+	if o.StepSeconds <= 0 {
+		o.StepSeconds = DefaultStepSeconds
+	}
+	if o.MinPrompts <= 0 {
+		o.MinPrompts = DefaultMinPrompts
+	}
+	return o, nil
+}
+
 // Step offers one rate and measures it against slo.
 func Step(ctx context.Context, rate float64, slo capacity.SLO, o Options) (capacity.Step, error) {
+	o, err := o.withDefaults()
+	if err != nil {
+		return capacity.Step{}, err
+	}
 	bo := o.Bench
 	bo.NumPrompts = max(o.MinPrompts, int(math.Ceil(rate*o.StepSeconds)))
 	bo.RequestRate = result.Rate(rate)
@@ -116,8 +129,11 @@ func FromResult(rate float64, arrivals string, r *result.Result) capacity.Step {
 	if r.RequestGoodput != nil {
 		st.Good = int(math.Round(*r.RequestGoodput * r.Duration))
 	}
-	if r.Perfgate != nil && r.Perfgate.Client != nil && r.Perfgate.Client.ClientBound {
-		st.Distorted = r.Perfgate.Client.Reason
+	if r.Perfgate != nil && r.Perfgate.Client != nil {
+		st.Achieved = r.Perfgate.Client.AchievedRate
+		if r.Perfgate.Client.ClientBound {
+			st.Distorted = r.Perfgate.Client.Reason
+		}
 	}
 	if r.Perfgate != nil && r.Perfgate.ServerMetrics != nil && r.Perfgate.ServerMetrics.Preemptions != nil {
 		st.Preemptions = *r.Perfgate.ServerMetrics.Preemptions

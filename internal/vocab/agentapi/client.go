@@ -378,15 +378,9 @@ func (c *Client) send(ctx context.Context, rq request) (int, io.ReadCloser, erro
 	tryingFrom := ""    // the refused token, while the pending one is tried
 	var since time.Time // first failure of this call
 	for attempt := 0; ; attempt++ {
-		tok := rq.token
-		if tok == "" {
-			tok = c.Token()
-			if tok == "" && rq.agentAuth {
-				if _, err := c.Register(ctx); err != nil {
-					return 0, nil, err
-				}
-				tok = c.Token()
-			}
+		tok, err := c.callToken(ctx, rq)
+		if err != nil {
+			return 0, nil, err
 		}
 		status, body, retry, err := c.attempt(ctx, rq, u, tok)
 		if tryingFrom != "" && (err == nil || status == http.StatusUnauthorized) {
@@ -395,7 +389,6 @@ func (c *Client) send(ctx context.Context, rq request) (int, io.ReadCloser, erro
 			}
 			tryingFrom = ""
 		}
-		var wait time.Duration
 		switch {
 		case err == nil:
 			if !since.IsZero() {
@@ -424,24 +417,7 @@ func (c *Client) send(ctx context.Context, rq request) (int, io.ReadCloser, erro
 		if since.IsZero() {
 			since = time.Now()
 		}
-		var ra *retryAfterError
-		if errors.As(err, &ra) {
-			wait = ra.wait
-		}
-		ev := c.cfg.Log.Debug()
-		if attempt >= warnAfter {
-			ev = c.cfg.Log.Warn()
-		}
-		what := "server error: retrying"
-		if status == 0 {
-			what = "server unreachable: retrying"
-		}
-		ev.Err(err).Str("op", rq.op).Int("attempt", attempt+1).Dur("failing_for", time.Since(since).Round(time.Millisecond)).
-			Str("server", c.base).Msg(what)
-		if wait <= 0 {
-			wait = c.backoff(attempt)
-		}
-		t := time.NewTimer(wait)
+		t := time.NewTimer(c.retryWait(rq, attempt, status, err, since))
 		select {
 		case <-ctx.Done():
 			t.Stop()
@@ -449,6 +425,46 @@ func (c *Client) send(ctx context.Context, rq request) (int, io.ReadCloser, erro
 		case <-t.C:
 		}
 	}
+}
+
+// callToken is the token a call sends: its own (registration), else the
+// agent's, registering first when the agent has none yet.
+func (c *Client) callToken(ctx context.Context, rq request) (string, error) {
+	if rq.token != "" {
+		return rq.token, nil
+	}
+	tok := c.Token()
+	if tok == "" && rq.agentAuth {
+		if _, err := c.Register(ctx); err != nil {
+			return "", err
+		}
+		tok = c.Token()
+	}
+	return tok, nil
+}
+
+// retryWait logs a failed attempt that will be retried and returns how
+// long to wait: the server's Retry-After, else the backoff.
+func (c *Client) retryWait(rq request, attempt, status int, err error, since time.Time) time.Duration {
+	var wait time.Duration
+	var ra *retryAfterError
+	if errors.As(err, &ra) {
+		wait = ra.wait
+	}
+	ev := c.cfg.Log.Debug()
+	if attempt >= warnAfter {
+		ev = c.cfg.Log.Warn()
+	}
+	what := "server error: retrying"
+	if status == 0 {
+		what = "server unreachable: retrying"
+	}
+	ev.Err(err).Str("op", rq.op).Int("attempt", attempt+1).Dur("failing_for", time.Since(since).Round(time.Millisecond)).
+		Str("server", c.base).Msg(what)
+	if wait <= 0 {
+		wait = c.backoff(attempt)
+	}
+	return wait
 }
 
 // attempt sends the call once under its own deadline. status is 0 when

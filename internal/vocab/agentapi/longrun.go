@@ -44,6 +44,9 @@ type CapacityPlan struct {
 	// Threshold is the server's: the relative change of the sustainable
 	// rate below which base and head are the same (0: 10%).
 	Threshold float64 `json:"threshold,omitempty"`
+	// Steps keeps both engines up and alternates base and head rate by
+	// rate (config capacity.interleave: steps).
+	Steps bool `json:"steps,omitempty"`
 }
 
 // CapacitySweep is one sweep's artifact.
@@ -153,7 +156,7 @@ func LongRunPlanAt(cfg *config.Config, kind string, c Commits) (Plan, error) {
 		p.Capacity = &CapacityPlan{
 			Sweep: capacity.Plan{Rates: cp.Rates, Resolution: cp.Resolution, MaxSteps: cp.MaxSteps},
 			SLO:   cp.SLO, Arrivals: cp.Arrivals, StepSeconds: cp.Step.D().Seconds(), MinPrompts: cp.MinPrompts,
-			Sweeps: cp.Sweeps, Threshold: float64(cp.Threshold),
+			Sweeps: cp.Sweeps, Threshold: float64(cp.Threshold), Steps: cp.Interleave == config.InterleaveSteps,
 		}
 	case KindSoak:
 		sk := cfg.Soak

@@ -164,6 +164,12 @@ func (d *decoder) decode(path string, n *yaml.Node, v reflect.Value) {
 		d.decodeThreshold(path, n, v)
 		return
 	}
+	d.decodeKind(path, n, v)
+}
+
+// decodeKind decodes n into v by v's kind: a struct, map or list, or a
+// scalar checked against its YAML tag.
+func (d *decoder) decodeKind(path string, n *yaml.Node, v reflect.Value) {
 	switch v.Kind() {
 	case reflect.Struct:
 		d.decodeStruct(path, n, v)

@@ -32,6 +32,12 @@ type Capacity struct {
 	MinPrompts int      `yaml:"min_prompts"`
 	// Sweeps per commit (ABBA): repeats give the comparison its spread.
 	Sweeps int `yaml:"sweeps"`
+	// Interleave is how base and head share the card: "sweeps" (the
+	// default) sweeps one commit, then the other, one engine at a time;
+	// "steps" keeps both engines up and alternates them rate by rate
+	// (ABBA by step), so a host that slows down mid-sweep slows both
+	// sides alike — it needs both engines to fit on the card at once.
+	Interleave string `yaml:"interleave"`
 	// Threshold is the relative drop of the sustainable rate beyond the
 	// sweeps' spread that is a regression.
 	Threshold Percent `yaml:"threshold"`
@@ -68,8 +74,14 @@ const (
 	maxSoak = 24 * time.Hour
 )
 
+// How a capacity job interleaves base and head (Capacity.Interleave).
+const (
+	InterleaveSweeps = "sweeps"
+	InterleaveSteps  = "steps"
+)
+
 func defaultCapacity() Capacity {
-	return Capacity{Arrivals: "constant", Step: Duration(DefaultCapacityStep), MinPrompts: 40, Sweeps: DefaultCapacitySweeps, Threshold: 0.10}
+	return Capacity{Arrivals: "constant", Step: Duration(DefaultCapacityStep), MinPrompts: 40, Sweeps: DefaultCapacitySweeps, Threshold: 0.10, Interleave: InterleaveSweeps}
 }
 
 func defaultSoak() Soak {
@@ -88,6 +100,7 @@ func (d *decoder) validateLongRun(c *Config) {
 			d.problems("capacity.slo", cp.SLO.WithDefaults().Validate(), "")
 		}
 		d.oneOf("capacity.arrivals", cp.Arrivals, []string{"constant", "poisson"})
+		d.oneOf("capacity.interleave", cp.Interleave, []string{InterleaveSweeps, InterleaveSteps})
 		if cp.Step.D() < time.Second {
 			d.errField("capacity.step", fmt.Sprintf("a step of %s", cp.Step.D()), "offer each rate for at least 1s, e.g. 20s")
 		}

@@ -218,21 +218,25 @@ type TTFTGap struct {
 // Environment is where a run ran. Two runs are comparable only when the
 // fields that matter agree; see the gate.
 type Environment struct {
-	Hostname      string  `json:"hostname,omitempty"`
-	GPUName       string  `json:"gpu_name,omitempty"`
-	GPUUUID       string  `json:"gpu_uuid,omitempty"`
-	GPUSerial     string  `json:"gpu_serial,omitempty"`
-	GPUCount      int     `json:"gpu_count,omitempty"`
-	Driver        string  `json:"driver_version,omitempty"`
-	CUDA          string  `json:"cuda_version,omitempty"`
-	PowerLimitW   float64 `json:"power_limit_w,omitempty"`
-	SMClockMHz    int     `json:"sm_clock_mhz,omitempty"`
-	MemClockMHz   int     `json:"mem_clock_mhz,omitempty"`
-	ECCMode       string  `json:"ecc_mode,omitempty"`
-	MIGMode       string  `json:"mig_mode,omitempty"`
-	Persistence   string  `json:"persistence_mode,omitempty"`
-	EngineImage   string  `json:"engine_image,omitempty"` // image@sha256:… or command
-	EngineVersion string  `json:"engine_version,omitempty"`
+	Hostname    string  `json:"hostname,omitempty"`
+	GPUName     string  `json:"gpu_name,omitempty"`
+	GPUUUID     string  `json:"gpu_uuid,omitempty"`
+	GPUSerial   string  `json:"gpu_serial,omitempty"`
+	GPUCount    int     `json:"gpu_count,omitempty"`
+	Driver      string  `json:"driver_version,omitempty"`
+	CUDA        string  `json:"cuda_version,omitempty"`
+	PowerLimitW float64 `json:"power_limit_w,omitempty"`
+	SMClockMHz  int     `json:"sm_clock_mhz,omitempty"`
+	MemClockMHz int     `json:"mem_clock_mhz,omitempty"`
+	ECCMode     string  `json:"ecc_mode,omitempty"`
+	MIGMode     string  `json:"mig_mode,omitempty"`
+	Persistence string  `json:"persistence_mode,omitempty"`
+	EngineImage string  `json:"engine_image,omitempty"` // image@sha256:… or the command as configured: the identity runs are compared by
+	// EngineCommand is the command as it ran, its placeholders filled in
+	// (a checkout's path differs per commit, so it is shown, never
+	// compared).
+	EngineCommand string `json:"engine_command,omitempty"`
+	EngineVersion string `json:"engine_version,omitempty"`
 	// EngineName is the engine as it names itself ("ollama", "vllm",
 	// "perfgate-sim"), read from the engine with EngineVersion.
 	EngineName string `json:"engine_name,omitempty"`

@@ -1,3 +1,0 @@
-module github.com/hashicorp/golang-lru
-
-go 1.12
