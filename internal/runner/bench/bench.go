@@ -316,14 +316,7 @@ func Run(ctx context.Context, o Options) (*result.Result, error) {
 	}
 
 	r := aggregate(recs, dur, o.Percentiles, o.Goodput)
-	if !sessions {
-		// Request i sent prompt i of the measured set.
-		for i := range recs {
-			if words, ok := recs[i].engineFailure(); ok {
-				r.Perfgate.EngineFailures = append(r.Perfgate.EngineFailures, result.EngineFailure{Prompt: i, Tokens: recs[i].chunks, Words: words})
-			}
-		}
-	}
+	r.Perfgate.EngineFailures = engineFailures(recs, sessions)
 	if err := addVLLMArrays(r, recs, o.SaveTexts); err != nil {
 		return nil, err
 	}
@@ -1045,6 +1038,22 @@ func toolName() string {
 		v = bi.Main.Version
 	}
 	return "perfgate bench " + v
+}
+
+// engineFailures are the requests the engine ended itself, by prompt:
+// request i sent prompt i of the measured set. A session's turns are not
+// prompts of the set: none is named.
+func engineFailures(recs []record, sessions bool) []result.EngineFailure {
+	if sessions {
+		return nil
+	}
+	var out []result.EngineFailure
+	for i := range recs {
+		if words, ok := recs[i].engineFailure(); ok {
+			out = append(out, result.EngineFailure{Prompt: i, Tokens: recs[i].chunks, Words: words})
+		}
+	}
+	return out
 }
 
 // sortedErrors lists distinct error messages, most frequent first.
