@@ -222,8 +222,8 @@ func TestEnginePerCommit(t *testing.T) {
 	median := map[string][]float64{}
 	for _, r := range runs {
 		want := map[string]string{"base": base, "head": head}[r.side]
-		if strings.Contains(r.env.EngineImage, "{{") || !strings.Contains(r.env.EngineImage, "/inference_engine/serve.sh") {
-			t.Errorf("%s run's engine %q: want the command as it ran, placeholders filled in", r.side, r.env.EngineImage)
+		if r.env.EngineImage != runs[0].env.EngineImage || !strings.Contains(r.env.EngineImage, "/inference_engine/serve.sh") {
+			t.Errorf("%s run's engine %q, the first run's %q: want the same command template, which the gate compares", r.side, r.env.EngineImage, runs[0].env.EngineImage)
 		}
 		if r.env.Commit != want || r.env.SourceTree == "" || r.env.Sandbox != "uncontained" || r.env.Sim {
 			t.Errorf("%s run environment: commit %s tree %q sandbox %q sim %v; want commit %s, a tree, uncontained", r.side, r.env.Commit, r.env.SourceTree, r.env.Sandbox, r.env.Sim, want)

@@ -117,9 +117,10 @@ func (a *Agent) startEngine(ctx context.Context, c *agentapi.ClaimResponse, p ag
 	}
 	desc := e.Image
 	if desc == "" {
-		// The command as it ran, its placeholders filled in, not the
-		// template from the config.
-		desc = strings.Join(srv.Argv(), " ")
+		// The config's template, not the command as it ran: the gate
+		// compares this field between base and head, and the filled-in
+		// command differs in every run (the checkout's path, the port).
+		desc = strings.Join(e.Command, " ")
 	}
 	return &running{describe: desc, proc: srv}, nil
 }
