@@ -1,6 +1,7 @@
 package capacity
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
 	"slices"
@@ -30,6 +31,37 @@ type Side struct {
 	// spread together.
 	Low  float64 `json:"low"`
 	High float64 `json:"high"`
+}
+
+// sideJSON is Side as stored: JSON has no +Inf, so an unbounded High
+// (a sweep that never failed, or one that stopped before it did) is null.
+type sideJSON struct {
+	N      int      `json:"n"`
+	Median float64  `json:"median"`
+	Low    float64  `json:"low"`
+	High   *float64 `json:"high"`
+}
+
+// MarshalJSON writes an unbounded High as null.
+func (s Side) MarshalJSON() ([]byte, error) {
+	j := sideJSON{N: s.N, Median: s.Median, Low: s.Low}
+	if !math.IsInf(s.High, 1) {
+		j.High = &s.High
+	}
+	return json.Marshal(j)
+}
+
+// UnmarshalJSON reads a null High as unbounded.
+func (s *Side) UnmarshalJSON(b []byte) error {
+	var j sideJSON
+	if err := json.Unmarshal(b, &j); err != nil {
+		return err
+	}
+	*s = Side{N: j.N, Median: j.Median, Low: j.Low, High: math.Inf(1)}
+	if j.High != nil {
+		s.High = *j.High
+	}
+	return nil
 }
 
 // Comparison is the gate's view of base against head.

@@ -1,6 +1,7 @@
 package capacity
 
 import (
+	"encoding/json"
 	"math"
 	"testing"
 )
@@ -42,5 +43,28 @@ func TestCompare(t *testing.T) {
 				t.Error("no reason given")
 			}
 		})
+	}
+}
+
+// A censored knee's side has no upper bound (+Inf), which JSON cannot
+// hold: the comparison is stored with the bound as null and read back
+// unbounded (the capacity check used to fail with "json: unsupported
+// value: +Inf" whenever a sweep never failed or stopped as distorted).
+func TestComparisonJSONUnboundedSide(t *testing.T) {
+	t.Parallel()
+	c := Compare([]Knee{{Rate: 4, Censored: true, Distorted: "the host distorted every try"}}, []Knee{{Rate: 8, Below: 9}}, 0.1)
+	if !math.IsInf(c.Base.High, 1) {
+		t.Fatalf("base high %v, want +Inf for a censored knee", c.Base.High)
+	}
+	b, err := json.Marshal(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back Comparison
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatal(err)
+	}
+	if !math.IsInf(back.Base.High, 1) || back.Head.High != 9 || back.Base.Low != 4 || back.Verdict != c.Verdict {
+		t.Errorf("round trip %s → %+v, want %+v", b, back, c)
 	}
 }
