@@ -20,6 +20,7 @@ func TestAppealFlow(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end: measures the simulated engine three times")
 	}
+	t.Parallel()
 	ctx, cancel := context.WithCancel(poll.Context(t))
 	defer cancel()
 	h, err := Start(ctx, t.TempDir(), zerolog.Nop(), WithPerfgate(perfgateBin), WithSlowdown(1.3))

@@ -24,6 +24,7 @@ func TestBisectFindsThePlantedCommit(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end: measures the simulated engine for about a minute")
 	}
+	t.Parallel()
 	ctx, cancel := context.WithCancel(poll.Context(t))
 	defer cancel()
 	var log strings.Builder

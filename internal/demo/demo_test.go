@@ -23,6 +23,10 @@ import (
 // base and head engines ran from different trees and the slow one is the
 // head's; PR #18, which only edits a README there, passes.
 func TestPullRequestRegressionWarnsThenEscalates(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end: measures the simulated engine for ~30 s")
+	}
+	t.Parallel()
 	warnThenEscalate(t, t.TempDir())
 }
 
@@ -31,6 +35,7 @@ func TestPullRequestRegressionOnPostgres(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end: measures the simulated engine for ~30 s")
 	}
+	t.Parallel()
 	warnThenEscalate(t, storetest.PostgresDSN(t))
 }
 
@@ -111,6 +116,7 @@ func TestInconclusivePRIsExplainedNotEscalated(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end: measures the simulated engine for ~20 s")
 	}
+	t.Parallel()
 	ctx, cancel := context.WithCancel(poll.Context(t))
 	defer cancel()
 	var log strings.Builder

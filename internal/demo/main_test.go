@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"testing"
 )
 
@@ -14,8 +15,23 @@ import (
 // the test binary, which cannot serve the engine.
 var perfgateBin string
 
+// scenarios is how many end-to-end scenarios run at once when go test is
+// given no -parallel: each is its own server, store, runner and engine
+// (ports picked by the kernel, a clock of its own), and each spends its
+// time waiting on its engine's simulated decode steps, not on the CPU, so
+// the default of GOMAXPROCS (two in CI) would leave the cores idle.
+const scenarios = 6
+
 func TestMain(m *testing.M) {
 	flag.Parse() // testing.Short needs the flags parsed
+	given := false
+	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "test.parallel" })
+	if !given {
+		if err := flag.Set("test.parallel", strconv.Itoa(scenarios)); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(2)
+		}
+	}
 	os.Exit(run(m))
 }
 

@@ -34,6 +34,7 @@ func TestSchedulerScenario(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end: measures three commits and profiles two on the simulated engine (about two minutes: arrivals at 10/s)")
 	}
+	t.Parallel()
 	ctx, cancel := context.WithCancel(poll.Context(t))
 	defer cancel()
 	var log strings.Builder

@@ -21,6 +21,7 @@ func TestServeKeepsTheDashboardUp(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end: measures the simulated engine for ~30 s")
 	}
+	t.Parallel()
 	ctx, cancel := context.WithCancel(poll.Context(t))
 	defer cancel()
 	var out strings.Builder
