@@ -1,0 +1,87 @@
+package bisect
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+// pairsAt is n interleaved pairs whose commit side sits change above the
+// reference, each run with log-normal noise cv.
+func pairsAt(rng *rand.Rand, n int, change, cv float64) Reading {
+	var r Reading
+	for range n {
+		level := 40 * (1 + 0.1*rng.Float64()) // drift between pairs cancels
+		r.RefValues = append(r.RefValues, level*math.Exp(cv*rng.NormFloat64()))
+		r.Values = append(r.Values, level*(1+change)*math.Exp(cv*rng.NormFloat64()))
+	}
+	return r
+}
+
+// TestDecideStep: git bisect run's single step takes the server bisect's
+// rule — "same" within half the ends' change, sized to the noise — so a
+// good commit on a noisy machine is called good within the budget where
+// the old ±MinChange margin asked for more pairs than it had.
+func TestDecideStep(t *testing.T) {
+	t.Parallel()
+	rng := rand.New(rand.NewPCG(1, 2))
+	cfg := Config{}
+	ends := pairsAt(rng, 8, 0.08, 0.04)
+	if d := DecideEnds(cfg, ends); d.Verdict != Bad {
+		t.Fatalf("ends +8%% at 4%% noise over 8 pairs: %s (%s), want bad (they differ)", d.Verdict, d.Reason)
+	}
+	if d := DecideEnds(cfg, pairsAt(rng, 8, 0, 0.01)); d.Verdict != Good {
+		t.Errorf("identical ends over 8 quiet pairs: %s (%s), want good (nothing to bisect)", d.Verdict, d.Reason)
+	}
+	if d := DecideEnds(cfg, pairsAt(rng, 3, 0.02, 0.06)); d.Verdict != Undecided || d.More < 3 {
+		t.Errorf("3 noisy pairs of the ends: %s, %d more, want more pairs", d.Verdict, d.More)
+	}
+
+	// Walk commits at either level to a decision, as bisect run does.
+	walk := func(change float64, ends *Reading, dir float64) StepDecision {
+		r := pairsAt(rng, 3, change, 0.04)
+		for {
+			d := DecideStep(cfg, r, ends, dir)
+			if d.Verdict != Undecided || d.More == 0 {
+				return d
+			}
+			more := pairsAt(rng, d.More, change, 0.04)
+			r.Values, r.RefValues = append(r.Values, more.Values...), append(r.RefValues, more.RefValues...)
+		}
+	}
+	wrong, undecided := 0, 0
+	for range 200 {
+		for _, c := range []struct {
+			change float64
+			want   Verdict
+		}{{0, Good}, {0.08, Bad}} {
+			e := pairsAt(rng, 8, 0.08, 0.04)
+			for DecideEnds(cfg, e).Verdict != Bad {
+				e = pairsAt(rng, 8, 0.08, 0.04)
+			}
+			d := walk(c.change, &e, 0)
+			switch {
+			case d.Verdict == Undecided:
+				undecided++
+			case d.Verdict != c.want:
+				wrong++
+				t.Logf("%+.0f%%: %s after %d pairs (%s)", 100*c.change, d.Verdict, d.Pairs, d.Reason)
+			}
+			if d.Pairs > StepConfig(cfg).MaxPairs {
+				t.Fatalf("%d pairs, over the budget of %d", d.Pairs, StepConfig(cfg).MaxPairs)
+			}
+		}
+	}
+	if wrong > 4 || undecided > 8 {
+		t.Errorf("of 400 commits at 4%% run noise: %d judged wrong, %d undecided at the budget; want ≤4 and ≤8", wrong, undecided)
+	}
+
+	// Without ends the margin is MinChange both ways, and dir picks the
+	// bad way: a commit 8% better is not bad when "worse" is asked.
+	if d := DecideStep(cfg, pairsAt(rng, 16, -0.08, 0.01), nil, 1); d.Verdict == Bad {
+		t.Errorf("8%% the other way, direction up: bad, want good or unknown (%s)", d.Reason)
+	}
+	if d := DecideStep(cfg, pairsAt(rng, 16, 0.08, 0.01), nil, 1); d.Verdict != Bad {
+		t.Errorf("+8%% over 16 quiet pairs, no ends: %s (%s), want bad", d.Verdict, d.Reason)
+	}
+}
