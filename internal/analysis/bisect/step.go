@@ -35,8 +35,19 @@ const StepMinPairs = 8
 
 // StepConfig is the rule and caps of a single step: MinJobPairs is the
 // fewest pairs of one round, InitialPairs the ends' first, MaxPairs the
-// budget of one commit's pairs, Precision the sizing.
-func StepConfig(c Config) Config { return c.withDefaults(1) }
+// budget of one commit's pairs, Precision the sizing, and the rule's Alpha
+// split over StepLooks.
+func StepConfig(c Config) Config {
+	c = c.withDefaults(1)
+	c.Rule.Alpha /= StepLooks
+	return c
+}
+
+// StepLooks splits the rule's α for "different" over the rounds a single
+// step may look at (Bonferroni): the server bisect's looks are guarded by
+// the adjacent confirmation, a single step's are not — its answer is final
+// for git bisect.
+const StepLooks = 5
 
 // DecideEnds judges the ends' pairs (Values the bad end, RefValues the
 // good): Bad when they differ (bisect on), Good when they are the same
@@ -51,7 +62,19 @@ func DecideEnds(cfg Config, ends Reading) StepDecision {
 	margin := math.Log1p(cfg.Rule.MinChange)
 	c := cfg.Rule.test(e.D, e.SE, n.DF, margin, 0)
 	d := StepDecision{Comparison: c, Verdict: Undecided, Pairs: e.Pairs, Margin: margin, Noise: n}
+	// The ends' change is every later step's yardstick (its half is the
+	// "same" margin, its fifth the standard error the steps aim at), and
+	// no confirmation follows: measure it to that precision before using it.
+	want := e.Pairs
+	if n.Sigma > 0 && e.D != 0 {
+		target := math.Abs(e.D) / cfg.Precision
+		want = int(math.Ceil(n.Sigma * n.Sigma / (target * target)))
+	}
+	want = min(max(want, StepMinPairs), cfg.MaxPairs)
 	switch {
+	case c.Outcome == Different && e.Pairs < want:
+		d.More = min(max(cfg.MinJobPairs, want-e.Pairs), cfg.MaxJobPairs, cfg.MaxPairs-e.Pairs)
+		d.Reason = fmt.Sprintf("the ends differ by %s: %d more pairs to measure by how much", pct(c.Change()), d.More)
 	case c.Outcome == Different:
 		d.Verdict, d.Reason = Bad, fmt.Sprintf("the ends differ by %s: bisect", pct(c.Change()))
 	case c.Outcome == Same && e.Pairs >= 2*cfg.InitialPairs:
@@ -63,6 +86,7 @@ func DecideEnds(cfg Config, ends Reading) StepDecision {
 		if c.Outcome == Same {
 			d.More = cfg.InitialPairs
 		}
+		d.More = min(d.More, cfg.MaxPairs-e.Pairs)
 		d.Reason = fmt.Sprintf("the ends' difference is %s: %d more pairs", c.Outcome, d.More)
 	}
 	return d
@@ -108,7 +132,7 @@ func DecideStep(cfg Config, commit Reading, ends *Reading, dir float64) StepDeci
 	// round near the threshold: believe it only on more pairs.
 	if d.Between && m.Pairs < 2*cfg.InitialPairs && m.Pairs < cfg.MaxPairs {
 		d.Verdict = Undecided
-		d.More = s.size(n, effect, m.Pairs)
+		d.More = min(s.size(n, effect, m.Pairs), cfg.MaxPairs-m.Pairs)
 		d.Reason = fmt.Sprintf("differs from both ends: %d more pairs before believing it", d.More)
 		return d
 	}
@@ -130,7 +154,7 @@ func DecideStep(cfg Config, commit Reading, ends *Reading, dir float64) StepDeci
 			d.Reason = fmt.Sprintf("still unknown at %d pairs, the budget", m.Pairs)
 			return d
 		}
-		d.More = max(s.size(n, effect, m.Pairs), StepMinPairs-m.Pairs)
+		d.More = min(max(s.size(n, effect, m.Pairs), StepMinPairs-m.Pairs), cfg.MaxPairs-m.Pairs)
 		d.Reason = fmt.Sprintf("unknown: %d more pairs (sized to the noise)", d.More)
 	}
 	return d
