@@ -58,16 +58,19 @@ const bisectUsage = `usage: perfgate bisect run --good COMMIT [flags]           
        perfgate bisect measure --output FILE [flags]                      (make a reference file)
 
   git bisect start BAD GOOD
-  git bisect run perfgate bisect run --good GOOD --metric tpot_p90
+  git bisect run perfgate bisect run --good GOOD --metric tpot_median
 
 run measures the current checkout next to the good commit, in the same invocation and on the
 same machine: the good commit is checked out in a temporary git worktree, and the two engines
 (server.command of .github/perfgate.yml, or --command, started in each checkout) take turns
 run by run in ABBA order, so a machine that drifts or takes a load burst meanwhile moves both
-alike. It compares the pairs by the bisect's three-outcome rule and exits 0 (same as good),
-1 (changed from good) or 125 (could not build, start or measure it, or still unknown at
---max-runs: git bisect skips it). A usage error, or a good commit that cannot be measured,
-exits 128, which aborts the bisect.
+alike. The first step of a bisect also measures the bad end (the first commit git bisect marked
+bad, or --bad) next to the good one and keeps its pairs in the git directory: half its change
+is the margin of "same". Pairs are added, sized to the noise, until the bisect's rule decides:
+exit 0 (same as good), 1 (changed from good), or 125 (could not build, start or measure it, or
+still unknown at --max-pairs: git bisect skips it). A usage error, a good or bad end that cannot
+be measured, or ends that do not differ exit 128, which aborts the bisect. Every answer prints
+its reason.
 
 With --good FILE (runs that bisect measure wrote earlier) nothing is interleaved: a machine
 that drifted since makes every commit look changed. Prefer a commit.
