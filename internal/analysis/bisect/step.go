@@ -3,6 +3,8 @@ package bisect
 import (
 	"fmt"
 	"math"
+
+	"github.com/perfgate/perfgate/internal/analysis/stats"
 )
 
 // A single step is what `git bisect run` asks of one invocation: one commit,
@@ -96,8 +98,8 @@ func DecideEnds(cfg Config, ends Reading) StepDecision {
 // RefValues the good end). With ends (the bad end's pairs with the good
 // end, which DecideEnds called different) the rule is the server bisect's:
 // bad when it moved significantly the ends' way, good when it stayed, with
-// confidence, within half the ends' change of good; the ends' pairs join
-// the noise. Without ends (nil), "same" means within MinChange, both ways,
+// confidence, less than half the ends' change their way; the ends' pairs
+// join the noise. Without ends (nil), "same" means within MinChange, both ways,
 // and dir says which way counts as bad (0: either). Undecided says how many
 // More pairs would decide at the noise seen; 0 when MaxPairs is reached.
 func DecideStep(cfg Config, commit Reading, ends *Reading, dir float64) StepDecision {
@@ -117,7 +119,7 @@ func DecideStep(cfg Config, commit Reading, ends *Reading, dir float64) StepDeci
 		e := s.paired(2, 0, 0, n)
 		j := s.judge(m, e, n)
 		d.Comparison, d.Verdict, d.Between = j.VsGood, j.Verdict, j.Between
-		d.Margin, effect = math.Abs(e.D)/2, math.Abs(e.D)/2
+		d.Margin, effect, dir = math.Abs(e.D)/2, math.Abs(e.D)/2, math.Copysign(1, e.D)
 	} else {
 		d.Margin = math.Log1p(cfg.Rule.MinChange)
 		d.Comparison, effect = cfg.Rule.test(m.D, m.SE, n.DF, d.Margin, dir), d.Margin
@@ -126,6 +128,18 @@ func DecideStep(cfg Config, commit Reading, ends *Reading, dir float64) StepDeci
 			d.Verdict = Bad
 		case Same:
 			d.Verdict = Good
+		}
+	}
+	// git bisect asks one question — does this commit have the change
+	// chased? — so a commit whose one-sided bound stays under half the
+	// ends' change their way is good even when it moved the other way (the
+	// server's "same" also bounds that side, since its search places
+	// levels; `--good FILE` has always judged so, JudgeToward).
+	if d.Verdict == Undecided && ends != nil && m.Pairs >= StepMinPairs && !math.IsNaN(m.D) && !math.IsInf(m.SE, 1) && n.DF >= 1 {
+		if m.D*dir+stats.TQuantile(1-cfg.Rule.SameAlpha, n.DF)*m.SE < d.Margin {
+			d.Verdict, d.Outcome = Good, Same
+			d.Reason = fmt.Sprintf("less than %s the ends' way with 95%% confidence (it moved %s, the other way: not the change chased)", abspct(math.Expm1(d.Margin)), pct(d.Change()))
+			return d
 		}
 	}
 	// A commit between the ends' levels is a second change or an unlucky

@@ -87,6 +87,15 @@ func TestDecideStep(t *testing.T) {
 		t.Errorf("of 1000 commits at 4%% run noise (each with its own ends): %d judged wrong, %d undecided at the budget; want ≤5 and ≤10", wrong, undecided)
 	}
 
+	// With ends, a commit that moved the other way does not have the
+	// change: good, where the server's two-sided "same" stays unknown (a
+	// 32-commit run beside a CPU hog skipped such a commit at -3.5% after
+	// 48 pairs).
+	e, _ := measureEnds(0.08, 0.02)
+	if d := DecideStep(cfg, pairsAt(rng, 8, -0.06, 0.02), &e, 0); d.Verdict != Good {
+		t.Errorf("-6%% with +8%% ends: %s (%s), want good", d.Verdict, d.Reason)
+	}
+
 	// Without ends the margin is MinChange both ways, and dir picks the
 	// bad way: a commit 8% better is not bad when "worse" is asked.
 	if d := DecideStep(cfg, pairsAt(rng, 16, -0.08, 0.01), nil, 1); d.Verdict == Bad {
