@@ -71,7 +71,14 @@ func TestServeKeepsTheDashboardUp(t *testing.T) {
 	}
 	cancel()
 	if err := <-done; err != nil {
-		t.Fatalf("demo --serve after interrupt: %v", err)
+		// The dashboard is what this test is about; a pull request the gate
+		// could not decide on a busy machine ends the story with its
+		// explanation (exit 2), which is allowed here.
+		if u, ok := gateUndecided(err); ok {
+			t.Logf("the gate could not decide a pull request on this machine: %s", u.Explanation)
+		} else {
+			t.Fatalf("demo --serve after interrupt: %v", err)
+		}
 	}
 }
 
