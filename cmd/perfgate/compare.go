@@ -174,7 +174,9 @@ func pairHistoryOf(runs []*result.Result) ([][]gate.Pair, error) {
 	}
 	sided, err := gate.SidedRunsOf(runs)
 	if err != nil {
-		return nil, nil //nolint:nilerr // unplaced history is the stored kind, used as such
+		// History without places is the stored kind: History.Sessions
+		// already carries it.
+		return nil, nil
 	}
 	pairs, _, err := gate.MakePairs(sided)
 	if err != nil {

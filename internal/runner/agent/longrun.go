@@ -99,7 +99,12 @@ func (a *Agent) capacitySteps(ctx context.Context, c *agentapi.ClaimResponse, pl
 				return lockstep(ctx, sweeps, func(name string, rate float64) (capacity.Step, error) {
 					o := sweep.Options{Bench: a.benchOptions(plan, urls[name], c, sides[name]), Arrivals: cp.Arrivals,
 						StepSeconds: cp.StepSeconds, MinPrompts: cp.MinPrompts, Log: log.With().Str("side", name).Logger()}
-					return sweep.Step(ctx, rate, sweeps[name].SLO, o)
+					st, err := sweep.Step(ctx, rate, sweeps[name].SLO, o)
+					if err == nil {
+						o.Log.Info().Float64("rate", rate).Int("sent", st.Sent).Int("good", st.Good).Float64("ttft_p99_ms", st.TTFTp99ms).
+							Str("distorted", st.Distorted).Msg("capacity step")
+					}
+					return st, err
 				})
 			})
 		})
