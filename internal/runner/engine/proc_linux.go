@@ -1,10 +1,9 @@
 package engine
 
 import (
-	"os"
-	"strconv"
-	"strings"
 	"syscall"
+
+	"github.com/perfgate/perfgate/internal/runner/proc"
 )
 
 func procAttr() *syscall.SysProcAttr {
@@ -28,27 +27,12 @@ func groupAlive(pgid int) bool {
 	if err := syscall.Kill(-pgid, 0); err == syscall.ESRCH {
 		return false
 	}
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
+	procs := proc.All("/proc")
+	if procs == nil {
 		return true
 	}
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		s := string(b)
-		i := strings.LastIndexByte(s, ')')
-		if i < 0 {
-			continue
-		}
-		// After the command name: state, ppid, pgrp.
-		f := strings.Fields(s[i+1:])
-		if len(f) >= 3 && f[2] == strconv.Itoa(pgid) && f[0] != "Z" && pid > 0 {
+	for pid, st := range procs {
+		if st.PGRP == pgid && st.State != "Z" && pid > 0 {
 			return true
 		}
 	}

@@ -19,6 +19,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/perfgate/perfgate/internal/runner/proc"
 	"github.com/perfgate/perfgate/internal/vocab/result"
 )
 
@@ -206,38 +207,8 @@ func ModuleVersion(path, module string) string {
 }
 
 // descendants lists root and its descendants, root first.
-func descendants(proc string, root int) []int {
-	entries, err := os.ReadDir(proc)
-	if err != nil {
-		return nil
-	}
-	children := map[int][]int{}
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile(proc + "/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		s := string(b)
-		i := strings.LastIndexByte(s, ')')
-		if i < 0 {
-			continue
-		}
-		f := strings.Fields(s[i+1:])
-		if len(f) < 2 {
-			continue
-		}
-		ppid, _ := strconv.Atoi(f[1])
-		children[ppid] = append(children[ppid], pid)
-	}
-	out := []int{root}
-	for i := 0; i < len(out) && i < 4096; i++ {
-		out = append(out, children[out[i]]...)
-	}
-	return out
+func descendants(root string, pid int) []int {
+	return proc.Descendants(proc.All(root), pid, 4096)
 }
 
 func get(ctx context.Context, c *http.Client, url string) ([]byte, bool) {

@@ -1,11 +1,9 @@
 package gpu
 
 import (
-	"fmt"
-	"os"
-	"strconv"
-	"strings"
 	"sync"
+
+	"github.com/perfgate/perfgate/internal/runner/proc"
 )
 
 // AllowPIDs allows exactly the given PIDs on the GPU.
@@ -63,22 +61,8 @@ func descends(pid, root int) bool {
 	return pid == root
 }
 
-// parentPID reads the fourth field of /proc/PID/stat. The second field, the
-// command name, is in parentheses and may hold spaces or parentheses itself,
-// so parsing starts after the last ')'.
+// parentPID reads a process's parent from /proc.
 func parentPID(pid int) (int, error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0, err
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return 0, fmt.Errorf("parse /proc/%d/stat", pid)
-	}
-	fields := strings.Fields(s[i+1:])
-	if len(fields) < 2 {
-		return 0, fmt.Errorf("parse /proc/%d/stat", pid)
-	}
-	return strconv.Atoi(fields[1])
+	st, err := proc.Read("/proc", pid)
+	return st.PPID, err
 }
