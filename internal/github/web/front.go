@@ -2,7 +2,6 @@ package web
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
 	"sort"
 	"time"
@@ -190,21 +189,6 @@ func (h *Handler) glance(ctx context.Context, repo string, weekAgo, monthStart t
 		vs = append(vs, WeekVerdict{Repo: repo, SHA: cr.HeadSHA, Tier: cr.Tier, PR: cr.PRNumber, State: cr.State, UpdatedAt: cr.UpdatedAt, Report: rep})
 	}
 	return g, vs, nil
-}
-
-// storedReport is the gate's report a check run's verdict document keeps;
-// nil when it has none.
-func storedReport(raw json.RawMessage) *gate.Report {
-	if len(raw) == 0 {
-		return nil
-	}
-	var doc struct {
-		Report *gate.Report `json:"report"`
-	}
-	if json.Unmarshal(raw, &doc) != nil {
-		return nil
-	}
-	return doc.Report
 }
 
 // fleetQueue is every job waiting or running, in the order claims take them.

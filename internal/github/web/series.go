@@ -156,13 +156,11 @@ func (h *Handler) regressedCommits(ctx context.Context, repo, tier, cell, metric
 	}
 	out := map[string]bool{}
 	for _, cr := range crs {
-		var doc struct {
-			Report *gate.Report `json:"report"`
-		}
-		if json.Unmarshal(cr.Verdict, &doc) != nil || doc.Report == nil {
+		rep := storedReport(cr.Verdict)
+		if rep == nil {
 			continue
 		}
-		for _, m := range doc.Report.Metrics {
+		for _, m := range rep.Metrics {
 			if m.Metric == name && m.Verdict == gate.MetricRegression {
 				out[cr.HeadSHA] = true
 			}
