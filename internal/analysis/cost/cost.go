@@ -9,6 +9,8 @@ import (
 	"math"
 	"strconv"
 	"strings"
+
+	"github.com/perfgate/perfgate/internal/vocab/figure"
 )
 
 // HoursPerMonth is an average month: 365 × 24 / 12.
@@ -50,9 +52,9 @@ func (p Price) Fleet() string {
 		if p.GPUs == 1 {
 			noun = "GPU"
 		}
-		return fmt.Sprintf("%s %s (%s)", thousands(strconv.Itoa(p.GPUs)), noun, rate)
+		return fmt.Sprintf("%s %s (%s)", figure.Thousands(strconv.Itoa(p.GPUs)), noun, rate)
 	}
-	return fmt.Sprintf("%s GPU-hours a month (%s)", thousands(strconv.FormatFloat(math.Round(p.MonthlyGPUHours), 'f', 0, 64)), rate)
+	return fmt.Sprintf("%s GPU-hours a month (%s)", figure.Thousands(strconv.FormatFloat(math.Round(p.MonthlyGPUHours), 'f', 0, 64)), rate)
 }
 
 // Change is one metric's estimated change as the gate measured it.

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/perfgate/perfgate/internal/analysis/gate"
 	"github.com/perfgate/perfgate/internal/vocab/figure"
 )
 
@@ -17,7 +18,7 @@ func (e Estimate) Line() string {
 		return "not priced: " + e.Unpriced + "."
 	}
 	return fmt.Sprintf("%s %s: %.2f× the GPU-hours for the same traffic, **%s a month** at %s.",
-		displayName(e.Metric), figure.Change(e.Change), e.Factor, USD(e.MonthlyUSD), e.Price.Fleet())
+		gate.DisplayName(e.Metric), figure.Change(e.Change), e.Factor, USD(e.MonthlyUSD), e.Price.Fleet())
 }
 
 // Short words an estimate in a few characters for a table cell: "+$2,888/mo".
@@ -34,9 +35,9 @@ func USD(v float64) string {
 	r := math.Round(v)
 	switch {
 	case r > 0:
-		return "+$" + thousands(strconv.FormatFloat(r, 'f', 0, 64))
+		return "+$" + figure.Thousands(strconv.FormatFloat(r, 'f', 0, 64))
 	case r < 0:
-		return "−$" + thousands(strconv.FormatFloat(-r, 'f', 0, 64))
+		return "−$" + figure.Thousands(strconv.FormatFloat(-r, 'f', 0, 64))
 	}
 	return "$0"
 }
@@ -54,38 +55,7 @@ func Sum(es []Estimate) (usd float64, priced, unpriced int) {
 	return usd, priced, unpriced
 }
 
-func money2(v float64) string { return thousands(strconv.FormatFloat(v, 'f', 2, 64)) }
-
-// displayName reads "tpot_median" as "TPOT median", "c=16 output_throughput"
-// as "c=16 · output throughput".
-func displayName(metric string) string {
-	if i := strings.LastIndexByte(metric, ' '); i >= 0 {
-		return metric[:i] + " · " + displayName(metric[i+1:])
-	}
-	series, stat, ok := strings.Cut(metric, "_")
-	switch series {
-	case "tpot", "itl", "ttft", "e2el":
-		if ok {
-			return strings.ToUpper(series) + " " + stat
-		}
-	}
-	return strings.ReplaceAll(metric, "_", " ")
-}
-
-func thousands(s string) string {
-	intPart, frac, _ := strings.Cut(s, ".")
-	var b strings.Builder
-	for i, r := range intPart {
-		if i > 0 && (len(intPart)-i)%3 == 0 {
-			b.WriteByte(',')
-		}
-		b.WriteRune(r)
-	}
-	if frac != "" {
-		return b.String() + "." + frac
-	}
-	return b.String()
-}
+func money2(v float64) string { return figure.Thousands(strconv.FormatFloat(v, 'f', 2, 64)) }
 
 // Plain is Line without markdown, for HTML and terminals.
 func (e Estimate) Plain() string { return strings.ReplaceAll(e.Line(), "**", "") }
