@@ -49,10 +49,7 @@ func (a *Agent) capacityJob(ctx context.Context, c *agentapi.ClaimResponse, plan
 		if err != nil {
 			return failed(ctx, fmt.Sprintf("capacity sweep %d (%s)", i+1, describeSide(name, plan.Commit(name))), err)
 		}
-		k := sw.Knee()
-		log.Info().Str("side", name).Float64("knee", k.Rate).Float64("below", k.Below).Int("steps", k.Steps).Msg("capacity sweep done")
-		art := agentapi.CapacitySweep{Side: name, SHA: plan.Commit(name), Sweep: sw, Knee: k}
-		if err := a.uploadJSON(ctx, c, name, fmt.Sprintf("%s%d.json", agentapi.CapacityArtifactPrefix, i+1), art, log); err != nil {
+		if err := a.uploadSweep(ctx, c, plan, name, i+1, sw, log); err != nil {
 			return failed(ctx, "upload capacity sweep", err)
 		}
 	}
@@ -118,15 +115,20 @@ func (a *Agent) capacitySteps(ctx context.Context, c *agentapi.ClaimResponse, pl
 		}
 		for _, name := range order {
 			n++
-			k := sweeps[name].Knee()
-			log.Info().Str("side", name).Float64("knee", k.Rate).Float64("below", k.Below).Int("steps", k.Steps).Msg("capacity sweep done")
-			art := agentapi.CapacitySweep{Side: name, SHA: plan.Commit(name), Sweep: sweeps[name], Knee: k}
-			if err := a.uploadJSON(ctx, c, name, fmt.Sprintf("%s%d.json", agentapi.CapacityArtifactPrefix, n), art, log); err != nil {
+			if err := a.uploadSweep(ctx, c, plan, name, n, sweeps[name], log); err != nil {
 				return failed(ctx, "upload capacity sweep", err)
 			}
 		}
 	}
 	return outcome{jobstate.Succeeded, ""}
+}
+
+// uploadSweep uploads a finished sweep as capacity-<n>.json.
+func (a *Agent) uploadSweep(ctx context.Context, c *agentapi.ClaimResponse, plan agentapi.Plan, side string, n int, sw *capacity.Sweep, log zerolog.Logger) error {
+	k := sw.Knee()
+	log.Info().Str("side", side).Float64("knee", k.Rate).Float64("below", k.Below).Int("steps", k.Steps).Msg("capacity sweep done")
+	art := agentapi.CapacitySweep{Side: side, SHA: plan.Commit(side), Sweep: sw, Knee: k}
+	return a.uploadJSON(ctx, c, side, fmt.Sprintf("%s%d.json", agentapi.CapacityArtifactPrefix, n), art, log)
 }
 
 // lockstep advances two sweeps until both are done: at each step the side
