@@ -414,14 +414,9 @@ func (s *Service) judge(ctx context.Context, cr store.CheckRun, job store.Job, j
 	}
 	opt.Looks = s.prLooks(ctx, cr, jm.key, opt.Looks, jm.cand.runs)
 	budget := s.settleBudget(ctx, cr.JobIDs, tier)
-	if opt.Looks.Final() {
-		var stands bool
-		if opt, stands = s.afterPlan(cr, opt, len(jm.cand.runs)); stands {
-			return s.standing(ctx, cr, job, jm.key)
-		}
-	}
-	if !opt.Reuse {
-		opt.LastLook = budget.last(len(jm.cand.runs))
+	opt, stands := s.nextLook(cr, opt, budget, len(jm.cand.runs))
+	if stands {
+		return s.standing(ctx, cr, job, jm.key)
 	}
 	rep, err := gate.Compare(jm.base, jm.cand.runs, tier, opt)
 	if err != nil {
@@ -633,6 +628,23 @@ func minutesOf(env *result.Environment) string {
 		return "CPU-minutes"
 	}
 	return "GPU-minutes"
+}
+
+// nextLook readies the options of a judgement of n runs (pairs): past the
+// plan's last look, afterPlan says what follows (stands: the stored
+// verdict stands); otherwise the look is the last when the settle budget
+// cannot follow it with another.
+func (s *Service) nextLook(cr store.CheckRun, opt gate.Options, budget settling, n int) (gate.Options, bool) {
+	if opt.Looks.Final() {
+		var stands bool
+		if opt, stands = s.afterPlan(cr, opt, n); stands {
+			return opt, true
+		}
+	}
+	if !opt.Reuse {
+		opt.LastLook = budget.last(n)
+	}
+	return opt, false
 }
 
 // afterPlan decides what a judgement does once the plan's looks are spent.

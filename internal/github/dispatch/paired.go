@@ -135,15 +135,10 @@ func (s *Service) judgePaired(ctx context.Context, cr store.CheckRun, job store.
 		heads[i] = p.Head
 	}
 	opt.Looks = s.prLooks(ctx, cr, key, opt.Looks, heads)
-	if opt.Looks.Final() {
-		var stands bool
-		if opt, stands = s.afterPlan(cr, opt, len(pairs)); stands {
-			return s.standing(ctx, cr, job, key)
-		}
-	}
 	budget := s.settleBudget(ctx, cr.JobIDs, tier)
-	if !opt.Reuse {
-		opt.LastLook = budget.last(len(pairs))
+	opt, stands := s.nextLook(cr, opt, budget, len(pairs))
+	if stands {
+		return s.standing(ctx, cr, job, key)
 	}
 	rep, err := gate.ComparePaired(pairs, tier, opt)
 	if err != nil {
