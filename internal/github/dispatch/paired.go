@@ -150,19 +150,15 @@ func (s *Service) judgePaired(ctx context.Context, cr store.CheckRun, job store.
 	}
 	notes = append(notes, budget.note(rep, envOf(heads))...)
 	notes = append([]string{interleaveNote(ev)}, notes...)
-	head := make([]*result.Result, len(pairs))
-	for i, p := range pairs {
-		head[i] = p.Head
-	}
 	if s.onDefaultBranch(ctx, cr) {
-		s.recordTrend(ctx, cr, cr.Tier, job.ID, head, tier)
+		s.recordTrend(ctx, cr, cr.Tier, job.ID, heads, tier)
 	}
 	base := make([]*result.Result, len(pairs))
 	for i, p := range pairs {
 		base[i] = p.Base
 	}
-	notes = append(notes, engineFailureNotes(base, head)...)
-	return s.publish(ctx, cr, job, rep, envOf(head), notes, looks, result.DiffSettings(settingsOf(base), settingsOf(head)))
+	notes = append(notes, engineFailureNotes(base, heads)...)
+	return s.publish(ctx, cr, job, rep, envOf(heads), notes, looks, result.DiffSettings(settingsOf(base), settingsOf(heads)))
 }
 
 // interleaveNote says what the check measured: both commits, on one card
