@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/perfgate/perfgate/internal/vocab/figure"
 	"github.com/perfgate/perfgate/internal/vocab/rev"
 )
 
@@ -37,7 +38,7 @@ func IssueText(e *Event, links Links) (title, body string) {
 	fmt.Fprintf(&b, "perfgate's nightly change-point analysis found a **regression** on the default branch, starting at `%s` (%s); the last good commit is `%s` (%s).\n\n",
 		first.BadSHA, first.Day.Format("2006-01-02"), first.GoodSHA, first.GoodDay.Format("2006-01-02"))
 	fmt.Fprintf(&b, "**Digest:** one step, %d change point%s across %d metric%s and %d matrix cell%s; led by `%s` on `%s` (%s, %.0f× its night-to-night noise).\n\n",
-		len(e.Members), plural(len(e.Members)), len(metrics), plural(len(metrics)), len(cells), plural(len(cells)),
+		len(e.Members), figure.Plural(len(e.Members), "", "s"), len(metrics), figure.Plural(len(metrics), "", "s"), len(cells), figure.Plural(len(cells), "", "s"),
 		first.Metric, first.Key, pct(first.Change), Effect(first))
 	if line := costLine(e); line != "" {
 		b.WriteString(line + "\n\n")
@@ -75,7 +76,7 @@ func SlackText(e *Event, total string, links Links) string {
 	text := fmt.Sprintf(":warning: perfgate: *%s* %s on `%s` of %s since %s (commits %s..%s)",
 		rec.Metric, pct(rec.Change), rec.Key, rec.Repo, rec.Day.Format("2006-01-02"), rev.Short(rec.GoodSHA), rev.Short(rec.BadSHA))
 	if n := len(e.Members) - 1; n > 0 {
-		text += fmt.Sprintf(", with %d more change point%s of the same step", n, plural(n))
+		text += fmt.Sprintf(", with %d more change point%s of the same step", n, figure.Plural(n, "", "s"))
 	}
 	if e.Cost != nil && e.Cost.Unpriced == "" {
 		text += "\nCost if it stays: " + e.Cost.Plain()
@@ -97,7 +98,7 @@ func SlackText(e *Event, total string, links Links) string {
 func RetractComment(r Retraction, now time.Time) string {
 	return fmt.Sprintf("**Retracted.** perfgate's nightly analysis of %s no longer finds the change point%s this issue reported (%s): "+
 		"the series is back at its earlier level — a slow night, or nights re-measured — so there is no regression to find. Closing; "+
-		"a step that comes back opens a new issue.", now.UTC().Format("2006-01-02"), plural(len(r.Members)), memberList(r.Members, 4))
+		"a step that comes back opens a new issue.", now.UTC().Format("2006-01-02"), figure.Plural(len(r.Members), "", "s"), memberList(r.Members, 4))
 }
 
 // RetractSlack tells Slack an alert it heard is withdrawn.
@@ -125,13 +126,6 @@ func memberList(recs []ChangePoint, n int) string {
 		parts = append(parts, fmt.Sprintf("`%s` on `%s` %s", c.Metric, c.Key, pct(c.Change)))
 	}
 	return strings.Join(parts, ", ")
-}
-
-func plural(n int) string {
-	if n == 1 {
-		return ""
-	}
-	return "s"
 }
 
 func pct(f float64) string { return fmt.Sprintf("%+.1f%%", 100*f) }
