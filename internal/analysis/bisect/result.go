@@ -5,6 +5,7 @@ import (
 	"math"
 	"strings"
 
+	"github.com/perfgate/perfgate/internal/vocab/figure"
 	"github.com/perfgate/perfgate/internal/vocab/rev"
 )
 
@@ -76,14 +77,14 @@ func (s *State) finish(status Status, message string) {
 	if status == Found || status == Range || status == OutOfBudget || status == Unconfirmed {
 		if len(s.Between) > 0 {
 			r.Notes = append(r.Notes, fmt.Sprintf("More than one change: %s differ%s from both ends; the bisect followed the first change.",
-				shortList(s.Between), plural(len(s.Between), "", "s")))
+				shortList(s.Between), figure.Plural(len(s.Between), "s", "")))
 		}
 		if s.Second != "" {
 			r.Notes = append(r.Notes, s.Second+".")
 		}
 		if s.Forced > 0 {
 			r.Notes = append(r.Notes, fmt.Sprintf("%d decision%s stayed unknown at %d pairs and went to the nearer end.",
-				s.Forced, plural(s.Forced, "s", ""), s.Config.MaxPairs))
+				s.Forced, figure.Plural(s.Forced, "", "s"), s.Config.MaxPairs))
 		}
 	}
 	if len(s.Drift) > 0 {
@@ -164,11 +165,4 @@ func shortList(shas []string) string {
 		out[i] = rev.Short(s)
 	}
 	return strings.Join(out, ", ")
-}
-
-func plural(n int, many, one string) string {
-	if n == 1 {
-		return one
-	}
-	return many
 }

@@ -63,7 +63,7 @@ func (r *Report) Evidence() string {
 	var runs string
 	switch r.Design {
 	case DesignInterleaved:
-		runs = fmt.Sprintf("%d interleaved %s", r.Pairs, plural(r.Pairs, "pair", "pairs"))
+		runs = fmt.Sprintf("%d interleaved %s", r.Pairs, figure.Plural(r.Pairs, "pair", "pairs"))
 	case DesignRecent:
 		runs = fmt.Sprintf("%d run(s) vs %d run(s) of the recent baselines", r.CandidateRuns, r.BaselineRuns)
 	default:
@@ -74,7 +74,7 @@ func (r *Report) Evidence() string {
 	}
 	hist := "no noise history"
 	if r.HistorySessions > 0 {
-		hist = fmt.Sprintf("noise history of %d %s", r.HistorySessions, plural(r.HistorySessions, "session", "sessions"))
+		hist = fmt.Sprintf("noise history of %d %s", r.HistorySessions, figure.Plural(r.HistorySessions, "session", "sessions"))
 	}
 	plan := ""
 	if n := r.Looks.Rounds(); n > 1 {
@@ -95,11 +95,4 @@ func (r *Report) Policy() string {
 		inc = "an inconclusive result holds the check until a maintainer acknowledges it or more runs decide (inconclusive: needs_ack)"
 	}
 	return fmt.Sprintf("policy: a significant change regresses %s; %s", at, inc)
-}
-
-func plural(n int, one, many string) string {
-	if n == 1 {
-		return one
-	}
-	return many
 }

@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/perfgate/perfgate/internal/analysis/cost"
+	"github.com/perfgate/perfgate/internal/vocab/figure"
 	"github.com/perfgate/perfgate/templates"
 )
 
@@ -185,13 +186,13 @@ func title(v View) string {
 	switch v.Verdict {
 	case Pass:
 		if imp := countVerdict(v.Rows, "improvement"); imp > 0 {
-			return fmt.Sprintf("No regression; %d %s improved", imp, plural(imp, "metric", "metrics"))
+			return fmt.Sprintf("No regression; %d %s improved", imp, figure.Plural(imp, "metric", "metrics"))
 		}
 		return "No regression"
 	case Warning:
-		return fmt.Sprintf("Warning: %d %s regressed", n, plural(n, "metric", "metrics"))
+		return fmt.Sprintf("Warning: %d %s regressed", n, figure.Plural(n, "metric", "metrics"))
 	case Escalated:
-		return fmt.Sprintf("Blocking: %d %s regressed", n, plural(n, "metric", "metrics"))
+		return fmt.Sprintf("Blocking: %d %s regressed", n, figure.Plural(n, "metric", "metrics"))
 	case Accepted:
 		return "Regression accepted on appeal"
 	case Inconclusive:
@@ -218,13 +219,6 @@ func countVerdict(rows []Row, word string) int {
 		}
 	}
 	return n
-}
-
-func plural(n int, one, many string) string {
-	if n == 1 {
-		return one
-	}
-	return many
 }
 
 func capMismatches(m []Mismatch, n int) []Mismatch {

@@ -13,7 +13,7 @@ import (
 
 	"github.com/perfgate/perfgate/internal/analysis/profile"
 	"github.com/perfgate/perfgate/internal/github/backoff"
-	"github.com/perfgate/perfgate/internal/github/kb"
+	kbstore "github.com/perfgate/perfgate/internal/github/kb"
 	"github.com/perfgate/perfgate/internal/store"
 	"github.com/perfgate/perfgate/internal/vocab/agentapi"
 	"github.com/perfgate/perfgate/internal/vocab/check"
@@ -26,7 +26,7 @@ import (
 // findingsStore is what the findings room (findings.go, knowledge.go:
 // profiles and the knowledge base) uses.
 type findingsStore interface {
-	kb.Store
+	kbstore.Store
 	Enqueue(ctx context.Context, spec store.JobSpec) (store.Job, error)
 	ListArtifacts(ctx context.Context, jobID int64) ([]store.Artifact, error)
 	ListJobs(ctx context.Context, f store.JobFilter) ([]store.Job, error)

@@ -10,10 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/perfgate/perfgate/internal/analysis/kb"
 	"github.com/perfgate/perfgate/internal/analysis/profile"
 	"github.com/perfgate/perfgate/internal/github/artifact"
 	"github.com/perfgate/perfgate/internal/github/githubtest"
-	"github.com/perfgate/perfgate/internal/github/kb"
 	"github.com/perfgate/perfgate/internal/store"
 	"github.com/perfgate/perfgate/internal/vocab/agentapi"
 	"github.com/perfgate/perfgate/internal/vocab/check"

@@ -10,8 +10,9 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/perfgate/perfgate/internal/analysis/gate"
+	"github.com/perfgate/perfgate/internal/analysis/kb"
 	"github.com/perfgate/perfgate/internal/analysis/profile"
-	"github.com/perfgate/perfgate/internal/github/kb"
+	kbstore "github.com/perfgate/perfgate/internal/github/kb"
 	"github.com/perfgate/perfgate/internal/store"
 	"github.com/perfgate/perfgate/internal/vocab/agentapi"
 	"github.com/perfgate/perfgate/internal/vocab/jobstate"
@@ -43,7 +44,7 @@ func (s *Service) RootCause(ctx context.Context, r request.RootCause) (request.R
 			out.Profile = profileWords(*d)
 		}
 	}
-	rec, err := kb.New(s.finding()).Record(ctx, kb.Record{Repo: repo, Number: r.PR, URL: r.PRURL, Commit: cr.HeadSHA, CulpritPR: r.PR,
+	rec, err := kbstore.New(s.finding()).Record(ctx, kb.Record{Repo: repo, Number: r.PR, URL: r.PRURL, Commit: cr.HeadSHA, CulpritPR: r.PR,
 		Summary: phenomenonOf(sig), Cause: r.Cause, FixURL: r.Fix, Signature: sig, By: r.By})
 	if err != nil {
 		return request.RootCauseRecorded{}, err
@@ -148,7 +149,7 @@ func (s *Service) kbRecords(ctx context.Context, cr store.CheckRun) []kb.Record 
 		if cr.PRNumber > 0 && row.Number == cr.PRNumber {
 			continue
 		}
-		r, err := kb.FromStore(row)
+		r, err := kbstore.FromStore(row)
 		if err != nil {
 			continue
 		}

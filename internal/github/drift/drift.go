@@ -1,30 +1,31 @@
 // Package drift watches the default branch: a pass, run nightly by the
-// server, finds the change points of every stored series with
-// internal/analysis/changepoint, keeps one record per change point (with the last
-// good and first bad commit, which is where a bisect starts), and for a
-// regression opens — or, when the numbers move, updates — one GitHub issue
-// per change point naming the commit range, the magnitudes and the
-// dashboard link, and optionally posts to a Slack-compatible incoming
-// webhook. Every step is idempotent across restarts: a record is matched
-// to an earlier one of the same series near the same day, and an issue is
-// found by the marker in its body before a new one is opened.
+// server, reads every stored series, has internal/analysis/drift find its
+// change points and match them to the records of earlier passes, stores
+// one record per change point (with the last good and first bad commit,
+// which is where a bisect starts), and for each regression event (one
+// step, however many series it moved) opens — or, when the numbers move,
+// updates — one GitHub issue naming the commit range, the magnitudes and
+// the dashboard links, and optionally posts to a Slack-compatible
+// incoming webhook. This package is the pass's edges: the store, GitHub,
+// Slack and the schedule; what to say and when is the analysis's. Every
+// step is idempotent across restarts: a record is matched to an earlier
+// one of the same series near the same day, and an issue is found by the
+// marker in its body before a new one is opened.
 package drift
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/google/go-github/v62/github"
 	"github.com/rs/zerolog"
 
 	"github.com/perfgate/perfgate/internal/analysis/changepoint"
+	"github.com/perfgate/perfgate/internal/analysis/drift"
 	"github.com/perfgate/perfgate/internal/store"
-	"github.com/perfgate/perfgate/internal/vocab/config"
 )
 
 // Store is what the pass reads and writes.
@@ -96,10 +97,6 @@ type Pass struct {
 // IssueLabel is the label on every change-point issue; the pass finds its
 // own issues by it and the marker in their body.
 const IssueLabel = "perfgate"
-
-// matchDays is how far a change point may move between analyses (as new
-// nights arrive) and still be the same one.
-const matchDays = 3
 
 // New builds a Pass.
 func New(o Options) *Pass {
@@ -175,121 +172,58 @@ func (p *Pass) Run(ctx context.Context) (Summary, error) {
 	return sum, nil
 }
 
-// ConfirmNights is how many nights a change point needs on each side
-// before it is recorded: a step seen on the last night alone may be one
-// slow night, so the next night confirms it (or it is never told).
-const ConfirmNights = 2
-
 func (p *Pass) series(ctx context.Context, si store.SeriesInfo, r *run) error {
 	pts, err := p.o.Store.SeriesPoints(ctx, si.Repo, si.Key, si.Metric, time.Time{})
 	if err != nil {
 		return err
 	}
-	z := make([]float64, len(pts))
-	for i, pt := range pts {
-		z[i] = pt.Value
-	}
-	found := changepoint.Detect(z, p.opts)
 	existing, err := p.o.Store.ListChangePoints(ctx, store.ChangePointFilter{Repo: si.Repo, Key: si.Key, Metric: si.Metric})
 	if err != nil {
 		return err
 	}
-	direction := config.HigherIsWorse
-	if m, ok := config.SeriesMetric(si.Metric); ok {
-		direction = m.Natural
+	nights := make([]drift.Night, len(pts))
+	for i, pt := range pts {
+		nights[i] = drift.Night{Date: pt.Date, Value: pt.Value, SHA: pt.HeadSHA, JobID: pt.JobID}
 	}
-	used := map[int64]bool{}
+	out := drift.Reconcile(drift.Series{Repo: si.Repo, Key: si.Key, Metric: si.Metric}, nights, changePoints(existing), p.opts)
+	r.sum.Found += out.Found
+	r.sum.New += out.New
+	r.sum.Updated += out.Updated
+	r.sum.Pending += out.Pending
 	var errs []error
-	for _, cp := range found {
-		rec := store.ChangePointRecord{Repo: si.Repo, Key: si.Key, Metric: si.Metric, State: store.ChangePointOpen,
-			Day: pts[cp.Index].Date, GoodDay: pts[cp.Index-1].Date, GoodSHA: pts[cp.Index-1].HeadSHA, BadSHA: pts[cp.Index].HeadSHA,
-			GoodJobID: pts[cp.Index-1].JobID, BadJobID: pts[cp.Index].JobID,
-			MeanBefore: cp.MeanBefore, MeanAfter: cp.MeanAfter, StdBefore: cp.StdBefore, StdAfter: cp.StdAfter,
-			Change: cp.Change(), Magnitude: cp.Magnitude(), PValue: cp.PValue,
-			Regression: direction.Sign()*cp.Change() > 0}
-		prev, ok := match(existing, rec, used)
-		if cp.NAfter < ConfirmNights || cp.NBefore < ConfirmNights {
-			// Not confirmed yet: a record it may be (a step that moved
-			// to the newest night) stays as it is.
-			r.sum.Pending++
-			if ok {
-				used[prev.ID] = true
-			}
-			continue
-		}
-		r.sum.Found++
-		changed := true
-		if ok {
-			used[prev.ID] = true
-			changed = moved(prev, rec)
-			rec.ID, rec.IssueNumber, rec.IssueURL, rec.SlackSent = prev.ID, prev.IssueNumber, prev.IssueURL, prev.SlackSent
-			if changed || prev.State != store.ChangePointOpen {
-				r.sum.Updated++
-			}
-		} else {
-			r.sum.New++
-		}
-		if !ok || changed || prev.State != store.ChangePointOpen {
-			if prev.State == store.ChangePointRetracted {
-				// Its issue was closed as retracted: the step is back, and
-				// is told as a new one.
-				rec.IssueNumber, rec.IssueURL, rec.SlackSent = 0, "", false
-			}
-			stored, err := p.o.Store.PutChangePoint(ctx, rec)
-			if err != nil {
-				errs = append(errs, err)
-				continue
-			}
-			r.touched[stored.ID] = true
-		}
-	}
-	for _, prev := range existing {
-		if used[prev.ID] || prev.State != store.ChangePointOpen {
-			continue
-		}
-		prev.State = store.ChangePointGone
-		if _, err := p.o.Store.PutChangePoint(ctx, prev); err != nil {
+	for _, c := range out.Put {
+		stored, err := p.o.Store.PutChangePoint(ctx, store.ChangePointRecord(c))
+		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		r.touched[prev.ID] = true
+		r.touched[stored.ID] = true
+	}
+	for _, c := range out.Gone {
+		if _, err := p.o.Store.PutChangePoint(ctx, store.ChangePointRecord(c)); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		r.touched[c.ID] = true
 		r.sum.Gone++
 	}
 	return errors.Join(errs...)
 }
 
-// match finds the earlier record of the same change point: same series and
-// direction, the nearest day within matchDays.
-func match(existing []store.ChangePointRecord, rec store.ChangePointRecord, used map[int64]bool) (store.ChangePointRecord, bool) {
-	var best store.ChangePointRecord
-	bestGap := math.MaxFloat64
-	for _, e := range existing {
-		if used[e.ID] || e.Regression != rec.Regression {
-			continue
-		}
-		gap := math.Abs(e.Day.Sub(rec.Day).Hours() / 24)
-		if gap <= matchDays && gap < bestGap {
-			best, bestGap = e, gap
-		}
+// changePoints converts stored records for the analysis (the two types
+// have the same fields; see drift.ChangePoint).
+func changePoints(recs []store.ChangePointRecord) []drift.ChangePoint {
+	out := make([]drift.ChangePoint, len(recs))
+	for i, r := range recs {
+		out[i] = drift.ChangePoint(r)
 	}
-	return best, bestGap <= matchDays
+	return out
 }
 
-// MaterialChange is how far a change point's estimate must move before
-// its record — and so its issue — is rewritten: each new night nudges the
-// means, and an issue edited for every nudge is noise.
-const MaterialChange = 0.015
+// Effect is drift.Effect of a stored record: its change in units of its
+// series' noise (the dashboard orders change points by it).
+func Effect(c store.ChangePointRecord) float64 { return drift.Effect(drift.ChangePoint(c)) }
 
-// moved reports whether what an issue states has changed: the commits, the
-// day, or the change by MaterialChange or more.
-func moved(a, b store.ChangePointRecord) bool {
-	return a.GoodSHA != b.GoodSHA || a.BadSHA != b.BadSHA || math.Abs(a.Change-b.Change) >= MaterialChange || !a.Day.Equal(b.Day)
-}
-
-func (p *Pass) slackURL(repo string) string {
-	if u := p.o.Config.Slack[repo]; u != "" {
-		return u
-	}
-	owner, _, _ := strings.Cut(repo, "/")
-	return p.o.Config.Slack[owner]
-}
+// Leads is drift.Leads of a stored record: whether it may open an issue
+// on its own.
+func Leads(c store.ChangePointRecord) bool { return drift.Leads(drift.ChangePoint(c)) }

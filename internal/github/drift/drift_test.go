@@ -20,6 +20,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/perfgate/perfgate/internal/analysis/cost"
+	core "github.com/perfgate/perfgate/internal/analysis/drift"
 	"github.com/perfgate/perfgate/internal/github/drift"
 	"github.com/perfgate/perfgate/internal/github/githubtest"
 	"github.com/perfgate/perfgate/internal/github/githubtest/ghtest"
@@ -303,6 +304,16 @@ func TestDigestStatesTheCost(t *testing.T) {
 		}
 		if want := "Open regressions on the default branch: 1 priced, +$" + m[2] + " a month in all."; !strings.Contains(msg, want) || !strings.Contains(msg, "Cost if it stays:") {
 			t.Errorf("slack message lacks %q:\n%s", want, msg)
+		}
+	}
+}
+
+// The analysis compares a record's State with its own constants; they
+// must be the store's words.
+func TestStatesAreTheStores(t *testing.T) {
+	for _, s := range [][2]string{{core.Open, store.ChangePointOpen}, {core.Gone, store.ChangePointGone}, {core.Retracted, store.ChangePointRetracted}} {
+		if s[0] != s[1] {
+			t.Errorf("analysis state %q, store state %q", s[0], s[1])
 		}
 	}
 }

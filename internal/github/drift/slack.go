@@ -7,45 +7,17 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-
-	"github.com/perfgate/perfgate/internal/store"
-	"github.com/perfgate/perfgate/internal/vocab/rev"
+	"strings"
 )
 
-// slackText is an event's one message: the leader, how many change
-// points moved with it, the commits, the issue and the dashboard.
-func (p *Pass) slackText(e *event) string {
-	rec := e.leader()
-	text := fmt.Sprintf(":warning: perfgate: *%s* %s on `%s` of %s since %s (commits %s..%s)",
-		rec.Metric, pct(rec.Change), rec.Key, rec.Repo, rec.Day.Format("2006-01-02"), rev.Short(rec.GoodSHA), rev.Short(rec.BadSHA))
-	if n := len(e.members) - 1; n > 0 {
-		text += fmt.Sprintf(", with %d more change point%s of the same step", n, plural(n))
+// slackURL is the repository's incoming webhook: its own entry, else its
+// organisation's; "" when Slack is not told.
+func (p *Pass) slackURL(repo string) string {
+	if u := p.o.Config.Slack[repo]; u != "" {
+		return u
 	}
-	if e.cost != nil && e.cost.Unpriced == "" {
-		text += "\nCost if it stays: " + e.cost.Plain()
-	}
-	if e.total != "" {
-		text += "\n" + e.total
-	}
-	if e.url != "" {
-		text += "\nIssue (updated there, not here): " + e.url
-	}
-	if p.o.Links != nil {
-		text += "\nDashboard: " + p.o.Links.SeriesURL(rec.Repo, rec.Key, rec.Metric)
-	}
-	return text
-}
-
-// retractText tells Slack an alert it heard is withdrawn.
-func (p *Pass) retractText(num int, recs []store.ChangePointRecord) string {
-	text := fmt.Sprintf(":white_check_mark: perfgate: retracted — the regression of %s reported since %s is no longer found (the series came back)",
-		recs[0].Repo, recs[0].Day.Format("2006-01-02"))
-	if recs[0].IssueURL != "" {
-		text += "; issue closed: " + recs[0].IssueURL
-	} else {
-		text += fmt.Sprintf("; issue #%d closed", num)
-	}
-	return text
+	owner, _, _ := strings.Cut(repo, "/")
+	return p.o.Config.Slack[owner]
 }
 
 // post sends one message to a Slack-compatible incoming webhook

@@ -1,3 +1,8 @@
+// Package kb keeps perfgate's knowledge base of regressions in the store:
+// it records a maintainer's finding (/perf rootcause, or the dashboard)
+// and matches a new regression against the repository's findings. What a
+// finding is and how two regressions compare is internal/analysis/kb's;
+// this package reads and writes the store's root_causes.
 package kb
 
 import (
@@ -6,27 +11,10 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 
+	"github.com/perfgate/perfgate/internal/analysis/kb"
 	"github.com/perfgate/perfgate/internal/store"
-	"github.com/perfgate/perfgate/internal/vocab/rev"
 )
-
-// Record is one finding in the knowledge base.
-type Record struct {
-	ID        int64
-	Repo      string
-	Number    int    // the PR or issue where it was recorded: "#123"
-	URL       string // a link to it
-	Commit    string // the culprit commit
-	CulpritPR int
-	Summary   string // the phenomenon in words: "prefill interrupts decode"
-	Cause     string // "scheduler priority change"
-	FixURL    string
-	Signature Signature
-	By        string
-	CreatedAt time.Time
-}
 
 // Store is what the knowledge base needs of the database.
 type Store interface {
@@ -45,13 +33,13 @@ func New(st Store) *KB { return &KB{st: st} }
 // Record stores a finding. A record needs its repository, its cause and
 // who recorded it; its signature may be empty (a finding recorded before
 // any measurement) but then it never matches.
-func (k *KB) Record(ctx context.Context, r Record) (Record, error) {
+func (k *KB) Record(ctx context.Context, r kb.Record) (kb.Record, error) {
 	if strings.TrimSpace(r.Cause) == "" {
-		return Record{}, errors.New("record root cause: say what the cause was, e.g. `/perf rootcause scheduler priority change`")
+		return kb.Record{}, errors.New("record root cause: say what the cause was, e.g. `/perf rootcause scheduler priority change`")
 	}
 	sig, err := json.Marshal(r.Signature)
 	if err != nil {
-		return Record{}, fmt.Errorf("record root cause: encode signature: %w", err)
+		return kb.Record{}, fmt.Errorf("record root cause: encode signature: %w", err)
 	}
 	if r.Summary == "" {
 		r.Summary = r.Signature.Phenomenon()
@@ -59,92 +47,36 @@ func (k *KB) Record(ctx context.Context, r Record) (Record, error) {
 	out, err := k.st.PutRootCause(ctx, store.RootCause{ID: r.ID, Repo: r.Repo, Number: r.Number, URL: r.URL, Commit: r.Commit,
 		CulpritPR: r.CulpritPR, Summary: r.Summary, Cause: r.Cause, FixURL: r.FixURL, Signature: sig, RecordedBy: r.By})
 	if err != nil {
-		return Record{}, fmt.Errorf("record root cause: %w", err)
+		return kb.Record{}, fmt.Errorf("record root cause: %w", err)
 	}
 	return FromStore(out)
 }
 
-// Match judges sig against the recorded findings of repo (see Judge).
-func (k *KB) Match(ctx context.Context, repo string, sig Signature) (Verdict, error) {
+// Match judges sig against the recorded findings of repo (see kb.Judge).
+func (k *KB) Match(ctx context.Context, repo string, sig kb.Signature) (kb.Verdict, error) {
 	rows, err := k.st.ListRootCauses(ctx, repo)
 	if err != nil {
-		return Verdict{}, fmt.Errorf("match regression: %w", err)
+		return kb.Verdict{}, fmt.Errorf("match regression: %w", err)
 	}
-	records := make([]Record, 0, len(rows))
+	records := make([]kb.Record, 0, len(rows))
 	for _, row := range rows {
 		r, err := FromStore(row)
 		if err != nil {
-			return Verdict{}, fmt.Errorf("match regression: %w", err)
+			return kb.Verdict{}, fmt.Errorf("match regression: %w", err)
 		}
 		records = append(records, r)
 	}
-	return Judge(records, sig), nil
+	return kb.Judge(records, sig), nil
 }
 
 // FromStore decodes a stored record.
-func FromStore(r store.RootCause) (Record, error) {
-	out := Record{ID: r.ID, Repo: r.Repo, Number: r.Number, URL: r.URL, Commit: r.Commit, CulpritPR: r.CulpritPR,
+func FromStore(r store.RootCause) (kb.Record, error) {
+	out := kb.Record{ID: r.ID, Repo: r.Repo, Number: r.Number, URL: r.URL, Commit: r.Commit, CulpritPR: r.CulpritPR,
 		Summary: r.Summary, Cause: r.Cause, FixURL: r.FixURL, By: r.RecordedBy, CreatedAt: r.CreatedAt}
 	if len(r.Signature) > 0 {
 		if err := json.Unmarshal(r.Signature, &out.Signature); err != nil {
-			return Record{}, fmt.Errorf("root cause %d: signature: %w", r.ID, err)
+			return kb.Record{}, fmt.Errorf("root cause %d: signature: %w", r.ID, err)
 		}
 	}
 	return out, nil
-}
-
-// MatchLine is the check run's sentence for a match, in markdown: "looks
-// like [#123](…): prefill interrupts decode — scheduler priority change
-// (strong (profile and metrics: …); agreeing: …)", with the fix when one
-// was recorded. A metrics-only match says it is a hint.
-func MatchLine(m Match) string {
-	r := m.Record
-	what := oneLine(r.Summary)
-	if what == "" {
-		what = r.Signature.Phenomenon()
-	}
-	verb := "looks like"
-	if m.Strength == Weak {
-		verb = "moved its metrics like"
-	}
-	line := fmt.Sprintf("%s %s: %s — %s (%s)", verb, ref(r), what, oneLine(r.Cause), m.Words())
-	if m.Strength == Weak {
-		line += "; no profile of the recorded cause to compare, so this is a hint, not a diagnosis"
-	}
-	if r.FixURL != "" {
-		line += "; fix: " + r.FixURL
-	}
-	return line
-}
-
-// ref links a record: "[#123](…)", "#123", a commit, or words.
-func ref(r Record) string {
-	switch {
-	case r.Number > 0 && r.URL != "":
-		return fmt.Sprintf("[#%d](%s)", r.Number, r.URL)
-	case r.Number > 0:
-		return fmt.Sprintf("#%d", r.Number)
-	case r.Commit != "":
-		return "`" + rev.Short(r.Commit) + "`"
-	}
-	return "a recorded regression"
-}
-
-// PendingLine is the check run's sentence while a profile that decides a
-// candidate match is still to come (queued) or was never taken.
-func PendingLine(v Verdict, queued bool) string {
-	if len(v.NeedsProfile) == 0 {
-		return ""
-	}
-	m := v.NeedsProfile[0]
-	if queued {
-		return fmt.Sprintf("its metrics move like %s (%s, metric shape %.2f), which was recorded with a scheduler profile; the knowledge base compares the profiles when this one finishes — metrics alone cannot tell a scheduler change from a uniform slowdown",
-			ref(m.Record), oneLine(m.Record.Cause), m.MetricSimilarity)
-	}
-	return fmt.Sprintf("its metrics move like %s (%s, metric shape %.2f), but that cause was recorded with a scheduler profile and this regression has none: `/perf profile` compares them — metrics alone cannot tell a scheduler change from a uniform slowdown",
-		ref(m.Record), oneLine(m.Record.Cause), m.MetricSimilarity)
-}
-
-func oneLine(s string) string {
-	return strings.Join(strings.Fields(s), " ")
 }

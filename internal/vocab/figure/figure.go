@@ -144,3 +144,13 @@ func PIs(p float64) string {
 	}
 	return "p=" + P(p)
 }
+
+// Plural is one when n is 1 and many otherwise: the word, or the ending,
+// that agrees with a count ("1 metric", "2 metrics"; "1 decision", "3
+// decisions"; of a verb, "it differs", "they differ").
+func Plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}

@@ -26,6 +26,10 @@ func TestFigures(t *testing.T) {
 		{P(0.0001), "<0.001"},
 		{P(0.0234), "0.023"},
 		{Thousands("1234567.5"), "1,234,567.5"},
+		{Plural(1, "metric", "metrics"), "metric"},
+		{Plural(0, "metric", "metrics"), "metrics"},
+		{Plural(2, "", "s"), "s"},
+		{Plural(1, "s", ""), "s"},
 	}
 	for _, tt := range tests {
 		if tt.got != tt.want {

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+
+	"github.com/perfgate/perfgate/internal/vocab/figure"
 )
 
 // EngineFailure is a request the engine itself ended early: its stream
@@ -79,7 +81,7 @@ func (p PromptFailures) Notes(side string) []string {
 			parts = append(parts, fmt.Sprintf("#%d (after %d tokens: %s)", f.Prompt, f.Tokens, f.Words))
 		}
 		out = append(out, fmt.Sprintf("the engine ended %s prompt%s early in every one of the %s's %d runs (reproducible, the engine's answer to the prompt, not a cut stream): %s",
-			count(len(p.Reproducible)), plural(len(p.Reproducible)), side, p.Runs, strings.Join(parts, "; ")))
+			count(len(p.Reproducible)), figure.Plural(len(p.Reproducible), "", "s"), side, p.Runs, strings.Join(parts, "; ")))
 	}
 	if len(p.Transient) > 0 {
 		var parts []string
@@ -96,11 +98,4 @@ func count(n int) string {
 		return "one"
 	}
 	return fmt.Sprint(n)
-}
-
-func plural(n int) string {
-	if n == 1 {
-		return ""
-	}
-	return "s"
 }

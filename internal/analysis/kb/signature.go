@@ -1,10 +1,13 @@
-// Package kb is perfgate's knowledge base of regressions: every finding a
-// maintainer records (/perf rootcause, or the dashboard) keeps its
-// phenomenon — which metrics moved, which way and how much, and the
-// profile diff's fingerprint when there is one — with the commit that
+// Package kb is the matching of perfgate's knowledge base of regressions:
+// every finding a maintainer records (/perf rootcause, or the dashboard)
+// keeps its phenomenon — which metrics moved, which way and how much, and
+// the profile diff's fingerprint when there is one — with the commit that
 // caused it, the cause and the fix. A new regression whose signature is
 // close to a recorded one is named in its check run ("looks like #123: …"),
-// so the next regression of a known kind is recognised at once.
+// so the next regression of a known kind is recognised at once. This
+// package is pure: signatures, their similarity, the ranking of records
+// and the words of a match; internal/github/kb keeps the records in the
+// store.
 package kb
 
 import (
