@@ -398,4 +398,3 @@ func acceptedNotes(notes []string) []string {
 	}
 	return out
 }
-

@@ -285,7 +285,6 @@ func (s *Service) runsOf(ctx context.Context, ids []int64) (evidence, error) {
 	return ev, nil
 }
 
-
 // judged is the evidence as the judgement takes it.
 func (ev evidence) judged() judge.Evidence {
 	return judge.Evidence{Runs: ev.runs, Sessions: ev.sessions, Failures: ev.failures, Bad: ev.bad}

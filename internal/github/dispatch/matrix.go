@@ -60,4 +60,3 @@ func isMatrix(cells map[string][]int64) bool {
 // cellKey is the baseline and trend key of a matrix cell: the tier, or
 // "<tier>/<cell>".
 func cellKey(tier, cell string) string { return judge.CellKey(tier, cell) }
-

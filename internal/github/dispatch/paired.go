@@ -117,4 +117,3 @@ func (s *Service) pairHistory(ctx context.Context, cr store.CheckRun, job store.
 	}
 	return out, nil
 }
-
