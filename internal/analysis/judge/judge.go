@@ -146,7 +146,7 @@ const (
 type Decision struct {
 	Outcome Outcome
 	// Report is the verdict document (Publish), merged over the cells for
-	// a matrix.
+	// a matrix; for Extend, the look just taken (inconclusive).
 	Report   *gate.Report
 	Env      *result.Environment
 	Notes    []string

@@ -35,6 +35,7 @@ func judgePaired(in Input) Decision {
 	heads, bases := sides(pairs)
 	opt.Looks = prLooks(in, heads)
 	budget := in.Settle.spend(in.Tier)
+	budget.interleaved = true // added evidence is pairs, whatever the jobs said
 	opt, stands := nextLook(opt, budget, len(pairs), in.Stored)
 	if stands {
 		return Decision{Outcome: Stands, Key: in.Key}
@@ -45,7 +46,7 @@ func judgePaired(in Input) Decision {
 	}
 	looks := map[string]gate.Looks{in.Key: rep.Looks}
 	if more := rep.NeedMoreRuns - rep.CandidateRuns; rep.Verdict == gate.Inconclusive && more > 0 && budget.fits(more) {
-		return Decision{Outcome: Extend, More: more, Looks: looks}
+		return Decision{Outcome: Extend, More: more, Report: rep, Looks: looks}
 	}
 	env := envOf(heads)
 	notes = append(notes, budget.note(rep, env)...)

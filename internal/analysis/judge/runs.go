@@ -47,7 +47,7 @@ func judgeRuns(in Input) Decision {
 	}
 	looks := map[string]gate.Looks{in.Key: rep.Looks}
 	if more := rep.NeedMoreRuns - rep.CandidateRuns; rep.Verdict == gate.Inconclusive && more > 0 && budget.fits(more) {
-		return Decision{Outcome: Extend, More: more, Looks: looks, Promotions: unplaced(promotions)}
+		return Decision{Outcome: Extend, More: more, Report: rep, Looks: looks, Promotions: unplaced(promotions)}
 	}
 	env := envOf(ev.Runs)
 	notes = append(notes, budget.note(rep, env)...)

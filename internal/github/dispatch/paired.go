@@ -6,7 +6,6 @@ import (
 	"slices"
 	"sort"
 	"strconv"
-	"strings"
 
 	"github.com/perfgate/perfgate/internal/analysis/gate"
 	"github.com/perfgate/perfgate/internal/analysis/judge"
@@ -34,7 +33,8 @@ func (s *Service) loadPaired(ctx context.Context, cr store.CheckRun, job store.J
 // the order they ran; a run of a job that measured one commit has no side
 // and is left out with a note.
 func (s *Service) sidedOf(ctx context.Context, ids []int64) (judge.Interleaved, error) {
-	ev := judge.Interleaved{Commits: map[string]string{}}
+	var runs []gate.SidedRun
+	var failures, bad []string
 	for _, id := range ids {
 		j, err := s.judging().GetJob(ctx, id)
 		if err != nil {
@@ -42,7 +42,7 @@ func (s *Service) sidedOf(ctx context.Context, ids []int64) (judge.Interleaved, 
 		}
 		if j.Status != jobstate.Succeeded {
 			if j.FailureReason != "" {
-				ev.Failures = append(ev.Failures, fmt.Sprintf("job %d: %s", j.ID, j.FailureReason))
+				failures = append(failures, fmt.Sprintf("job %d: %s", j.ID, j.FailureReason))
 			}
 			continue
 		}
@@ -51,31 +51,25 @@ func (s *Service) sidedOf(ctx context.Context, ids []int64) (judge.Interleaved, 
 			return judge.Interleaved{}, err
 		}
 		sort.SliceStable(res, func(a, b int) bool { return res[a].RunIndex < res[b].RunIndex })
-		var order []string
 		session := strconv.FormatInt(id, 10)
 		for _, r := range res {
 			if r.Kind != jobstate.KindMeasured || r.Attempt != j.Attempts {
 				continue
 			}
 			if r.Side == "" {
-				ev.Bad = append(ev.Bad, fmt.Sprintf("run %d of job %d measured one commit, not a base/head pair: left out", r.RunIndex, id))
+				bad = append(bad, fmt.Sprintf("run %d of job %d measured one commit, not a base/head pair: left out", r.RunIndex, id))
 				continue
 			}
 			rr, err := result.Parse(r.Samples)
 			if err != nil {
-				ev.Bad = append(ev.Bad, fmt.Sprintf("run %d of job %d was left out: its result cannot be judged (%v)", r.RunIndex, id, err))
+				bad = append(bad, fmt.Sprintf("run %d of job %d was left out: its result cannot be judged (%v)", r.RunIndex, id, err))
 				continue
 			}
-			order = append(order, strings.ToUpper(r.Side[:1]))
-			if rr.Perfgate != nil && rr.Perfgate.Environment.Commit != "" {
-				ev.Commits[r.Side] = rr.Perfgate.Environment.Commit
-			}
-			ev.Runs = append(ev.Runs, gate.SidedRun{Session: session, Side: r.Side, Pair: r.Pair, Seq: r.RunIndex, Result: rr})
-		}
-		if len(order) > 0 {
-			ev.Orders = append(ev.Orders, fmt.Sprintf("job %d: %s", id, strings.Join(order, " ")))
+			runs = append(runs, gate.SidedRun{Session: session, Side: r.Side, Pair: r.Pair, Seq: r.RunIndex, Result: rr})
 		}
 	}
+	ev := judge.Sided(runs)
+	ev.Failures, ev.Bad = failures, bad
 	return ev, nil
 }
 
