@@ -234,7 +234,7 @@ func (r *Report) Look() int { return len(r.Looks.Spent) }
 // Options tune a comparison.
 type Options struct {
 	// History is the noise prior: earlier sessions of unchanged code. In
-	// production the dispatcher loads it from the baseline store (baseline.History) into judge.Input.
+	// production it comes from the baseline store (baseline.Options).
 	History History
 	// CandidateSessions names the session (the job) of each candidate run,
 	// parallel to the candidate runs; nil means one session. Runs added
