@@ -24,7 +24,7 @@ func runCompare(ctx context.Context, env *cliEnv, args []string) int {
 	tierName := fs.String("tier", "merge", "tier whose thresholds apply")
 	cfgPath := fs.String("config", "", "perfgate config (default "+config.DefaultPath+" when it exists, else the defaults)")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
-	paired := fs.Bool("paired", false, "the runs are an interleaved job's: pair the i-th baseline run with the i-th candidate run (base and head, in run order) and judge the per-pair ratios")
+	paired := fs.Bool("paired", false, "the runs are an interleaved job's base (--baseline) and head (--candidate) runs: paired and grouped into engine starts by the places the agent wrote into the files, as the server does (files without places: the i-th with the i-th), and judged by their per-pair ratios")
 	looksPath := fs.String("looks", "", "the commit's look budget so far (the \"looks\" of the previous look's --json report): this look spends the next share of α")
 	var cands, bases, hist []string
 	fs.Func("candidate", "candidate result file(s); several may follow one flag", func(s string) error { cands = append(cands, s); return nil })
