@@ -52,9 +52,10 @@ type Input struct {
 	// Looks is the look budget the check's row stored for Key (zero at
 	// the first look).
 	Looks gate.Looks
-	// Earlier are the budgets earlier commits of the same pull request
-	// left for Key, oldest row first: a commit that changes no file (same
-	// source tree) continues the newest of them (see prLooks).
+	// Earlier are the budgets other commits of the same pull request left
+	// for Key (their checks of the tier): a commit that changes no file
+	// (same source tree) continues the newest of them, the first on a tie
+	// (see prLooks). Only read when Looks has none spent.
 	Earlier []EarlierLooks
 	// Settle is the tier's settle budget and what the check's jobs spent.
 	Settle Settle
