@@ -7,8 +7,11 @@ import (
 	"testing"
 
 	"github.com/perfgate/perfgate/internal/analysis/judge"
+	"github.com/perfgate/perfgate/internal/github/githubtest"
 	"github.com/perfgate/perfgate/internal/store"
+	"github.com/perfgate/perfgate/internal/vocab/check"
 	"github.com/perfgate/perfgate/internal/vocab/jobstate"
+	"github.com/perfgate/perfgate/internal/vocab/request"
 	"github.com/perfgate/perfgate/internal/vocab/result"
 )
 
@@ -162,6 +165,21 @@ func TestFinishedJobPath(t *testing.T) {
 			l.request(newSHA, false)
 			return l.end(l.claim(), jobstate.Succeeded, "", quickRuns(3))
 		}, []string{"ListResults", "Enqueue", "ApplyCheck"}}, // the card, the base commit's job on it, then the step
+		// A nightly matrix also stores each cell's trend and promotes a
+		// new cell's first runs (reading the key's history to do so)
+		// before its one step: after is nil, and the test asks only that
+		// those writes come after the judgement and the step comes last.
+		{"nightly matrix", func(l *lifecycle) store.Job {
+			if err := l.svc.RequestRun(l.ctx, request.Run{InstallationID: githubtest.InstallationID, Owner: "acme", Repo: "inference",
+				HeadSHA: headSHA, BaseSHA: headSHA, BaseRef: "main", Tier: check.TierNightly, Trigger: "nightly", DeliveryID: "nightly-1"}); err != nil {
+				l.t.Fatal(err)
+			}
+			var last store.Job
+			for range len(l.rowOf(check.TierNightly, headSHA).JobIDs) {
+				last = l.end(l.claim(), jobstate.Succeeded, "", verifiedRuns(5))
+			}
+			return last
+		}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			l := newLifecycle(t)
@@ -180,8 +198,12 @@ func TestFinishedJobPath(t *testing.T) {
 					t.Errorf("the load wrote (%s) before the judgement: %v", c, log.calls)
 				}
 			}
-			if got := log.calls[at+1:]; !slices.Equal(got, tc.after) {
+			got := log.calls[at+1:]
+			switch {
+			case tc.after != nil && !slices.Equal(got, tc.after):
 				t.Errorf("after the judgement the store saw %v, want %v (all: %v)", got, tc.after, log.calls)
+			case tc.after == nil && (len(got) == 0 || got[len(got)-1] != "ApplyCheck" || !slices.Contains(got, "PutTrend") || !slices.Contains(got, "PutBaseline")):
+				t.Errorf("after the judgement the store saw %v, want the trends, the first baselines and the step last", got)
 			}
 		})
 	}
