@@ -185,7 +185,7 @@ func (s *Service) judgeRow(ctx context.Context, cr store.CheckRun, job store.Job
 	if err != nil {
 		return err
 	}
-	return s.record(ctx, cr, job, in, s.judge(in))
+	return s.record(ctx, cr, job, in, s.decide(in))
 }
 
 // checkOf finds the check run row a job reports to, and whether the job

@@ -185,7 +185,7 @@ func TestFinishedJobPath(t *testing.T) {
 			l := newLifecycle(t)
 			job := tc.run(l)
 			log := &callLog{Store: l.st, t: t}
-			l.svc.st, l.svc.judge = log, log.around(judge.Judge)
+			l.svc.st, l.svc.decide = log, log.around(judge.Judge)
 			if err := l.svc.jobDone(l.ctx, job); err != nil {
 				t.Fatal(err)
 			}

@@ -87,9 +87,9 @@ type Service struct {
 	findings   *findings          // profiles and the knowledge base (findings.go); nil: off
 	longRun    *LongRunOptions    // the capacity and soak judges (longrun.go); nil: off
 	cardGrace  time.Duration      // retestcard.go
-	// judge is the pure decision (judge.Judge) a finished check's load
+	// decide is the pure decision (judge.Judge) a finished check's load
 	// feeds and its store step records; a test wraps it to watch the seam.
-	judge func(judge.Input) judge.Decision
+	decide func(judge.Input) judge.Decision
 }
 
 // KindHandler takes a finished job of a kind that belongs to no check run
@@ -136,7 +136,7 @@ func New(o Options) *Service {
 	}
 	s := &Service{st: o.Store, clients: o.Clients, detailsURL: o.DetailsURL, details: o.Details, now: o.Now, log: o.Log, written: o.Written,
 		router:    completion.New(completion.Options{Queue: o.Store, Policy: o.JudgePolicy, Poll: o.JudgePoll, Now: o.Now, Log: o.Log}),
-		cardGrace: o.CardGrace, judge: judge.Judge}
+		cardGrace: o.CardGrace, decide: judge.Judge}
 	s.router.Otherwise(s.jobDone, s.cannotJudge)
 	return s
 }
