@@ -5,9 +5,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
+	"sort"
 	"strings"
 
 	"github.com/perfgate/perfgate/internal/analysis/gate"
+	"github.com/perfgate/perfgate/internal/analysis/judge"
 	"github.com/perfgate/perfgate/internal/vocab/config"
 	"github.com/perfgate/perfgate/internal/vocab/result"
 )
@@ -17,16 +20,20 @@ func init() {
 }
 
 func runCompare(ctx context.Context, env *cliEnv, args []string) int {
-	fs := env.flags("compare", "--candidate R1.json [R2.json …] --baseline B.json [B2.json …] [--tier merge] [--config FILE] [--paired] [--history H.json …] [--looks L.json] [--json]")
+	fs := env.flags("compare", "--candidate R1.json [R2.json …] --baseline B.json [B2.json …] [--tier merge] [--config FILE] [--paired] [--history H.json|DIR …] [--looks L.json] [--json]")
 	tierName := fs.String("tier", "merge", "tier whose thresholds apply")
 	cfgPath := fs.String("config", "", "perfgate config (default "+config.DefaultPath+" when it exists, else the defaults)")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
-	paired := fs.Bool("paired", false, "the runs are an interleaved job's: pair the i-th baseline run with the i-th candidate run (base and head, in run order) and judge the per-pair ratios")
+	paired := fs.Bool("paired", false, "the runs are an interleaved job's base (--baseline) and head (--candidate) runs: paired and grouped into engine starts by the places the agent wrote into the files, as the server does (files without places: the i-th with the i-th), and judged by their per-pair ratios")
 	looksPath := fs.String("looks", "", "the commit's look budget so far (the \"looks\" of the previous look's --json report): this look spends the next share of α")
 	var cands, bases, hist []string
 	fs.Func("candidate", "candidate result file(s); several may follow one flag", func(s string) error { cands = append(cands, s); return nil })
 	fs.Func("baseline", "baseline file(s): results, a JSON array of results, or a baseline export", func(s string) error { bases = append(bases, s); return nil })
-	fs.Func("history", "earlier A/A run set of the baseline (repeatable): the noise prior", func(s string) error { hist = append(hist, s); return nil })
+	fs.Func("history", "earlier A/A run set of the baseline, or a directory of them (repeatable): the noise prior; an interleaved job's files (with places) are the paired prior", func(s string) error {
+		files, err := historyFiles(s)
+		hist = append(hist, files...)
+		return err
+	})
 	if code, ok := fs.parse(expandMultiValueFlags(args, "candidate", "baseline")); !ok {
 		return code
 	}
@@ -55,7 +62,7 @@ func runCompare(ctx context.Context, env *cliEnv, args []string) int {
 		fmt.Fprintf(env.stderr, "perfgate compare: baseline: %v\n", err)
 		return 3
 	}
-	var opt gate.Options
+	in := judge.Input{Tier: tier, Key: tier.Name, Job: judge.Ended{FailureReason: "the candidate files hold no runs"}}
 	var histRuns []*result.Result
 	for _, h := range hist {
 		set, err := gate.LoadRuns(h)
@@ -63,7 +70,7 @@ func runCompare(ctx context.Context, env *cliEnv, args []string) int {
 			fmt.Fprintf(env.stderr, "perfgate compare: history: %v\n", err)
 			return 3
 		}
-		opt.History.Sessions = append(opt.History.Sessions, gate.Session{Label: h, Runs: set})
+		in.History.Sessions = append(in.History.Sessions, gate.Session{Label: h, Runs: set})
 		histRuns = append(histRuns, set...)
 	}
 	if *looksPath != "" {
@@ -72,37 +79,43 @@ func runCompare(ctx context.Context, env *cliEnv, args []string) int {
 			fmt.Fprintf(env.stderr, "perfgate compare: --looks: %v\n", err)
 			return 3
 		}
-		if err := json.Unmarshal(data, &opt.Looks); err != nil {
+		if err := json.Unmarshal(data, &in.Looks); err != nil {
 			fmt.Fprintf(env.stderr, "perfgate compare: --looks %s: %v (want the \"looks\" object of a --json report)\n", *looksPath, err)
 			return 3
 		}
 	}
-	var rep *gate.Report
 	if *paired {
-		var pairs []gate.Pair
-		var notes []string
-		pairs, notes, err = pairsOf(baseline, candidate)
+		il, err := judge.PairFiles(baseline, candidate)
 		if err != nil {
 			fmt.Fprintf(env.stderr, "perfgate compare: --paired: %v\n", err)
 			return 3
 		}
-		if opt.History.Paired, err = pairHistoryOf(histRuns); err != nil {
-			fmt.Fprintf(env.stderr, "perfgate compare: --history: %v\n", err)
-			return 3
-		}
-		// The pairing's notes go beside the verdict, as on the server's
-		// check, so the document stays the server's byte for byte.
-		for _, n := range notes {
-			fmt.Fprintf(env.stderr, "perfgate compare: note: %s\n", n)
-		}
-		rep, err = gate.ComparePaired(pairs, tier, opt)
+		il.History = judge.HistoryFiles(histRuns)
+		in.Interleaved = il
 	} else {
-		rep, err = gate.Compare(baseline, candidate, tier, opt)
+		in.Runs, in.Base = judge.Evidence{Runs: candidate}, &judge.Base{Runs: baseline}
 	}
-	if err != nil {
-		fmt.Fprintf(env.stderr, "perfgate compare: %v\n", err)
+	// The server's decision function, on the same inputs: the document
+	// is the server's byte for byte; its notes go beside it.
+	d := judge.Judge(in)
+	switch d.Outcome {
+	case judge.Publish:
+	case judge.Extend:
+		// The server would add runs on the same card; here the look's
+		// inconclusive document is the answer, and the next look is a
+		// compare with those runs added (and this look's --looks).
+		d.Notes = append(d.Notes, fmt.Sprintf("the server would add %d more runs (pairs when interleaved) within the tier's settle_gpu_minutes and judge all of them at the next look", d.More))
+	case judge.Broken:
+		fmt.Fprintf(env.stderr, "perfgate compare: %s\n", strings.Join(d.Reasons, "; "))
+		return 3
+	default: // the files give no settle budget and no stored verdict
+		fmt.Fprintf(env.stderr, "perfgate compare: the judgement asked to %s, which a comparison of files cannot do\n", d.Outcome)
 		return 3
 	}
+	for _, n := range d.Notes {
+		fmt.Fprintf(env.stderr, "perfgate compare: note: %s\n", n)
+	}
+	rep := d.Report
 	env.log.Info().Str("tier", tier.Name).Str("verdict", string(rep.Verdict)).
 		Int("baseline_runs", rep.BaselineRuns).Int("candidate_runs", rep.CandidateRuns).Msg("compared")
 	if *asJSON {
@@ -122,74 +135,24 @@ func runCompare(ctx context.Context, env *cliEnv, args []string) int {
 	return rep.Verdict.ExitCode()
 }
 
-// pairsOf pairs an interleaved job's runs the way the server does: from
-// the places the agent wrote into each result (job, side, pair, position),
-// through the same gate.MakePairs, so engine starts shared by neighbouring
-// runs are known and the verdict is the server's. Files without places
-// (plain `perfgate bench` output) are paired in file order, each run its
-// own start, and a note says the server may decide otherwise.
-func pairsOf(baseline, candidate []*result.Result) ([]gate.Pair, []string, error) {
-	all := append(append([]*result.Result(nil), baseline...), candidate...)
-	placed := 0
-	for _, r := range all {
-		if r.Perfgate != nil && r.Perfgate.Place != nil && r.Perfgate.Place.Side != "" {
-			placed++
-		}
+// historyFiles is what one --history names: a file, or each .json file
+// of a directory in name order (one session a file, as the server keeps
+// one session a stored baseline; an interleaved job's files group by the
+// job their places name).
+func historyFiles(path string) ([]string, error) {
+	st, err := os.Stat(path)
+	if err != nil || !st.IsDir() {
+		return []string{path}, nil // a file; LoadRuns says what is wrong with it
 	}
-	switch placed {
-	case len(all):
-		for i, r := range baseline {
-			if r.Perfgate.Place.Side != gate.SideBase {
-				return nil, nil, fmt.Errorf("baseline run %d is a %s run of job %d", i+1, r.Perfgate.Place.Side, r.Perfgate.Place.Job)
-			}
-		}
-		for i, r := range candidate {
-			if r.Perfgate.Place.Side != gate.SideHead {
-				return nil, nil, fmt.Errorf("candidate run %d is a %s run of job %d", i+1, r.Perfgate.Place.Side, r.Perfgate.Place.Job)
-			}
-		}
-		sided, err := gate.SidedRunsOf(all)
-		if err != nil {
-			return nil, nil, err
-		}
-		return gate.MakePairs(sided)
-	case 0:
-		if len(baseline) != len(candidate) {
-			return nil, nil, fmt.Errorf("needs as many baseline runs as candidate runs, got %d and %d", len(baseline), len(candidate))
-		}
-		pairs := make([]gate.Pair, len(baseline))
-		for i := range pairs {
-			pairs[i] = gate.Pair{Session: "1", Index: i, Base: baseline[i], Head: candidate[i]}
-		}
-		return pairs, []string{"the result files carry no place in a job (perfgate.place): pairs were taken in file order and each run counted as its own engine start; the server, which knows the order, may decide otherwise"}, nil
-	}
-	return nil, nil, fmt.Errorf("%d of %d runs carry their place in a job: give all of one job's files, or none", placed, len(all))
-}
-
-// pairHistoryOf groups placed history runs into their jobs' pairs, the
-// noise prior the server gives a paired comparison; none without places.
-func pairHistoryOf(runs []*result.Result) ([][]gate.Pair, error) {
-	if len(runs) == 0 {
-		return nil, nil
-	}
-	sided, err := gate.SidedRunsOf(runs)
+	files, err := filepath.Glob(filepath.Join(path, "*.json"))
 	if err != nil {
-		// History without places is the stored kind: History.Sessions
-		// already carries it.
-		return nil, nil
+		return nil, fmt.Errorf("--history %s: %w", path, err)
 	}
-	pairs, _, err := gate.MakePairs(sided)
-	if err != nil {
-		return nil, err
+	if len(files) == 0 {
+		return nil, fmt.Errorf("--history %s: no .json files in the directory", path)
 	}
-	var out [][]gate.Pair
-	for _, p := range pairs {
-		if n := len(out); n == 0 || out[n-1][0].Session != p.Session {
-			out = append(out, nil)
-		}
-		out[len(out)-1] = append(out[len(out)-1], p)
-	}
-	return out, nil
+	sort.Strings(files)
+	return files, nil
 }
 
 // expandMultiValueFlags rewrites "--candidate a b --baseline c" into

@@ -8,18 +8,21 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/perfgate/perfgate/internal/analysis/gate"
 	"github.com/perfgate/perfgate/internal/analysis/gate/gatetest"
+	"github.com/perfgate/perfgate/internal/analysis/judge"
 	"github.com/perfgate/perfgate/internal/vocab/config"
 )
 
 // `perfgate compare --paired` on an interleaved job's result files, as the
-// agent writes them, gives the server's verdict document byte for byte:
-// it pairs the runs and numbers their engine starts by the same MakePairs
-// from the places in the files, and judges them with the same
-// ComparePaired. 200 simulated jobs in the agent's shared-start order, half
+// agent writes them, gives the server's decision byte for byte: both build
+// a judge.Input — the server's from the runs as its store lists them, the
+// CLI's from the files in whatever order they are named — and call the
+// one judge.Judge, which pairs the runs, numbers their engine starts and
+// decides. The documents and the notes must be equal. 200 simulated jobs in the agent's shared-start order, half
 // A/A and half 8% slower, with a start-to-start spread larger than the
 // run-to-run one (where treating runs as independent raises false alarms).
 func TestComparePairedIsTheServersDecision(t *testing.T) {
@@ -45,14 +48,14 @@ func TestComparePairedIsTheServersDecision(t *testing.T) {
 		}
 		runs := gatetest.InterleavedJob(rng, int64(1000+j), 8, delta, gatetest.Noise{StartSD: 0.03, RunSD: 0.01})
 
-		// The server's path: the runs as the store gives them.
-		pairs, _, err := gate.MakePairs(runs)
-		if err != nil {
-			t.Fatal(err)
-		}
-		server, err := gate.ComparePaired(pairs, tier, gate.Options{})
-		if err != nil {
-			t.Fatal(err)
+		// The server's path: the runs as the store lists them (job by
+		// job, in run order), with the job as the settle budget counts it.
+		il := judge.Sided(runs)
+		decision := judge.Judge(judge.Input{Tier: tier, Key: tier.Name, Interleaved: &il,
+			Settle: judge.Settle{Jobs: []judge.JobTime{{Runs: len(runs), Interleaved: true}}}})
+		server := decision.Report
+		if server == nil {
+			t.Fatalf("job %d: the server's judgement %s has no document: %v", j, decision.Outcome, decision.Reasons)
 		}
 		want, err := json.MarshalIndent(server, "", "  ")
 		if err != nil {
@@ -87,6 +90,11 @@ func TestComparePairedIsTheServersDecision(t *testing.T) {
 		if got := bytes.TrimSpace(stdout.Bytes()); !bytes.Equal(got, want) {
 			t.Fatalf("job %d: the CLI's document differs from the server's\n--- cli ---\n%s\n--- server ---\n%s", j, got, want)
 		}
+		for _, n := range decision.Notes {
+			if !strings.Contains(stderr.String(), "note: "+n+"\n") {
+				t.Fatalf("job %d: the server's note %q is not among the CLI's:\n%s", j, n, stderr.String())
+			}
+		}
 		if delta == 0 && server.Verdict == gate.Regression {
 			alarmsServer++
 		}
@@ -95,12 +103,16 @@ func TestComparePairedIsTheServersDecision(t *testing.T) {
 		}
 		// The old path — pairs in file order, each run its own start —
 		// is another decision: the test would see a CLI that took it.
+		pairs, _, err := gate.MakePairs(runs)
+		if err != nil {
+			t.Fatal(err)
+		}
 		naive := make([]gate.Pair, len(pairs))
 		for i, p := range pairs {
 			naive[i] = gate.Pair{Session: "1", Index: i, Base: p.Base, Head: p.Head}
 		}
-		if other, err := gate.ComparePaired(naive, tier, gate.Options{}); err == nil {
-			if b, _ := json.MarshalIndent(other, "", "  "); !bytes.Equal(b, want) {
+		if other := judge.Judge(judge.Input{Tier: tier, Key: tier.Name, Interleaved: &judge.Interleaved{Pairs: naive}}); other.Report != nil {
+			if b, _ := json.MarshalIndent(other.Report, "", "  "); !bytes.Equal(b, want) {
 				differs++
 			}
 		}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -83,5 +84,39 @@ func TestSimSlowdownIsComparable(t *testing.T) {
 	}
 	if len(rep.Mismatches) != 0 {
 		t.Errorf("sim runs with and without a slowdown differ in %+v", rep.Mismatches)
+	}
+}
+
+// --history takes a directory: each .json file in it is one earlier
+// session, as if named by its own --history; an empty one is a usage error.
+func TestCompareHistoryDir(t *testing.T) {
+	dir := t.TempDir()
+	data, err := os.ReadFile("../../testdata/gate/vllm-baseline.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"a.json", "b.json"} {
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	args := []string{"--log-level", "error", "compare", "--tier", "quick", "--candidate", "../../testdata/gate/vllm-candidate-1.json",
+		"../../testdata/gate/vllm-candidate-2.json", "../../testdata/gate/vllm-candidate-3.json", "--baseline", "../../testdata/gate/vllm-baseline.json"}
+	for _, tc := range []struct {
+		name string
+		dir  string
+		code int
+		out  string
+	}{
+		{"two sessions", dir, 2, "noise history of 2 sessions"},
+		{"empty", t.TempDir(), 3, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			code := mainArgs(append(args, "--history", tc.dir), &stdout, &stderr)
+			if code != tc.code || !strings.Contains(stdout.String(), tc.out) {
+				t.Errorf("exit %d want %d\nstdout: %s\nstderr: %s", code, tc.code, stdout.String(), stderr.String())
+			}
+		})
 	}
 }

@@ -30,6 +30,7 @@ import (
 	"time"
 
 	"github.com/perfgate/perfgate/internal/analysis/gate"
+	"github.com/perfgate/perfgate/internal/analysis/promotion"
 	"github.com/perfgate/perfgate/internal/store"
 	"github.com/perfgate/perfgate/internal/vocab/config"
 	"github.com/perfgate/perfgate/internal/vocab/result"
@@ -51,13 +52,12 @@ const (
 )
 
 // SimImage is what a baseline of the built-in simulated engine stores as
-// its image digest: the sim has no image, and its behaviour is fixed by the
-// perfgate build recorded in each run's "tool".
-const SimImage = "sim"
+// its image digest (promotion.SimImage).
+const SimImage = promotion.SimImage
 
-// HistorySessions caps the baselines fed to the gate as its noise history:
-// each is one session of unchanged code.
-const HistorySessions = 8
+// HistorySessions caps the baselines fed to the gate as its noise history
+// (promotion.HistorySessions).
+const HistorySessions = promotion.HistorySessions
 
 // Meta is who promotes which runs as what.
 type Meta struct {
@@ -144,27 +144,8 @@ func (e *RefusedError) Error() string {
 }
 
 // Worse is a gated metric on which the new runs are worse than the current
-// baseline.
-type Worse struct {
-	Metric    string  `json:"metric"`
-	Unit      string  `json:"unit,omitempty"`
-	Baseline  float64 `json:"baseline"`
-	Candidate float64 `json:"candidate"`
-	Delta     float64 `json:"delta"` // as gate.MetricResult: fraction, or a difference for error_rate
-	NoiseBand float64 `json:"noise_band"`
-	Verdict   string  `json:"verdict"`
-	Note      string  `json:"note,omitempty"`
-}
-
-func (w Worse) String() string {
-	if w.Note != "" {
-		return fmt.Sprintf("%s (%s)", w.Metric, w.Note)
-	}
-	if w.Unit == "" { // error_rate: absolute, in percentage points
-		return fmt.Sprintf("%s %+.2fpp (%.2f%% → %.2f%%, noise ±%.2gpp)", w.Metric, 100*w.Delta, 100*w.Baseline, 100*w.Candidate, 100*w.NoiseBand)
-	}
-	return fmt.Sprintf("%s %+.2f%% (%.4g → %.4g %s, noise ±%.2g%%)", w.Metric, 100*w.Delta, w.Baseline, w.Candidate, w.Unit, 100*w.NoiseBand)
-}
+// baseline (the rule is promotion.WorseMetrics).
+type Worse = promotion.Worse
 
 // Snapshot is a stored baseline with its documents decoded.
 type Snapshot struct {
@@ -277,21 +258,9 @@ func Promote(ctx context.Context, st Store, runs []*result.Result, meta Meta, ti
 	if err := meta.validate(); err != nil {
 		return store.Baseline{}, nil, err
 	}
-	prov, problems := trace(runs, meta.Commit)
-	if len(runs) > 0 && len(problems) == 0 {
-		// The gate's own comparability check, run on the set against
-		// itself, lists the fields on which the runs disagree with each
-		// other and the runs GPU telemetry marked untrustworthy.
-		self, err := gate.Compare(runs, runs, tier, gate.Options{Looks: gate.SingleLook()})
-		if err != nil {
-			return store.Baseline{}, nil, fmt.Errorf("promote %s %s: check runs: %w", meta.Repo, meta.Key, err)
-		}
-		for _, m := range self.Mismatches {
-			problems = append(problems, fmt.Sprintf("the runs disagree on %s (%s): one baseline is one environment", m.Field, m.Baseline))
-		}
-		for _, ex := range self.ExcludedRuns {
-			problems = append(problems, "untrustworthy "+strings.TrimPrefix(ex, "baseline "))
-		}
+	prov, problems, err := promotion.Check(runs, meta.Commit, tier)
+	if err != nil {
+		return store.Baseline{}, nil, fmt.Errorf("promote %s %s: %w", meta.Repo, meta.Key, err)
 	}
 	if len(problems) > 0 {
 		return store.Baseline{}, nil, &RefusedError{Rule: RuleTraceable, Problems: problems}
@@ -322,13 +291,13 @@ func Promote(ctx context.Context, st Store, runs []*result.Result, meta Meta, ti
 		if err != nil {
 			return store.Baseline{}, nil, fmt.Errorf("promote %s %s: compare with %s: %w", meta.Repo, meta.Key, ref, err)
 		}
-		worse = worseMetrics(rep)
+		worse = promotion.WorseMetrics(rep)
 		if len(worse) > 0 && (!meta.AllowLower || strings.TrimSpace(meta.Reason) == "") {
 			return store.Baseline{}, rep, &RefusedError{Rule: RuleMovesUp, Worse: worse, Against: prev, Reference: ref, NeedReason: meta.AllowLower}
 		}
 	}
 
-	lp, err := json.Marshal(loadParams{Load: prov.load, DatasetHash: prov.datasetHash, Warmup: prov.warmup, Label: meta.Version})
+	lp, err := json.Marshal(loadParams{Load: prov.Load, DatasetHash: prov.DatasetHash, Warmup: prov.Warmup, Label: meta.Version})
 	if err != nil {
 		return store.Baseline{}, rep, fmt.Errorf("promote %s %s: encode load: %w", meta.Repo, meta.Key, err)
 	}
@@ -342,7 +311,7 @@ func Promote(ctx context.Context, st Store, runs []*result.Result, meta Meta, ti
 		// since the comparison above, the store's conflict stops this one
 		// from becoming latest without being compared with it.
 		Version: prev.Version + 1,
-		Commit:  prov.commit, ImageDigest: prov.image, GPU: prov.gpu, GPUUUID: prov.gpuUUID, Driver: prov.driver,
+		Commit:  prov.Commit, ImageDigest: prov.Image, GPU: prov.GPU, GPUUUID: prov.GPUUUID, Driver: prov.Driver,
 		LoadParams: lp, Runs: rs,
 		PromotedBy: meta.By, Reason: meta.Reason, AllowLower: len(worse) > 0,
 	}
@@ -359,42 +328,12 @@ func Promote(ctx context.Context, st Store, runs []*result.Result, meta Meta, ti
 	return saved, rep, nil
 }
 
-// worseMetrics is the "only moves up" test. A gated metric blocks when the
-// gate calls it a regression, or when its estimate moved in the worse
-// direction by more than its noise band and the gate's one-sided test
-// (Holm across the gated metrics, at the tier's confidence) says the shift
-// is real — however far inside the PR threshold. The threshold is what one
-// PR may cost; if baselines absorbed sub-threshold losses, promotions of
-// 4% each would compound into a loss no PR gate ever flags. The reference
-// is the median of recent baselines and the test carries the
-// session-to-session noise their means show, so a re-run of unchanged
-// code on another day is not refused for that day's shift (with 2%
-// session shifts, comparing with the latest baseline alone refused 19% of
-// them). A gated metric the gate could not measure also blocks: what
-// cannot be compared cannot be shown not to be lower.
-func worseMetrics(rep *gate.Report) []Worse {
-	var out []Worse
-	for _, m := range rep.Metrics {
-		if m.Secondary {
-			continue
-		}
-		worse := m.Direction.Sign() * m.Estimate
-		blocked := m.Verdict == gate.MetricRegression || m.Note != "" ||
-			(worse > m.NoiseBand && m.HolmP <= rep.Alpha)
-		if blocked {
-			out = append(out, Worse{Metric: m.Metric, Unit: m.Unit, Baseline: m.Baseline, Candidate: m.Candidate,
-				Delta: m.Delta, NoiseBand: m.NoiseBand, Verdict: m.Verdict, Note: m.Note})
-		}
-	}
-	return out
-}
-
 // recentSessions is the stored baselines (newest first) measured like the
 // new runs (same card model and load) as sessions for the ratchet, and
 // what the comparison is with, in words. When none matches, the latest
 // alone is the reference (the gate then names the fields that differ).
-func recentSessions(hist []store.Baseline, p provenance) ([]gate.Session, string, error) {
-	sessions := sessionsLike(hist, p.gpu, p.load, 0)
+func recentSessions(hist []store.Baseline, p promotion.Provenance) ([]gate.Session, string, error) {
+	sessions := sessionsLike(hist, p.GPU, p.Load, 0)
 	if len(sessions) == 0 {
 		s, err := Decode(hist[0])
 		if err != nil {
@@ -413,34 +352,22 @@ func recentSessions(hist []store.Baseline, p provenance) ([]gate.Session, string
 	return sessions, fmt.Sprintf("the median of the latest %d baselines (%s)", k, strings.Join(labels, ", ")), nil
 }
 
-// sessionsLike decodes the baselines measured on the same card model under
-// the same load, newest first, at most HistorySessions, leaving out
-// version except (0: none). A baseline that no longer decodes is skipped:
-// the history is a prior, not evidence.
+// sessionsLike is the stored baselines that are the noise history of
+// runs measured on gpu under load, leaving out version except (0: none),
+// by the rule of promotion.Sessions.
 func sessionsLike(hist []store.Baseline, gpu string, load result.Load, except int) []gate.Session {
-	var out []gate.Session
-	for _, b := range hist {
-		if len(out) == HistorySessions {
-			break
-		}
-		if b.Version == except || b.GPU != gpu {
-			continue
-		}
-		s, err := Decode(b)
-		if err != nil || s.Load != load {
-			continue
-		}
-		out = append(out, gate.Session{Label: sessionLabel(b), Runs: s.Runs})
+	rows := make([]promotion.Row, len(hist))
+	for i, b := range hist {
+		rows[i] = promotion.Row{Version: b.Version, GPU: b.GPU, Decode: func() (promotion.Stored, error) {
+			s, err := Decode(b)
+			return promotion.Stored{Label: sessionLabel(b), Load: s.Load, Runs: s.Runs}, err
+		}}
 	}
-	return out
+	return promotion.Sessions(rows, gpu, load, except)
 }
 
 func sessionLabel(b store.Baseline) string {
-	l := fmt.Sprintf("baseline #%d (commit %s)", b.Version, rev.Log(b.Commit))
-	if v := Label(b); v != "" {
-		l = fmt.Sprintf("baseline #%d (%s)", b.Version, v)
-	}
-	return l
+	return promotion.SessionLabel(b.Version, b.Commit, Label(b))
 }
 
 // History is the noise history of (repo, key) as the gate takes it: its

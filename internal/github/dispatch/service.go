@@ -17,6 +17,7 @@ import (
 	"github.com/google/go-github/v62/github"
 	"github.com/rs/zerolog"
 
+	"github.com/perfgate/perfgate/internal/analysis/judge"
 	"github.com/perfgate/perfgate/internal/github/backoff"
 	"github.com/perfgate/perfgate/internal/github/checkstate"
 	"github.com/perfgate/perfgate/internal/github/dispatch/completion"
@@ -86,6 +87,9 @@ type Service struct {
 	findings   *findings          // profiles and the knowledge base (findings.go); nil: off
 	longRun    *LongRunOptions    // the capacity and soak judges (longrun.go); nil: off
 	cardGrace  time.Duration      // retestcard.go
+	// decide is the pure decision (judge.Judge) a finished check's load
+	// feeds and its store step records; a test wraps it to watch the seam.
+	decide func(judge.Input) judge.Decision
 }
 
 // KindHandler takes a finished job of a kind that belongs to no check run
@@ -132,7 +136,7 @@ func New(o Options) *Service {
 	}
 	s := &Service{st: o.Store, clients: o.Clients, detailsURL: o.DetailsURL, details: o.Details, now: o.Now, log: o.Log, written: o.Written,
 		router:    completion.New(completion.Options{Queue: o.Store, Policy: o.JudgePolicy, Poll: o.JudgePoll, Now: o.Now, Log: o.Log}),
-		cardGrace: o.CardGrace}
+		cardGrace: o.CardGrace, decide: judge.Judge}
 	s.router.Otherwise(s.jobDone, s.cannotJudge)
 	return s
 }

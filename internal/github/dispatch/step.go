@@ -5,9 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
+	"github.com/perfgate/perfgate/internal/analysis/judge"
 	"github.com/perfgate/perfgate/internal/analysis/report"
 	"github.com/perfgate/perfgate/internal/github/checkstate"
 	"github.com/perfgate/perfgate/internal/store"
@@ -380,4 +380,4 @@ func (s *Service) putEffect(ctx context.Context, e store.Effect) error {
 
 // isAgentLost reports whether a failure reason is the runner's (the
 // store's reaper writes "agent lost: …").
-func isAgentLost(reason string) bool { return strings.Contains(reason, "agent lost") }
+func isAgentLost(reason string) bool { return judge.IsAgentLost(reason) }
