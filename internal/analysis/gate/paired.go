@@ -85,7 +85,7 @@ func MakePairs(runs []SidedRun) ([]Pair, []string, error) {
 	}
 	sort.SliceStable(order, func(a, b int) bool {
 		if order[a].session != order[b].session {
-			return lessSession(order[a].session, order[b].session)
+			return LessSession(order[a].session, order[b].session)
 		}
 		return order[a].pair < order[b].pair
 	})
@@ -139,8 +139,9 @@ func startsOf(runs []SidedRun) map[*SidedRun]int {
 	return out
 }
 
-// lessSession orders numeric session names (job IDs) as numbers.
-func lessSession(a, b string) bool {
+// LessSession orders numeric session names (job IDs) as numbers, others
+// as strings: the order the store lists jobs in.
+func LessSession(a, b string) bool {
 	x, errA := strconv.ParseInt(a, 10, 64)
 	y, errB := strconv.ParseInt(b, 10, 64)
 	if errA == nil && errB == nil {

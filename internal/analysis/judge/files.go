@@ -3,7 +3,6 @@ package judge
 import (
 	"fmt"
 	"sort"
-	"strconv"
 	"strings"
 
 	"github.com/perfgate/perfgate/internal/analysis/gate"
@@ -112,19 +111,9 @@ func inRunOrder(runs []gate.SidedRun) []gate.SidedRun {
 	out := append([]gate.SidedRun(nil), runs...)
 	sort.SliceStable(out, func(a, b int) bool {
 		if out[a].Session != out[b].Session {
-			return lessSession(out[a].Session, out[b].Session)
+			return gate.LessSession(out[a].Session, out[b].Session)
 		}
 		return out[a].Seq < out[b].Seq
 	})
 	return out
-}
-
-// lessSession orders numeric session names (job IDs) as numbers.
-func lessSession(a, b string) bool {
-	x, errA := strconv.ParseInt(a, 10, 64)
-	y, errB := strconv.ParseInt(b, 10, 64)
-	if errA == nil && errB == nil {
-		return x < y
-	}
-	return a < b
 }
