@@ -25,14 +25,50 @@ const (
 
 // deliveryCheck judges how the successful requests' tokens arrived; nil
 // when the run had no inter-token gaps (unstreamed, or one token each).
+// Where the engine stamps each token (Ollama's created_at), the share of
+// its own gaps under BurstGap says how much of the bursting the engine
+// did before the tokens left it.
 func deliveryCheck(recs []record) *result.Delivery {
-	var gaps []float64
+	var gaps, engine []float64
 	for i := range recs {
 		if recs[i].ok {
 			gaps = append(gaps, recs[i].itl...)
+			engine = append(engine, recs[i].engineITL...)
 		}
 	}
-	return judgeDelivery(gaps)
+	d := judgeDelivery(gaps)
+	if d == nil || len(engine) == 0 {
+		return d
+	}
+	d.EngineGaps = len(engine)
+	d.EngineBurstShare = burstShare(engine)
+	if d.DeliveryBound {
+		d.Reason += fmt.Sprintf("; the engine's own stamps put %.0f%% of its gaps under %g ms, so %s",
+			100*d.EngineBurstShare, d.BurstGapMS, burstSide(d.EngineBurstShare, d.BurstShare))
+	}
+	return d
+}
+
+// burstSide says where most of the bursting happened.
+func burstSide(engine, client float64) string {
+	if engine > MaxBurstShare {
+		return "the engine sent them in bursts"
+	}
+	if engine < client/2 {
+		return "most bursts formed after the engine, on the way to the client or in reading"
+	}
+	return "the bursts formed both in the engine and on the way to the client"
+}
+
+func burstShare(gaps []float64) float64 {
+	limit := BurstGap.Seconds()
+	n := 0
+	for _, g := range gaps {
+		if g < limit {
+			n++
+		}
+	}
+	return float64(n) / float64(len(gaps))
 }
 
 // judgeDelivery classifies inter-token gaps (seconds).
@@ -40,19 +76,12 @@ func judgeDelivery(gaps []float64) *result.Delivery {
 	if len(gaps) == 0 {
 		return nil
 	}
-	limit := BurstGap.Seconds()
-	burst := 0
-	for _, g := range gaps {
-		if g < limit {
-			burst++
-		}
-	}
 	sorted := append([]float64(nil), gaps...)
 	sort.Float64s(sorted)
 	d := &result.Delivery{
 		Gaps:        len(gaps),
-		BurstGapMS:  limit * 1000,
-		BurstShare:  float64(burst) / float64(len(gaps)),
+		BurstGapMS:  BurstGap.Seconds() * 1000,
+		BurstShare:  burstShare(gaps),
 		MedianITLMS: percentile(sorted, 50) * 1000,
 	}
 	if d.Gaps >= minDeliveryGaps && d.BurstShare > MaxBurstShare {

@@ -36,15 +36,18 @@ type nativeOptions struct {
 
 // nativeLine is one line of the native stream, or its whole answer.
 type nativeLine struct {
-	Response           string `json:"response"`
-	Done               bool   `json:"done"`
-	Error              string `json:"error"`
-	LoadDuration       int64  `json:"load_duration"`
-	PromptEvalCount    int    `json:"prompt_eval_count"`
-	PromptEvalDuration int64  `json:"prompt_eval_duration"`
-	EvalCount          int    `json:"eval_count"`
-	EvalDuration       int64  `json:"eval_duration"`
-	TotalDuration      int64  `json:"total_duration"`
+	// CreatedAt is when Ollama's server stamped the line: as it took the
+	// token from its runner process, before the HTTP hop to the client.
+	CreatedAt          time.Time `json:"created_at"`
+	Response           string    `json:"response"`
+	Done               bool      `json:"done"`
+	Error              string    `json:"error"`
+	LoadDuration       int64     `json:"load_duration"`
+	PromptEvalCount    int       `json:"prompt_eval_count"`
+	PromptEvalDuration int64     `json:"prompt_eval_duration"`
+	EvalCount          int       `json:"eval_count"`
+	EvalDuration       int64     `json:"eval_duration"`
+	TotalDuration      int64     `json:"total_duration"`
 }
 
 // engineClock is what the engine timed of one request.
@@ -74,6 +77,7 @@ func readNative(br *bufio.Reader, rec *record, st time.Time, wd *watchdog, captu
 	var (
 		now      time.Time
 		last     time.Time
+		lastAt   time.Time // the engine's stamp of the last token
 		scratch  []byte
 		buffered int
 	)
@@ -107,6 +111,12 @@ func readNative(br *bufio.Reader, rec *record, st time.Time, wd *watchdog, captu
 					rec.ttft = now.Sub(st).Seconds()
 				} else {
 					rec.itl = append(rec.itl, now.Sub(last).Seconds())
+				}
+				if !l.CreatedAt.IsZero() {
+					if !lastAt.IsZero() {
+						rec.engineITL = append(rec.engineITL, l.CreatedAt.Sub(lastAt).Seconds())
+					}
+					lastAt = l.CreatedAt
 				}
 				rec.chunks++
 				last = now

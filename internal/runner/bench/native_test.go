@@ -15,9 +15,9 @@ import (
 )
 
 // fakeOllama serves Ollama's native /api/generate: each answer is n
-// token lines and a done line with the engine's clock (the durations
-// below, in ns), written in one piece, so every token reaches the client
-// in one read. Requests whose id ends in a key of special get that body
+// token lines, stamped 1 ms apart by the "engine" (created_at), and a
+// done line with the engine's clock (the durations below, in ns), written
+// in one piece, so the tokens reach the client in one read. Requests whose id ends in a key of special get that body
 // instead.
 func fakeOllama(t *testing.T, n int, special map[string]string) (*httptest.Server, func() []map[string]any) {
 	t.Helper()
@@ -45,7 +45,7 @@ func fakeOllama(t *testing.T, n int, special map[string]string) (*httptest.Serve
 		}
 		var sb strings.Builder
 		for i := range n {
-			fmt.Fprintf(&sb, `{"model":"perfgate-tiny:latest","created_at":"2026-12-07T10:00:00Z","response":"t%d ","done":false}`+"\n", i)
+			fmt.Fprintf(&sb, `{"model":"perfgate-tiny:latest","created_at":"2026-12-07T10:00:00.%03dZ","response":"t%d ","done":false}`+"\n", i, i)
 		}
 		fmt.Fprintf(&sb, `{"model":"perfgate-tiny:latest","created_at":"2026-12-07T10:00:00Z","response":"","done":true,"done_reason":"length","total_duration":%d,"load_duration":%d,"prompt_eval_count":45,"prompt_eval_duration":%d,"eval_count":%d,"eval_duration":%d}`+"\n",
 			fakeTotal, fakeLoad, fakePrompt, n, fakeEval)
@@ -106,8 +106,9 @@ func TestNativeOllamaEngineClock(t *testing.T) {
 		t.Errorf("client TPOT %g (run's median %g), gaps %g / %g", e.ClientTPOTMS, med, e.TPOTGap, e.StepGap)
 	}
 	d := r.Perfgate.Client.Delivery
-	if d == nil || !d.DeliveryBound || d.Gaps != 6*(fakeTokens-1) {
-		t.Errorf("a stream written in one piece: delivery %+v, want delivery-bound over %d gaps", d, 6*(fakeTokens-1))
+	if d == nil || !d.DeliveryBound || d.Gaps != 6*(fakeTokens-1) || d.EngineGaps != 6*(fakeTokens-1) || d.EngineBurstShare != 0 ||
+		!strings.Contains(d.Reason, "the engine's own stamps put 0% of its gaps under 0.1 ms, so most bursts formed after the engine") {
+		t.Errorf("a stream stamped 1 ms apart, written in one piece: delivery %+v, want delivery-bound over %d gaps, formed after the engine", d, 6*(fakeTokens-1))
 	}
 	var sb strings.Builder
 	WriteSummary(&sb, r)

@@ -66,6 +66,9 @@ type record struct {
 	// engine is the engine's own clock for the request, where its API
 	// reports one (Ollama's native answer); nil otherwise.
 	engine *engineClock
+	// engineITL are the gaps between the engine's own stamps of
+	// consecutive tokens (Ollama's created_at), where it sends them.
+	engineITL []float64
 }
 
 // outputTokens is the request's output length: the server's own count

@@ -16,9 +16,15 @@ type Delivery struct {
 	BurstGapMS float64 `json:"burst_gap_ms"`
 	BurstShare float64 `json:"burst_share"`
 	// MedianITLMS is the median of those gaps (0 when most came at once).
-	MedianITLMS   float64 `json:"median_itl_ms"`
-	DeliveryBound bool    `json:"delivery_bound"`
-	Reason        string  `json:"reason,omitempty"`
+	MedianITLMS float64 `json:"median_itl_ms"`
+	// EngineGaps and EngineBurstShare are the same for the engine's own
+	// stamps of the tokens, where its stream has them (Ollama's
+	// created_at, stamped as its server takes each token from its runner):
+	// bursts there formed in the engine, not on the way to the client.
+	EngineGaps       int     `json:"engine_gaps,omitempty"`
+	EngineBurstShare float64 `json:"engine_burst_share,omitempty"`
+	DeliveryBound    bool    `json:"delivery_bound"`
+	Reason           string  `json:"reason,omitempty"`
 }
 
 // TPOTDeliveryBound says whether the run's TPOT and ITL measure how the
@@ -46,12 +52,15 @@ type EngineClock struct {
 	ClientTTFTMS float64 `json:"client_ttft_ms"`
 	EngineTTFTMS float64 `json:"engine_ttft_ms"`
 	// ClientTPOTMS is the client's TPOT on these requests, (latency − TTFT)
-	// / (output tokens − 1): the decode steps after the first token.
-	// EngineTPOTMS is the engine's own figure, eval_duration / eval_count;
+	// / (output tokens − 1): the gaps after the first token. EngineTPOTMS
+	// is the engine's own figure, eval_duration / eval_count, and
 	// EngineStepMS is eval_duration / (eval_count − 1). Ollama counts the
 	// first token in eval_count although it was sampled from the prompt
-	// pass, so its eval_duration spans eval_count − 1 decode steps: the
-	// step is what the client's TPOT measures.
+	// pass, yet its eval_duration also holds about one step more than the
+	// client's first-to-last-token span (the first token's sampling and
+	// hand-off, the sequence's removal): measured on Ollama v0.9.6, the
+	// client's TPOT matches eval_duration / eval_count, not the step
+	// (docs/real-engine.md).
 	ClientTPOTMS float64 `json:"client_tpot_ms"`
 	EngineTPOTMS float64 `json:"engine_tpot_ms"`
 	EngineStepMS float64 `json:"engine_step_ms"`
