@@ -58,7 +58,7 @@ type engineClock struct {
 
 func (q *requester) nativeBody(req request) ([]byte, error) {
 	if req.messages != nil {
-		return nil, errors.New("Ollama's " + EndpointOllama + " takes one prompt, not a conversation: use --backend openai-chat for chat sessions")
+		return nil, errors.New("the native " + EndpointOllama + " takes one prompt, not a conversation: use --backend openai-chat for chat sessions")
 	}
 	p := nativePayload{Model: q.model, Prompt: req.prompt, Stream: q.stream,
 		Options: nativeOptions{NumPredict: req.maxTokens, Temperature: q.temperature}}
