@@ -131,8 +131,8 @@ func benchFlagsOn(fs *flagSet, o *bench.Options) *benchFlags {
 	fs.StringVar(&o.Target, "target", "", "engine base URL, e.g. http://127.0.0.1:8000 (vLLM: --base-url, or --host and --port)")
 	f.host = fs.String("host", "", "vLLM's --host: with --port, the target http://HOST:PORT")
 	f.port = fs.Int("port", 0, "vLLM's --port (default 8000 when --host is given)")
-	fs.StringVar(&o.Endpoint, "endpoint", bench.EndpointCompletions, "API endpoint: "+bench.EndpointCompletions+" (the default, as in .github/perfgate.yml and vLLM) or "+bench.EndpointChat+"; --backend openai-chat picks the latter")
-	fs.StringVar(&o.Backend, "backend", "", "vLLM's request function: openai (the default), vllm or openai-chat; picks the endpoint when --endpoint is not given")
+	fs.StringVar(&o.Endpoint, "endpoint", bench.EndpointCompletions, "API endpoint: "+bench.EndpointCompletions+" (the default, as in .github/perfgate.yml and vLLM), "+bench.EndpointChat+" or "+bench.EndpointOllama+" (Ollama's native API: the result sets Ollama's own timings of each request beside the client's); --backend openai-chat or ollama picks the endpoint")
+	fs.StringVar(&o.Backend, "backend", "", "vLLM's request function: openai (the default), vllm or openai-chat, or ollama (Ollama's native "+bench.EndpointOllama+"); picks the endpoint when --endpoint is not given")
 	fs.StringVar(&o.Label, "label", "", "label recorded in the result (and the --save-result file name)")
 	fs.StringVar(&o.Model, "model", "", "model name to request (default: the first of GET /v1/models)")
 	f.servedName = fs.String("served-model-name", "", "vLLM's --served-model-name: the model name sent, when it differs from --model")
@@ -351,6 +351,9 @@ func (f *benchFlags) report(env *cliEnv, res *result.Result, o bench.Options) in
 	}
 	if c := res.Perfgate.Client; c != nil && c.ClientBound {
 		env.log.Warn().Str("reason", c.Reason).Msg("the client was the bottleneck: the gate will not use this run")
+	}
+	if why, bound := res.TPOTDeliveryBound(); bound {
+		env.log.Warn().Str("reason", why).Msg("TPOT and ITL are delivery-bound: tokens arrived in bursts")
 	}
 	if sec := res.Perfgate; sec.ErrorRateExceeded {
 		fmt.Fprintf(env.stderr, "perfgate bench: %d of %d requests failed (%.1f%% > --max-error-rate %.1f%%); most common: %s\n",

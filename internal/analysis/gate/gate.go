@@ -309,6 +309,9 @@ func Compare(baseline, candidate []*result.Result, tier config.Tier, opt Options
 	if c := contention(append(append([]*result.Result(nil), base...), cand...)); c != "" {
 		rep.Notes = append(rep.Notes, c)
 	}
+	if d := delivery(append(append([]*result.Result(nil), base...), cand...)); d != "" {
+		rep.Notes = append(rep.Notes, d)
+	}
 	if len(base) < MinRuns || len(cand) < MinRuns {
 		rep.Notes = append(rep.Notes, fmt.Sprintf("too few valid runs: %d baseline, %d candidate; the gate needs at least %d on each side", len(base), len(cand), MinRuns))
 		if len(cand) < MinRuns {

@@ -223,6 +223,9 @@ func ComparePaired(pairs []Pair, tier config.Tier, opt Options) (*Report, error)
 	if c := contention(append(append([]*result.Result(nil), base...), head...)); c != "" {
 		rep.Notes = append(rep.Notes, c)
 	}
+	if d := delivery(append(append([]*result.Result(nil), base...), head...)); d != "" {
+		rep.Notes = append(rep.Notes, d)
+	}
 	if len(good) < MinPairs {
 		rep.Notes = append(rep.Notes, fmt.Sprintf("too few valid pairs: %d; the gate needs at least %d", len(good), MinPairs))
 		rep.NeedMoreRuns = max(MinPairs, tier.Pairs)

@@ -66,7 +66,9 @@ var DefaultPercentiles = []float64{50, 90, 95, 99}
 type Options struct {
 	// Target is the engine's base URL, e.g. http://127.0.0.1:8000.
 	Target string
-	// Endpoint is EndpointChat (default) or EndpointCompletions.
+	// Endpoint is EndpointChat (default), EndpointCompletions or
+	// EndpointOllama (Ollama's native API, whose answers carry the
+	// engine's own clock: the result's EngineClock).
 	Endpoint string
 	// Backend is vLLM's name for the request function, written as the
 	// result's backend and endpoint_type: "openai-chat" for the chat
@@ -244,6 +246,7 @@ func Run(ctx context.Context, o Options) (*result.Result, error) {
 		client:      client,
 		url:         target + o.Endpoint,
 		chat:        o.Endpoint == EndpointChat,
+		native:      o.Endpoint == EndpointOllama,
 		stream:      !o.NoStream,
 		model:       model,
 		temperature: o.Temperature,
@@ -317,6 +320,7 @@ func Run(ctx context.Context, o Options) (*result.Result, error) {
 
 	r := aggregate(recs, dur, o.Percentiles, o.Goodput)
 	r.Perfgate.EngineFailures = engineFailures(recs, sessions)
+	r.Perfgate.EngineClock = engineClockOf(recs)
 	if err := addVLLMArrays(r, recs, o.SaveTexts); err != nil {
 		return nil, err
 	}
@@ -842,9 +846,12 @@ func (o *Options) normalizeMetrics() error {
 // picks the other, and the two must agree.
 func (o *Options) normalizeEndpoint() error {
 	switch o.Endpoint {
-	case "", EndpointChat, EndpointCompletions:
+	case "", EndpointChat, EndpointCompletions, EndpointOllama:
 	default:
-		return usageErr("endpoint", "%q: want %s or %s", o.Endpoint, EndpointChat, EndpointCompletions)
+		return usageErr("endpoint", "%q: want %s, %s or %s (Ollama's native API)", o.Endpoint, EndpointChat, EndpointCompletions, EndpointOllama)
+	}
+	if o.Endpoint == EndpointOllama && o.Backend == "" {
+		o.Backend = "ollama"
 	}
 	switch o.Backend {
 	case "":
@@ -854,6 +861,13 @@ func (o *Options) normalizeEndpoint() error {
 		o.Backend = "openai-chat"
 		if o.Endpoint == EndpointCompletions {
 			o.Backend = "openai"
+		}
+	case "ollama":
+		if o.Endpoint == "" {
+			o.Endpoint = EndpointOllama
+		}
+		if o.Endpoint != EndpointOllama {
+			return usageErr("backend", "ollama speaks %s, not %s", EndpointOllama, o.Endpoint)
 		}
 	case "openai-chat":
 		if o.Endpoint == "" {
@@ -870,7 +884,7 @@ func (o *Options) normalizeEndpoint() error {
 			return usageErr("backend", "%s speaks %s, not %s; use --backend openai-chat", o.Backend, EndpointCompletions, o.Endpoint)
 		}
 	default:
-		return usageErr("backend", "%q: perfgate speaks openai-chat, openai and vllm (OpenAI-compatible text generation)", o.Backend)
+		return usageErr("backend", "%q: perfgate speaks openai-chat, openai and vllm (OpenAI-compatible text generation) and ollama (Ollama's native API)", o.Backend)
 	}
 	return nil
 }

@@ -63,6 +63,12 @@ type record struct {
 	ttft    float64   // s, request sent → first token event
 	latency float64   // s, request sent → last token event (vLLM's "latency")
 	itl     []float64 // s, gaps between consecutive token events
+	// engine is the engine's own clock for the request, where its API
+	// reports one (Ollama's native answer); nil otherwise.
+	engine *engineClock
+	// engineITL are the gaps between the engine's own stamps of
+	// consecutive tokens (Ollama's created_at), where it sends them.
+	engineITL []float64
 }
 
 // outputTokens is the request's output length: the server's own count
@@ -103,6 +109,7 @@ type requester struct {
 	client      *http.Client
 	url         string
 	chat        bool
+	native      bool // Ollama's /api/generate, not an OpenAI-compatible endpoint
 	stream      bool
 	model       string
 	temperature float64
@@ -178,6 +185,9 @@ type streamOptions struct {
 }
 
 func (q *requester) body(req request) ([]byte, error) {
+	if q.native {
+		return q.nativeBody(req)
+	}
 	p := payload{
 		Model:       q.model,
 		MaxTokens:   req.maxTokens,
@@ -235,7 +245,7 @@ func (q *requester) do(ctx context.Context, req request, rec *record) {
 		return
 	}
 	hreq.Header.Set("Content-Type", "application/json")
-	if q.stream {
+	if q.stream && !q.native {
 		hreq.Header.Set("Accept", "text/event-stream")
 	}
 	hreq.Header.Set("X-Request-Id", req.id)
@@ -281,7 +291,7 @@ func (q *requester) do(ctx context.Context, req request, rec *record) {
 		rec.err = statusError(resp)
 		return
 	}
-	if !q.stream {
+	if !q.stream && !q.native {
 		q.readWhole(ctx, resp.Body, rec, st)
 		return
 	}
@@ -296,7 +306,13 @@ func (q *requester) do(ctx context.Context, req request, rec *record) {
 	if req.maxTokens > 1 && req.maxTokens <= 4096 {
 		rec.itl = make([]float64, 0, req.maxTokens-1)
 	}
-	done, rerr := readStream(br, rec, st, wd, q.captureText, q.maxLine)
+	// A native answer, streamed or not, is lines of JSON; unstreamed it
+	// is one line, done, with the whole text: one token event.
+	read := readStream
+	if q.native {
+		read = readNative
+	}
+	done, rerr := read(br, rec, st, wd, q.captureText, q.maxLine)
 	if rerr != nil {
 		rec.err, _ = q.transportError(ctx, rerr, true)
 		return

@@ -125,6 +125,7 @@ func selfCheck(recs []record, o *Options, from, to cpuMark, sm *result.ServerMet
 	if reason := ttftGapCheck(sm, o.MaxTTFTGap); reason != "" {
 		why = append(why, reason)
 	}
+	c.Delivery = deliveryCheck(recs)
 	if len(why) > 0 {
 		c.ClientBound = true
 		c.Reason = strings.Join(why, "; ")

@@ -118,7 +118,9 @@ func writeChecks(w io.Writer, sec *result.Section, row func(string, string), f2 
 		} else {
 			row("Client-bound:", "no")
 		}
+		writeDelivery(c.Delivery, row)
 	}
+	writeEngineClock(sec.EngineClock, row, f2, title)
 	if m := sec.ServerMetrics; m != nil {
 		title("Server cross-check", '-')
 		switch {
@@ -166,6 +168,34 @@ func writeChecks(w io.Writer, sec *result.Section, row func(string, string), f2 
 			fmt.Fprintf(w, "- %s\n", msg)
 		}
 	}
+}
+
+// writeDelivery prints how the tokens arrived, and whether TPOT and ITL
+// measured their delivery.
+func writeDelivery(d *result.Delivery, row func(string, string)) {
+	if d == nil {
+		return
+	}
+	row("Token gaps under "+strconv.FormatFloat(d.BurstGapMS, 'f', -1, 64)+" ms:", fmt.Sprintf("%.0f%% of %d", 100*d.BurstShare, d.Gaps))
+	if d.DeliveryBound {
+		row("TPOT/ITL delivery-bound:", "YES — "+d.Reason)
+	} else {
+		row("TPOT/ITL delivery-bound:", "no")
+	}
+}
+
+// writeEngineClock prints the client's timings beside the engine's own
+// for the same requests.
+func writeEngineClock(e *result.EngineClock, row func(string, string), f2 func(float64) string, title func(string, byte)) {
+	if e == nil {
+		return
+	}
+	title("Client vs the engine's clock", '-')
+	row("Requests ("+e.Engine+"), median tokens:", fmt.Sprintf("%d, %s", e.Requests, strconv.FormatFloat(e.OutputTokens, 'f', -1, 64)))
+	row("TTFT client / engine load+prompt (ms):", f2(e.ClientTTFTMS)+" / "+f2(e.EngineTTFTMS))
+	row("TPOT client / engine eval/count (ms):", fmt.Sprintf("%s / %s (%+.1f%%)", f2(e.ClientTPOTMS), f2(e.EngineTPOTMS), 100*e.TPOTGap))
+	row("TPOT client / engine eval/(count-1):", fmt.Sprintf("%s / %s (%+.1f%%)", f2(e.ClientTPOTMS), f2(e.EngineStepMS), 100*e.StepGap))
+	row("Engine wait outside its clocks (ms):", f2(e.EngineWaitMS))
 }
 
 type pctValue struct {

@@ -124,6 +124,10 @@ type Section struct {
 	// EngineFailures are the requests the engine itself ended early,
 	// by prompt (engine.go).
 	EngineFailures []EngineFailure `json:"engine_failures,omitempty"`
+	// EngineClock is the client's timings beside the engine's own for
+	// the same requests, where the engine reports them per request
+	// (Ollama's native API; clock.go).
+	EngineClock *EngineClock `json:"engine_clock,omitempty"`
 	// ServerMetrics is what the engine's own Prometheus /metrics said
 	// about the measured phase.
 	ServerMetrics *ServerMetrics `json:"server_metrics,omitempty"`
@@ -161,6 +165,10 @@ type ClientCheck struct {
 	CPUShared   bool   `json:"cpu_shared,omitempty"`
 	ClientBound bool   `json:"client_bound"`
 	Reason      string `json:"reason,omitempty"`
+	// Delivery is how the tokens arrived; with DeliveryBound set, the
+	// run's TPOT and ITL measure delivery, not decoding (clock.go). nil
+	// for an unstreamed run.
+	Delivery *Delivery `json:"delivery,omitempty"`
 }
 
 // ServerMetrics is the engine's Prometheus /metrics scraped before and
