@@ -19,10 +19,11 @@ func Soak(r soak.Report) (*gate.Report, error) {
 	for _, t := range r.Trends {
 		m := gate.MetricResult{Metric: t.Name, Key: t.Name, Unit: t.Unit, Direction: config.HigherIsWorse, Trend: gate.TrendAbsolute,
 			Baseline: t.Start, Candidate: t.End, Estimate: t.PerHour, Delta: t.PerHour, Threshold: t.Limit,
-			CandidateRuns: t.Samples, Rule: gate.RuleSoak, Decided: t.Why}
+			CandidateRuns: t.Samples, Rule: gate.RuleSoak}
 		if t.Limit < 0 {
 			m.Direction, m.Threshold = config.LowerIsWorse, -t.Limit
 		}
+		m.Decided = reason(t, m.Direction.Sign()*t.PerHour > m.Threshold)
 		if soak.Relative(t.Name) {
 			m.Trend = gate.TrendRelative
 		}
@@ -40,4 +41,22 @@ func Soak(r soak.Report) (*gate.Report, error) {
 	}
 	d := time.Duration(r.DurationS * float64(time.Second)).Round(time.Second)
 	return gate.LongRun(string(check.TierSoak), gate.DesignSoak, rows, 0, 1, []string{d.String() + " of steady load"})
+}
+
+// reason says what decided a trend's row in words only: its numbers are
+// the row's (slope, limit, the line's ends), printed by the row's methods,
+// so no number reads two ways. past reports whether the slope is past the
+// limit.
+func reason(t soak.Trend, past bool) string {
+	switch {
+	case t.Status == soak.Fail:
+		return "Theil–Sen slope past its limit per hour"
+	case t.Status == soak.Pass && past:
+		return "slope past its limit per hour, but it moved less than the noise floor over the run"
+	case t.Status == soak.Pass:
+		return "Theil–Sen slope within its limit per hour"
+	case t.Status == soak.NotJudged:
+		return "no limit set"
+	}
+	return t.Why
 }
