@@ -221,7 +221,14 @@ func contractSite(t *testing.T) (store.Store, *httptest.Server) {
 // promises checks one row against the document's own rules.
 func promises(t *testing.T, rep *gate.Report, m gate.MetricResult) {
 	t.Helper()
+	if m.Rule == gate.RuleCannotTell && !m.Secondary && (rep.Verdict != gate.Inconclusive || !strings.Contains(rep.Headline, m.Note)) {
+		t.Errorf("%s cannot tell (%s), yet the verdict is %s: %q", m.Metric, m.Note, rep.Verdict, rep.Headline)
+	}
 	if !m.Measured() {
+		return
+	}
+	if longRunRule(m.Rule) {
+		longRunPromises(t, rep, m)
 		return
 	}
 	if (m.Candidate-m.Baseline)*m.Estimate < 0 || strings.HasPrefix(m.DeltaText(), "+") != (m.Candidate > m.Baseline) && m.DeltaText() != "0.0%" {
@@ -244,6 +251,49 @@ func promises(t *testing.T, rep *gate.Report, m gate.MetricResult) {
 	}
 	if lvl := figure.Level(m.Level); !strings.HasSuffix(m.IntervalText(), " at "+lvl) {
 		t.Errorf("%s: interval %s is not stated at the level used, %s", m.Metric, m.IntervalText(), lvl)
+	}
+}
+
+// longRunRule reports whether a row was decided by a long run's rule (a
+// capacity knee, a soak trend), which states no interval at a level.
+func longRunRule(rule string) bool {
+	switch rule {
+	case gate.RuleCapacity, gate.RuleSoak, gate.RuleCannotTell, gate.RuleRecorded:
+		return true
+	}
+	return false
+}
+
+// longRunPromises holds a long run's row to its rules: the values read the
+// way the change does, a worse knee or trend is never an improvement or a
+// pass past its limit, and the headline names every regressed row.
+func longRunPromises(t *testing.T, rep *gate.Report, m gate.MetricResult) {
+	t.Helper()
+	worse := m.Direction.Sign() * m.Estimate // > 0: worse
+	if m.Rule != gate.RuleRecorded {
+		if (m.Candidate-m.Baseline)*m.Estimate < 0 || strings.HasPrefix(m.DeltaText(), "+") != (m.Candidate > m.Baseline) && m.Estimate != 0 {
+			t.Errorf("%s reads backwards: %s → %s, Δ %s", m.Metric, m.ValueText(m.Baseline), m.ValueText(m.Candidate), m.DeltaText())
+		}
+	}
+	switch m.Verdict {
+	case gate.MetricImprovement:
+		if worse >= 0 {
+			t.Errorf("%s: a change of %s the worse way called an improvement", m.Metric, m.DeltaText())
+		}
+	case gate.MetricRegression:
+		if worse <= m.Threshold {
+			t.Errorf("%s: %s is not past its threshold %s, yet a regression", m.Metric, m.DeltaText(), m.ThresholdText())
+		}
+		if !strings.Contains(rep.Headline, m.Name()+" ") || !strings.Contains(rep.Headline, m.DeltaText()) || rep.Verdict != gate.Regression {
+			t.Errorf("%s regressed by %s under the %s headline %q", m.Metric, m.DeltaText(), rep.Verdict, rep.Headline)
+		}
+	case gate.MetricPass:
+		if m.Rule == gate.RuleCapacity && -worse >= m.Threshold || m.Rule == gate.RuleSoak && worse > m.Threshold && !m.Secondary && !strings.Contains(m.RuleText(), "noise floor") {
+			t.Errorf("%s: %s past its threshold %s, yet a pass", m.Metric, m.DeltaText(), m.ThresholdText())
+		}
+	}
+	if rep.Verdict == gate.Pass && !m.Secondary && m.Verdict != gate.MetricPass && m.Verdict != gate.MetricImprovement {
+		t.Errorf("%s is %s under the pass headline %q", m.Metric, m.Verdict, rep.Headline)
 	}
 }
 
