@@ -8,6 +8,7 @@ import (
 	"github.com/google/go-github/v62/github"
 
 	"github.com/perfgate/perfgate/internal/store"
+	"github.com/perfgate/perfgate/internal/vocab/figure"
 	"github.com/perfgate/perfgate/internal/vocab/rev"
 )
 
@@ -182,4 +183,6 @@ func (p *Pass) issueText(e *event) (title, body string) {
 	return title, b.String()
 }
 
-func pct(f float64) string { return fmt.Sprintf("%+.1f%%", 100*f) }
+// pct is a change point's change as the dashboard prints the same record
+// (figure.Change: "−10.0%"), so the digest and the pages read one way.
+func pct(f float64) string { return figure.Change(f) }
