@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"math"
 	"slices"
-
-	"github.com/perfgate/perfgate/internal/vocab/figure"
 )
 
 // DefaultThreshold is the relative change of the sustainable rate below
@@ -80,9 +78,7 @@ type Comparison struct {
 	Change  float64 `json:"change"` // head median / base median - 1
 	Verdict Verdict `json:"verdict"`
 	Why     string  `json:"why"`
-	// Reason is what decided, without the knees Why repeats ("head failed
-	// at 16.00 req/s, which base sustained"); Threshold the limit judged.
-	Reason    string  `json:"reason"`
+	// Threshold is the limit judged.
 	Threshold float64 `json:"threshold"`
 	// CannotTell marks a verdict the measurement could not give: a sweep
 	// the host distorted, or a side with no sweep.
@@ -101,7 +97,6 @@ func Compare(base, head []Knee, threshold float64) Comparison {
 	c := Comparison{Base: summarise(base), Head: summarise(head), Threshold: threshold}
 	if c.Base.N == 0 || c.Head.N == 0 {
 		c.Verdict, c.Why, c.CannotTell = Inconclusive, "cannot tell: no sweep finished on one side; measure again", true
-		c.Reason = c.Why
 		return c
 	}
 	// A knee the host distorted is no knee: a starved client makes the
@@ -112,7 +107,7 @@ func Compare(base, head []Knee, threshold float64) Comparison {
 		for _, k := range knees {
 			if k.Distorted != "" {
 				c.Verdict, c.Why = Inconclusive, fmt.Sprintf("cannot tell: %s's sweep stopped because %s; measure again on a quieter runner", side, k.Distorted)
-				c.Reason, c.CannotTell = c.Why, true
+				c.CannotTell = true
 				return c
 			}
 		}
@@ -120,7 +115,6 @@ func Compare(base, head []Knee, threshold float64) Comparison {
 	switch {
 	case c.Base.Median == 0 && c.Head.Median == 0:
 		c.Verdict, c.Why = Same, "neither sustains the lowest rate"
-		c.Reason = c.Why
 		return c
 	case c.Base.Median == 0:
 		c.Change = math.Inf(1)
@@ -131,22 +125,18 @@ func Compare(base, head []Knee, threshold float64) Comparison {
 	case math.Abs(c.Change) < threshold:
 		c.Verdict = Same
 		c.Why = fmt.Sprintf("sustainable rate %+.1f%%, within ±%.0f%%", 100*c.Change, 100*threshold)
-		c.Reason = "a change smaller than the threshold either way"
 	case c.Change < 0 && c.Head.High <= c.Base.Low:
 		c.Verdict = Regression
 		c.Why = fmt.Sprintf("sustainable rate %s → %s req/s (%+.1f%%): head failed at %s req/s, which base sustained",
 			rateText(c.Base.Median), rateText(c.Head.Median), 100*c.Change, rateText(c.Head.High))
-		c.Reason = fmt.Sprintf("head failed at %s, which base sustained", figure.Value(c.Head.High, Unit))
 	case c.Change > 0 && c.Head.Low >= c.Base.High:
 		c.Verdict = Improvement
 		c.Why = fmt.Sprintf("sustainable rate %s → %s req/s (%+.1f%%): head sustained %s req/s, where base failed",
 			rateText(c.Base.Median), rateText(c.Head.Median), 100*c.Change, rateText(c.Head.Low))
-		c.Reason = fmt.Sprintf("head sustained %s, where base failed", figure.Value(c.Head.Low, Unit))
 	default:
 		c.Verdict = Inconclusive
 		c.Why = fmt.Sprintf("sustainable rate %s → %s req/s (%+.1f%%), but the knees' ranges overlap (base %s, head %s): sweep again or narrow the resolution",
 			rateText(c.Base.Median), rateText(c.Head.Median), 100*c.Change, rangeText(c.Base), rangeText(c.Head))
-		c.Reason = "the knees' ranges overlap: sweep again or narrow the resolution"
 	}
 	return c
 }
@@ -159,15 +149,12 @@ func Record(head []Knee, threshold float64) Comparison {
 		threshold = DefaultThreshold
 	}
 	c := Comparison{Head: summarise(head), Verdict: Recorded, Why: "no base was swept: the head's knee is recorded", Threshold: threshold}
-	c.Reason = "no base was swept, so nothing is compared"
 	if c.Head.N == 0 {
 		c.Verdict, c.Why, c.CannotTell = Inconclusive, "cannot tell: no sweep of the head finished; measure again", true
-		c.Reason = c.Why
 	}
 	for _, k := range head {
 		if k.Distorted != "" {
 			c.Verdict, c.Why, c.CannotTell = Inconclusive, fmt.Sprintf("cannot tell: head's sweep stopped because %s; measure again on a quieter runner", k.Distorted), true
-			c.Reason = c.Why
 		}
 	}
 	return c
