@@ -122,7 +122,6 @@ func (s *Service) longRunDone(ctx context.Context, job store.Job) error {
 	var (
 		rep *gate.Report
 		doc *longRunDoc
-		ev  checkstate.Event
 	)
 	if job.Kind == agentapi.KindSoak {
 		rep, err = s.judgeSoakCheck(ctx, job)
@@ -132,7 +131,7 @@ func (s *Service) longRunDone(ctx context.Context, job store.Job) error {
 	if err != nil {
 		return s.broken(ctx, cr, true, []string{fmt.Sprintf("perfgate could not judge job %d: %v", job.ID, err)})
 	}
-	ev = longRunEvent(rep)
+	ev := longRunEvent(rep)
 	ev.EscalateAfter = escalateAfter(job)
 	if rep.Rule == gate.RuleRecorded && cr.PRNumber <= 0 {
 		// The nightly's sweep of the branch head: its knee is a series,
