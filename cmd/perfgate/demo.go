@@ -11,7 +11,7 @@ import (
 	"github.com/rs/zerolog"
 	"golang.org/x/term"
 
-	"github.com/perfgate/perfgate/internal/analysis/capacity"
+	"github.com/perfgate/perfgate/internal/analysis/gate"
 	"github.com/perfgate/perfgate/internal/demo"
 )
 
@@ -87,17 +87,18 @@ func runDemo(ctx context.Context, env *cliEnv, args []string) int {
 			fmt.Fprintf(env.stderr, "perfgate demo: %v\n", err)
 			return 1
 		}
-		// The last line says what happened: the planted KV-cache cut found,
-		// or why not — a distorted sweep is "cannot tell", never a verdict.
-		cmp := out.Verdict.Comparison
-		switch cmp.Verdict {
-		case capacity.Regression:
-			fmt.Fprintf(env.stdout, "capacity: the planted KV-cache cut was found: %s\n", cmp.Why)
-		case capacity.Inconclusive:
-			fmt.Fprintf(env.stdout, "capacity: could not decide (exit 2): %s\n", cmp.Why)
+		// The last line says what happened, in the verdict document's own
+		// headline (the check's): the planted KV-cache cut found, or why
+		// not — a distorted sweep is "cannot tell", never a verdict.
+		rep := out.Verdict.Report
+		switch rep.Verdict {
+		case gate.Regression:
+			fmt.Fprintf(env.stdout, "capacity: the planted KV-cache cut was found: %s\n", rep.Headline)
+		case gate.Inconclusive:
+			fmt.Fprintf(env.stdout, "capacity: could not decide (exit 2): %s\n", rep.Headline)
 			return 2
 		default:
-			fmt.Fprintf(env.stdout, "capacity: the planted KV-cache cut was NOT found (exit 4): %s — %s\n", cmp.Verdict, cmp.Why)
+			fmt.Fprintf(env.stdout, "capacity: the planted KV-cache cut was NOT found (exit 4): %s\n", rep.Headline)
 			return 4
 		}
 	case "soak":

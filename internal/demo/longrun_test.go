@@ -11,7 +11,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/rs/zerolog"
 
-	"github.com/perfgate/perfgate/internal/analysis/capacity"
+	"github.com/perfgate/perfgate/internal/analysis/gate"
 	"github.com/perfgate/perfgate/internal/browsertest"
 	"github.com/perfgate/perfgate/internal/runner/sim"
 	"github.com/perfgate/perfgate/internal/vocab/config"
@@ -54,20 +54,20 @@ func TestCapacityScenario(t *testing.T) {
 		t.Fatalf("%v\n%s", err, log.String())
 	}
 	t.Log("\n" + log.String())
-	c := out.Verdict.Comparison
+	rep := out.Verdict.Report
 	switch {
-	case c.Verdict == capacity.Regression:
-	case c.Verdict == capacity.Inconclusive && strings.HasPrefix(c.Why, "cannot tell"):
+	case rep.Verdict == gate.Regression && rep.Rule == gate.RuleCapacity:
+	case rep.Verdict == gate.Inconclusive && rep.Rule == gate.RuleCannotTell:
 		// The machine was too busy for a sweep (the client's self-check
 		// failed at a rate three times): the check must say that, never
 		// call the smaller cache an improvement.
-		if ch := out.Check; ch.Conclusion != "neutral" || !strings.Contains(ch.Summary, "cannot tell") {
+		if ch := out.Check; ch.Conclusion != "neutral" || !strings.Contains(ch.Summary, rep.Headline) || !strings.Contains(rep.Headline, "cannot tell") {
 			t.Errorf("a distorted sweep's check: %s %q\n%s", ch.Conclusion, ch.Title, ch.Summary)
 		}
-		t.Logf("the host distorted a sweep, so the check cannot tell (allowed on a busy machine): %s", c.Why)
+		t.Logf("the host distorted a sweep, so the check cannot tell (allowed on a busy machine): %s", rep.Headline)
 		return
 	default:
-		t.Errorf("verdict %s (%s), want regression (or cannot tell, on a busy machine)", c.Verdict, c.Why)
+		t.Errorf("verdict %s (%s), want regression (or cannot tell, on a busy machine)", rep.Verdict, rep.Headline)
 	}
 	bl, hl := out.Verdict.Base.Steps[0], out.Verdict.Head.Steps[0]
 	if d := hl.TPOTp50ms/bl.TPOTp50ms - 1; d > 0.15 || d < -0.15 {
@@ -76,7 +76,7 @@ func TestCapacityScenario(t *testing.T) {
 	// The check run went through its lifecycle and warns (neutral) with
 	// the table; the author was told.
 	if ch := out.Check; ch.Conclusion != "neutral" || strings.Join(ch.Statuses, " ") != "queued in_progress completed" ||
-		!strings.HasPrefix(ch.Title, "Capacity regression (warning)") || !strings.Contains(ch.Summary, "Capacity: regression") || !strings.Contains(ch.Summary, "◆") {
+		ch.Title != "Warning: 1 metric regressed" || !strings.Contains(ch.Summary, rep.Headline) || !strings.Contains(ch.Summary, "◆") {
 		t.Errorf("perfgate / capacity: %v %s %q\n%s", ch.Statuses, ch.Conclusion, ch.Title, ch.Summary)
 	}
 
@@ -92,12 +92,12 @@ func TestCapacityScenario(t *testing.T) {
 	if n, _ := knees.(float64); n != 2 {
 		t.Errorf("the check page marks %v knees, want base's and head's", knees)
 	}
-	why, err := chromedp.Run(bctx, chromedp.Evaluate[any](`document.querySelector("#longrun-table").textContent`))
+	why, err := chromedp.Run(bctx, chromedp.Evaluate[any](`document.querySelector("#headline").textContent`))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s, _ := why.(string); !strings.Contains(s, "head failed at") {
-		t.Errorf("the check page says %q", why)
+	if s, _ := why.(string); s != rep.Headline || !strings.Contains(s, "head failed at") {
+		t.Errorf("the check page says %q, the verdict document %q", why, rep.Headline)
 	}
 	png, err := chromedp.Run(bctx, chromedp.FullScreenshot(100))
 	if err != nil {
@@ -129,7 +129,7 @@ func TestSoakScenario(t *testing.T) {
 		t.Fatalf("%v\n%s", err, log.String())
 	}
 	t.Log("\n" + log.String())
-	if out.Leak.Report.Pass || out.LeakCheck.Conclusion != "neutral" || !strings.HasPrefix(out.LeakCheck.Title, "Soak regression (warning): rss") {
+	if out.Leak.Report.Pass || out.LeakCheck.Conclusion != "neutral" || !strings.HasPrefix(out.LeakCheck.Title, "Warning: ") || !strings.Contains(out.LeakCheck.Summary, "Regression: rss +") {
 		t.Errorf("the leaking PR's perfgate / soak: %s %q\n%s", out.LeakCheck.Conclusion, out.LeakCheck.Title, out.LeakCheck.Summary)
 	}
 	if f := out.Leak.Report.Failed(); len(f) == 0 || f[0].Name != "rss" {

@@ -11,6 +11,9 @@ import (
 // which base and head are called the same.
 const DefaultThreshold = 0.10
 
+// Unit is the sustainable rate's.
+const Unit = "req/s"
+
 // Verdict of a comparison.
 type Verdict string
 
@@ -19,6 +22,7 @@ const (
 	Improvement  Verdict = "improvement"  // head sustains more, beyond the noise
 	Same         Verdict = "same"         // within the threshold
 	Inconclusive Verdict = "inconclusive" // beyond the threshold, within the noise
+	Recorded     Verdict = "recorded"     // the head alone was swept (the nightly): nothing compared
 )
 
 // Side sums up one commit's sweeps.
@@ -74,6 +78,11 @@ type Comparison struct {
 	Change  float64 `json:"change"` // head median / base median - 1
 	Verdict Verdict `json:"verdict"`
 	Why     string  `json:"why"`
+	// Threshold is the limit judged.
+	Threshold float64 `json:"threshold"`
+	// CannotTell marks a verdict the measurement could not give: a sweep
+	// the host distorted, or a side with no sweep.
+	CannotTell bool `json:"cannot_tell,omitempty"`
 }
 
 // Compare judges head's sustainable rate against base's (higher is
@@ -85,9 +94,9 @@ func Compare(base, head []Knee, threshold float64) Comparison {
 	if threshold <= 0 {
 		threshold = DefaultThreshold
 	}
-	c := Comparison{Base: summarise(base), Head: summarise(head)}
+	c := Comparison{Base: summarise(base), Head: summarise(head), Threshold: threshold}
 	if c.Base.N == 0 || c.Head.N == 0 {
-		c.Verdict, c.Why = Inconclusive, "no sweep finished on one side: measure again"
+		c.Verdict, c.Why, c.CannotTell = Inconclusive, "cannot tell: no sweep finished on one side; measure again", true
 		return c
 	}
 	// A knee the host distorted is no knee: a starved client makes the
@@ -98,6 +107,7 @@ func Compare(base, head []Knee, threshold float64) Comparison {
 		for _, k := range knees {
 			if k.Distorted != "" {
 				c.Verdict, c.Why = Inconclusive, fmt.Sprintf("cannot tell: %s's sweep stopped because %s; measure again on a quieter runner", side, k.Distorted)
+				c.CannotTell = true
 				return c
 			}
 		}
@@ -127,6 +137,25 @@ func Compare(base, head []Knee, threshold float64) Comparison {
 		c.Verdict = Inconclusive
 		c.Why = fmt.Sprintf("sustainable rate %s → %s req/s (%+.1f%%), but the knees' ranges overlap (base %s, head %s): sweep again or narrow the resolution",
 			rateText(c.Base.Median), rateText(c.Head.Median), 100*c.Change, rangeText(c.Base), rangeText(c.Head))
+	}
+	return c
+}
+
+// Record sums up the head's sweeps with no base to compare (the nightly
+// sweeps the branch head alone): its knee is recorded, under the threshold
+// a comparison would use.
+func Record(head []Knee, threshold float64) Comparison {
+	if threshold <= 0 {
+		threshold = DefaultThreshold
+	}
+	c := Comparison{Head: summarise(head), Verdict: Recorded, Why: "no base was swept: the head's knee is recorded", Threshold: threshold}
+	if c.Head.N == 0 {
+		c.Verdict, c.Why, c.CannotTell = Inconclusive, "cannot tell: no sweep of the head finished; measure again", true
+	}
+	for _, k := range head {
+		if k.Distorted != "" {
+			c.Verdict, c.Why, c.CannotTell = Inconclusive, fmt.Sprintf("cannot tell: head's sweep stopped because %s; measure again on a quieter runner", k.Distorted), true
+		}
 	}
 	return c
 }

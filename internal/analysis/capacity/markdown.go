@@ -8,16 +8,15 @@ import (
 	"strings"
 )
 
-// Markdown writes the check run's capacity section: the verdict, the
-// light-load latencies (which a knee change must not be confused with),
-// and the latency–throughput curve of base and head as one table, one row
-// per offered rate, the knees marked ◆.
-func Markdown(w io.Writer, base, head *Sweep, c Comparison) error {
+// Markdown writes the sweeps behind a capacity verdict, for the
+// maintainer's details: the SLO, the light-load latencies (which a knee
+// change must not be confused with), and the latency–throughput curve of
+// base and head as one table, one row per offered rate, the knees marked
+// ◆. The verdict itself — the knees, the change, the rule — is the verdict
+// document's (longrun.Capacity), told by every surface the same way.
+func Markdown(w io.Writer, base, head *Sweep) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "### Capacity: %s\n\n", c.Verdict)
-	fmt.Fprintf(&b, "%s.\n\n", c.Why)
-	fmt.Fprintf(&b, "Sustainable rate: base **%s req/s**, head **%s req/s** (SLO: %s).\n\n",
-		kneeText(base), kneeText(head), sloText(head.SLO))
+	fmt.Fprintf(&b, "SLO: %s.\n\n", sloText(head.SLO))
 	if bl, hl, ok := lightLoad(base, head); ok {
 		fmt.Fprintf(&b, "Light load (%s req/s): TTFT p50 %s → %s, TPOT p50 %s → %s.\n\n",
 			rateText(bl.Rate), ms(bl.TTFTp50ms), ms(hl.TTFTp50ms), ms(bl.TPOTp50ms), ms(hl.TPOTp50ms))
@@ -35,12 +34,11 @@ func Markdown(w io.Writer, base, head *Sweep, c Comparison) error {
 	return nil
 }
 
-// MarkdownHead writes the capacity section of a sweep of one commit with
-// no base to compare (the nightly's): its knee and its curve.
+// MarkdownHead writes the sweep of one commit with no base to compare
+// (the nightly's): the SLO and its curve.
 func MarkdownHead(w io.Writer, head *Sweep) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "### Capacity: %s req/s\n\n", kneeText(head))
-	fmt.Fprintf(&b, "Sustainable rate **%s req/s** (SLO: %s); no base was swept, so nothing is compared.\n\n", kneeText(head), sloText(head.SLO))
+	fmt.Fprintf(&b, "SLO: %s; no base was swept.\n\n", sloText(head.SLO))
 	b.WriteString("| offered req/s | served req/s | TTFT p99 | TPOT p50 | good |\n|---:|---:|---:|---:|---:|\n")
 	k := head.Knee()
 	for _, r := range rates(head) {
@@ -101,14 +99,6 @@ func lightLoad(base, head *Sweep) (Judged, Judged, bool) {
 		}
 	}
 	return Judged{}, Judged{}, false
-}
-
-func kneeText(s *Sweep) string {
-	k := s.Knee()
-	if k.Censored {
-		return "≥ " + rateText(k.Rate)
-	}
-	return rateText(k.Rate)
 }
 
 func sloText(s SLO) string {

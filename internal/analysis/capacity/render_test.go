@@ -52,7 +52,7 @@ func TestRenderMeasuredSweeps(t *testing.T) {
 		t.Fatalf("the measured sweeps compare as %s (%s), want regression", c.Verdict, c.Why)
 	}
 	var md, svg bytes.Buffer
-	if err := Markdown(&md, base, head, c); err != nil {
+	if err := Markdown(&md, base, head); err != nil {
 		t.Fatal(err)
 	}
 	if err := SVG(&svg, base, head); err != nil {

@@ -111,3 +111,12 @@ func SVG(w io.Writer, base, head *Sweep) error {
 func sortByRate(js []Judged) {
 	slices.SortStableFunc(js, func(a, b Judged) int { return cmp.Compare(a.Rate, b.Rate) })
 }
+
+// kneeText is a sweep's knee as the curve labels it: "8.72", "≥ 32".
+func kneeText(s *Sweep) string {
+	k := s.Knee()
+	if k.Censored {
+		return "≥ " + rateText(k.Rate)
+	}
+	return rateText(k.Rate)
+}

@@ -128,4 +128,6 @@ func memberList(recs []ChangePoint, n int) string {
 	return strings.Join(parts, ", ")
 }
 
-func pct(f float64) string { return fmt.Sprintf("%+.1f%%", 100*f) }
+// pct is a change point's change as the dashboard prints the same record
+// (figure.Change: "−10.0%"), so the digest and the pages read one way.
+func pct(f float64) string { return figure.Change(f) }

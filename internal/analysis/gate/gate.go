@@ -159,6 +159,15 @@ type MetricResult struct {
 	BaselineRuns  int    `json:"baseline_runs"`
 	CandidateRuns int    `json:"candidate_runs"`
 	Note          string `json:"note,omitempty"`
+	// A long run's row (capacity, soak; see LongRun) carries what its own
+	// rule read instead of the tests' statistics: Trend says how a soak
+	// row's changes read per hour (Estimate is the slope, Baseline and
+	// Candidate the fitted line at the judged window's ends);
+	// BaselineRange and CandidateRange are where each side's capacity
+	// knee lies.
+	Trend          string `json:"trend,omitempty"`
+	BaselineRange  *Range `json:"baseline_range,omitempty"`
+	CandidateRange *Range `json:"candidate_range,omitempty"`
 }
 
 // Mismatch is an environment field on which the runs differ.

@@ -31,9 +31,9 @@ func (m MetricResult) Points() bool {
 func (m MetricResult) Measured() bool { return m.Note == "" }
 
 // ValueText prints one of the row's values (Baseline, Candidate, a median)
-// in the metric's unit.
+// in the metric's unit; a recorded row (one side only) has no baseline.
 func (m MetricResult) ValueText(v float64) string {
-	if !m.Measured() {
+	if !m.Measured() || m.Rule == RuleRecorded && v == 0 {
 		return "—"
 	}
 	if m.Points() {
@@ -44,6 +44,9 @@ func (m MetricResult) ValueText(v float64) string {
 
 // ChangeText prints a change by value (a fraction, or points).
 func (m MetricResult) ChangeText(x float64) string {
+	if m.Trend != "" {
+		return m.perHour(x)
+	}
 	if m.Points() {
 		return figure.Points(x)
 	}
@@ -52,7 +55,7 @@ func (m MetricResult) ChangeText(x float64) string {
 
 // DeltaText is the row's change: the estimate the test used.
 func (m MetricResult) DeltaText() string {
-	if !m.Measured() {
+	if !m.Measured() || m.Rule == RuleRecorded {
 		return "—"
 	}
 	return m.ChangeText(m.Estimate)
@@ -60,29 +63,43 @@ func (m MetricResult) DeltaText() string {
 
 // ThresholdText is the limit signed the way the metric gets worse.
 func (m MetricResult) ThresholdText() string {
+	if m.Trend != "" {
+		if m.Threshold == 0 {
+			return "none"
+		}
+		return m.perHourLimit()
+	}
 	return figure.Threshold(m.Threshold, m.Direction.Sign() > 0, m.Points())
 }
 
-// BandText is the noise band.
+// BandText is the noise band; a long run's row has none ("—"): its
+// rule reads the knees' ranges or a trend's slope.
 func (m MetricResult) BandText() string {
-	if !m.Measured() {
+	if !m.Measured() || m.longRun() {
 		return "—"
 	}
 	return figure.Band(m.NoiseBand, m.Points())
 }
 
 // IntervalText is the interval of the rule that decided, with its level:
-// "[+2.1%, +9.8%] at 99.7%".
+// "[+2.1%, +9.8%] at 99.7%"; for a capacity row, where the knees lie:
+// "knees 16.00–20.00 → 6.00–8.00 req/s".
 func (m MetricResult) IntervalText() string {
-	if !m.Measured() {
+	if !m.Measured() || m.Trend != "" {
 		return "—"
+	}
+	if m.CandidateRange != nil {
+		if m.BaselineRange == nil {
+			return "knee " + m.CandidateRange.text(m.Unit)
+		}
+		return "knees " + m.BaselineRange.text(m.Unit) + " → " + m.CandidateRange.text(m.Unit)
 	}
 	return fmt.Sprintf("[%s, %s] at %s", m.ChangeText(m.CILow), m.ChangeText(m.CIHigh), figure.Level(m.Level))
 }
 
 // DetectableText is the smallest worse change the evidence could call.
 func (m MetricResult) DetectableText() string {
-	if !m.Measured() {
+	if !m.Measured() || m.longRun() {
 		return "—"
 	}
 	return m.ChangeText(m.Detectable)
@@ -112,6 +129,8 @@ func (m MetricResult) RuleText() string {
 		return fmt.Sprintf("last look of the plan: the estimate %s is below the regression line %s; %s", m.DeltaText(), m.ChangeText(m.Call), m.Equivalence())
 	case RuleOpen:
 		return fmt.Sprintf("not decided: %s could be anywhere in %s", m.DeltaText(), m.IntervalText())
+	case RuleCapacity, RuleSoak, RuleRecorded:
+		return m.Decided
 	case RuleUnmeasured:
 		return m.Note
 	}
@@ -122,7 +141,7 @@ func (m MetricResult) RuleText() string {
 // reader checks it: "no regression larger than 5% (upper bound +2.1% at
 // 96.4%, p=0.003)".
 func (m MetricResult) Equivalence() string {
-	if !m.Measured() {
+	if !m.Measured() || m.longRun() {
 		return ""
 	}
 	lim := strings.TrimLeft(m.ThresholdText(), "+"+figure.Minus)

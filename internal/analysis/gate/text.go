@@ -60,6 +60,15 @@ func (r *Report) WriteText(w io.Writer) error {
 // history, and the α this look spent out of the pull request's budget.
 // It is maintainers' detail, not the author's first screen.
 func (r *Report) Evidence() string {
+	switch r.Design {
+	case DesignCapacity:
+		if r.BaselineRuns == 0 {
+			return fmt.Sprintf("%d %s of the head to its knee", r.CandidateRuns, figure.Plural(r.CandidateRuns, "sweep", "sweeps"))
+		}
+		return fmt.Sprintf("%d %s of the base and %d of the head to their knees", r.BaselineRuns, figure.Plural(r.BaselineRuns, "sweep", "sweeps"), r.CandidateRuns)
+	case DesignSoak:
+		return "one steady-load run of the head; each trend fitted by Theil–Sen after the warm-up"
+	}
 	var runs string
 	switch r.Design {
 	case DesignInterleaved:
@@ -86,6 +95,12 @@ func (r *Report) Evidence() string {
 
 // Policy says how the tier turns evidence into a verdict.
 func (r *Report) Policy() string {
+	switch r.Design {
+	case DesignCapacity:
+		return "policy: a change of the sustainable rate is called past its threshold only when the two sides' knee ranges do not overlap; a sweep the host distorted is not compared"
+	case DesignSoak:
+		return "policy: a trend fails past its limit per hour (a memory trend also past its noise floor over the run)"
+	}
 	at := "past its threshold (a change exactly at the threshold is caught half the time)"
 	if r.RegressionAt == config.RegressionAtHalf {
 		at = "past half its threshold"

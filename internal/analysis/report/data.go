@@ -7,6 +7,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/perfgate/perfgate/internal/analysis/cost"
+	"github.com/perfgate/perfgate/internal/vocab/check"
 	"github.com/perfgate/perfgate/internal/vocab/rev"
 )
 
@@ -47,7 +48,9 @@ type commentData struct {
 	View
 	Icon, ShortSHA, Deadline, EscalateAfterText string
 	Escalated                                   bool
-	TableRows, DetailRows                       []tableRow
+	// Actions is what the author can do, in one line.
+	Actions               string
+	TableRows, DetailRows []tableRow
 	costLines
 }
 
@@ -106,7 +109,30 @@ func summaryDataOf(v View) summaryData {
 	case Broken:
 		d.NextSteps = []string{"Fix the problem above and push, or comment `/perf retest` if it was the runner's fault."}
 	}
+	if longRun(v.Tier) {
+		d.NextSteps = longRunSteps(v)
+	}
 	return d
+}
+
+// longRun reports whether tier is a capacity or soak check, which runs
+// when a maintainer asks (`/perf capacity`, `/perf soak`), not on a push
+// or a retest.
+func longRun(tier string) bool { return check.Tier(tier).LongRun() }
+
+// longRunSteps is what can follow a long run's verdict.
+func longRunSteps(v View) []string {
+	again := fmt.Sprintf("A maintainer measures again with `/perf %s` (it holds a card for a long while, so it runs on request).", v.Tier)
+	switch v.Verdict {
+	case Warning, Escalated:
+		return []string{
+			fmt.Sprintf("Push a fix; a maintainer then measures the new commit with `/perf %s`.", v.Tier),
+			"Comment `/perf appeal <reason>` to explain why the regression is acceptable; a maintainer answers `/perf appeal accept` or `/perf appeal reject`.",
+		}
+	case Inconclusive:
+		return []string{again}
+	}
+	return nil
 }
 
 func commentDataOf(v View) commentData {
@@ -118,8 +144,16 @@ func commentDataOf(v View) commentData {
 		View: v, Icon: icon, ShortSHA: shortSHA(v.SHA), Deadline: formatTime(v.Deadline),
 		EscalateAfterText: formatDuration(v.EscalateAfter),
 		Escalated:         v.Verdict == Escalated, TableRows: table(firstScreen(v.Rows)), DetailRows: detailTable(v.Rows),
-		costLines: costLinesOf(v),
+		costLines: costLinesOf(v), Actions: actions(v),
 	}
+}
+
+// actions is the comment's line of what the author can do.
+func actions(v View) string {
+	if longRun(v.Tier) {
+		return fmt.Sprintf("push a fix (a maintainer measures the new commit with `/perf %s`) · `/perf appeal <reason>` (a maintainer answers `/perf appeal accept` or `reject`)", v.Tier)
+	}
+	return "push a fix (the new commit is measured and the clock restarts) · `/perf retest` (adds runs to the evidence) · `/perf appeal <reason>` (a maintainer answers `/perf appeal accept` or `reject`)"
 }
 
 // firstScreen is what an author reads first: the rows that decided (a

@@ -80,7 +80,11 @@ type View struct {
 	Notes     []string
 	Problems  []string // for Broken: what is wrong, quoted in the summary
 	RunDetail string   // markdown detail, truncated first
-	Log       string   // runner log tail, truncated first
+	// Detail is markdown the maintainer's fold carries after the
+	// document's own details: a capacity check's sweeps (the SLO, the
+	// latency–throughput table with the knees). It holds no verdict.
+	Detail string
+	Log    string // runner log tail, truncated first
 }
 
 // Row is one line of the regression table, printed by the verdict
@@ -143,6 +147,7 @@ func renderSummary(v View) (string, error) {
 		func(*View) {},
 		func(v *View) { v.Notes = nil },
 		func(v *View) { v.Environment = nil },
+		func(v *View) { v.Detail = "" },
 		func(v *View) { v.Secondary = nil },
 		func(v *View) { v.Mismatches = capMismatches(v.Mismatches, 20) },
 		func(v *View) { v.Problems = capLines(v.Problems, 50) },

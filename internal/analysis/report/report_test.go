@@ -74,6 +74,11 @@ func TestGolden(t *testing.T) {
 			v.Cost = costOf(cost.Price{GPUHourUSD: 4.10, MonthlyGPUHours: 2000}, cost.Change{Metric: "ttft_p90", Estimate: 0.156, Regressed: true})
 			return v
 		}()},
+		{"capacity_warning", caseView(t, "capacity", warn)},
+		{"capacity_cannot_tell", caseView(t, "capacity_cannot_tell", View{SHA: "4f1c9e2ab7"})},
+		{"capacity_recorded", caseView(t, "capacity_recorded", View{SHA: "4f1c9e2ab7"})},
+		{"soak_warning", caseView(t, "soak_leak", warn)},
+		{"soak_pass", caseView(t, "soak_clean", View{SHA: "4f1c9e2ab7"})},
 		{"skipped", View{Tier: "quick", Verdict: Skipped, SHA: "4f1c9e2ab7"}},
 		{"broken", View{Tier: "quick", Verdict: Broken, SHA: "4f1c9e2ab7",
 			Problems: []string{".github/perfgate.yml:7:5: tiers.merge.metrics.tpot_p98: unknown metric (did you mean tpot_p99?)"}}},

@@ -40,3 +40,7 @@ var (
 	tpotSeries   = series{"tpot_p50", "ms", func(s Sample) float64 { return s.TPOTp50ms }}
 	preemptRates = series{"preemptions", "", func(s Sample) float64 { return s.Preemptions }}
 )
+
+// Relative reports whether a trend's slope is a fraction of where its
+// line starts (the latencies' creep) rather than in its unit.
+func Relative(name string) bool { return name == ttftSeries.name || name == tpotSeries.name }

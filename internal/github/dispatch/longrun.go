@@ -10,7 +10,9 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/perfgate/perfgate/internal/analysis/capacity"
-	"github.com/perfgate/perfgate/internal/analysis/soak"
+	"github.com/perfgate/perfgate/internal/analysis/gate"
+	"github.com/perfgate/perfgate/internal/analysis/longrun"
+	"github.com/perfgate/perfgate/internal/analysis/report"
 	"github.com/perfgate/perfgate/internal/store"
 	"github.com/perfgate/perfgate/internal/vocab/agentapi"
 	"github.com/perfgate/perfgate/internal/vocab/jobstate"
@@ -34,12 +36,17 @@ func (s *Service) EnableLongRun(o LongRunOptions) {
 	s.router.Route(agentapi.KindSoak, s.longRunDone, s.cannotJudge)
 }
 
-// CapacityVerdict is a finished capacity job's judgement.
+// CapacityVerdict is a finished capacity job's judgement: the comparison
+// of the knees and, made from it once, the verdict document every surface
+// prints (longrun.Capacity).
 type CapacityVerdict struct {
 	Comparison capacity.Comparison
+	Report     *gate.Report
 	Base, Head *capacity.Sweep // the first sweep of each side, drawn
-	Markdown   string
-	SVG        string
+	// Markdown is the sweeps' table for the maintainer's details; SVG
+	// their curves.
+	Markdown string
+	SVG      string
 }
 
 // ArtifactLister is what judging a long run reads of the store: the
@@ -86,17 +93,17 @@ func JudgeCapacity(ctx context.Context, st ArtifactLister, files TraceFiles, job
 	if headOnly {
 		// The nightly sweeps the branch's head alone: its knee is
 		// recorded, nothing is compared.
-		v.Comparison = capacity.Compare(knees[agentapi.SideHead], knees[agentapi.SideHead], plan.Capacity.Threshold)
-		v.Comparison.Base = capacity.Side{}
-		v.Comparison.Verdict, v.Comparison.Why = capacity.Same, "no base was swept: the head's knee is recorded"
-		if err := capacity.MarkdownHead(&md, v.Head); err != nil {
-			return v, err
-		}
+		v.Comparison = capacity.Record(knees[agentapi.SideHead], plan.Capacity.Threshold)
+		err = capacity.MarkdownHead(&md, v.Head)
 	} else {
 		v.Comparison = capacity.Compare(knees[agentapi.SideBase], knees[agentapi.SideHead], plan.Capacity.Threshold)
-		if err := capacity.Markdown(&md, v.Base, v.Head, v.Comparison); err != nil {
-			return v, err
-		}
+		err = capacity.Markdown(&md, v.Base, v.Head)
+	}
+	if err != nil {
+		return v, err
+	}
+	if v.Report, err = longrun.Capacity(v.Comparison); err != nil {
+		return v, fmt.Errorf("capacity job %d: %w", job.ID, err)
 	}
 	if err := capacity.SVG(&svg, v.Base, v.Head); err != nil {
 		return v, err
@@ -119,9 +126,12 @@ func (s *Service) capacityDone(ctx context.Context, job store.Job, o LongRunOpti
 	if err != nil {
 		return s.postComment(ctx, key, job, fmt.Sprintf("perfgate could not judge the capacity sweep of `%s` (job %d): %v.", rev.Short(job.HeadSHA), job.ID, err))
 	}
-	zerolog.Ctx(ctx).Info().Int64("job_id", job.ID).Str("verdict", string(v.Comparison.Verdict)).
-		Float64("base_knee", v.Comparison.Base.Median).Float64("head_knee", v.Comparison.Head.Median).Msg("capacity judged")
-	return s.postComment(ctx, key, job, fmt.Sprintf("## perfgate capacity: `%s` (base) → `%s` (head)\n\n%s", rev.Short(job.BaseSHA), rev.Short(job.HeadSHA), v.Markdown))
+	zerolog.Ctx(ctx).Info().Int64("job_id", job.ID).Str("verdict", string(v.Report.Verdict)).Str("headline", v.Report.Headline).Msg("capacity judged")
+	body, err := longRunVerdictComment(job, v.Report, v.Markdown)
+	if err != nil {
+		return err
+	}
+	return s.postComment(ctx, key, job, fmt.Sprintf("## perfgate capacity: `%s` (base) → `%s` (head)\n\n%s", rev.Short(job.BaseSHA), rev.Short(job.HeadSHA), body))
 }
 
 // JudgeSoak reads a soak job's run.
@@ -156,12 +166,27 @@ func (s *Service) soakDone(ctx context.Context, job store.Job, o LongRunOptions)
 	if err != nil {
 		return s.postComment(ctx, key, job, fmt.Sprintf("perfgate could not judge the soak of `%s`: %v.", rev.Short(job.HeadSHA), err))
 	}
-	var md bytes.Buffer
-	if err := soak.Markdown(&md, run.Report); err != nil {
+	rep, err := longrun.Soak(run.Report)
+	if err != nil {
+		return s.postComment(ctx, key, job, fmt.Sprintf("perfgate could not judge the soak of `%s`: %v.", rev.Short(job.HeadSHA), err))
+	}
+	zerolog.Ctx(ctx).Info().Int64("job_id", job.ID).Str("verdict", string(rep.Verdict)).Str("headline", rep.Headline).Msg("soak judged")
+	body, err := longRunVerdictComment(job, rep, "")
+	if err != nil {
 		return err
 	}
-	zerolog.Ctx(ctx).Info().Int64("job_id", job.ID).Bool("pass", run.Report.Pass).Msg("soak judged")
-	return s.postComment(ctx, key, job, fmt.Sprintf("## perfgate soak: `%s`\n\n%s", rev.Short(job.HeadSHA), md.String()))
+	return s.postComment(ctx, key, job, fmt.Sprintf("## perfgate soak: `%s`\n\n%s", rev.Short(job.HeadSHA), body))
+}
+
+// longRunVerdictComment is a long run's verdict document as the check
+// run's summary prints it, for a job queued without a check run.
+func longRunVerdictComment(job store.Job, rep *gate.Report, detail string) (string, error) {
+	v := report.FromGate(report.View{Verdict: report.VerdictOf(rep.Verdict), SHA: job.HeadSHA, Detail: detail}, rep, nil)
+	c, err := report.RenderCheck(v)
+	if err != nil {
+		return "", fmt.Errorf("render the verdict of job %d: %w", job.ID, err)
+	}
+	return c.Summary, nil
 }
 
 func readArtifact(files TraceFiles, a store.Artifact, v any) error {

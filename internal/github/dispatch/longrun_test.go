@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/perfgate/perfgate/internal/analysis/capacity"
+	"github.com/perfgate/perfgate/internal/analysis/gate"
 	"github.com/perfgate/perfgate/internal/analysis/soak"
 	"github.com/perfgate/perfgate/internal/github/artifact"
 	"github.com/perfgate/perfgate/internal/store"
@@ -76,8 +77,11 @@ func TestJudgeLongRun(t *testing.T) {
 	if v.Comparison.Verdict != capacity.Regression || v.Comparison.Base.N != 2 || v.Comparison.Head.N != 2 {
 		t.Errorf("comparison %+v: want a regression over two sweeps a side", v.Comparison)
 	}
-	if !strings.Contains(v.Markdown, "Capacity: regression") || strings.Count(v.SVG, `class="knee"`) != 2 {
-		t.Errorf("rendering lacks the verdict or the knees:\n%s", v.Markdown)
+	if v.Report == nil || v.Report.Verdict != gate.Regression || v.Report.Rule != gate.RuleCapacity || v.Report.Metrics[0].BaselineRuns != 2 {
+		t.Errorf("verdict document %+v: want a capacity regression over two sweeps a side", v.Report)
+	}
+	if strings.Count(v.Markdown, "◆") != 3 || strings.Count(v.SVG, `class="knee"`) != 2 {
+		t.Errorf("rendering lacks the knees:\n%s", v.Markdown)
 	}
 
 	var samples []soak.Sample

@@ -5,14 +5,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"math"
-	"strings"
 	"time"
 
 	"github.com/rs/zerolog"
 
 	"github.com/perfgate/perfgate/internal/analysis/capacity"
-	"github.com/perfgate/perfgate/internal/analysis/soak"
+	"github.com/perfgate/perfgate/internal/analysis/gate"
+	"github.com/perfgate/perfgate/internal/analysis/longrun"
 	"github.com/perfgate/perfgate/internal/github/backoff"
 	"github.com/perfgate/perfgate/internal/github/checkstate"
 	"github.com/perfgate/perfgate/internal/store"
@@ -24,22 +23,15 @@ import (
 	"github.com/perfgate/perfgate/internal/vocab/rev"
 )
 
-// longRunDoc is what a capacity or soak check keeps of its verdict, so a
-// later step (the escalation, an accepted appeal) and the web check page
-// show it without reading the artifacts again.
+// longRunDoc is what a capacity check keeps beside its verdict document
+// (verdictDoc.Report, which every surface prints): the first sweep of each
+// side, from which the web check page draws the latency–throughput curve
+// (capacity.SVG), and their table for the maintainer's details. A soak
+// keeps nothing beside its document.
 type longRunDoc struct {
-	// Headline is the verdict in one line ("sustainable rate 18.6 → 7.4
-	// req/s (−60%)"); Markdown the check's text (the table).
-	Headline string `json:"headline"`
-	Markdown string `json:"markdown"`
-	// Capacity: the comparison of the knees and the first sweep of each
-	// side, from which the web check page draws the latency–throughput
-	// curve (capacity.SVG); the dashboard reads the head's knee.
-	Capacity  *capacity.Comparison `json:"capacity,omitempty"`
-	BaseSweep *capacity.Sweep      `json:"base_sweep,omitempty"`
-	HeadSweep *capacity.Sweep      `json:"head_sweep,omitempty"`
-	// Soak: whether every trend passed.
-	SoakPass *bool `json:"soak_pass,omitempty"`
+	Markdown  string          `json:"markdown,omitempty"`
+	BaseSweep *capacity.Sweep `json:"base_sweep,omitempty"`
+	HeadSweep *capacity.Sweep `json:"head_sweep,omitempty"`
 }
 
 // requestLongRun records a capacity or soak check run and its one job, in
@@ -72,7 +64,7 @@ func (s *Service) requestLongRun(ctx context.Context, req request.Run, cfg *conf
 		}
 		prev.PRNumber, prev.InstallationID = req.PR, req.InstallationID
 		doc := s.docOf(prev)
-		doc.LongRun = nil
+		doc.Report, doc.LongRun = nil, nil
 		if req.Author != "" {
 			doc.Author = req.Author
 		}
@@ -128,135 +120,70 @@ func (s *Service) longRunDone(ctx context.Context, job store.Job) error {
 		return s.broken(ctx, cr, isAgentLost(reason), []string{reason})
 	}
 	var (
-		doc longRunDoc
-		ev  checkstate.Event
+		rep *gate.Report
+		doc *longRunDoc
 	)
 	if job.Kind == agentapi.KindSoak {
-		doc, ev, err = s.judgeSoakCheck(ctx, job)
+		rep, err = s.judgeSoakCheck(ctx, job)
 	} else {
-		doc, ev, err = s.judgeCapacityCheck(ctx, job)
+		rep, doc, err = s.judgeCapacityCheck(ctx, job)
 	}
 	if err != nil {
 		return s.broken(ctx, cr, true, []string{fmt.Sprintf("perfgate could not judge job %d: %v", job.ID, err)})
 	}
+	ev := longRunEvent(rep)
 	ev.EscalateAfter = escalateAfter(job)
-	if doc.Capacity != nil && doc.BaseSweep == nil && cr.PRNumber <= 0 {
-		// The nightly's sweep of the branch head: its knee is a series.
+	if rep.Rule == gate.RuleRecorded && cr.PRNumber <= 0 {
+		// The nightly's sweep of the branch head: its knee is a series,
+		// the value the document's row holds.
 		p := store.TrendPoint{Repo: cr.Repo, Key: string(check.TierCapacity), Metric: config.SustainableRate,
-			Date: s.now().UTC().Truncate(24 * time.Hour), Value: doc.Capacity.Head.Median, JobID: job.ID}
+			Date: s.now().UTC().Truncate(24 * time.Hour), Value: rep.Metrics[0].Candidate, JobID: job.ID}
 		if err := s.timing().PutTrend(ctx, p); err != nil {
 			return fmt.Errorf("record the knee of job %d: %w", job.ID, err)
 		}
 	}
-	zerolog.Ctx(ctx).Info().Int64("job_id", job.ID).Str("tier", cr.Tier).Str("event", string(ev.Kind)).Str("headline", doc.Headline).Msg("long run judged")
+	zerolog.Ctx(ctx).Info().Int64("job_id", job.ID).Str("tier", cr.Tier).Str("event", string(ev.Kind)).Str("headline", rep.Headline).Msg("long run judged")
 	return s.settle(ctx, cr, step{
-		ev:     ev,
-		docFor: func(d verdictDoc) verdictDoc { d.LongRun = &doc; d.After = ev.EscalateAfter; return d },
-		detail: map[string]any{"headline": doc.Headline},
+		ev: ev,
+		docFor: func(d verdictDoc) verdictDoc {
+			d.Report, d.LongRun, d.After = rep, doc, ev.EscalateAfter
+			return d
+		},
+		detail: map[string]any{"headline": rep.Headline},
 	})
 }
 
-// judgeCapacityCheck is a capacity job's verdict: a regression of the
-// sustainable rate beyond the threshold and the sweeps' spread warns (and
-// escalates, as any regression); an inconclusive comparison is neutral.
-func (s *Service) judgeCapacityCheck(ctx context.Context, job store.Job) (longRunDoc, checkstate.Event, error) {
+// longRunEvent is what a long run's verdict does to its check: a
+// regression warns (and escalates, as any regression); a verdict that
+// cannot tell is undecided (neutral), never a pass.
+func longRunEvent(rep *gate.Report) checkstate.Event {
+	switch rep.Verdict {
+	case gate.Regression:
+		return checkstate.Event{Kind: checkstate.GateRegression}
+	case gate.Pass:
+		return checkstate.Event{Kind: checkstate.GatePass}
+	}
+	return checkstate.Event{Kind: checkstate.GateUndecided}
+}
+
+// judgeCapacityCheck is a capacity job's verdict document and the sweeps
+// the check page draws.
+func (s *Service) judgeCapacityCheck(ctx context.Context, job store.Job) (*gate.Report, *longRunDoc, error) {
 	v, err := JudgeCapacity(ctx, s.st, s.longRunFiles().Files, job)
 	if err != nil {
-		return longRunDoc{}, checkstate.Event{}, err
+		return nil, nil, err
 	}
-	c := v.Comparison
-	doc := longRunDoc{Markdown: v.Markdown, Capacity: &c, BaseSweep: v.Base, HeadSweep: v.Head,
-		Headline: fmt.Sprintf("sustainable rate %.3g → %.3g req/s (%s)", c.Base.Median, c.Head.Median, changeText(c.Change))}
-	if v.Base == nil {
-		doc.Headline = fmt.Sprintf("sustainable rate %.3g req/s (the head alone)", c.Head.Median)
-	}
-	if c.Verdict == capacity.Inconclusive && strings.HasPrefix(c.Why, "cannot tell") {
-		// A sweep the host distorted has no knee to compare.
-		doc.Headline = c.Why
-	}
-	ev := checkstate.Event{Kind: checkstate.GatePass}
-	switch c.Verdict {
-	case capacity.Regression:
-		ev.Kind = checkstate.GateRegression
-	case capacity.Inconclusive:
-		ev.Kind = checkstate.GateUndecided
-	}
-	return doc, ev, nil
+	return v.Report, &longRunDoc{Markdown: v.Markdown, BaseSweep: v.Base, HeadSweep: v.Head}, nil
 }
 
-// judgeSoakCheck is a soak job's verdict: a failed trend (a leak, drift,
-// creep) is a regression of the head.
-func (s *Service) judgeSoakCheck(ctx context.Context, job store.Job) (longRunDoc, checkstate.Event, error) {
+// judgeSoakCheck is a soak job's verdict document: a failed trend (a leak,
+// drift, creep) is a regression of the head.
+func (s *Service) judgeSoakCheck(ctx context.Context, job store.Job) (*gate.Report, error) {
 	run, err := JudgeSoak(ctx, s.st, s.longRunFiles().Files, job)
 	if err != nil {
-		return longRunDoc{}, checkstate.Event{}, err
+		return nil, err
 	}
-	var md bytes.Buffer
-	if err := soak.Markdown(&md, run.Report); err != nil {
-		return longRunDoc{}, checkstate.Event{}, err
-	}
-	pass := run.Report.Pass
-	doc := longRunDoc{Markdown: md.String(), SoakPass: &pass, Headline: soakHeadline(run.Report)}
-	ev := checkstate.Event{Kind: checkstate.GatePass}
-	if !pass {
-		ev.Kind = checkstate.GateRegression
-	}
-	return doc, ev, nil
-}
-
-func soakHeadline(r soak.Report) string {
-	var failed []string
-	for _, t := range r.Failed() {
-		per := fmt.Sprintf("%+.3g", t.PerHour)
-		if math.Abs(t.PerHour) >= 1000 {
-			per = fmt.Sprintf("%+.0f", t.PerHour)
-		}
-		failed = append(failed, fmt.Sprintf("%s %s %s/h", t.Name, per, t.Unit))
-	}
-	if len(failed) == 0 {
-		return fmt.Sprintf("no trend over %s", time.Duration(r.DurationS*float64(time.Second)).Round(time.Second))
-	}
-	return strings.Join(failed, ", ")
-}
-
-func changeText(c float64) string {
-	if math.IsInf(c, 0) || math.IsNaN(c) {
-		return "from none"
-	}
-	return fmt.Sprintf("%+.0f%%", 100*c)
-}
-
-// longRunOutput is what a capacity or soak check shows in phase p.
-func longRunOutput(tier string, p check.Phase, doc *longRunDoc) check.Output {
-	what := "Capacity"
-	if tier == string(check.TierSoak) {
-		what = "Soak"
-	}
-	title := map[check.Phase]string{
-		check.Passed:       what + " passed",
-		check.Warned:       what + " regression (warning)",
-		check.Escalated:    what + " regression (blocking)",
-		check.Accepted:     what + " regression accepted",
-		check.Inconclusive: what + " inconclusive",
-		check.NeedsAck:     what + " inconclusive: needs a maintainer",
-	}[p]
-	if title == "" {
-		title = what + " " + string(p)
-	}
-	return check.Output{Title: title + ": " + doc.Headline, Summary: doc.Markdown}
-}
-
-// longRunComment is the comment that warns the author of a long-run
-// regression, or says it now blocks.
-func longRunComment(cr store.CheckRun, p check.Phase, doc verdictDoc) string {
-	out := longRunOutput(cr.Tier, p, doc.LongRun)
-	var b bytes.Buffer
-	fmt.Fprintf(&b, "## %s on `%s`: %s\n\n", check.CheckName(check.Tier(cr.Tier)), rev.Short(cr.HeadSHA), out.Title)
-	if p == check.Warned && !cr.Deadline.IsZero() {
-		fmt.Fprintf(&b, "It does not block yet; unless it is fixed, or accepted on appeal (`/perf appeal <reason>`), it blocks after %s.\n\n", cr.Deadline.UTC().Format("2006-01-02 15:04 UTC"))
-	}
-	b.WriteString(doc.LongRun.Markdown)
-	return b.String()
+	return longrun.Soak(run.Report)
 }
 
 // longRunFiles are the long-run judges' options (EnableLongRun).

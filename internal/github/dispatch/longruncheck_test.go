@@ -114,9 +114,10 @@ func TestCapacityCheckRun(t *testing.T) {
 		head      *capacity.Sweep
 		want      string
 		wantTitle string
+		headline  string
 	}{
-		{"smaller KV cache", &head, "neutral", "Capacity regression (warning): sustainable rate"},
-		{"no change", &base, "success", "Capacity passed"},
+		{"smaller KV cache", &head, "neutral", "Warning: 1 metric regressed", "Regression: sustainable rate 20.70 req/s → 8.72 req/s (−57.9%, threshold −10%): head failed at 9.51 req/s, which base sustained."},
+		{"no change", &base, "success", "No regression", "No regression: sustainable rate 20.70 req/s → 20.70 req/s (0.0%, threshold −10%)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			l, dir := longRunLifecycle(t)
@@ -141,8 +142,8 @@ func TestCapacityCheckRun(t *testing.T) {
 			if c.Name != "perfgate / capacity" || !slices.Equal(c.Statuses, []string{"queued", "in_progress", "completed"}) || c.Conclusion != tc.want {
 				t.Fatalf("check %q statuses %v conclusion %q, want perfgate / capacity queued → in_progress → %s", c.Name, c.Statuses, c.Conclusion, tc.want)
 			}
-			if !strings.HasPrefix(c.Title, tc.wantTitle) || !strings.Contains(c.Summary, "| offered req/s |") || !strings.Contains(c.Summary, "◆") {
-				t.Errorf("check output %q:\n%s\nwant %q and the table with the knees", c.Title, c.Summary, tc.wantTitle)
+			if !strings.HasPrefix(c.Title, tc.wantTitle) || !strings.Contains(c.Summary, tc.headline) || !strings.Contains(c.Summary, "| offered req/s |") || !strings.Contains(c.Summary, "◆") {
+				t.Errorf("check output %q:\n%s\nwant %q, the headline %q and the table with the knees", c.Title, c.Summary, tc.wantTitle, tc.headline)
 			}
 			if svg := CapacitySVG(l.rowOf(check.TierCapacity, newSHA)); strings.Count(svg, `class="knee"`) != 2 {
 				t.Errorf("the row keeps no curve with two knees: %.200s", svg)
@@ -153,7 +154,8 @@ func TestCapacityCheckRun(t *testing.T) {
 				}
 				return
 			}
-			if cm := l.gh.Comments(); len(cm) != 1 || !strings.Contains(cm[0].Body, "perfgate / capacity") || !strings.Contains(cm[0].Body, "blocks after") {
+			if cm := l.gh.Comments(); len(cm) != 1 || !strings.Contains(cm[0].Body, "`capacity` found a performance regression") || !strings.Contains(cm[0].Body, tc.headline) ||
+				!strings.Contains(cm[0].Body, "then fails if the regression is unresolved") || !strings.Contains(cm[0].Body, "`/perf capacity`") {
 				t.Fatalf("warning comments %+v, want one naming the capacity check and its deadline", cm)
 			}
 			l.clock.add(49 * time.Hour)
@@ -162,7 +164,7 @@ func TestCapacityCheckRun(t *testing.T) {
 			}
 			l.flush()
 			c = l.check(c.ID)
-			if c.Conclusion != "failure" || !strings.HasPrefix(c.Title, "Capacity regression (blocking)") || !strings.Contains(c.Summary, "| offered req/s |") {
+			if c.Conclusion != "failure" || !strings.HasPrefix(c.Title, "Blocking: 1 metric regressed") || !strings.Contains(c.Summary, "| offered req/s |") {
 				t.Errorf("escalated check %s %q:\n%s", c.Conclusion, c.Title, c.Summary)
 			}
 			if n := len(l.gh.Comments()); n != 2 {
@@ -175,9 +177,9 @@ func TestCapacityCheckRun(t *testing.T) {
 // The soak tier is `perfgate / soak`: a planted leak fails its memory
 // trend and warns; a clean engine passes.
 func TestSoakCheckRun(t *testing.T) {
-	for _, tc := range []struct{ fixture, want, title string }{
-		{"leak", "neutral", "Soak regression (warning): rss"},
-		{"clean", "success", "Soak passed: no trend"},
+	for _, tc := range []struct{ fixture, want, title, headline string }{
+		{"leak", "neutral", "Warning: 2 metrics regressed", "Regression: rss +260.9 MB/h (threshold +64 MB/h); TPOT p50 +28.9%/h (threshold +10%/h)."},
+		{"clean", "success", "No regression", "No regression: every judged trend (6) is within its limit."},
 	} {
 		t.Run(tc.fixture, func(t *testing.T) {
 			l, dir := longRunLifecycle(t)
@@ -195,8 +197,8 @@ func TestSoakCheckRun(t *testing.T) {
 			if c.Name != "perfgate / soak" || !slices.Equal(c.Statuses, []string{"queued", "in_progress", "completed"}) || c.Conclusion != tc.want {
 				t.Fatalf("check %q statuses %v conclusion %q, want perfgate / soak … %s", c.Name, c.Statuses, c.Conclusion, tc.want)
 			}
-			if !strings.HasPrefix(c.Title, tc.title) || !strings.Contains(c.Summary, "|") {
-				t.Errorf("soak check %q:\n%s\nwant %q and the trends' table", c.Title, c.Summary, tc.title)
+			if !strings.HasPrefix(c.Title, tc.title) || !strings.Contains(c.Summary, tc.headline) || !strings.Contains(c.Summary, "| rss ") {
+				t.Errorf("soak check %q:\n%s\nwant %q, the headline %q and the trends' table", c.Title, c.Summary, tc.title, tc.headline)
 			}
 		})
 	}
@@ -283,7 +285,7 @@ func TestNightlyQueuesLongRuns(t *testing.T) {
 		l.finish(j)
 	}
 	c := l.check(l.rowOf(check.TierCapacity, headSHA).GitHubID)
-	if c.Conclusion != "success" || !strings.Contains(c.Title, "(the head alone)") || !strings.Contains(c.Summary, "no base was swept") {
+	if c.Conclusion != "success" || c.Title != "No regression" || !strings.Contains(c.Summary, "Recorded: sustainable rate 8.72 req/s; no base was swept") {
 		t.Errorf("nightly capacity check %s %q:\n%s", c.Conclusion, c.Title, c.Summary)
 	}
 	// Its knee is the night's point of the capacity series.
@@ -312,7 +314,7 @@ func TestCapacityRegressionAccepted(t *testing.T) {
 		t.Fatal(err)
 	}
 	l.flush()
-	if c := l.check(l.rowOf(check.TierCapacity, newSHA).GitHubID); c.Conclusion != "success" || !strings.HasPrefix(c.Title, "Capacity regression accepted") {
+	if c := l.check(l.rowOf(check.TierCapacity, newSHA).GitHubID); c.Conclusion != "success" || c.Title != "Regression accepted on appeal" {
 		t.Errorf("accepted capacity regression: %s %q", c.Conclusion, c.Title)
 	}
 }

@@ -106,7 +106,7 @@ func (s *Service) apply(ctx context.Context, cr store.CheckRun, st step) (store.
 	for _, e := range effects {
 		switch e.Kind {
 		case checkstate.SyncCheck:
-			out, err := checkOutput(cr, st, next.Phase, doc, view, st.annotate || newRun(effects))
+			out, err := checkOutput(cr, st, doc, view, st.annotate || newRun(effects))
 			if err != nil {
 				return cr, false, err
 			}
@@ -122,7 +122,7 @@ func (s *Service) apply(ctx context.Context, cr store.CheckRun, st step) (store.
 			if cr.PRNumber <= 0 {
 				continue
 			}
-			eff, err := warnComment(e.Kind, cr, after, next, doc, view)
+			eff, err := warnComment(e.Kind, cr, next, view)
 			if err != nil {
 				return cr, false, err
 			}
@@ -153,16 +153,14 @@ func (s *Service) apply(ctx context.Context, cr store.CheckRun, st step) (store.
 }
 
 // checkOutput is what the check run shows after the step: the step's own
-// output, else the long run's, else the report rendered from the view.
+// output, else the verdict document rendered from the view (a long run's
+// too).
 // annotate sends the verdict document's settings annotations with a
 // rendered verdict (GitHub appends them: once per diff and run).
-func checkOutput(cr store.CheckRun, st step, phase check.Phase, doc verdictDoc, view report.View, annotate bool) (check.Output, error) {
+func checkOutput(cr store.CheckRun, st step, doc verdictDoc, view report.View, annotate bool) (check.Output, error) {
 	out := st.out
 	if st.outFor != nil {
 		out = st.outFor(cr)
-	}
-	if out.Title == "" && doc.LongRun != nil {
-		out = longRunOutput(cr.Tier, phase, doc.LongRun)
 	}
 	if out.Title == "" {
 		c, err := report.RenderCheck(view)
@@ -179,11 +177,8 @@ func checkOutput(cr store.CheckRun, st step, phase check.Phase, doc verdictDoc, 
 
 // warnComment is the comment that warns the author or announces an
 // escalation, posted while the pull request is open.
-func warnComment(kind checkstate.EffectKind, cr, after store.CheckRun, next checkstate.State, doc verdictDoc, view report.View) (store.Effect, error) {
+func warnComment(kind checkstate.EffectKind, cr store.CheckRun, next checkstate.State, view report.View) (store.Effect, error) {
 	body, err := report.RenderComment(view)
-	if doc.LongRun != nil {
-		body, err = longRunComment(after, next.Phase, doc), nil
-	}
 	if err != nil {
 		return store.Effect{}, fmt.Errorf("render comment: %w", err)
 	}
@@ -310,6 +305,9 @@ func (s *Service) view(cr store.CheckRun, doc verdictDoc) report.View {
 		v = report.FromGate(v, doc.Report, doc.Env)
 		v = report.WithSettings(v, doc.Settings)
 		v.Verdict = report.VerdictOf(doc.Report.Verdict)
+	}
+	if doc.LongRun != nil {
+		v.Detail = doc.LongRun.Markdown // a capacity check's sweeps
 	}
 	v.Tier = cr.Tier
 	switch check.Phase(cr.State) {

@@ -179,12 +179,12 @@ func TestBrowser(t *testing.T) {
 		var headline, table string
 		eval(t, ctx, `document.querySelectorAll("#curve svg line.knee").length`, &knees)
 		eval(t, ctx, `document.querySelectorAll("#curve svg circle").length`, &points)
-		eval(t, ctx, `document.querySelector("#longrun").textContent`, &headline)
+		eval(t, ctx, `document.querySelector("#headline").textContent`, &headline)
 		eval(t, ctx, `document.querySelector("#longrun-table").textContent`, &table)
 		if knees != 2 || points < 6 {
 			t.Errorf("curve: %v knees and %v points, want base's and head's", knees, points)
 		}
-		if !strings.Contains(headline, "sustainable rate") || !strings.Contains(table, "| offered req/s |") {
+		if !strings.HasPrefix(headline, "Regression: sustainable rate") || !strings.Contains(table, "| offered req/s |") {
 			t.Errorf("capacity verdict %q, table %.80q", headline, table)
 		}
 		img := shot(t, ctx, "capacity")

@@ -19,6 +19,8 @@ import (
 	"github.com/perfgate/perfgate/internal/analysis/gate/gatetest"
 	"github.com/perfgate/perfgate/internal/analysis/report"
 	"github.com/perfgate/perfgate/internal/browsertest"
+	"github.com/perfgate/perfgate/internal/github/githubtest"
+	"github.com/perfgate/perfgate/internal/github/githubtest/ghtest"
 	"github.com/perfgate/perfgate/internal/github/web"
 	"github.com/perfgate/perfgate/internal/store"
 	"github.com/perfgate/perfgate/internal/vocab/figure"
@@ -135,6 +137,19 @@ func TestOneDecisionOneTelling(t *testing.T) {
 			}
 		})
 	}
+	// The dashboard's rows print the stored documents: the front page's
+	// week of verdicts and the repository page's check runs.
+	t.Run("dashboard", func(t *testing.T) {
+		b := newBrowser(t)
+		b.signIn(srv.URL, "/")
+		for _, path := range dashboardPages {
+			code, page, _ := get(t, b.c, srv.URL+path)
+			if code != 200 {
+				t.Fatalf("%s: %d\n%.400s", path, code, page)
+			}
+			dashboardAgrees(t, path, dashboardRows(page), cases, shas)
+		}
+	})
 }
 
 // TestOneDecisionOneTellingInChromium reads the check page the way a
@@ -152,9 +167,11 @@ func TestOneDecisionOneTellingInChromium(t *testing.T) {
 	ctx := context.Background()
 	st, srv := contractSite(t)
 	browser := browsertest.Start(t)
+	shas := map[string]string{}
 	for i, c := range cases {
 		rep := c.Report
 		sha := fmt.Sprintf("%040x", i+1)
+		shas[c.Name] = sha
 		doc, err := json.Marshal(map[string]any{"report": rep})
 		if err != nil {
 			t.Fatal(err)
@@ -197,10 +214,35 @@ func TestOneDecisionOneTellingInChromium(t *testing.T) {
 			}
 		}
 	}
+	// The dashboard's rows, as a signed-in person sees them.
+	bctx, cancel := chromedp.NewContext(browser)
+	defer cancel()
+	bctx, cancelT := context.WithTimeout(bctx, 90*time.Second)
+	defer cancelT()
+	ready := chromedp.WaitVisible(chromedp.CSS(`body[data-ready="1"]`))
+	if err := chromedp.Do(bctx, chromedp.Navigate(srv.URL+"/login?next=/"), ready); err != nil {
+		t.Fatalf("sign in: %v", err)
+	}
+	for _, path := range dashboardPages {
+		var cells [][]string
+		err := chromedp.Do(bctx, chromedp.Navigate(srv.URL+path), ready)
+		if err == nil {
+			cells, err = chromedp.Run(bctx, chromedp.Evaluate[[][]string](`[...document.querySelectorAll("tr[data-check]")].map(r => [r.dataset.check, r.querySelector(".verdict").innerText.trim(), r.querySelector(".headline").innerText.trim()])`))
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		rows := map[string]dashboardRow{}
+		for _, r := range cells {
+			rows[r[0]] = dashboardRow{verdict: r[1], headline: r[2]}
+		}
+		dashboardAgrees(t, path, rows, cases, shas)
+	}
 }
 
 // contractSite is the pages over an empty store, for documents the test
-// puts there.
+// puts there, with people signing in through a fake GitHub (the front
+// page is a signed-in person's).
 func contractSite(t *testing.T) (store.Store, *httptest.Server) {
 	t.Helper()
 	st, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "perfgate.db"))
@@ -208,20 +250,85 @@ func contractSite(t *testing.T) (store.Store, *httptest.Server) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
+	// The front page lists the repositories the store knows by their jobs
+	// and series: one night of a series makes acme/contract one.
+	if err := st.PutTrend(context.Background(), store.TrendPoint{Repo: "acme/contract", Key: "nightly", Metric: "tpot_median",
+		Date: time.Now().UTC().Truncate(24 * time.Hour), Value: 17.6}); err != nil {
+		t.Fatal(err)
+	}
+	gh := ghtest.New(t)
+	gh.SignInAs("octocat")
+	srv := httptest.NewUnstartedServer(nil)
 	h, err := web.New(web.Options{Store: st, Visibility: web.StaticVisibility{"acme/contract": true}, Signer: web.NewSigner([]byte("k"), time.Hour, nil),
-		PublicURL: "https://perfgate.example", Log: zerolog.Nop()})
+		PublicURL: "http://" + srv.Listener.Addr().String(), Log: zerolog.Nop(),
+		SignIn: &web.SignIn{ClientID: githubtest.ClientID, ClientSecret: githubtest.ClientSecret, WebURL: gh.URL, APIURL: gh.URL + "/"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(h)
+	srv.Config.Handler = h
+	srv.Start()
 	t.Cleanup(srv.Close)
 	return st, srv
+}
+
+// dashboardPages are the pages whose rows tell stored verdicts: the
+// signed-in front page's week of verdicts and the repository page's
+// recent check runs.
+var dashboardPages = []string{"/", "/r/acme/contract"}
+
+// dashboardRow is one stored verdict's row on a dashboard page: its
+// verdict and headline cells.
+type dashboardRow struct{ verdict, headline string }
+
+var (
+	checkRowRE = regexp.MustCompile(`(?s)<tr data-check="([^"]+)">(.*?)</tr>`)
+	verdictRE  = regexp.MustCompile(`(?s)<td class="(?:[^"]* )?verdict">(.*?)</td>`)
+	headlineRE = regexp.MustCompile(`(?s)<td class="headline">(.*?)</td>`)
+)
+
+// dashboardRows reads a dashboard page's verdict rows: repo/sha/tier → row.
+func dashboardRows(page string) map[string]dashboardRow {
+	text := func(re *regexp.Regexp, s string) string {
+		m := re.FindStringSubmatch(s)
+		if m == nil {
+			return "(none)"
+		}
+		return strings.TrimSpace(html.UnescapeString(tagRE.ReplaceAllString(m[1], "")))
+	}
+	out := map[string]dashboardRow{}
+	for _, r := range checkRowRE.FindAllStringSubmatch(page, -1) {
+		out[html.UnescapeString(r[1])] = dashboardRow{verdict: text(verdictRE, r[2]), headline: text(headlineRE, r[2])}
+	}
+	return out
+}
+
+// dashboardAgrees compares each case's dashboard row with its document.
+func dashboardAgrees(t *testing.T, page string, rows map[string]dashboardRow, cases []gatetest.Case, shas map[string]string) {
+	t.Helper()
+	for _, c := range cases {
+		key := "acme/contract/" + shas[c.Name] + "/" + c.Report.Tier
+		row, ok := rows[key]
+		if !ok {
+			t.Errorf("%s: %s has no row for %s", c.Name, page, key)
+			continue
+		}
+		if row.verdict != string(c.Report.Verdict) || row.headline != c.Report.Headline {
+			t.Errorf("%s: %s's row says %s %q, the document %s %q", c.Name, page, row.verdict, row.headline, c.Report.Verdict, c.Report.Headline)
+		}
+	}
 }
 
 // promises checks one row against the document's own rules.
 func promises(t *testing.T, rep *gate.Report, m gate.MetricResult) {
 	t.Helper()
+	if m.Rule == gate.RuleCannotTell && !m.Secondary && (rep.Verdict != gate.Inconclusive || !strings.Contains(rep.Headline, m.Note)) {
+		t.Errorf("%s cannot tell (%s), yet the verdict is %s: %q", m.Metric, m.Note, rep.Verdict, rep.Headline)
+	}
 	if !m.Measured() {
+		return
+	}
+	if longRunRule(m.Rule) {
+		longRunPromises(t, rep, m)
 		return
 	}
 	if (m.Candidate-m.Baseline)*m.Estimate < 0 || strings.HasPrefix(m.DeltaText(), "+") != (m.Candidate > m.Baseline) && m.DeltaText() != "0.0%" {
@@ -244,6 +351,49 @@ func promises(t *testing.T, rep *gate.Report, m gate.MetricResult) {
 	}
 	if lvl := figure.Level(m.Level); !strings.HasSuffix(m.IntervalText(), " at "+lvl) {
 		t.Errorf("%s: interval %s is not stated at the level used, %s", m.Metric, m.IntervalText(), lvl)
+	}
+}
+
+// longRunRule reports whether a row was decided by a long run's rule (a
+// capacity knee, a soak trend), which states no interval at a level.
+func longRunRule(rule string) bool {
+	switch rule {
+	case gate.RuleCapacity, gate.RuleSoak, gate.RuleCannotTell, gate.RuleRecorded:
+		return true
+	}
+	return false
+}
+
+// longRunPromises holds a long run's row to its rules: the values read the
+// way the change does, a worse knee or trend is never an improvement or a
+// pass past its limit, and the headline names every regressed row.
+func longRunPromises(t *testing.T, rep *gate.Report, m gate.MetricResult) {
+	t.Helper()
+	worse := m.Direction.Sign() * m.Estimate // > 0: worse
+	if m.Rule != gate.RuleRecorded {
+		if (m.Candidate-m.Baseline)*m.Estimate < 0 || strings.HasPrefix(m.DeltaText(), "+") != (m.Candidate > m.Baseline) && m.Estimate != 0 {
+			t.Errorf("%s reads backwards: %s → %s, Δ %s", m.Metric, m.ValueText(m.Baseline), m.ValueText(m.Candidate), m.DeltaText())
+		}
+	}
+	switch m.Verdict {
+	case gate.MetricImprovement:
+		if worse >= 0 {
+			t.Errorf("%s: a change of %s the worse way called an improvement", m.Metric, m.DeltaText())
+		}
+	case gate.MetricRegression:
+		if worse <= m.Threshold {
+			t.Errorf("%s: %s is not past its threshold %s, yet a regression", m.Metric, m.DeltaText(), m.ThresholdText())
+		}
+		if !strings.Contains(rep.Headline, m.Name()+" ") || !strings.Contains(rep.Headline, m.DeltaText()) || rep.Verdict != gate.Regression {
+			t.Errorf("%s regressed by %s under the %s headline %q", m.Metric, m.DeltaText(), rep.Verdict, rep.Headline)
+		}
+	case gate.MetricPass:
+		if m.Rule == gate.RuleCapacity && -worse >= m.Threshold || m.Rule == gate.RuleSoak && worse > m.Threshold && !m.Secondary && !strings.Contains(m.RuleText(), "noise floor") {
+			t.Errorf("%s: %s past its threshold %s, yet a pass", m.Metric, m.DeltaText(), m.ThresholdText())
+		}
+	}
+	if rep.Verdict == gate.Pass && !m.Secondary && m.Verdict != gate.MetricPass && m.Verdict != gate.MetricImprovement {
+		t.Errorf("%s is %s under the pass headline %q", m.Metric, m.Verdict, rep.Headline)
 	}
 }
 

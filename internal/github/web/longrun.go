@@ -8,21 +8,18 @@ import (
 	"github.com/perfgate/perfgate/internal/analysis/capacity"
 )
 
-// LongRun is a capacity or soak check's verdict as its row keeps it: the
-// headline, the check's markdown table and, for capacity, the knees and
-// the latency–throughput curve of base and head.
+// LongRun is what a capacity check keeps beside its verdict document
+// (which the page prints as every check's, from "report"): the sweeps'
+// table and the latency–throughput curve of base and head. It holds no
+// verdict of its own.
 type LongRun struct {
-	Headline string               `json:"headline"`
-	Markdown string               `json:"markdown"`
-	Capacity *capacity.Comparison `json:"capacity,omitempty"`
-	SoakPass *bool                `json:"soak_pass,omitempty"`
+	Markdown string `json:"markdown,omitempty"`
 	// Curve is the SVG the page shows, drawn here from the stored sweeps.
 	Curve template.HTML `json:"-"`
 }
 
-// longRunOf reads the long-run verdict from a check row's verdict
-// document (dispatch's longRunDoc under "long_run"); nil when there is
-// none.
+// longRunOf reads the sweeps from a check row's verdict document
+// (dispatch's longRunDoc under "long_run"); nil when there are none.
 func longRunOf(verdict []byte) *LongRun {
 	var doc struct {
 		LongRun *struct {
@@ -42,6 +39,9 @@ func longRunOf(verdict []byte) *LongRun {
 			// nothing stored as text reaches the markup.
 			lr.Curve = template.HTML(svg.String()) //nolint:gosec // drawn from numbers by capacity.SVG, no stored text
 		}
+	}
+	if lr.Markdown == "" && lr.Curve == "" {
+		return nil
 	}
 	return &lr
 }

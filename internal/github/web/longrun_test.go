@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/perfgate/perfgate/internal/analysis/capacity"
+	"github.com/perfgate/perfgate/internal/analysis/longrun"
 	"github.com/perfgate/perfgate/internal/store"
 	"github.com/perfgate/perfgate/internal/vocab/config"
 )
@@ -16,9 +17,10 @@ import (
 // capacitySHA is the commit of the capacity check capacityCheck stores.
 const capacitySHA = "c0ffee0000000000000000000000000000000031"
 
-// capacityCheck stores a judged `perfgate / capacity` check whose verdict
-// keeps the sweeps measured against the sim (internal/analysis/capacity/testdata),
-// as dispatch writes it, and returns its commit.
+// capacityCheck stores a judged `perfgate / capacity` check: its verdict
+// document made by the capacity judge from the sweeps measured against the
+// sim (internal/analysis/capacity/testdata), and the sweeps beside it, as
+// dispatch writes them; it returns its commit.
 func capacityCheck(t *testing.T, f *fixture) string {
 	t.Helper()
 	var base, head capacity.Sweep
@@ -31,10 +33,16 @@ func capacityCheck(t *testing.T, f *fixture) string {
 			t.Fatal(err)
 		}
 	}
-	c := capacity.Compare([]capacity.Knee{base.Knee()}, []capacity.Knee{head.Knee()}, 0.1)
-	verdict, err := json.Marshal(map[string]any{"long_run": map[string]any{
-		"headline": "sustainable rate 18 → 7 req/s (−60%)", "markdown": "| offered req/s | base served req/s |\\n|---:|---:|\\n",
-		"capacity": c, "base_sweep": &base, "head_sweep": &head,
+	rep, err := longrun.Capacity(capacity.Compare([]capacity.Knee{base.Knee()}, []capacity.Knee{head.Knee()}, 0.1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var md strings.Builder
+	if err := capacity.Markdown(&md, &base, &head); err != nil {
+		t.Fatal(err)
+	}
+	verdict, err := json.Marshal(map[string]any{"report": rep, "long_run": map[string]any{
+		"markdown": md.String(), "base_sweep": &base, "head_sweep": &head,
 	}})
 	if err != nil {
 		t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/perfgate/perfgate/internal/analysis/cost"
+	"github.com/perfgate/perfgate/internal/analysis/gate"
 	"github.com/perfgate/perfgate/internal/store"
 	"github.com/perfgate/perfgate/internal/vocab/config"
 	"github.com/perfgate/perfgate/internal/vocab/figure"
@@ -128,6 +129,13 @@ func (h *Handler) index(w http.ResponseWriter, r *http.Request) {
 	h.render(w, r, "index", map[string]any{"Title": "perfgate", "Repos": visible})
 }
 
+// checkRow is a check run on the repository page, with its stored verdict
+// document (nil before it is judged).
+type checkRow struct {
+	store.CheckRun
+	Report *gate.Report
+}
+
 // benchmark is one tier × matrix cell of a repository and its cards.
 type benchmark struct {
 	Key, Tier, Cell string
@@ -174,14 +182,17 @@ func (h *Handler) repoPage(w http.ResponseWriter, r *http.Request, repo string) 
 		})
 	}
 	// The latest of each tier: a month of nightlies must not hide the PRs.
-	var checks []store.CheckRun
-	for _, tier := range []string{"quick", "merge", "nightly"} {
+	// Each row tells its stored verdict document's verdict and headline.
+	var checks []checkRow
+	for _, tier := range []string{"quick", "merge", "nightly", "capacity", "soak"} {
 		crs, err := h.st.RepoCheckRuns(ctx, store.CheckRunFilter{Repo: repo, Tier: tier, Limit: 10})
 		if err != nil {
 			h.internal(w, r, err)
 			return
 		}
-		checks = append(checks, crs...)
+		for _, cr := range crs {
+			checks = append(checks, checkRow{CheckRun: cr, Report: storedReport(cr.Verdict)})
+		}
 	}
 	usage, err := h.usageOf(ctx, repo, usageWeeks)
 	if err != nil {

@@ -14,6 +14,12 @@ import (
 	"github.com/perfgate/perfgate/internal/vocab/result"
 )
 
+// spec makes one case's document.
+type spec struct {
+	name, rule string
+	make       func() (*gate.Report, error)
+}
+
 // Case is one verdict document and the rule it shows.
 type Case struct {
 	Name   string
@@ -24,15 +30,12 @@ type Case struct {
 // Cases returns a document for each rule that can decide a verdict:
 // regression, equivalence pass, last-look pass, improvement, inconclusive
 // with runs still to add, inconclusive at the plan's last look,
-// environment mismatch and too few runs. It fails when the gate no longer
+// environment mismatch and too few runs; and the long runs' (capacity
+// and soak, see longRunCases) made from recorded sweeps and soaks. It fails when the gate no longer
 // produces one of them from its inputs.
 func Cases() ([]Case, error) {
 	levels := map[string]float64{"median_tpot_ms": 17.6, "output_throughput": 2205.3, "p99_ttft_ms": 182.4}
 	all := []string{"tpot_median", "output_throughput", "ttft_p99"}
-	type spec struct {
-		name, rule string
-		make       func() (*gate.Report, error)
-	}
 	stored := func(sigma, shift float64, shifted string, tr config.Tier, opt gate.Options) func() (*gate.Report, error) {
 		return func() (*gate.Report, error) {
 			return gate.Compare(Runs(levels, sigma, 0, ""), Runs(levels, sigma, shift, shifted), tr, opt)
@@ -58,6 +61,11 @@ func Cases() ([]Case, error) {
 			return gate.Compare(Runs(levels, 0.01, 0, ""), Runs(levels, 0.01, 0, "")[:2], Tier("quick", 0.15, all...), gate.Options{})
 		}},
 	}
+	long, err := longRunCases()
+	if err != nil {
+		return nil, err
+	}
+	specs = append(specs, long...)
 	var out []Case
 	for _, s := range specs {
 		rep, err := s.make()
