@@ -30,7 +30,7 @@ type refPs [nRefs]float64
 
 // reference tests the PR's final evidence for a worse head on the gated
 // metric.
-func (s *simulator) reference(ev *evidence) refPs {
+func (s *simulator) reference(ev *evidence, hist History) refPs {
 	out := refPs{math.NaN(), math.NaN(), math.NaN()}
 	if s.cfg.Design != DesignInterleaved {
 		return out
@@ -46,7 +46,7 @@ func (s *simulator) reference(ev *evidence) refPs {
 	}
 	out[RefREML] = remlFit(runs).p()
 	if pv, _ := j.pairValues(m, ev.pairs); len(pv) >= MinPairs {
-		pv, _ = dropOutlierPairs(pv)
+		pv, _ = dropOutlierPairs(pv, j.pairScale(m, hist.Paired))
 		u := unitEstimate(pv)
 		out[RefOnce], _ = oneSided(u.d, math.Sqrt(u.v/float64(len(pv))), u.df)
 	}

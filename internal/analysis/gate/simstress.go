@@ -361,7 +361,7 @@ func (s *simulator) settle(delta float64, gates int, cfg StressConfig) (settled,
 		}
 		out.gpu += ev.cost(cfg)
 		out.looks += float64(looks)
-		out.ref = append(out.ref, s.reference(ev))
+		out.ref = append(out.ref, s.reference(ev, hist))
 		out.level = append(out.level, holmFirstLevel(rep))
 	}
 	n := float64(gates)
