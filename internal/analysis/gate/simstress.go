@@ -131,6 +131,9 @@ type StressConfig struct {
 	Seed                     uint64
 	Stresses                 []Stress
 	Profile                  *NoiseProfile
+	// Plan is the PRs' spending plan (PlanPocock, PlanOBrienFleming);
+	// "" is the default, Pocock.
+	Plan string
 }
 
 // StressRow is one stress's figures.
@@ -253,6 +256,14 @@ func stressRow(cfg StressConfig, si int, st Stress, n int) (StressRow, error) {
 	return row, nil
 }
 
+// planName is the spending plan's name, the default's when unset.
+func planName(p string) string {
+	if p == "" {
+		return PlanPocock
+	}
+	return p
+}
+
 // tierAlpha is the tier's one-sided family-wise α: what its plan of
 // looks spends in all.
 func tierAlpha(t config.Tier) float64 {
@@ -327,7 +338,7 @@ func (s *simulator) settle(delta float64, gates int, cfg StressConfig) (settled,
 		last := func() bool {
 			return ev.cost(cfg)-first+ev.priceOf(ev.size(), cfg) > float64(tier.SettleGPUMinutes)
 		}
-		opt := Options{History: hist, LastLook: last()}
+		opt := Options{History: hist, LastLook: last(), Looks: Looks{Plan: cfg.Plan}}
 		rep, err := ev.judge(tier, opt)
 		if err != nil {
 			return out, err
@@ -439,8 +450,8 @@ func WriteStressTable(w io.Writer, cfg StressConfig, rows []StressRow) error {
 	if !cfg.Tier.Interleave {
 		design = fmt.Sprintf("stored baseline, %d runs per job", cfg.Tier.Repeats)
 	}
-	fmt.Fprintf(w, "tier %s, %s; settle budget %d GPU-min beyond the first job, plan of %d looks; history %d earlier jobs; session shift %.1f%%, drift %.2f%%/run; %.2g GPU-min per run, %.2g per engine start; %d A/A and %d gates per Δ, seed %d\n",
-		cfg.Tier.Name, design, cfg.Tier.SettleGPUMinutes, DefaultMaxLooks, cfg.HistorySets, 100*cfg.SessionCV, 100*cfg.Drift, cfg.RunMinutes, cfg.StartMinutes, cfg.Gates, cfg.DeltaGates, cfg.Seed)
+	fmt.Fprintf(w, "tier %s, %s; settle budget %d GPU-min beyond the first job, plan of %d looks (%s); history %d earlier jobs; session shift %.1f%%, drift %.2f%%/run; %.2g GPU-min per run, %.2g per engine start; %d A/A and %d gates per Δ, seed %d\n",
+		cfg.Tier.Name, design, cfg.Tier.SettleGPUMinutes, DefaultMaxLooks, planName(cfg.Plan), cfg.HistorySets, 100*cfg.SessionCV, 100*cfg.Drift, cfg.RunMinutes, cfg.StartMinutes, cfg.Gates, cfg.DeltaGates, cfg.Seed)
 	fmt.Fprintf(w, "targets: false alarm ≤ 0.5%%, clean PRs needing a human ≤ 2%%, +5%% detected ≥ 90%%\n")
 	if cfg.Tier.Interleave {
 		fmt.Fprintf(w, "reference tests on each PR's final runs, calibrated on the stress's A/A PRs to α = %.2g (their share of A/A PRs under their own α in the last column): the mixed model over engine starts and pairs with REML variances (best), with the true variances (limit), and the gate's own t once at α\n", tierAlpha(cfg.Tier))

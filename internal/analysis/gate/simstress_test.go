@@ -71,7 +71,7 @@ func TestSimulateStress(t *testing.T) {
 	if err := WriteStressTable(&sb, cfg, rows); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"false alarm", "clean → human", "+3% caught", "GPU-min A/A", "per-start state 2%", "settle budget 150 GPU-min", "best +3% (REML)", "limit +3% (oracle)"} {
+	for _, want := range []string{"false alarm", "clean → human", "+3% caught", "GPU-min A/A", "per-start state 2%", "settle budget 150 GPU-min", "best +3% (REML)", "limit +3% (oracle)", "plan of 4 looks (pocock)"} {
 		if !strings.Contains(sb.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, sb.String())
 		}
