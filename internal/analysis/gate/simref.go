@@ -86,8 +86,11 @@ func evidenceRuns(j *judge, m config.Metric, pairs []Pair) []mixedRun {
 					st--
 				}
 			}
+			if r == nil {
+				continue
+			}
 			v, ok := j.value(r, m)
-			if r == nil || !ok {
+			if !ok {
 				continue
 			}
 			out = append(out, mixedRun{job: jobs[p.Session], y: transform(m, v), head: side, start: st, pos: pos})
