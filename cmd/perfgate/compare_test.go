@@ -45,6 +45,8 @@ func TestGateCommandExitCodes(t *testing.T) {
 		{"simulate bad noise", []string{"simulate-gate", "--noise", "n9"}, 3, ""},
 		{"simulate stress", []string{"simulate-gate", "--stress", "model,one missing", "--aa", "20", "--gates", "10", "--profile", "../../testdata/gate/profile/example.json"}, 0, "profile: example (not a measurement)"},
 		{"simulate unknown stress", []string{"simulate-gate", "--stress", "gremlins", "--aa", "5"}, 3, ""},
+		{"simulate stress plan", []string{"simulate-gate", "--stress", "model", "--plan", "obrien-fleming", "--aa", "20", "--gates", "10"}, 0, "plan of 4 looks (obrien-fleming)"},
+		{"simulate bad plan", []string{"simulate-gate", "--stress", "model", "--plan", "haybittle"}, 3, ""},
 		{"simulate bad profile", []string{"simulate-gate", "--profile", "../../testdata/gate/profile/bad-cv.json", "--aa", "5"}, 3, ""},
 	}
 	for _, tc := range cases {

@@ -44,6 +44,7 @@ func runSimulateGate(ctx context.Context, env *cliEnv, args []string) int {
 	aa := fs.Int("aa", 10000, "with --stress: A/A gates per stress")
 	runMin := fs.Float64("run-minutes", 1.0, "with --stress: GPU-minutes of one measured run")
 	startMin := fs.Float64("start-minutes", 0.5, "with --stress: GPU-minutes of one engine start and its warm-up")
+	plan := fs.String("plan", "", "with --stress: the looks' spending plan, pocock (default) or obrien-fleming")
 	if code, ok := fs.parse(args); !ok {
 		return code
 	}
@@ -64,7 +65,7 @@ func runSimulateGate(ctx context.Context, env *cliEnv, args []string) int {
 		return bad("%v", err)
 	}
 	if *stress != "" || *profile != "" {
-		return runStress(env, tier, *stress, *profile, *aa, *gates, *deltas, *history, *sessionCV, *drift, *runMin, *startMin, *seed, flagGiven(fs.FlagSet, "delta"), flagGiven(fs.FlagSet, "gates"))
+		return runStress(env, tier, *stress, *profile, *plan, *aa, *gates, *deltas, *history, *sessionCV, *drift, *runMin, *startMin, *seed, flagGiven(fs.FlagSet, "delta"), flagGiven(fs.FlagSet, "gates"))
 	}
 	if *gates < 1 || *baseRuns < 3 || *history < 0 || *retests < 0 || *sessionCV < 0 || *drift < 0 || fs.NArg() > 0 {
 		return bad("bad arguments: need --gates ≥ 1, --baseline-runs ≥ 3, non-negative --history, --retests, --session-cv, --drift")
@@ -130,13 +131,16 @@ func flagGiven(fs *flag.FlagSet, name string) bool {
 
 // runStress prints the per-stress table: the merge tier's procedure (first
 // job, pairs added within the settle budget) under each hard world.
-func runStress(env *cliEnv, tier config.Tier, names, profile string, aa, gates int, deltas string, history int, sessionCV, drift, runMin, startMin float64, seed uint64, deltaSet, gatesSet bool) int {
+func runStress(env *cliEnv, tier config.Tier, names, profile, plan string, aa, gates int, deltas string, history int, sessionCV, drift, runMin, startMin float64, seed uint64, deltaSet, gatesSet bool) int {
 	bad := func(format string, a ...any) int {
 		fmt.Fprintf(env.stderr, "perfgate simulate-gate: "+format+"\n", a...)
 		return 3
 	}
 	cfg := gate.StressConfig{Tier: tier, Gates: aa, DeltaGates: 4000, Deltas: []float64{0.03, 0.05, 0.08}, HistorySets: history,
-		SessionCV: sessionCV, Drift: drift, RunMinutes: runMin, StartMinutes: startMin, Seed: seed}
+		SessionCV: sessionCV, Drift: drift, RunMinutes: runMin, StartMinutes: startMin, Seed: seed, Plan: plan}
+	if plan != "" && plan != gate.PlanPocock && plan != gate.PlanOBrienFleming {
+		return bad("--plan %q: want %s or %s", plan, gate.PlanPocock, gate.PlanOBrienFleming)
+	}
 	if history == 4 {
 		cfg.HistorySets = 8 // the dispatcher's pair history
 	}

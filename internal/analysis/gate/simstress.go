@@ -131,6 +131,9 @@ type StressConfig struct {
 	Seed                     uint64
 	Stresses                 []Stress
 	Profile                  *NoiseProfile
+	// Plan is the PRs' spending plan (PlanPocock, PlanOBrienFleming);
+	// "" is the default, Pocock.
+	Plan string
 }
 
 // StressRow is one stress's figures.
@@ -150,6 +153,16 @@ type StressRow struct {
 	// 90% power (gate.MetricResult.Detectable): what the noise lets the
 	// first job resolve.
 	Detectable float64
+	// Refs are the reference tests on the same runs (RefOracle, RefREML,
+	// RefOnce), calibrated on the stress's A/A PRs to the tier's α.
+	Refs [nRefs]RefRates
+	// OnceAtLook is, per delta, the share of PRs the gate's own t on its
+	// final runs calls worse at the level of the gate's last look (its α
+	// over the gated metrics, Holm's first step): between RefOnce (at α)
+	// and the gate, it splits the gap into what the looks and Holm cost
+	// and what the regression line, the noise band and the history's
+	// widening cost.
+	OnceAtLook []float64
 }
 
 // SimulateStress measures the gate under every stress.
@@ -221,6 +234,7 @@ func stressRow(cfg StressConfig, si int, st Stress, n int) (StressRow, error) {
 		return row, fmt.Errorf("stress %s: %w", st.Name, err)
 	}
 	row.FalseAlarm, row.Human, row.GPUMinutes, row.Looks, row.FirstFA, row.Detectable = null.regression, null.human, null.gpu, null.looks, null.first, null.detectable
+	alt := make([][nRefs][]float64, 0, len(cfg.Deltas))
 	for _, d := range cfg.Deltas {
 		a, err := s.settle(d, cfg.DeltaGates, cfg)
 		if err != nil {
@@ -228,11 +242,86 @@ func stressRow(cfg StressConfig, si int, st Stress, n int) (StressRow, error) {
 		}
 		row.Detection = append(row.Detection, a.regression)
 		row.GPUMinutesAt = append(row.GPUMinutesAt, a.gpu)
+		alt = append(alt, a.refs())
+		row.OnceAtLook = append(row.OnceAtLook, a.onceAtLook())
+	}
+	nullRefs := null.refs()
+	for k := range row.Refs {
+		per := make([][]float64, len(alt))
+		for i := range alt {
+			per[i] = alt[i][k]
+		}
+		row.Refs[k] = calibrate(tierAlpha(tier), nullRefs[k], per)
 	}
 	return row, nil
 }
 
-type settled struct{ regression, human, gpu, looks, first, detectable float64 }
+// planName is the spending plan's name, the default's when unset.
+func planName(p string) string {
+	if p == "" {
+		return PlanPocock
+	}
+	return p
+}
+
+// tierAlpha is the tier's one-sided family-wise α: what its plan of
+// looks spends in all.
+func tierAlpha(t config.Tier) float64 {
+	if t.Confidence > 0 {
+		return 1 - t.Confidence
+	}
+	return 1 - DefaultConfidence
+}
+
+type settled struct {
+	regression, human, gpu, looks, first, detectable float64
+	ref                                              []refPs   // per PR: the reference tests' p-values on its final runs
+	level                                            []float64 // per PR: the level its last look tested the smallest p at
+}
+
+// holmFirstLevel is the level the report's last look tested its smallest
+// gated p-value at: the look's α over the gated metrics measured (Holm's
+// first step).
+func holmFirstLevel(rep *Report) float64 {
+	k := 0
+	for _, m := range rep.Metrics {
+		if !m.Secondary && m.Measured() {
+			k++
+		}
+	}
+	return rep.Alpha / float64(max(k, 1))
+}
+
+// onceAtLook is the share of PRs whose final runs the gate's own t calls
+// worse at the level the gate's last look used: what the looks and Holm
+// leave of α, without the line, the band and the history's widening.
+func (s settled) onceAtLook() float64 {
+	c, n := 0, 0
+	for i, r := range s.ref {
+		if math.IsNaN(r[RefOnce]) {
+			continue
+		}
+		n++
+		if r[RefOnce] <= s.level[i] {
+			c++
+		}
+	}
+	if n == 0 {
+		return math.NaN()
+	}
+	return float64(c) / float64(n)
+}
+
+// refs are the PRs' p-values per reference test.
+func (s settled) refs() [nRefs][]float64 {
+	var out [nRefs][]float64
+	for _, r := range s.ref {
+		for k, p := range r {
+			out[k] = append(out[k], p)
+		}
+	}
+	return out
+}
 
 // settle gates PRs with a true change delta the way production does:
 // judge the first job; while inconclusive, add the pairs the report asks
@@ -249,7 +338,7 @@ func (s *simulator) settle(delta float64, gates int, cfg StressConfig) (settled,
 		last := func() bool {
 			return ev.cost(cfg)-first+ev.priceOf(ev.size(), cfg) > float64(tier.SettleGPUMinutes)
 		}
-		opt := Options{History: hist, LastLook: last()}
+		opt := Options{History: hist, LastLook: last(), Looks: Looks{Plan: cfg.Plan}}
 		rep, err := ev.judge(tier, opt)
 		if err != nil {
 			return out, err
@@ -283,9 +372,12 @@ func (s *simulator) settle(delta float64, gates int, cfg StressConfig) (settled,
 		}
 		out.gpu += ev.cost(cfg)
 		out.looks += float64(looks)
+		out.ref = append(out.ref, s.reference(ev, hist))
+		out.level = append(out.level, holmFirstLevel(rep))
 	}
 	n := float64(gates)
-	return settled{out.regression / n, out.human / n, out.gpu / n, out.looks / n, out.first / n, out.detectable / n}, nil
+	return settled{regression: out.regression / n, human: out.human / n, gpu: out.gpu / n, looks: out.looks / n,
+		first: out.first / n, detectable: out.detectable / n, ref: out.ref, level: out.level}, nil
 }
 
 // cost is the GPU-minutes the PR's jobs spent so far.
@@ -340,19 +432,40 @@ func replaceSeries(ms map[string]config.Threshold, series, metric string) map[st
 	return out
 }
 
+// refDelta is the index of the regression the reference columns show:
+// the one nearest the merge threshold of 5%; -1 when there is none.
+func refDelta(ds []float64) int {
+	best := -1
+	for i, d := range ds {
+		if best < 0 || math.Abs(d-0.05) < math.Abs(ds[best]-0.05) {
+			best = i
+		}
+	}
+	return best
+}
+
 // WriteStressTable prints one row per stress, with the targets.
 func WriteStressTable(w io.Writer, cfg StressConfig, rows []StressRow) error {
 	design := fmt.Sprintf("interleaved, %d pairs per job (ABBA)", cfg.Tier.Pairs)
 	if !cfg.Tier.Interleave {
 		design = fmt.Sprintf("stored baseline, %d runs per job", cfg.Tier.Repeats)
 	}
-	fmt.Fprintf(w, "tier %s, %s; settle budget %d GPU-min beyond the first job, plan of %d looks; history %d earlier jobs; session shift %.1f%%, drift %.2f%%/run; %.2g GPU-min per run, %.2g per engine start; %d A/A and %d gates per Δ, seed %d\n",
-		cfg.Tier.Name, design, cfg.Tier.SettleGPUMinutes, DefaultMaxLooks, cfg.HistorySets, 100*cfg.SessionCV, 100*cfg.Drift, cfg.RunMinutes, cfg.StartMinutes, cfg.Gates, cfg.DeltaGates, cfg.Seed)
-	fmt.Fprintf(w, "targets: false alarm ≤ 0.5%%, clean PRs needing a human ≤ 2%%, +5%% detected ≥ 90%%\n\n")
+	fmt.Fprintf(w, "tier %s, %s; settle budget %d GPU-min beyond the first job, plan of %d looks (%s); history %d earlier jobs; session shift %.1f%%, drift %.2f%%/run; %.2g GPU-min per run, %.2g per engine start; %d A/A and %d gates per Δ, seed %d\n",
+		cfg.Tier.Name, design, cfg.Tier.SettleGPUMinutes, DefaultMaxLooks, planName(cfg.Plan), cfg.HistorySets, 100*cfg.SessionCV, 100*cfg.Drift, cfg.RunMinutes, cfg.StartMinutes, cfg.Gates, cfg.DeltaGates, cfg.Seed)
+	fmt.Fprintf(w, "targets: false alarm ≤ 0.5%%, clean PRs needing a human ≤ 2%%, +5%% detected ≥ 90%%\n")
+	if cfg.Tier.Interleave {
+		fmt.Fprintf(w, "reference tests on each PR's final runs, calibrated on the stress's A/A PRs to α = %.2g (their share of A/A PRs under their own α in the last column): the mixed model over engine starts and pairs with REML variances (best), with the true variances (limit), and the gate's own t once at α\n", tierAlpha(cfg.Tier))
+	}
+	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	head := []string{"stress", "false alarm", "clean → human", "detectable (1st look)"}
 	for _, d := range cfg.Deltas {
 		head = append(head, fmt.Sprintf("+%.0f%% caught", 100*d))
+	}
+	ri := refDelta(cfg.Deltas)
+	if ri >= 0 {
+		at := fmt.Sprintf("+%.0f%%", 100*cfg.Deltas[ri])
+		head = append(head, "best "+at+" (REML)", "limit "+at+" (oracle)", "gate's t once "+at, "… at last look's α/k", "gap to best", "A/A at α: REML, oracle")
 	}
 	head = append(head, "GPU-min A/A", "looks A/A")
 	for _, d := range cfg.Deltas {
@@ -364,6 +477,24 @@ func WriteStressTable(w io.Writer, cfg StressConfig, rows []StressRow) error {
 		cells := []string{r.Stress, fmt.Sprintf("%.2f%%", 100*r.FalseAlarm), fmt.Sprintf("%.2f%%", 100*r.Human), fmt.Sprintf("%.1f%%", 100*r.Detectable)}
 		for _, d := range r.Detection {
 			cells = append(cells, fmt.Sprintf("%.1f%%", 100*d))
+		}
+		if ri >= 0 {
+			gap := "-"
+			if b := r.Refs[RefREML]; b.ok {
+				gap = fmt.Sprintf("%+.1f", 100*(b.Detection[ri]-r.Detection[ri]))
+			}
+			aa := func(x RefRates) string {
+				if !x.ok {
+					return "-"
+				}
+				return fmt.Sprintf("%.2f%%", 100*x.NominalAA)
+			}
+			atLook := "-"
+			if ri < len(r.OnceAtLook) && !math.IsNaN(r.OnceAtLook[ri]) {
+				atLook = fmt.Sprintf("%.1f%%", 100*r.OnceAtLook[ri])
+			}
+			cells = append(cells, refLabel(r.Refs[RefREML], ri), refLabel(r.Refs[RefOracle], ri), refLabel(r.Refs[RefOnce], ri), atLook, gap,
+				aa(r.Refs[RefREML])+", "+aa(r.Refs[RefOracle]))
 		}
 		cells = append(cells, fmt.Sprintf("%.0f", r.GPUMinutes), fmt.Sprintf("%.2f", r.Looks))
 		for _, g := range r.GPUMinutesAt {

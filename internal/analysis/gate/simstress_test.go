@@ -55,12 +55,23 @@ func TestSimulateStress(t *testing.T) {
 		if r.FalseAlarm > 0.01 || r.Detection[1] < 0.9 || r.GPUMinutes < 20 || r.GPUMinutesAt[0] <= r.GPUMinutes {
 			t.Errorf("%s: FA %.3f, +8%% %.3f, GPU-min A/A %.0f, +3%% %.0f", r.Stress, r.FalseAlarm, r.Detection[1], r.GPUMinutes, r.GPUMinutesAt[0])
 		}
+		// The reference tests ran on the same runs, calibrated to at most
+		// α of the A/A PRs, and the information limit is not below the
+		// gate (up to the sampling noise of 150 PRs).
+		for k, ref := range r.Refs {
+			if !ref.Available() || ref.AA > 0.005 || len(ref.Detection) != 2 {
+				t.Errorf("%s: %s %+v", r.Stress, RefNames[k], ref)
+			}
+		}
+		if lim := r.Refs[RefOracle].Detection; len(lim) == 2 && (lim[1] < 0.95 || lim[0] < r.Detection[0]-0.08) {
+			t.Errorf("%s: oracle caught +3%% %.3f, +8%% %.3f; the gate +3%% %.3f", r.Stress, lim[0], lim[1], r.Detection[0])
+		}
 	}
 	var sb strings.Builder
 	if err := WriteStressTable(&sb, cfg, rows); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"false alarm", "clean → human", "+3% caught", "GPU-min A/A", "per-start state 2%", "settle budget 150 GPU-min"} {
+	for _, want := range []string{"false alarm", "clean → human", "+3% caught", "GPU-min A/A", "per-start state 2%", "settle budget 150 GPU-min", "best +3% (REML)", "limit +3% (oracle)", "plan of 4 looks (pocock)"} {
 		if !strings.Contains(sb.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, sb.String())
 		}

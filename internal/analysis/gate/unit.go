@@ -51,7 +51,7 @@ func (j *judge) paired(m config.Metric, pairs []Pair, hist []Session, pairHist [
 	}
 	if !m.Absolute {
 		var out []string
-		pv, out = dropOutlierPairs(pv)
+		pv, out = dropOutlierPairs(pv, j.pairScale(m, pairHist))
 		how = append(how, out...)
 	}
 	own := unitEstimate(pv)
@@ -110,8 +110,12 @@ func (j *judge) value(r *result.Result, m config.Metric) (float64, bool) {
 
 // dropOutlierPairs leaves out, per job, the pairs whose ratio lies beyond
 // OutlierSigmas robust standard deviations of the job's median ratio, at
-// most one in OutlierShare.
-func dropOutlierPairs(pv []pairValue) ([]pairValue, []string) {
+// most one in OutlierShare. The robust SD is the job's own, but never
+// below floor (the typical job's of the history, see pairScale): the MAD
+// of 8 ratios is small by chance often enough that on clean normal runs
+// a plain pair was left out of 6.5% of jobs, and the variance with it.
+func dropOutlierPairs(pv []pairValue, floor float64) ([]pairValue, []string) {
+	floor = math.Max(floor, outlierScaleFloor)
 	bySession := map[string][]int{}
 	var order []string
 	for i, v := range pv {
@@ -128,9 +132,9 @@ func dropOutlierPairs(pv []pairValue) ([]pairValue, []string) {
 		for k, i := range idx {
 			r[k] = pv[i].r()
 		}
-		scale := math.Max(stats.MADScale(r), outlierScaleFloor)
+		scale := math.Max(stats.MADScale(r), floor)
 		med := stats.Median(r)
-		for _, k := range stats.Outliers(r, OutlierSigmas, outlierScaleFloor, len(r)/OutlierShare) {
+		for _, k := range stats.Outliers(r, OutlierSigmas, floor, len(r)/OutlierShare) {
 			drop[idx[k]] = true
 			notes = append(notes, fmt.Sprintf("outlier pair %d of job %s left out (ratio %+.1f%%, %.1f robust SDs from the job's median; at most 1 pair in %d)",
 				pv[idx[k]].index, s, 100*math.Expm1(r[k]-med), math.Abs(r[k]-med)/scale, OutlierShare))
@@ -301,7 +305,7 @@ func (j *judge) pairPrior(m config.Metric, hist []Session, pairHist [][]Pair) (f
 			continue
 		}
 		if !m.Absolute {
-			pv, _ = dropOutlierPairs(pv)
+			pv, _ = dropOutlierPairs(pv, 0)
 		}
 		u := unitEstimate(pv)
 		ss += u.v * u.df
@@ -320,6 +324,41 @@ func (j *judge) pairPrior(m config.Metric, hist []Session, pairHist [][]Pair) (f
 		return 2 * p.variance(), p.df
 	}
 	return 0, 0
+}
+
+// pairScale is the robust SD of pair ratios in a typical earlier job of
+// the same setup: the median over the history's interleaved jobs of each
+// job's 1.4826·MAD of its ratios; 0 without such a history.
+func (j *judge) pairScale(m config.Metric, pairHist [][]Pair) float64 {
+	var scales []float64
+	for _, set := range pairHist {
+		var good []Pair
+		for _, pr := range set {
+			if pr.Base == nil || pr.Head == nil {
+				continue
+			}
+			if _, bad := invalid(pr.Base); bad {
+				continue
+			}
+			if _, bad := invalid(pr.Head); bad {
+				continue
+			}
+			good = append(good, pr)
+		}
+		pv, _ := j.pairValues(m, good)
+		if len(pv) < MinPairs {
+			continue
+		}
+		r := make([]float64, len(pv))
+		for i, v := range pv {
+			r[i] = v.r()
+		}
+		scales = append(scales, stats.MADScale(r))
+	}
+	if len(scales) == 0 {
+		return 0
+	}
+	return stats.Median(scales)
 }
 
 // historyFields are what a history set must share with the runs judged

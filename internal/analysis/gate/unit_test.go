@@ -143,6 +143,77 @@ func TestOutlierPairLeftOut(t *testing.T) {
 	}
 }
 
+// The outlier rule's robust SD is the job's own, but never below the
+// typical job's of the history: a job whose eight ratios happen to lie
+// close together does not make an ordinary pair an outlier, while a whole
+// run 15% slow is still left out.
+func TestOutlierScaleFromHistory(t *testing.T) {
+	t.Parallel()
+	tr := tier(0.05, 3, "tpot_median")
+	quiet := []float64{0.002, -0.002, 0.001, -0.001, 0.002, -0.002, 0.001, -0.001}
+	// Earlier A/A jobs with pair ratios spread about 2%.
+	var noisy [][]Pair
+	for h := 0; h < 4; h++ {
+		f := []float64{0.02, -0.02, 0.015, -0.015, 0.025, -0.025, 0.01, -0.01}
+		set := pairsOf(flat(tpotLevels, make([]float64, 8)), flat(tpotLevels, f))
+		for i := range set {
+			set[i].Session = "h" + string(rune('1'+h))
+		}
+		noisy = append(noisy, set)
+	}
+	for _, tc := range []struct {
+		name    string
+		history [][]Pair
+		slow    float64 // pair 5's head, relative
+		dropped bool
+	}{
+		{"no history: +2.5% is 10 of the job's robust SDs", nil, 1.025, true},
+		{"a 2% history: +2.5% is an ordinary pair", noisy, 1.025, false},
+		{"a 2% history: a run 15% slow is still an outlier", noisy, 1.15, true},
+	} {
+		head := flat(tpotLevels, quiet)
+		head[5].Metrics["median_tpot_ms"] *= tc.slow
+		rep, err := ComparePaired(pairsOf(flat(tpotLevels, make([]float64, 8)), head), tr, Options{History: History{Paired: tc.history}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := metric(t, rep, "tpot_median")
+		if got := strings.Contains(m.Estimator, "outlier pair 5"); got != tc.dropped || (m.CandidateRuns == 7) != tc.dropped {
+			t.Errorf("%s: dropped %v on %d pairs (%s)", tc.name, got, m.CandidateRuns, m.Estimator)
+		}
+	}
+}
+
+// On clean normal runs (CV 2%, no outliers) the outlier rule leaves a
+// pair out of almost no job once the history's typical scale floors the
+// job's own: with the job's MAD of 8 ratios alone it did in 6.5% of jobs.
+func TestOutlierRuleQuietOnCleanRuns(t *testing.T) {
+	t.Parallel()
+	merge, _ := config.Default().Tier("merge")
+	m, _ := config.LookupMetric("tpot_median")
+	st := Stresses()[0]
+	sc := SimConfig{Tier: merge, Design: DesignInterleaved, Runs: 8, BaselineRuns: 5, HistorySets: 4, SessionCV: 0.02, Drift: 0.002,
+		Metric: "tpot_median", World: st.World}
+	s := &simulator{cfg: sc, model: st.Model, key: m.Key, rng: rand.New(rand.NewPCG(5, 1))}
+	j := &judge{cache: newSeriesCache()}
+	const jobs = 1000
+	own, floored := 0, 0
+	for g := 0; g < jobs; g++ {
+		hist := s.history()
+		pv, _ := j.pairValues(m, s.newEvidence(0).pairs)
+		if _, notes := dropOutlierPairs(pv, 0); len(notes) > 0 {
+			own++
+		}
+		if _, notes := dropOutlierPairs(pv, j.pairScale(m, hist.Paired)); len(notes) > 0 {
+			floored++
+		}
+	}
+	t.Logf("clean jobs with a pair left out: %d of %d on the job's scale, %d with the history's floor", own, jobs, floored)
+	if own < jobs*3/100 || floored > jobs*15/1000 {
+		t.Errorf("clean jobs with a pair left out: %d of %d on the job's scale, %d with the history's floor", own, jobs, floored)
+	}
+}
+
 // A run without the metric (or with a zero) drops its pair, not the
 // metric; the stored comparison drops the run.
 func TestMissingRunDropsTheRun(t *testing.T) {
