@@ -65,7 +65,7 @@ func evidenceRuns(j *judge, m config.Metric, pairs []Pair) []mixedRun {
 			names = append(names, p.Session)
 		}
 	}
-	sort.SliceStable(names, func(a, b int) bool { return lessSession(names[a], names[b]) })
+	sort.SliceStable(names, func(a, b int) bool { return LessSession(names[a], names[b]) })
 	for i, n := range names {
 		jobs[n] = i
 	}
