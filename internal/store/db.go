@@ -73,6 +73,9 @@ type sqlStore struct {
 	// file, a connection of its own that goes before every waiting writer
 	// (sqliteturn.go). Otherwise w does.
 	ack *sql.DB
+	// gate holds the other statements back while a webhook is answered
+	// (urgent.go); nil but on a SQLite file.
+	gate *urgentGate
 
 	now    func() time.Time
 	shares fleet.Shares
