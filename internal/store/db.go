@@ -73,9 +73,6 @@ type sqlStore struct {
 	// of its own (ackConns); on a SQLite file they go before every waiting
 	// writer (sqliteturn.go). Otherwise (in-memory SQLite) w does.
 	ack *sql.DB
-	// gate holds the other statements back while a webhook is answered
-	// (urgent.go); nil but on a SQLite file.
-	gate *urgentGate
 
 	now    func() time.Time
 	shares fleet.Shares

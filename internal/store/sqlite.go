@@ -53,11 +53,7 @@ func openSQLite(ctx context.Context, dsn string, o options) (Store, error) {
 	// This process's writers take turns at SQLite's one write lock
 	// (sqliteturn.go): the connection below, and the webhooks' own.
 	turn := &writeTurn{}
-	var gate *urgentGate
-	if !memory {
-		gate = newUrgentGate()
-	}
-	wc, err := newTurnConnector(writeDSN, turn, gate, false)
+	wc, err := newTurnConnector(writeDSN, turn, false)
 	if err != nil {
 		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
 	}
@@ -68,7 +64,7 @@ func openSQLite(ctx context.Context, dsn string, o options) (Store, error) {
 	// reads then writes (a claim) cannot be overtaken by another process.
 	w.SetMaxOpenConns(1)
 	w.SetConnMaxIdleTime(0)
-	s := &sqlStore{d: sqliteDialect, w: w, r: w, gate: gate, now: o.now, shares: o.shares, instance: o.instance}
+	s := &sqlStore{d: sqliteDialect, w: w, r: w, now: o.now, shares: o.shares, instance: o.instance}
 	if err := migrate(ctx, s); err != nil {
 		_ = w.Close()
 		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
@@ -79,7 +75,7 @@ func openSQLite(ctx context.Context, dsn string, o options) (Store, error) {
 		// writer queued; several, so that acks arriving together queue in
 		// the turn's order rather than at random for one connection (an
 		// in-memory database is one connection's).
-		ac, err := newTurnConnector(writeDSN, turn, gate, true)
+		ac, err := newTurnConnector(writeDSN, turn, true)
 		if err != nil {
 			_ = w.Close()
 			return nil, fmt.Errorf("open sqlite %s: %w", path, err)
@@ -91,13 +87,12 @@ func openSQLite(ctx context.Context, dsn string, o options) (Store, error) {
 	if !memory {
 		// Opened after the writer switched the file to WAL, so these
 		// connections read a snapshot while a write is in progress.
-		rc, err := newTurnConnector(base+common+"&_pragma=query_only(1)", nil, gate, false)
+		r, err := sql.Open("sqlite", base+common+"&_pragma=query_only(1)")
 		if err != nil {
 			_ = w.Close()
 			_ = s.ack.Close()
 			return nil, fmt.Errorf("open sqlite %s for reading: %w", path, err)
 		}
-		r := sql.OpenDB(rc)
 		r.SetMaxOpenConns(4)
 		s.r = r
 	}

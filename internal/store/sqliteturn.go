@@ -87,22 +87,19 @@ func removeWaiter(q *[]chan struct{}, ch chan struct{}) bool {
 }
 
 // turnConnector opens SQLite connections that take turn before each
-// write: a statement outside a transaction, or a transaction. Unless
-// urgent, they first yield to the answers in flight (urgent.go). A
-// connector without a turn (the readers') only yields.
+// write: a statement outside a transaction, or a transaction.
 type turnConnector struct {
 	base   driver.Connector
 	turn   *writeTurn
-	gate   *urgentGate
 	urgent bool
 }
 
-func newTurnConnector(dsn string, turn *writeTurn, gate *urgentGate, urgent bool) (driver.Connector, error) {
+func newTurnConnector(dsn string, turn *writeTurn, urgent bool) (driver.Connector, error) {
 	base, err := sqlite.NewConnector(dsn)
 	if err != nil {
 		return nil, err
 	}
-	return &turnConnector{base: base, turn: turn, gate: gate, urgent: urgent}, nil
+	return &turnConnector{base: base, turn: turn, urgent: urgent}, nil
 }
 
 func (c *turnConnector) Connect(ctx context.Context) (driver.Conn, error) {
@@ -110,7 +107,7 @@ func (c *turnConnector) Connect(ctx context.Context) (driver.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &turnConn{inner: conn, turn: c.turn, gate: c.gate, urgent: c.urgent}, nil
+	return &turnConn{inner: conn, turn: c.turn, urgent: c.urgent}, nil
 }
 
 func (c *turnConnector) Driver() driver.Driver { return c.base.Driver() }
@@ -119,28 +116,9 @@ func (c *turnConnector) Driver() driver.Driver { return c.base.Driver() }
 // goroutine at a time, so inTx needs no lock.
 type turnConn struct {
 	inner  driver.Conn
-	turn   *writeTurn // nil: a reader, which takes no turn
-	gate   *urgentGate
+	turn   *writeTurn
 	urgent bool
 	inTx   bool
-}
-
-// take yields to the answers in flight, unless this is one, then takes
-// the write turn (a writer).
-func (c *turnConn) take(ctx context.Context) error {
-	if !c.urgent {
-		c.gate.yield(ctx)
-	}
-	if c.turn == nil {
-		return nil
-	}
-	return c.turn.acquire(ctx, c.urgent)
-}
-
-func (c *turnConn) give() {
-	if c.turn != nil {
-		c.turn.release()
-	}
 }
 
 // The optional interfaces every modernc connection implements.
@@ -191,12 +169,12 @@ func (c *turnConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.T
 	if err != nil {
 		return nil, err
 	}
-	if err := c.take(ctx); err != nil {
+	if err := c.turn.acquire(ctx, c.urgent); err != nil {
 		return nil, err
 	}
 	tx, err := f.BeginTx(ctx, opts)
 	if err != nil {
-		c.give()
+		c.turn.release()
 		return nil, err
 	}
 	c.inTx = true
@@ -211,10 +189,10 @@ func (c *turnConn) ExecContext(ctx context.Context, query string, args []driver.
 	if c.inTx {
 		return f.ExecContext(ctx, query, args)
 	}
-	if err := c.take(ctx); err != nil {
+	if err := c.turn.acquire(ctx, c.urgent); err != nil {
 		return nil, err
 	}
-	defer c.give()
+	defer c.turn.release()
 	return f.ExecContext(ctx, query, args)
 }
 
@@ -227,15 +205,15 @@ func (c *turnConn) QueryContext(ctx context.Context, query string, args []driver
 		return f.QueryContext(ctx, query, args)
 	}
 	// A write with RETURNING holds the lock until its rows are closed.
-	if err := c.take(ctx); err != nil {
+	if err := c.turn.acquire(ctx, c.urgent); err != nil {
 		return nil, err
 	}
 	rows, err := f.QueryContext(ctx, query, args)
 	if err != nil {
-		c.give()
+		c.turn.release()
 		return nil, err
 	}
-	return &turnRows{Rows: rows, release: c.give}, nil
+	return &turnRows{Rows: rows, release: c.turn.release}, nil
 }
 
 func (c *turnConn) Ping(ctx context.Context) error {
@@ -278,7 +256,7 @@ func (t *turnTx) Rollback() error {
 func (t *turnTx) end() {
 	t.once.Do(func() {
 		t.c.inTx = false
-		t.c.give()
+		t.c.turn.release()
 	})
 }
 

@@ -121,9 +121,6 @@ type Store interface {
 	GetApproval(ctx context.Context, repo, sha string) (Approval, error)
 
 	// Webhook inbox.
-	// Urgent marks a webhook's answer in flight until done is called: on
-	// SQLite the other statements yield to it (urgent.go).
-	Urgent() (done func())
 	AcceptDelivery(ctx context.Context, id, event string, payload []byte, order DeliveryOrder) (Accepted, error)
 	ClaimDeliveries(ctx context.Context, limit int, lease time.Duration) ([]Delivery, error)
 	PlaceDeliveries(ctx context.Context, limit int, place func(event string, payload []byte) DeliveryOrder) (int, error)

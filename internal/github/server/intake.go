@@ -22,11 +22,8 @@ import (
 //     what GitHub sends at), so a trickling body is cut in seconds.
 //
 // The receiver then checks the signature of a body already in memory.
-// From then until the answer, the store's other work yields to it
-// (urgent; store.Store.Urgent): a slow body holds nothing back.
 type webhookIntake struct {
 	next         http.Handler
-	urgent       func() (done func())
 	budget       *semaphore.Weighted
 	maxBody      int64
 	chunk        int64
@@ -42,8 +39,8 @@ const (
 	maxWebhookBody     = 25 << 20 // GitHub caps payloads at 25 MB
 )
 
-func newWebhookIntake(next http.Handler, budget int64, urgent func() (done func())) *webhookIntake {
-	return &webhookIntake{next: next, urgent: urgent, budget: semaphore.NewWeighted(budget), maxBody: min(maxWebhookBody, budget),
+func newWebhookIntake(next http.Handler, budget int64) *webhookIntake {
+	return &webhookIntake{next: next, budget: semaphore.NewWeighted(budget), maxBody: min(maxWebhookBody, budget),
 		chunk: intakeChunk, chunkTimeout: intakeChunkTimeout, wait: intakeWait}
 }
 
@@ -84,9 +81,6 @@ func (in *webhookIntake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	r.Body = io.NopCloser(bytes.NewReader(buf.Bytes()))
-	if in.urgent != nil {
-		defer in.urgent()()
-	}
 	in.next.ServeHTTP(w, r)
 }
 

@@ -270,7 +270,7 @@ func New(cfg Config, st store.Store, log zerolog.Logger, now func() time.Time) (
 		Poll: cfg.Loop.Poll, Now: now, Log: log})
 
 	mux := http.NewServeMux()
-	mux.Handle(app.WebhookPath, cfg.Metrics.Webhook(newWebhookIntake(a.Handler(), cfg.HTTP.WebhookInFlightBytes, st.Urgent)))
+	mux.Handle(app.WebhookPath, cfg.Metrics.Webhook(newWebhookIntake(a.Handler(), cfg.HTTP.WebhookInFlightBytes)))
 	agentAPI := agentserver.NewServer(st, agentserver.Options{
 		RegistrationToken: cfg.AgentRegistrationToken, Lease: cfg.Lease, LongPoll: cfg.LongPoll,
 		OnJobDone: s.dispatch.JobDone, Log: log, Now: now,
