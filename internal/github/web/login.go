@@ -67,8 +67,8 @@ type sessionKey struct{}
 // withSession finds the request's session in the store, rotates its id
 // when due, and carries it in the request's context.
 func (h *Handler) withSession(w http.ResponseWriter, r *http.Request) *http.Request {
-	if h.signIn == nil {
-		return r
+	if h.signIn == nil || strings.HasPrefix(r.URL.Path, "/static/") {
+		return r // the stylesheet and scripts are the same for everyone: no store read
 	}
 	c, err := r.Cookie(sessionCookie)
 	if err != nil {
