@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"slices"
 	"sort"
 	"time"
 )
@@ -145,9 +144,6 @@ func (s *sqlStore) AcceptDelivery(ctx context.Context, id, event string, payload
 	return AcceptedAgain, nil
 }
 
-// placeChunk is the most places one write transaction records.
-const placeChunk = 16
-
 // PlaceDeliveries places up to limit pending deliveries accepted with
 // DeliveryOrder.Later among their subjects' deliveries, with the order
 // place reads from each payload, and returns how many it placed. The
@@ -191,22 +187,17 @@ func (s *sqlStore) PlaceDeliveries(ctx context.Context, limit int, place func(ev
 	if len(ps) == 0 {
 		return 0, nil
 	}
-	// In short transactions: a webhook's insert waits for the one in
-	// progress, and on a host short of CPU one of 256 updates held SQLite's
-	// write lock 145 ms at the median, 1.5 s at worst (docs/replicas.md).
-	for chunk := range slices.Chunk(ps, placeChunk) {
-		err = s.tx(ctx, func(tx *sql.Tx) error {
-			for _, p := range chunk {
-				if _, err := tx.ExecContext(ctx, s.q(`UPDATE webhook_inbox SET subject = ?, order_at = ?
-					WHERE delivery_id = ? AND order_at = 0`), p.subject, p.at, p.id); err != nil {
-					return err
-				}
+	err = s.tx(ctx, func(tx *sql.Tx) error {
+		for _, p := range ps {
+			if _, err := tx.ExecContext(ctx, s.q(`UPDATE webhook_inbox SET subject = ?, order_at = ?
+				WHERE delivery_id = ? AND order_at = 0`), p.subject, p.at, p.id); err != nil {
+				return err
 			}
-			return nil
-		})
-		if err != nil {
-			return 0, fmt.Errorf("place deliveries: %w", err)
 		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("place deliveries: %w", err)
 	}
 	return len(ps), nil
 }
