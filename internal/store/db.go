@@ -69,9 +69,9 @@ type sqlStore struct {
 	// failing with SQLITE_BUSY; on PostgreSQL r and w are the same pool.
 	w *sql.DB
 	r *sql.DB
-	// ack takes a webhook's insert (AcceptDelivery) when set: connections
-	// of its own (ackConns); on a SQLite file they go before every waiting
-	// writer (sqliteturn.go). Otherwise (in-memory SQLite) w does.
+	// ack takes a webhook's insert (AcceptDelivery) when set: on a SQLite
+	// file, a connection of its own that goes before every waiting writer
+	// (sqliteturn.go). Otherwise w does.
 	ack *sql.DB
 
 	now    func() time.Time

@@ -9,10 +9,6 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 )
 
-// ackConns is the connections a webhook's inserts have to themselves,
-// beside the pool's (PostgreSQL and a SQLite file alike).
-const ackConns = 4
-
 // openPostgres opens a pgx pool through database/sql. Several replicas may
 // share the database: claims use FOR UPDATE SKIP LOCKED and migrations hold
 // an advisory lock.
@@ -41,12 +37,5 @@ func openPostgres(ctx context.Context, dsn string, o options) (Store, error) {
 		_ = db.Close()
 		return nil, fmt.Errorf("open postgres %s:%d/%s: %w", cfg.Host, cfg.Port, cfg.Database, err)
 	}
-	// A webhook's insert has connections of its own, so it never waits
-	// for one the workers hold (their transactions can outlast a backlog's
-	// bursts).
-	s.ack = stdlib.OpenDB(*cfg)
-	s.ack.SetMaxOpenConns(ackConns)
-	s.ack.SetMaxIdleConns(ackConns)
-	s.ack.SetConnMaxIdleTime(5 * time.Minute)
 	return s, nil
 }

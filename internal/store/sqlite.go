@@ -81,7 +81,7 @@ func openSQLite(ctx context.Context, dsn string, o options) (Store, error) {
 			return nil, fmt.Errorf("open sqlite %s: %w", path, err)
 		}
 		s.ack = sql.OpenDB(ac)
-		s.ack.SetMaxOpenConns(ackConns)
+		s.ack.SetMaxOpenConns(4)
 		s.ack.SetConnMaxIdleTime(0)
 	}
 	if !memory {
