@@ -125,8 +125,9 @@ func (ss *sessions) get(ctx context.Context, id string, now time.Time) (*session
 	}
 	token, err := ss.open(rec.Login, rec.TokenSealed)
 	if err != nil {
-		// Nobody can use it any more: sign the browser out.
-		_ = ss.drop(ctx, rec.ID)
+		// Signed out here, but not deleted: a replica with the wrong key
+		// (a key being changed) must not end the others' sessions. The
+		// row expires and is purged like any other.
 		return nil, fmt.Errorf("session of %s: %w", rec.Login, err)
 	}
 	return &session{id: rec.ID, login: rec.Login, token: token, expires: rec.ExpiresAt, rotated: rec.RotatedAt, idHash: h}, nil
