@@ -150,6 +150,8 @@ type Store interface {
 	ArtifactBlobs
 	// Periodic jobs run once across replicas (singletons.go).
 	Singletons
+	// The dashboard's sign-in sessions (sessions.go).
+	Sessions
 
 	// Shared reports whether several processes (server replicas) may use
 	// the database at once (PostgreSQL): what they must all see lives in

@@ -25,8 +25,9 @@ import (
 // pull_request deliveries at 50 a second, on SQLite and on PostgreSQL
 // (PERFGATE_TEST_POSTGRES, default 127.0.0.1:5432; skipped when it is not
 // reachable). It reports the time to the answer at p50, p99 and max, the
-// answers that came after GitHub's 10 s, and the answers that were not
-// 202. Knobs, all environment variables:
+// answers that came after GitHub's 10 s, the answers that were not 202,
+// and the host's 1-minute load average as the deliveries began and as
+// they ended (on a shared host the load decides the tail). Knobs, all environment variables:
 //
 //	PERFGATE_BENCH_DELIVERIES  deliveries measured (default 200)
 //	PERFGATE_BENCH_BACKLOG     deliveries stored before the first one, for
@@ -101,6 +102,7 @@ func ackRun(b *testing.B, dsn string, n, backlog int) {
 		other int
 		wg    sync.WaitGroup
 	)
+	loadStart := loadAverage(b)
 	tick := time.NewTicker(time.Second / rate)
 	for i, body := range bodies[backlog:] {
 		<-tick.C
@@ -120,6 +122,7 @@ func ackRun(b *testing.B, dsn string, n, backlog int) {
 	}
 	tick.Stop()
 	wg.Wait()
+	loadEnd := loadAverage(b)
 	sort.Slice(lats, func(i, j int) bool { return lats[i] < lats[j] })
 	late := 0
 	for _, d := range lats {
@@ -133,6 +136,24 @@ func ackRun(b *testing.B, dsn string, n, backlog int) {
 	b.ReportMetric(ms(lats[len(lats)-1]), "max-ms")
 	b.ReportMetric(float64(late), "after-10s")
 	b.ReportMetric(float64(other), "not-202")
+	b.ReportMetric(loadStart, "load-start")
+	b.ReportMetric(loadEnd, "load-end")
+}
+
+// loadAverage is the host's 1-minute load average (/proc/loadavg), -1
+// where there is none.
+func loadAverage(b *testing.B) float64 {
+	raw, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		b.Logf("load average: %v", err)
+		return -1
+	}
+	var one float64
+	if _, err := fmt.Sscan(string(raw), &one); err != nil {
+		b.Logf("load average %q: %v", raw, err)
+		return -1
+	}
+	return one
 }
 
 // envInt reads a whole number from the environment, else def.

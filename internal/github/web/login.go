@@ -14,7 +14,6 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"sync"
 	"time"
 )
 
@@ -24,12 +23,13 @@ import (
 // a state bound to this browser by a cookie; GitHub sends it back to
 // /oauth/callback with a code, which the server exchanges, with the
 // client secret, for a user token. The token stays on the server: the
-// browser holds only a random session id. Every private page and API
+// browser holds only a random session id, and the store only its hash and
+// the token sealed (sessions.go). Every private page and API
 // answer then asks GitHub, with the person's token, whether they may read
 // that repository (GET /repos/{owner}/{name} is 404 for those who may
 // not), and remembers the answer for AccessTTL only, so access taken away
 // on GitHub closes the pages within that time. Signing out forgets the
-// session and revokes the token at GitHub.
+// session, on every replica, and revokes the token at GitHub.
 
 // SignIn is the app's OAuth client.
 type SignIn struct {
@@ -62,103 +62,33 @@ const (
 // (revoked, or the app uninstalled): the session ends.
 var errSignedOut = errors.New("the GitHub token was revoked or expired")
 
-// session is one signed-in browser.
-type session struct {
-	login, token string
-	expires      time.Time
-	issued       time.Time // of the current id
-
-	mu     sync.Mutex
-	access map[string]accessEntry
-}
-
-type accessEntry struct {
-	ok    bool
-	until time.Time
-}
-
-type sessionRef struct {
-	s     *session
-	until time.Time // an old id's grace; zero for the current id
-}
-
-// sessions is the server's sessions, in memory: a restart signs everyone
-// out, which costs one click each.
-type sessions struct {
-	mu sync.Mutex
-	m  map[string]sessionRef
-}
-
-func (ss *sessions) get(id string, now time.Time) *session {
-	ss.mu.Lock()
-	defer ss.mu.Unlock()
-	ref, ok := ss.m[id]
-	if !ok {
-		return nil
-	}
-	if now.After(ref.s.expires) || (!ref.until.IsZero() && now.After(ref.until)) {
-		delete(ss.m, id)
-		return nil
-	}
-	return ref.s
-}
-
-// add files s under a new id; an old id (rotation) keeps working briefly.
-func (ss *sessions) add(s *session, old string, now time.Time) (string, error) {
-	id, err := randomToken(32)
-	if err != nil {
-		return "", err
-	}
-	ss.mu.Lock()
-	defer ss.mu.Unlock()
-	for k, ref := range ss.m { // sweep: sessions are few, sign-ins rare
-		if now.After(ref.s.expires) || (!ref.until.IsZero() && now.After(ref.until)) {
-			delete(ss.m, k)
-		}
-	}
-	s.issued = now
-	ss.m[id] = sessionRef{s: s}
-	if old != "" {
-		if ref, ok := ss.m[old]; ok && ref.s == s {
-			ss.m[old] = sessionRef{s: s, until: now.Add(rotateGrace)}
-		}
-	}
-	return id, nil
-}
-
-// drop forgets every id of s.
-func (ss *sessions) drop(s *session) {
-	ss.mu.Lock()
-	defer ss.mu.Unlock()
-	for k, ref := range ss.m {
-		if ref.s == s {
-			delete(ss.m, k)
-		}
-	}
-}
-
 type sessionKey struct{}
 
-// withSession finds the request's session, rotates its id when due, and
-// carries it in the request's context.
+// withSession finds the request's session in the store, rotates its id
+// when due, and carries it in the request's context.
 func (h *Handler) withSession(w http.ResponseWriter, r *http.Request) *http.Request {
-	if h.signIn == nil {
-		return r
+	if h.signIn == nil || strings.HasPrefix(r.URL.Path, "/static/") {
+		return r // the stylesheet and scripts are the same for everyone: no store read
 	}
 	c, err := r.Cookie(sessionCookie)
 	if err != nil {
 		return r
 	}
 	now := h.now()
-	s := h.sessions.get(c.Value, now)
+	s, err := h.sessions.get(r.Context(), c.Value, now)
+	if err != nil {
+		h.log.Warn().Err(err).Msg("sign-in: read the session: treated as signed out")
+		return r
+	}
 	if s == nil {
 		return r
 	}
-	s.mu.Lock()
-	due := now.Sub(s.issued) >= rotateEvery
-	s.mu.Unlock()
-	if due {
-		if id, err := h.sessions.add(s, c.Value, now); err == nil {
+	if now.Sub(s.rotated) >= rotateEvery {
+		id, err := h.sessions.rotate(r.Context(), s, now)
+		if err != nil {
+			h.log.Warn().Err(err).Str("user", s.login).Msg("sign-in: rotate the session id")
+		}
+		if id != "" {
 			h.setSessionCookie(w, r, id, s.expires)
 		}
 	}
@@ -188,24 +118,21 @@ func (h *Handler) setCookie(w http.ResponseWriter, r *http.Request, name, value,
 // repo; the answer is kept for AccessTTL.
 func (h *Handler) userMayRead(ctx context.Context, s *session, repo string) bool {
 	now := h.now()
-	s.mu.Lock()
-	e, ok := s.access[repo]
-	s.mu.Unlock()
-	if ok && now.Before(e.until) {
-		return e.ok
+	if may, ok := h.sessions.cachedAccess(s.id, repo, now); ok {
+		return may
 	}
 	may, err := h.askRepo(ctx, s.token, repo)
 	if errors.Is(err, errSignedOut) {
-		h.sessions.drop(s)
+		if err := h.sessions.drop(ctx, s.id); err != nil {
+			h.log.Warn().Err(err).Str("user", s.login).Msg("sign-in: end the session of a revoked token")
+		}
 		return false
 	}
 	if err != nil {
 		h.log.Warn().Err(err).Str("repo", repo).Str("user", s.login).Msg("repository access unknown: treated as none")
 		return false
 	}
-	s.mu.Lock()
-	s.access[repo] = accessEntry{ok: may, until: now.Add(AccessTTL)}
-	s.mu.Unlock()
+	h.sessions.rememberAccess(s.id, repo, may, now.Add(AccessTTL))
 	return may
 }
 
@@ -307,19 +234,18 @@ func (h *Handler) callback(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	now := h.now()
-	s := &session{login: login, token: token, expires: now.Add(SessionTTL), access: map[string]accessEntry{}}
 	// Any session the browser had is replaced, not extended.
-	if old, err := r.Cookie(sessionCookie); err == nil {
-		if prev := h.sessions.get(old.Value, now); prev != nil {
-			h.sessions.drop(prev)
+	if prev := sessionOf(r.Context()); prev != nil {
+		if err := h.sessions.drop(r.Context(), prev.id); err != nil {
+			h.log.Warn().Err(err).Str("user", prev.login).Msg("sign-in: end the browser's previous session")
 		}
 	}
-	id, err := h.sessions.add(s, "", now)
+	id, expires, err := h.sessions.create(r.Context(), login, token, now)
 	if err != nil {
-		h.internal(w, r, err)
+		h.internal(w, r, fmt.Errorf("start a session: %w", err))
 		return
 	}
-	h.setSessionCookie(w, r, id, s.expires)
+	h.setSessionCookie(w, r, id, expires)
 	h.log.Info().Str("user", login).Msg("signed in")
 	if next == "" {
 		next = "/"
@@ -330,7 +256,11 @@ func (h *Handler) callback(w http.ResponseWriter, r *http.Request) {
 // logout ends the session here and its token at GitHub.
 func (h *Handler) logout(w http.ResponseWriter, r *http.Request) {
 	if s := sessionOf(r.Context()); s != nil {
-		h.sessions.drop(s)
+		if err := h.sessions.drop(r.Context(), s.id); err != nil {
+			h.log.Error().Err(err).Str("user", s.login).Msg("sign-out: end the session")
+			h.internal(w, r, fmt.Errorf("end the session: %w", err))
+			return
+		}
 		if err := h.revoke(r.Context(), s.token); err != nil {
 			h.log.Warn().Err(err).Str("user", s.login).Msg("sign-out: revoke the GitHub token")
 		}

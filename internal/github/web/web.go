@@ -55,6 +55,8 @@ type Store interface {
 	ListJobs(ctx context.Context, f store.JobFilter) ([]store.Job, error)
 	GetArtifact(ctx context.Context, id int64) (store.Artifact, error)
 	ListArtifacts(ctx context.Context, jobID int64) ([]store.Artifact, error)
+	// Sign-in sessions (sessions.go).
+	store.Sessions
 }
 
 // Options configure the dashboard.
@@ -96,7 +98,7 @@ type Handler struct {
 	artifacts ArtifactFiles
 	artKeep   time.Duration
 	signIn    *SignIn
-	sessions  sessions
+	sessions  *sessions
 }
 
 // New builds the dashboard.
@@ -116,10 +118,17 @@ func New(o Options) (*Handler, error) {
 		vis:       &cachedVisibility{next: vis, ttl: 5 * time.Minute, now: o.Now, m: map[string]visEntry{}},
 		levels:    baselineCache{m: map[int64]map[string]float64{}},
 		artifacts: o.Artifacts, artKeep: o.ArtifactKeep,
-		signIn: o.SignIn, sessions: sessions{m: map[string]sessionRef{}},
+		signIn: o.SignIn,
 	}
 	if s := o.SignIn; s != nil && (s.ClientID == "" || s.ClientSecret == "" || s.WebURL == "" || s.APIURL == "") {
 		return nil, fmt.Errorf("web: sign-in needs the OAuth client's id and secret and GitHub's web and API addresses")
+	}
+	if o.SignIn != nil {
+		ss, err := newSessions(o.Store, o.Signer.key, o.Log)
+		if err != nil {
+			return nil, err
+		}
+		h.sessions = ss
 	}
 	if err := h.parseTemplates(); err != nil {
 		return nil, err

@@ -100,6 +100,7 @@ func Run(t *testing.T, newDSN func(t testing.TB) string) {
 		{"FleetArrivals", testFleetArrivals},
 		{"RunningQueuedChecks", testRunningQueuedChecks},
 		{"Singletons", testSingletons},
+		{"Sessions", testSessions},
 		{"NotifyAcrossReplicas", testNotifyAcrossReplicas},
 		{"ClaimUnservedPool", testClaimUnservedPool},
 		{"UsageInSQL", testUsageInSQL},
