@@ -56,9 +56,10 @@ func sweepOf(url, arrivals string, resolution float64) (*capacity.Sweep, error) 
 	return s, err
 }
 
-// baseAndHead sweeps the two engines at once, as the runner's interleaved
-// sweep alternates them: a neighbour that slows the host mid-sweep slows
-// both alike, and the test waits on one sweep's wall time, not two.
+// baseAndHead sweeps the two engines at once: a neighbour that slows the
+// host mid-sweep slows both alike (what the runner's interleaved sweep
+// gets by alternating them), and the test waits on one sweep's wall time,
+// not two.
 func baseAndHead(t *testing.T, arrivals string, resolution float64) (base, head *capacity.Sweep) {
 	t.Helper()
 	urls := [2]string{kneeEngine(t, 64), kneeEngine(t, 9)}
