@@ -133,6 +133,10 @@ func TestBisectRunUnderGitBisect(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds perfgate and runs git bisect: not in -short")
 	}
+	// Beside the package's other parallel tests: it waits on the engines'
+	// 20 ms steps, they on the CPU. Like them it starts once the sequential
+	// tests, which set the process's environment and directory, are done.
+	t.Parallel()
 	n := 8
 	if v := os.Getenv("PERFGATE_BISECT_COMMITS"); v != "" {
 		var err error

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"net"
 	"net/http"
@@ -37,7 +38,23 @@ const regToken = "reg-secret"
 // perfgateBin is the perfgate binary the process tests run, built once.
 var perfgateBin string
 
+// endToEnd is how many of the end-to-end tests run at once when go test
+// is given no -parallel: each is its own server, store, agents and
+// engines (ports picked by the kernel), and each spends its time waiting
+// on its engines' simulated decode steps and on leases, not on the CPU,
+// so the default of GOMAXPROCS (two in CI) would leave the cores idle.
+const endToEnd = 6
+
 func TestMain(m *testing.M) {
+	flag.Parse() // testing.Short and the flag below need the flags parsed
+	given := false
+	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "test.parallel" })
+	if !given {
+		if err := flag.Set("test.parallel", strconv.Itoa(endToEnd)); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(2)
+		}
+	}
 	dir, err := os.MkdirTemp("", "perfgate-agent-test")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -170,7 +187,7 @@ func (e *env) runAgent(name, gpuUUID string) {
 	e.t.Helper()
 	a, err := agent.New(agent.Config{
 		Server: e.url(), Token: e.register(name, gpuUUID), Name: name, Labels: []string{"gpu"},
-		GPU: gpu.NewFakeProvider(gpu.NewFake(gpuUUID)), Log: zerolog.Nop(),
+		GPU: gpu.NewFakeProvider(gpu.NewFake(gpuUUID)), Log: zerolog.Nop(), CacheDir: filepath.Join(e.t.TempDir(), "sources"),
 		ClaimWait: time.Second, LogFlush: 200 * time.Millisecond, SampleInterval: 50 * time.Millisecond,
 		Backoff: agentapi.Backoff{Initial: 50 * time.Millisecond, Max: 500 * time.Millisecond},
 	})
@@ -295,6 +312,7 @@ func (e *env) checkSucceededOnce(id int64, repeats int) {
 // dead agent's late upload is refused.
 func TestAgentKilledMidRun(t *testing.T) {
 	skipShort(t)
+	t.Parallel()
 	e := newEnv(t, 2*time.Second)
 	job := e.enqueue(plan(agentapi.SimEngine{}, 20, 3, 2, 20), "quick", 1)
 	token1 := e.register("dead", "GPU-dead")
@@ -364,6 +382,7 @@ var (
 // answers 5xx fails the job with that reason in the job and its log, and no
 // engine process is left.
 func TestEngineFaults(t *testing.T) {
+	t.Parallel()
 	simCmd := []string{perfgateBin, "sim", "--addr", "127.0.0.1:{{.Port}}", "--model", "perfgate-sim"}
 	cmdPlan := func(argv []string, timeout time.Duration, prompts int) agentapi.Plan {
 		p := plan(agentapi.SimEngine{}, prompts, 3, 0, 20)
@@ -392,6 +411,7 @@ func TestEngineFaults(t *testing.T) {
 		{"process answers 5xx", cmdPlan(append(simCmd, "--error-rate", "1"), time.Minute, 10), "first request failed: HTTP 500: simulated engine error", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			e := newEnv(t, 10*time.Second)
 			job := e.enqueue(tc.plan, "quick", 1)
 			e.runAgent("a", "GPU-a")
@@ -430,6 +450,7 @@ func TestEngineFaults(t *testing.T) {
 // under the default two-minute lease (whose quarter was the old heartbeat).
 func TestSupersededCancelled(t *testing.T) {
 	skipShort(t)
+	t.Parallel()
 	e := newEnv(t, agentapi.DefaultLease)
 	job := e.enqueue(plan(agentapi.SimEngine{}, 100, 3, 0, 10), "quick", 7) // 3 runs of ~10 s
 	e.runAgent("a", "GPU-a")
@@ -456,6 +477,7 @@ func TestSupersededCancelled(t *testing.T) {
 // job ends succeeded exactly once, with results, environments and telemetry.
 func TestDoneWhen(t *testing.T) {
 	skipShort(t)
+	t.Parallel()
 	e := newEnv(t, 2*time.Second)
 	var jobs []store.Job
 	for i := range 2 {

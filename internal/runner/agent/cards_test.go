@@ -19,6 +19,7 @@ import (
 // restart whose cards changed (a driver upgrade) registers again under the
 // same row, while an unchanged restart reuses its identity.
 func TestCardsAtRegistration(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 10*time.Second)
 	stateDir := filepath.Join(t.TempDir(), "state")
 	card := gpu.NewFake("GPU-c1")

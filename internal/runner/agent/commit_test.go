@@ -154,6 +154,7 @@ func (e *env) log(id int64) string {
 // symlink points out of the tree is refused.
 func TestEnginePerCommit(t *testing.T) {
 	skipShort(t)
+	t.Parallel()
 	r := newRepo(t)
 	r.write("inference_engine/serve.sh", serveScript)
 	r.write("inference_engine/slowdown", "1.0\n")
@@ -311,6 +312,7 @@ func TestEnginePerCommit(t *testing.T) {
 // its agent's choosing, so neither fails "address already in use".
 func TestTwoAgentsOneHost(t *testing.T) {
 	skipShort(t)
+	t.Parallel()
 	e := newEnv(t, 10*time.Second)
 	p, err := agentapi.PlanFromConfig(mustConfig(t), "quick")
 	if err != nil {
@@ -359,6 +361,7 @@ func mustConfig(t *testing.T) *config.Config {
 // registration token in its environment runs a command engine whose
 // environment holds neither, nor any PERFGATE_* variable.
 func TestEngineEnvironment(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, 10*time.Second)
 	dump := filepath.Join(t.TempDir(), "engine.env")
 	p := plan(agentapi.SimEngine{}, 10, 1, 0, 20)
@@ -399,6 +402,7 @@ func TestEngineEnvironment(t *testing.T) {
 // without any token reuses it: one agent row, the same id.
 func TestStateDir(t *testing.T) {
 	skipShort(t)
+	t.Parallel()
 	e := newEnv(t, 10*time.Second)
 	state := filepath.Join(t.TempDir(), "state")
 	regFile := filepath.Join(t.TempDir(), "registration-token")

@@ -23,6 +23,7 @@ exec "$1" sim --addr "127.0.0.1:$2" --model perfgate-sim --no-noise --decode-ste
 // budget per start (the issue: ~8.9 MB of agent log per engine start).
 func TestEngineOutputPerJob(t *testing.T) {
 	skipShort(t)
+	t.Parallel()
 	r := newRepo(t)
 	r.write("inference_engine/serve.sh", spewScript)
 	base := r.commit("engine")

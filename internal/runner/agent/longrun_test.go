@@ -21,6 +21,7 @@ func TestCapacityAndSoakJobs(t *testing.T) {
 	if testing.Short() {
 		t.Skip("sweeps and soaks an engine for about half a minute")
 	}
+	t.Parallel()
 	e := newEnv(t, time.Minute)
 	p := plan(agentapi.SimEngine{DecodeStep: agentapi.Duration(2 * time.Millisecond)}, 10, 1, 2, 0)
 	p.BaseSHA = "def456"
@@ -94,6 +95,7 @@ func TestCapacityInterleavedBySteps(t *testing.T) {
 	if testing.Short() {
 		t.Skip("sweeps two engines for about ten seconds")
 	}
+	t.Parallel()
 	e := newEnv(t, time.Minute)
 	p := plan(agentapi.SimEngine{DecodeStep: agentapi.Duration(2 * time.Millisecond)}, 10, 1, 2, 0)
 	p.BaseSHA = "def456"

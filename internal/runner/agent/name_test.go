@@ -29,6 +29,7 @@ func (noCards) Close() error                    { return nil }
 // other. Before default names were unique per host both took the
 // hostname, shared one row and took the token from each other.
 func TestTwoAgentsOneHostWithoutFlags(t *testing.T) {
+	t.Parallel()
 	for _, tt := range []struct {
 		name  string
 		gpu   func() gpu.Provider

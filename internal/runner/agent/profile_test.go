@@ -17,6 +17,7 @@ import (
 // /stop_profile, and uploads each side's scheduler trace; a trace over
 // profile.max_bytes fails the job naming the cap.
 func TestProfilePass(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, time.Minute)
 	p := plan(agentapi.SimEngine{DecodeStep: agentapi.Duration(2 * time.Millisecond)}, 30, 1, 5, 0)
 	p.BaseSHA = "def456"

@@ -140,6 +140,7 @@ func heldHash(t *testing.T, st store.Store) string {
 // start was refused (401) for good, or its retried registration was
 // refused (409), and TestCardsAtRegistration hung under load.
 func TestReregistrationInterrupted(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		drop bool // the answer is lost (else the runner stops while it is on the way)
@@ -212,6 +213,7 @@ func TestReregistrationInterrupted(t *testing.T) {
 // ends with whichever token the server holds, with or without a
 // registration token.
 func TestPendingRegistrationOnRestart(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name          string
 		reg           string

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -38,12 +39,11 @@ func kneeEngine(t *testing.T, blocks int) string {
 	return srv.URL
 }
 
-func sweepOf(t *testing.T, url, arrivals string, resolution float64) *capacity.Sweep {
-	t.Helper()
+func sweepOf(url, arrivals string, resolution float64) (*capacity.Sweep, error) {
 	s, err := capacity.NewSweep(capacity.Plan{Rates: []float64{2, 4, 8, 16, 32}, Resolution: resolution},
 		capacity.SLO{TTFTms: 250})
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -53,10 +53,29 @@ func sweepOf(t *testing.T, url, arrivals string, resolution float64) *capacity.S
 		StepSeconds: 3,
 		MinPrompts:  24,
 	})
-	if err != nil {
-		t.Fatal(err)
+	return s, err
+}
+
+// baseAndHead sweeps the two engines at once: a neighbour that slows the
+// host mid-sweep slows both alike (what the runner's interleaved sweep
+// gets by alternating them), and the test waits on one sweep's wall time,
+// not two.
+func baseAndHead(t *testing.T, arrivals string, resolution float64) (base, head *capacity.Sweep) {
+	t.Helper()
+	urls := [2]string{kneeEngine(t, 64), kneeEngine(t, 9)}
+	var sweeps [2]*capacity.Sweep
+	var errs [2]error
+	var wg sync.WaitGroup
+	for i, url := range urls {
+		wg.Go(func() { sweeps[i], errs[i] = sweepOf(url, arrivals, resolution) })
 	}
-	return s
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("%s sweep: %v", [2]string{"base", "head"}[i], err)
+		}
+	}
+	return sweeps[0], sweeps[1]
 }
 
 // The sim has a real knee, and fewer KV blocks move it down while the
@@ -69,15 +88,16 @@ func TestKVBlocksMoveTheKnee(t *testing.T) {
 		t.Skip("sweeps a real engine for about a minute")
 	}
 	// Poisson arrivals are judged at a coarser resolution: fewer steps,
-	// and their bursts blur the knee anyway.
+	// and their bursts blur the knee anyway. The four sweeps run at once:
+	// each waits on its engine's 20 ms decode steps, not on the CPU.
 	for _, tc := range []struct {
 		arrivals   string
 		resolution float64
 	}{{Constant, 0.15}, {Poisson, 0.4}} {
 		arrivals := tc.arrivals
 		t.Run(arrivals, func(t *testing.T) {
-			base := sweepOf(t, kneeEngine(t, 64), arrivals, tc.resolution)
-			head := sweepOf(t, kneeEngine(t, 9), arrivals, tc.resolution)
+			t.Parallel()
+			base, head := baseAndHead(t, arrivals, tc.resolution)
 			bk, hk := base.Knee(), head.Knee()
 			t.Logf("base knee %+v, head knee %+v", bk, hk)
 			for _, j := range append(base.Steps, head.Steps...) {
