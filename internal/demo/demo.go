@@ -613,20 +613,11 @@ func Run(ctx context.Context, o Options) (*Outcome, error) {
 
 	// 2. The pull request whose commit slows the engine.
 	fmt.Fprintf(o.Out, "2. PR #%d (%s) changes the engine's files; GitHub sends a signed pull_request webhook…\n", slowPR, short(r.Slow))
-	if code, err := h.DeliverPR(ctx, "opened", slowPR, "demo-delivery-1"); err != nil || code/100 != 2 {
-		return nil, fmt.Errorf("webhook: %d %w", code, err)
-	}
-	warn, err := h.WaitCheck(ctx, fmt.Sprintf("PR #%d's quick check on %s to complete (the runner measures its head)", slowPR, short(r.Slow)), func(c githubtest.CheckRun) bool {
-		return c.Name == "perfgate / quick" && c.HeadSHA == r.Slow && c.Status == "completed"
-	})
+	warn, slow, err := h.openPR(ctx, slowPR, r.Slow, "demo-delivery-1", runs)
 	if err != nil {
 		return nil, err
 	}
 	out.Warning = warn
-	slow, err := h.noiseOf(ctx, slowPR, r.Slow, runs)
-	if err != nil {
-		return nil, err
-	}
 	out.Head = measured(slow.Head)
 	out.Head.Identity = h.Engine
 	fmt.Fprintf(o.Out, "   measured the head: %s\n   against the base:  %s\n", describe(out.Head), describe(out.Baseline))
@@ -639,20 +630,11 @@ func Run(ctx context.Context, o Options) (*Outcome, error) {
 	// 3. A pull request that only edits a README next to the engine: the
 	// engine from its tree is main's, and it passes.
 	fmt.Fprintf(o.Out, "3. PR #%d (%s) %s; it is measured the same way…\n", docsPR, short(r.Docs), r.docsWhat)
-	if code, err := h.DeliverPR(ctx, "opened", docsPR, "demo-delivery-2"); err != nil || code/100 != 2 {
-		return nil, fmt.Errorf("webhook: %d %w", code, err)
-	}
-	docs, err := h.WaitCheck(ctx, fmt.Sprintf("PR #%d's quick check on %s to complete (the runner measures its head)", docsPR, short(r.Docs)), func(c githubtest.CheckRun) bool {
-		return c.Name == "perfgate / quick" && c.HeadSHA == r.Docs && c.Status == "completed"
-	})
+	docs, docsNoise, err := h.openPR(ctx, docsPR, r.Docs, "demo-delivery-2", runs)
 	if err != nil {
 		return nil, err
 	}
 	out.Docs = docs
-	docsNoise, err := h.noiseOf(ctx, docsPR, r.Docs, runs)
-	if err != nil {
-		return nil, err
-	}
 	docsRuns := measured(docsNoise.Head)
 	docsRuns.Identity = h.Engine
 	fmt.Fprintf(o.Out, "   measured the head: %s\n   check run %q: %s — %s\n", describe(docsRuns), docs.Name, docs.Conclusion, docs.Title)
@@ -666,24 +648,11 @@ func Run(ctx context.Context, o Options) (*Outcome, error) {
 	// 4. Nobody fixes or appeals PR #17: 48 hours later it blocks — if the
 	// gate warned. An inconclusive check has no deadline and never blocks.
 	next := nextSteps(slow.Phase, docsNoise.Phase)
+	out.Comments = h.GitHub.Comments()
 	if next.escalate {
-		fmt.Fprintf(o.Out, "4. 48 hours pass with no fix to PR #%d, passing retest or upheld appeal…\n", slowPR)
-		h.Advance(48*time.Hour + time.Minute)
-		if err := h.Server.Dispatch().Escalate(ctx); err != nil {
-			return nil, fmt.Errorf("escalate after 48 hours: %w", err)
-		}
-		esc, err := h.WaitCheck(ctx, fmt.Sprintf("PR #%d's warning (check run %d) to turn into a blocking failure after its 48-hour deadline", slowPR, warn.ID),
-			func(c githubtest.CheckRun) bool { return c.ID == warn.ID && c.Conclusion == "failure" })
-		if err != nil {
+		if out.Escalated, err = h.escalate(ctx, o.Out, warn); err != nil {
 			return nil, err
 		}
-		out.Escalated = esc
-		out.Comments = h.GitHub.Comments()
-		fmt.Fprintf(o.Out, "   check run %q: %s — %s\n\n", esc.Name, esc.Conclusion, esc.Title)
-		if cs := out.Comments; len(cs) > 0 {
-			fmt.Fprintf(o.Out, "----- PR comment -----\n%s\n----------------------\n", cs[len(cs)-1].Body)
-		}
-	} else {
 		out.Comments = h.GitHub.Comments()
 	}
 	cut := conclude(o.Out, next, slow, docsNoise, loadAverage(), h.Engine == "")
@@ -697,6 +666,42 @@ func Run(ctx context.Context, o Options) (*Outcome, error) {
 		return out, cut
 	}
 	return out, nil
+}
+
+// openPR delivers pull request number's opened webhook for sha, waits for
+// its quick check to complete and gathers what explains the verdict.
+func (h *Harness) openPR(ctx context.Context, number int, sha, delivery string, baseline []*result.Result) (githubtest.CheckRun, prNoise, error) {
+	if code, err := h.DeliverPR(ctx, "opened", number, delivery); err != nil || code/100 != 2 {
+		return githubtest.CheckRun{}, prNoise{}, fmt.Errorf("webhook: %d %w", code, err)
+	}
+	c, err := h.WaitCheck(ctx, fmt.Sprintf("PR #%d's quick check on %s to complete (the runner measures its head)", number, short(sha)), func(c githubtest.CheckRun) bool {
+		return c.Name == "perfgate / quick" && c.HeadSHA == sha && c.Status == "completed"
+	})
+	if err != nil {
+		return githubtest.CheckRun{}, prNoise{}, err
+	}
+	noise, err := h.noiseOf(ctx, number, sha, baseline)
+	return c, noise, err
+}
+
+// escalate lets 48 hours pass on the injected clock and waits for warn to
+// turn into a blocking failure, printing the check and the last comment.
+func (h *Harness) escalate(ctx context.Context, w io.Writer, warn githubtest.CheckRun) (githubtest.CheckRun, error) {
+	fmt.Fprintf(w, "4. 48 hours pass with no fix to PR #%d, passing retest or upheld appeal…\n", slowPR)
+	h.Advance(48*time.Hour + time.Minute)
+	if err := h.Server.Dispatch().Escalate(ctx); err != nil {
+		return githubtest.CheckRun{}, fmt.Errorf("escalate after 48 hours: %w", err)
+	}
+	esc, err := h.WaitCheck(ctx, fmt.Sprintf("PR #%d's warning (check run %d) to turn into a blocking failure after its 48-hour deadline", slowPR, warn.ID),
+		func(c githubtest.CheckRun) bool { return c.ID == warn.ID && c.Conclusion == "failure" })
+	if err != nil {
+		return githubtest.CheckRun{}, err
+	}
+	fmt.Fprintf(w, "   check run %q: %s — %s\n\n", esc.Name, esc.Conclusion, esc.Title)
+	if cs := h.GitHub.Comments(); len(cs) > 0 {
+		fmt.Fprintf(w, "----- PR comment -----\n%s\n----------------------\n", cs[len(cs)-1].Body)
+	}
+	return esc, nil
 }
 
 // noiseOf gathers what explains pull request number's verdict: its

@@ -3,6 +3,7 @@ package demo
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -60,8 +61,10 @@ func warnThenEscalate(t *testing.T, dir string) {
 	if w.Conclusion != "neutral" {
 		t.Errorf("first verdict on a regression: conclusion %q, want neutral (a warning)\n%s", w.Conclusion, w.Summary)
 	}
-	if want := []string{"queued", "in_progress", "completed"}; strings.Join(w.Statuses, ",") != strings.Join(want, ",") {
-		t.Errorf("check statuses %v, want %v", w.Statuses, want)
+	// in_progress repeats when the gate adds runs before it decides (a
+	// noisy machine): the lifecycle's order is what must hold.
+	if want := []string{"queued", "in_progress", "completed"}; strings.Join(slices.Compact(slices.Clone(w.Statuses)), ",") != strings.Join(want, ",") {
+		t.Errorf("check statuses %v, want %v (in_progress may repeat)", w.Statuses, want)
 	}
 	if w.HeadSHA != out.Repo.Slow {
 		t.Errorf("check on %s, want the PR's head %s", w.HeadSHA, out.Repo.Slow)
