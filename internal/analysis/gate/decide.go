@@ -69,6 +69,11 @@ func newJudge(tier config.Tier, opt Options, design string) (*judge, *Report, er
 	if conf <= 0.5 || conf >= 1 || math.IsNaN(conf) {
 		return nil, nil, fmt.Errorf("compare: confidence %g outside (0.5, 1)", conf)
 	}
+	if opt.Looks.Plan == "" && len(opt.Looks.Spent) == 0 {
+		// A fresh budget takes the tier's spending plan; one already
+		// spent keeps the plan it started with.
+		opt.Looks.Plan = tier.Spending
+	}
 	looks, alpha, beta, err := opt.Looks.next(1-conf, opt.LastLook, opt.Reuse)
 	if err != nil {
 		return nil, nil, fmt.Errorf("compare: %w", err)

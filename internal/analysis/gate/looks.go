@@ -5,6 +5,7 @@ import (
 	"math"
 
 	"github.com/perfgate/perfgate/internal/analysis/stats"
+	"github.com/perfgate/perfgate/internal/vocab/config"
 )
 
 // Looks is one pull request's error budget: every judgement of its check
@@ -69,11 +70,11 @@ const (
 	// PlanPocock is the Lan–DeMets Pocock-type function α·ln(1+(e−1)t):
 	// nearly even looks, so the first look (which usually decides) keeps
 	// a third of α.
-	PlanPocock = "pocock"
+	PlanPocock = config.SpendingPocock
 	// PlanOBrienFleming is the Lan–DeMets O'Brien–Fleming-type function
 	// 2 − 2Φ(z_{1−α/2}/√t): almost nothing early, nearly all of α at the
 	// last look.
-	PlanOBrienFleming = "obrien-fleming"
+	PlanOBrienFleming = config.SpendingOBrienFleming
 )
 
 // DefaultMaxLooks bounds the looks of one pull request: the first job,

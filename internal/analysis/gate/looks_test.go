@@ -140,3 +140,21 @@ func TestReuseAndNextRound(t *testing.T) {
 		t.Errorf("evidence %q does not state the new plan and the bound", ev)
 	}
 }
+
+// A tier's spending plan starts every fresh budget, and a budget already
+// spent keeps the plan it started with.
+func TestTierSpendingPlan(t *testing.T) {
+	t.Parallel()
+	b, c := runs(lat, 0.01, 0), runs(lat, 0.01, 0)
+	tr := tier(0.05, 3, "tpot_p99")
+	tr.Spending = PlanOBrienFleming
+	rep := compare(t, b, c, tr, Options{})
+	if want := AlphaForLook(PlanOBrienFleming, 0.005, 1, DefaultMaxLooks); rep.Looks.Plan != PlanOBrienFleming || !near(rep.Alpha, want) {
+		t.Fatalf("fresh budget on an O'Brien–Fleming tier: plan %q, α %g, want %g", rep.Looks.Plan, rep.Alpha, want)
+	}
+	started := compare(t, b, c, tier(0.05, 3, "tpot_p99"), Options{}).Looks
+	rep = compare(t, b, c, tr, Options{Looks: started})
+	if want := AlphaForLook(PlanPocock, 0.005, 2, DefaultMaxLooks); rep.Looks.Plan != PlanPocock || !near(rep.Alpha, want) {
+		t.Errorf("second look of a Pocock budget on a tier now O'Brien–Fleming: plan %q, α %g, want %g", rep.Looks.Plan, rep.Alpha, want)
+	}
+}

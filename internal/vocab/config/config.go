@@ -129,6 +129,13 @@ type Tier struct {
 	// the threshold is caught half the time) or RegressionAtHalf (half the
 	// threshold: a change at the threshold is caught almost always).
 	RegressionAt string `yaml:"regression_at"`
+	// Spending is how a pull request's α is split over the plan's looks:
+	// SpendingPocock (the default: nearly even looks, so the first job
+	// usually decides) or SpendingOBrienFleming (almost nothing early,
+	// nearly all at the last look: more power on a noisy runner, at the
+	// price of more pairs before a clear regression is called; the table
+	// is in docs/gate.md).
+	Spending string `yaml:"spending"`
 	// Inconclusive is what an inconclusive verdict does to the check:
 	// InconclusiveNeutral passes it (a neutral check), InconclusiveNeedsAck
 	// holds it (action required) until a maintainer acknowledges it or more
@@ -155,6 +162,8 @@ const (
 	RegressionAtHalf      = "half"
 	InconclusiveNeutral   = "neutral"
 	InconclusiveNeedsAck  = "needs_ack"
+	SpendingPocock        = "pocock"
+	SpendingOBrienFleming = "obrien-fleming"
 )
 
 // MatrixEntry overrides the workload for one cell of the nightly matrix;

@@ -39,6 +39,7 @@ func TestInvalidConfigs(t *testing.T) {
 		{"glob-double-star.yml", `glob-double-star.yml:2:5: paths[0]: bad glob "model/***": "**" must be a whole path segment, e.g. "model/**"`},
 		{"bad-inconclusive.yml", `bad-inconclusive.yml:3:19: tiers.merge.inconclusive: unknown value "needs-ack" (did you mean "needs_ack"?)`},
 		{"bad-regression-at.yml", `bad-regression-at.yml:3:20: tiers.quick.regression_at: unknown value "tau" (one of: threshold, half)`},
+		{"bad-spending.yml", `bad-spending.yml:3:15: tiers.merge.spending: unknown value "fleming" (one of: pocock, obrien-fleming)`},
 		{"bad-pairs.yml", `bad-pairs.yml:4:12: tiers.merge.pairs: pairs 2 out of range (3 to 64 base/head pairs per interleaved job; the merge default is 8)`},
 		{"bad-session-noise.yml", `bad-session-noise.yml:3:20: tiers.merge.session_noise: session_noise 60% out of range (0% to 50%: the session-to-session shift of your runner, e.g. 2%)`},
 		{"both-lists.yml", `both-lists.yml:6:17: tiers.merge.secondary.tpot_p90: tpot_p90 is both gated and secondary (keep it in one list)`},

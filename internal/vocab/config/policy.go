@@ -23,6 +23,9 @@ func (d *decoder) validateTierPolicy(f string, t Tier) {
 	}
 	d.oneOf(f+".regression_at", t.RegressionAt, []string{RegressionAtThreshold, RegressionAtHalf})
 	d.oneOf(f+".inconclusive", t.Inconclusive, []string{InconclusiveNeutral, InconclusiveNeedsAck})
+	if t.Spending != "" {
+		d.oneOf(f+".spending", t.Spending, []string{SpendingPocock, SpendingOBrienFleming})
+	}
 }
 
 // moveListedMetrics lets a file gate a metric the defaults show as
