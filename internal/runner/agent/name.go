@@ -21,6 +21,7 @@ type identity struct {
 // release lets another agent on this host take the name and state directory.
 func (id *identity) release() {
 	for _, f := range id.locks {
+		_ = unlockFile(f) // best effort: closing releases it too, once no fork shares it
 		f.Close()
 	}
 	id.locks = nil
