@@ -287,20 +287,7 @@ func sharedStarts(pv []pairValue) bool {
 func (j *judge) pairPrior(m config.Metric, hist []Session, pairHist [][]Pair) (float64, float64) {
 	var ss, df float64
 	for _, set := range pairHist {
-		var good []Pair
-		for _, pr := range set {
-			if pr.Base == nil || pr.Head == nil {
-				continue
-			}
-			if _, bad := invalid(pr.Base); bad {
-				continue
-			}
-			if _, bad := invalid(pr.Head); bad {
-				continue
-			}
-			good = append(good, pr)
-		}
-		pv, _ := j.pairValues(m, good)
+		pv, _ := j.pairValues(m, judgeablePairs(set))
 		if len(pv) < 3 {
 			continue
 		}
@@ -326,26 +313,32 @@ func (j *judge) pairPrior(m config.Metric, hist []Session, pairHist [][]Pair) (f
 	return 0, 0
 }
 
+// judgeablePairs is the pairs of an earlier job whose two runs are both
+// there and valid: what the history's pair estimates are made of.
+func judgeablePairs(set []Pair) []Pair {
+	var good []Pair
+	for _, pr := range set {
+		if pr.Base == nil || pr.Head == nil {
+			continue
+		}
+		if _, bad := invalid(pr.Base); bad {
+			continue
+		}
+		if _, bad := invalid(pr.Head); bad {
+			continue
+		}
+		good = append(good, pr)
+	}
+	return good
+}
+
 // pairScale is the robust SD of pair ratios in a typical earlier job of
 // the same setup: the median over the history's interleaved jobs of each
 // job's 1.4826·MAD of its ratios; 0 without such a history.
 func (j *judge) pairScale(m config.Metric, pairHist [][]Pair) float64 {
 	var scales []float64
 	for _, set := range pairHist {
-		var good []Pair
-		for _, pr := range set {
-			if pr.Base == nil || pr.Head == nil {
-				continue
-			}
-			if _, bad := invalid(pr.Base); bad {
-				continue
-			}
-			if _, bad := invalid(pr.Head); bad {
-				continue
-			}
-			good = append(good, pr)
-		}
-		pv, _ := j.pairValues(m, good)
+		pv, _ := j.pairValues(m, judgeablePairs(set))
 		if len(pv) < MinPairs {
 			continue
 		}
