@@ -535,15 +535,6 @@ func (h *Harness) runsAt(ctx context.Context, sha string) (head, base []*result.
 	return head, base, nil
 }
 
-// phaseOf is where the quick tier's check of sha is, as the store holds it.
-func (h *Harness) phaseOf(ctx context.Context, sha string) (check.Phase, error) {
-	c, err := h.Store.GetCheckRun(ctx, repo, sha, "quick")
-	if err != nil {
-		return check.None, fmt.Errorf("the check of %s: %w", short(sha), err)
-	}
-	return check.Phase(c.State), nil
-}
-
 func measured(runs []*result.Result) Measured {
 	var m Measured
 	m.Runs = len(runs)
@@ -613,7 +604,7 @@ func Run(ctx context.Context, o Options) (*Outcome, error) {
 
 	// 2. The pull request whose commit slows the engine.
 	fmt.Fprintf(o.Out, "2. PR #%d (%s) changes the engine's files; GitHub sends a signed pull_request webhook…\n", slowPR, short(r.Slow))
-	warn, slow, err := h.openPR(ctx, slowPR, r.Slow, "demo-delivery-1", runs)
+	warn, slow, err := h.openPR(ctx, slowPR, r.Slow, "demo-delivery-1")
 	if err != nil {
 		return nil, err
 	}
@@ -630,7 +621,7 @@ func Run(ctx context.Context, o Options) (*Outcome, error) {
 	// 3. A pull request that only edits a README next to the engine: the
 	// engine from its tree is main's, and it passes.
 	fmt.Fprintf(o.Out, "3. PR #%d (%s) %s; it is measured the same way…\n", docsPR, short(r.Docs), r.docsWhat)
-	docs, docsNoise, err := h.openPR(ctx, docsPR, r.Docs, "demo-delivery-2", runs)
+	docs, docsNoise, err := h.openPR(ctx, docsPR, r.Docs, "demo-delivery-2")
 	if err != nil {
 		return nil, err
 	}
@@ -670,7 +661,7 @@ func Run(ctx context.Context, o Options) (*Outcome, error) {
 
 // openPR delivers pull request number's opened webhook for sha, waits for
 // its quick check to complete and gathers what explains the verdict.
-func (h *Harness) openPR(ctx context.Context, number int, sha, delivery string, baseline []*result.Result) (githubtest.CheckRun, prNoise, error) {
+func (h *Harness) openPR(ctx context.Context, number int, sha, delivery string) (githubtest.CheckRun, prNoise, error) {
 	if code, err := h.DeliverPR(ctx, "opened", number, delivery); err != nil || code/100 != 2 {
 		return githubtest.CheckRun{}, prNoise{}, fmt.Errorf("webhook: %d %w", code, err)
 	}
@@ -680,7 +671,7 @@ func (h *Harness) openPR(ctx context.Context, number int, sha, delivery string, 
 	if err != nil {
 		return githubtest.CheckRun{}, prNoise{}, err
 	}
-	noise, err := h.noiseOf(ctx, number, sha, baseline)
+	noise, err := h.noiseOf(ctx, number, sha)
 	return c, noise, err
 }
 
@@ -705,38 +696,33 @@ func (h *Harness) escalate(ctx context.Context, w io.Writer, warn githubtest.Che
 }
 
 // noiseOf gathers what explains pull request number's verdict: its
-// check's phase and title, and the runs the gate compared (the base is the
-// baseline's runs unless the job interleaved).
-func (h *Harness) noiseOf(ctx context.Context, number int, sha string, baseline []*result.Result) (prNoise, error) {
+// check's phase and title, and the verdict document stored with it.
+func (h *Harness) noiseOf(ctx context.Context, number int, sha string) (prNoise, error) {
 	p := prNoise{Number: number, What: "slows the engine"}
 	if number == docsPR {
 		p.What = "only edits a README"
 	}
-	var err error
-	if p.Phase, err = h.phaseOf(ctx, sha); err != nil {
-		return p, err
+	cr, err := h.Store.GetCheckRun(ctx, repo, sha, "quick")
+	if err != nil {
+		return p, fmt.Errorf("the check of %s: %w", short(sha), err)
 	}
+	p.Phase = check.Phase(cr.State)
 	for _, c := range h.GitHub.CheckRuns() {
 		if c.HeadSHA == sha && c.Status == "completed" {
 			p.Title = c.Title
 		}
 	}
-	if p.Head, p.Base, err = h.runsAt(ctx, sha); err != nil {
-		return p, err
+	if len(cr.Verdict) > 0 {
+		var doc struct {
+			Report *gate.Report `json:"report"`
+		}
+		if err := json.Unmarshal(cr.Verdict, &doc); err != nil {
+			return p, fmt.Errorf("the verdict document of %s: %w", short(sha), err)
+		}
+		p.Report = doc.Report
 	}
-	if len(p.Base) == 0 {
-		p.Base = baseline
-	}
-	cfg, err := h.RepoConfig()
-	if err != nil {
-		return p, err
-	}
-	tier, err := cfg.Tier("quick")
-	if err != nil {
-		return p, err
-	}
-	p.Metrics = tier.GatedMetrics()
-	return p, nil
+	p.Head, _, err = h.runsAt(ctx, sha)
+	return p, err
 }
 
 // describe says what was measured: the commit, the tree its engine ran

@@ -3,7 +3,6 @@ package demo
 import (
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"runtime"
 	"strings"
@@ -89,22 +88,24 @@ func conclude(w io.Writer, next story, slow, docs prNoise, load string, slowdown
 func undecided(p check.Phase) bool { return p == check.Inconclusive || p == check.NeedsAck }
 
 // prNoise is what the demo knows about one pull request's verdict: the
-// check, the runs on each side and the gated metrics.
+// check, and the verdict document the server stored with it. The demo
+// prints the document's own figures; it computes nothing of its own.
 type prNoise struct {
-	Number  int
-	What    string // "slows the engine", "only edits a README"
-	Phase   check.Phase
-	Title   string
-	Metrics []string // the tier's gated metrics
-	// Head and Base are the runs the gate compared: the head's, and the
-	// baseline's (or an interleaved job's base side).
-	Head, Base []*result.Result
+	Number int
+	What   string // "slows the engine", "only edits a README"
+	Phase  check.Phase
+	Title  string
+	// Report is the check's stored verdict document (nil: none stored).
+	Report *gate.Report
+	// Head is the head's measured runs, for the story's description of
+	// what ran (its engine, its tree); the verdict's figures are Report's.
+	Head []*result.Result
 }
 
 // explain says, for a pull request whose check did not give the story's
-// verdict, what the gate said, the noise it measured, the machine's load
-// and what to try. load is loadAverage's line; slowdownFlag whether
-// --slowdown applies (the simulated engine).
+// verdict, what the gate said, the evidence its document records, the
+// machine's load and what to try. load is loadAverage's line;
+// slowdownFlag whether --slowdown applies (the simulated engine).
 func explain(p prNoise, load string, slowdownFlag bool) string {
 	var b strings.Builder
 	switch {
@@ -117,9 +118,7 @@ func explain(p prNoise, load string, slowdownFlag bool) string {
 	default:
 		fmt.Fprintf(&b, "PR #%d (%s): the check is %s (%q), not what the demo's story expects.\n", p.Number, p.What, orNone(string(p.Phase)), p.Title)
 	}
-	for _, m := range p.Metrics {
-		fmt.Fprintf(&b, "   noise measured, %s run to run: %s on the head, %s on the base\n", m, spread(p.Head, m), spread(p.Base, m))
-	}
+	b.WriteString(evidence(p.Report))
 	fmt.Fprintf(&b, "   load average: %s\n", load)
 	switch {
 	case undecided(p.Phase) && strings.Contains(p.Title, "environment"):
@@ -136,36 +135,29 @@ func explain(p prNoise, load string, slowdownFlag bool) string {
 	return b.String()
 }
 
-// spread is the run-to-run coefficient of variation of metric over runs
-// ("18.3% over 3 runs"), or why there is none.
-func spread(runs []*result.Result, metric string) string {
-	var vs []float64
-	for _, r := range runs {
-		if v, ok := gate.MedianOf([]*result.Result{r}, metric); ok {
-			vs = append(vs, v)
+// evidence prints what the verdict document says the comparison could
+// resolve: its headline, and for each gated metric the change, the
+// interval of the rule that decided, the noise band the comparison used
+// and the smallest change its evidence could call; then the document's
+// notes (what settling spent and what would decide). Every figure is the
+// document's, as the check run prints it.
+func evidence(rep *gate.Report) string {
+	if rep == nil {
+		return "   the server stored no verdict document for this check\n"
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "   the gate: %s\n", rep.Headline)
+	for _, m := range rep.Metrics {
+		if m.Secondary || !m.Measured() {
+			continue
 		}
+		fmt.Fprintf(&b, "   %s: change %s, interval %s, noise band %s, smallest change these runs could call %s\n",
+			m.Name(), m.DeltaText(), m.IntervalText(), m.BandText(), m.DetectableText())
 	}
-	if len(vs) < 2 {
-		return fmt.Sprintf("unknown (%d runs)", len(vs))
+	for _, n := range rep.Notes {
+		fmt.Fprintf(&b, "   note: %s\n", n)
 	}
-	return fmt.Sprintf("±%.1f%% over %d runs", 100*cv(vs), len(vs))
-}
-
-// cv is the sample standard deviation over the mean's magnitude.
-func cv(vs []float64) float64 {
-	var sum float64
-	for _, v := range vs {
-		sum += v
-	}
-	mean := sum / float64(len(vs))
-	var ss float64
-	for _, v := range vs {
-		ss += (v - mean) * (v - mean)
-	}
-	if mean == 0 {
-		return 0
-	}
-	return math.Sqrt(ss/float64(len(vs)-1)) / math.Abs(mean)
+	return b.String()
 }
 
 // loadAverage is the host's load line: "9.87, 7.01, 4.20 (1, 5, 15 min) on

@@ -6,9 +6,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/perfgate/perfgate/internal/analysis/gate"
+	"github.com/perfgate/perfgate/internal/analysis/gate/gatetest"
 	"github.com/perfgate/perfgate/internal/github/githubtest"
 	"github.com/perfgate/perfgate/internal/vocab/check"
-	"github.com/perfgate/perfgate/internal/vocab/result"
 )
 
 // The demo branches on what the gate said: only a warning escalates, and
@@ -37,23 +38,40 @@ func TestNextSteps(t *testing.T) {
 	}
 }
 
-// tpotRuns are fixture runs with these median TPOTs (ms).
-func tpotRuns(ms ...float64) []*result.Result {
-	var out []*result.Result
-	for _, v := range ms {
-		out = append(out, &result.Result{Metrics: map[string]float64{"median_tpot_ms": v}})
+// caseReport is the verdict document gatetest makes for the named case,
+// as the server would have stored it.
+func caseReport(t *testing.T, name string) *gate.Report {
+	t.Helper()
+	cases, err := gatetest.Cases()
+	if err != nil {
+		t.Fatal(err)
 	}
-	return out
+	for _, c := range cases {
+		if c.Name == name {
+			return c.Report
+		}
+	}
+	t.Fatalf("gatetest has no case %q", name)
+	return nil
 }
 
-// The inconclusive branch, from a fixture of a busy machine's runs: the
-// escalation step is skipped, and the explanation carries the noise
-// measured, the load and what to try; the error carries its exit code.
+// The inconclusive branch, from the verdict document of noisy runs: the
+// escalation step is skipped, and the explanation carries the document's
+// own figures (its headline, each gated metric's interval, noise band and
+// detectable change, its notes), the load and what to try; the error
+// carries its exit code.
 func TestConcludeExplainsWhatTheGateCouldNotDecide(t *testing.T) {
 	t.Parallel()
 	const load = "15.20, 12.01, 9.13 (1, 5, 15 min) on 2 CPUs"
-	noisy := prNoise{Number: slowPR, What: "slows the engine", Phase: check.Inconclusive, Title: "Inconclusive",
-		Metrics: []string{"tpot_median"}, Head: tpotRuns(10, 13, 8), Base: tpotRuns(10, 10.2, 9.8)}
+	rep := caseReport(t, "inconclusive_more_runs")
+	var tpot gate.MetricResult
+	for _, m := range rep.Metrics {
+		if m.Metric == "tpot_median" {
+			tpot = m
+		}
+	}
+	row := "TPOT median: change " + tpot.DeltaText() + ", interval " + tpot.IntervalText() + ", noise band " + tpot.BandText() + ", smallest change these runs could call " + tpot.DetectableText()
+	noisy := prNoise{Number: slowPR, What: "slows the engine", Phase: check.Inconclusive, Title: "Inconclusive", Report: rep}
 	docs := prNoise{Number: docsPR, What: "only edits a README", Phase: check.Passed, Title: "No regression"}
 	tests := []struct {
 		name         string
@@ -64,16 +82,16 @@ func TestConcludeExplainsWhatTheGateCouldNotDecide(t *testing.T) {
 	}{
 		{"sim: #17 inconclusive", noisy, docs, true, ExitUndecided,
 			[]string{"4. Skipped: PR #17's check is inconclusive", "PR #17 (slows the engine): the gate could not decide", "\"Inconclusive\"",
-				"noise measured, tpot_median run to run: ±24.4% over 3 runs on the head, ±2.0% over 3 runs on the base",
+				"the gate: " + rep.Headline, row,
 				"load average: " + load, "`--slowdown 1.5`", "a quieter machine"},
 			[]string{"48 hours pass", "PR #18"}},
 		{"ollama: #17 inconclusive", noisy, docs, false, ExitUndecided,
 			[]string{"4. Skipped", "a quieter machine", "load average: " + load},
 			[]string{"--slowdown"}},
 		{"#18 inconclusive, #17 warned", prNoise{Number: slowPR, Phase: check.Warned},
-			prNoise{Number: docsPR, What: "only edits a README", Phase: check.NeedsAck, Title: "Inconclusive: needs a maintainer's acknowledgement", Metrics: []string{"tpot_median"}, Head: tpotRuns(10)},
+			prNoise{Number: docsPR, What: "only edits a README", Phase: check.NeedsAck, Title: "Inconclusive: needs a maintainer's acknowledgement"},
 			true, ExitUndecided,
-			[]string{"PR #18 (only edits a README): the gate could not decide", "unknown (1 runs) on the head", "a quieter machine"},
+			[]string{"PR #18 (only edits a README): the gate could not decide", "the server stored no verdict document", "a quieter machine"},
 			[]string{"4. Skipped", "PR #17", "--slowdown"}},
 		{"#17 inconclusive: environment", prNoise{Number: slowPR, What: "slows the engine", Phase: check.Inconclusive, Title: "Inconclusive: environment differs from the baseline"}, docs, true, ExitUndecided,
 			[]string{"its runs' environment differs from the baseline's", "4. Skipped", "the fields that differ"},
