@@ -146,13 +146,16 @@ func TestInconclusivePRIsExplainedNotEscalated(t *testing.T) {
 		t.Errorf("the demo does not say it skips the escalation:\n%s", log.String())
 	}
 	for _, want := range []string{"PR #17 (slows the engine): the gate could not decide", "PR #18 (only edits a README): the gate could not decide",
-		"its runs' environment differs from the baseline's", "load average: ", "noise measured, "} {
+		"its runs' environment differs from the baseline's", "load average: ", "the gate: Inconclusive: the runs differ from the baseline's in 1 environment field(s)"} {
 		if !strings.Contains(log.String(), want) || !strings.Contains(u.Explanation, want) {
 			t.Errorf("the demo and its error do not say %q:\n%s", want, log.String())
 		}
 	}
 	if strings.Contains(log.String(), "48 hours pass") {
 		t.Errorf("the demo waits for an escalation an inconclusive check never reaches:\n%s", log.String())
+	}
+	if strings.Contains(u.Explanation, "smallest change these runs could call") {
+		t.Errorf("runs not compared, yet the demo prints their comparison:\n%s", u.Explanation)
 	}
 }
 
