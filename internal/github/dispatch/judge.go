@@ -277,8 +277,9 @@ func (s *Service) measureBaseStep(cr store.CheckRun, job store.Job, card string)
 // comment with its deadline — all in one transaction, sent by the outbox.
 //
 // looks are the budgets this judgement spent, stored over the check's so
-// the next look at the commit (a retest, an appeal) continues from them.
-func (s *Service) publishStep(ctx context.Context, cr store.CheckRun, job store.Job, rep *gate.Report, env *result.Environment, notes []string, looks map[string]gate.Looks, settings *result.SettingsDiff) (step, error) {
+// the next look at the commit (a retest, an appeal) continues from them;
+// accepted are the commit's accepted appeals the load read.
+func (s *Service) publishStep(ctx context.Context, cr store.CheckRun, job store.Job, accepted []string, rep *gate.Report, env *result.Environment, notes []string, looks map[string]gate.Looks, settings *result.SettingsDiff) (step, error) {
 	prior := s.docOf(cr)
 	doc := verdictDoc{Report: rep, Env: env, Notes: notes, After: escalateAfter(job), Author: prior.Author, Looks: prior.Looks, Settings: settings}.withLooks(looks)
 	if doc.Author == "" {
@@ -294,7 +295,7 @@ func (s *Service) publishStep(ctx context.Context, cr store.CheckRun, job store.
 		// An appeal accepted while its retest was still running holds too.
 		var acceptedBy []string
 		if prior.Held == "" {
-			acceptedBy = s.acceptedAppeals(ctx, cr)
+			acceptedBy = accepted
 			ev.AcceptedOnAppeal = len(acceptedBy) > 0
 		}
 		if prior.Held == string(check.Accepted) || ev.AcceptedOnAppeal {
@@ -332,13 +333,13 @@ func (s *Service) authorOf(ctx context.Context, cr store.CheckRun) string {
 
 // standingStep answers a look the pull request's plan has no room for and no
 // new evidence to start another: the verdict its last look gave stands.
-func (s *Service) standingStep(ctx context.Context, cr store.CheckRun, job store.Job, key string) (step, error) {
+func (s *Service) standingStep(ctx context.Context, cr store.CheckRun, job store.Job, accepted []string, key string) (step, error) {
 	prior := s.docOf(cr)
 	if prior.Report == nil {
 		return brokenStep(cr, true, []string{fmt.Sprintf("the looks of this pull request's plan for %s are spent and no verdict is stored", key)})
 	}
 	notes := append(append([]string{}, prior.Notes...), "all looks of this pull request's plan are spent and nothing new was measured: the last verdict stands (`/perf retest` measures again under a new plan; `/perf ack` accepts an inconclusive one)")
-	return s.publishStep(ctx, cr, job, prior.Report, prior.Env, notes, nil, prior.Settings)
+	return s.publishStep(ctx, cr, job, accepted, prior.Report, prior.Env, notes, nil, prior.Settings)
 }
 
 // extendStep adds runs to an inconclusive comparison, on the same card

@@ -29,6 +29,10 @@ type loaded struct {
 	// check the promotion against them. A nightly matrix's new cell had
 	// none (the load found no baseline for it).
 	baseHistory []store.Baseline
+	// accepted are the notes of the appeals maintainers accepted against
+	// the commit while nothing was held (acceptedAppeals): a regression
+	// verdict holds on them.
+	accepted []string
 }
 
 // load reads from the store everything the judgement of a check run whose
@@ -40,6 +44,9 @@ func (s *Service) load(ctx context.Context, cr store.CheckRun, job store.Job) (l
 		return loaded{}, err
 	}
 	l := loaded{in: in}
+	if s.docOf(cr).Held == "" {
+		l.accepted = s.acceptedAppeals(ctx, cr)
+	}
 	if len(in.Cells) == 0 && (len(in.Runs.Runs) > 0 || in.Interleaved != nil) {
 		l.card = s.cardOf(ctx, cr.JobIDs)
 	}

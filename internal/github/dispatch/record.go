@@ -21,8 +21,11 @@ var minutesOf = judge.MinutesOf
 // concluded as broken, or the base commit queued for measuring — with the
 // trend points and first baselines the decision asks for written in the
 // same transaction (one ApplyCheck). It reads nothing: what the step
-// needs beside the decision (the card, the baselines a promotion is
-// checked against) was read by the load.
+// needs beside the decision (the card, the accepted appeals, the
+// baselines a promotion is checked against) was read by the load. The
+// exception is a regression with findings on, whose profile and
+// knowledge-base match are looked up and queued beside the step
+// (regressionNotes).
 func (s *Service) record(ctx context.Context, cr store.CheckRun, job store.Job, l loaded, d judge.Decision) error {
 	var (
 		trends    []store.TrendPoint
@@ -65,11 +68,11 @@ func (s *Service) stepOf(ctx context.Context, cr store.CheckRun, job store.Job, 
 	)
 	switch d.Outcome {
 	case judge.Publish:
-		st, err = s.publishStep(ctx, cr, job, d.Report, d.Env, d.Notes, d.Looks, d.Settings)
+		st, err = s.publishStep(ctx, cr, job, l.accepted, d.Report, d.Env, d.Notes, d.Looks, d.Settings)
 	case judge.Extend:
 		st, err = extendStep(cr, job, l.card, d.More, d.Looks)
 	case judge.Stands:
-		st, err = s.standingStep(ctx, cr, job, d.Key)
+		st, err = s.standingStep(ctx, cr, job, l.accepted, d.Key)
 	case judge.MeasureBase:
 		return s.measureBaseStep(cr, job, l.card)
 	case judge.Broken:
