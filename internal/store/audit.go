@@ -84,10 +84,16 @@ const dayFormat = "2006-01-02"
 
 // PutTrend stores one nightly point, replacing the same day's value.
 func (s *sqlStore) PutTrend(ctx context.Context, p TrendPoint) error {
+	return s.putTrend(ctx, s.w, p)
+}
+
+// putTrend stores p through ex (the database, or a check step's
+// transaction).
+func (s *sqlStore) putTrend(ctx context.Context, ex txer, p TrendPoint) error {
 	if p.Repo == "" || p.Metric == "" || p.Date.IsZero() {
 		return fmt.Errorf("put trend: repo, metric and date are required")
 	}
-	_, err := s.w.ExecContext(ctx, s.q(`INSERT INTO trend_points (repo, key, metric, day, value, job_id)
+	_, err := ex.ExecContext(ctx, s.q(`INSERT INTO trend_points (repo, key, metric, day, value, job_id)
 		VALUES (?, ?, ?, ?, ?, ?)
 		ON CONFLICT (repo, key, metric, day) DO UPDATE SET value = excluded.value, job_id = excluded.job_id`),
 		p.Repo, p.Key, p.Metric, p.Date.UTC().Format(dayFormat), p.Value, p.JobID)

@@ -30,44 +30,52 @@ func scanBaseline(sc scanner) (Baseline, error) {
 // number for (Repo, Key); a version already taken is ErrConflict, so two
 // concurrent promotions cannot both become "latest" silently.
 func (s *sqlStore) PutBaseline(ctx context.Context, b Baseline) (Baseline, error) {
-	if b.Repo == "" || b.Key == "" {
-		return Baseline{}, fmt.Errorf("put baseline: repo and key are required")
-	}
-	load, err := jsonDoc(b.LoadParams)
-	if err != nil {
-		return Baseline{}, fmt.Errorf("put baseline %s %s: load params: %w", b.Repo, b.Key, err)
-	}
-	runs, err := jsonDoc(b.Runs)
-	if err != nil {
-		return Baseline{}, fmt.Errorf("put baseline %s %s: runs: %w", b.Repo, b.Key, err)
-	}
 	var out Baseline
-	err = s.tx(ctx, func(tx *sql.Tx) error {
-		version := b.Version
-		if version == 0 {
-			if err := tx.QueryRowContext(ctx, s.q(`SELECT COALESCE(MAX(version), 0) + 1 FROM baselines WHERE repo = ? AND key = ?`),
-				b.Repo, b.Key).Scan(&version); err != nil {
-				return fmt.Errorf("next version: %w", err)
-			}
-		}
+	err := s.tx(ctx, func(tx *sql.Tx) error {
 		var err error
-		out, err = scanBaseline(tx.QueryRowContext(ctx, s.q(`INSERT INTO baselines
-			(repo, key, version, commit_sha, image_digest, gpu, gpu_uuid, driver, load_params, runs,
-			 promoted_by, reason, allow_lower, created_at)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-			ON CONFLICT (repo, key, version) DO NOTHING
-			RETURNING `+baselineCols),
-			b.Repo, b.Key, version, b.Commit, b.ImageDigest, b.GPU, b.GPUUUID, b.Driver, load, runs,
-			b.PromotedBy, b.Reason, b.AllowLower, s.nowMicros()))
-		if errors.Is(err, sql.ErrNoRows) {
-			return fmt.Errorf("version %d already exists: %w", version, ErrConflict)
-		}
+		out, err = s.putBaselineTx(ctx, tx, b, s.nowMicros())
 		return err
 	})
 	if err != nil {
 		return Baseline{}, fmt.Errorf("put baseline %s %s: %w", b.Repo, b.Key, err)
 	}
 	return out, nil
+}
+
+// putBaselineTx inserts b in transaction tx (PutBaseline, or a check's
+// step that promotes it): version 0 takes the next number, a version
+// already taken is ErrConflict.
+func (s *sqlStore) putBaselineTx(ctx context.Context, tx *sql.Tx, b Baseline, now int64) (Baseline, error) {
+	if b.Repo == "" || b.Key == "" {
+		return Baseline{}, fmt.Errorf("repo and key are required")
+	}
+	load, err := jsonDoc(b.LoadParams)
+	if err != nil {
+		return Baseline{}, fmt.Errorf("load params: %w", err)
+	}
+	runs, err := jsonDoc(b.Runs)
+	if err != nil {
+		return Baseline{}, fmt.Errorf("runs: %w", err)
+	}
+	version := b.Version
+	if version == 0 {
+		if err := tx.QueryRowContext(ctx, s.q(`SELECT COALESCE(MAX(version), 0) + 1 FROM baselines WHERE repo = ? AND key = ?`),
+			b.Repo, b.Key).Scan(&version); err != nil {
+			return Baseline{}, fmt.Errorf("next version: %w", err)
+		}
+	}
+	out, err := scanBaseline(tx.QueryRowContext(ctx, s.q(`INSERT INTO baselines
+		(repo, key, version, commit_sha, image_digest, gpu, gpu_uuid, driver, load_params, runs,
+		 promoted_by, reason, allow_lower, created_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (repo, key, version) DO NOTHING
+		RETURNING `+baselineCols),
+		b.Repo, b.Key, version, b.Commit, b.ImageDigest, b.GPU, b.GPUUUID, b.Driver, load, runs,
+		b.PromotedBy, b.Reason, b.AllowLower, now))
+	if errors.Is(err, sql.ErrNoRows) {
+		return Baseline{}, fmt.Errorf("version %d already exists: %w", version, ErrConflict)
+	}
+	return out, err
 }
 
 func (s *sqlStore) GetBaseline(ctx context.Context, id int64) (Baseline, error) {

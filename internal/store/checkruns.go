@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 )
 
 const checkRunCols = `id, repo, head_sha, tier, pr_number, installation_id, github_id, job_ids, state, verdict,
@@ -223,13 +224,86 @@ func (s *sqlStore) ApplyCheck(ctx context.Context, ch CheckChange) (CheckRun, bo
 		out, applied = next, true
 		return nil
 	})
+	if errors.Is(err, errBaselineTaken) {
+		return CheckRun{}, false, nil // rolled back: the caller reads the new baseline and decides again
+	}
 	if err != nil {
 		return CheckRun{}, false, fmt.Errorf("apply check change %s→%s: %w", ch.From, ch.State, err)
 	}
-	if applied && len(ch.AddJobs) > 0 {
+	if applied && (len(ch.AddJobs) > 0 || ch.BaseJob != nil) {
 		s.wake.broadcast()
 	}
 	return out, applied, nil
+}
+
+// errBaselineTaken: a baseline a step promotes has a version another
+// promotion took since the caller read the history; the step is rolled
+// back and not applied.
+var errBaselineTaken = errors.New("baseline version taken")
+
+// promoteTx stores a step's baselines, each with its audit entries.
+func (s *sqlStore) promoteTx(ctx context.Context, tx *sql.Tx, bs []NewBaseline, now int64) error {
+	for _, nb := range bs {
+		if nb.Baseline.Version <= 0 {
+			return fmt.Errorf("promote %s %s with the step: an explicit version is required", nb.Baseline.Repo, nb.Baseline.Key)
+		}
+		saved, err := s.putBaselineTx(ctx, tx, nb.Baseline, now)
+		if errors.Is(err, ErrConflict) {
+			return errBaselineTaken
+		}
+		if err != nil {
+			return fmt.Errorf("promote %s %s: %w", nb.Baseline.Repo, nb.Baseline.Key, err)
+		}
+		if nb.Audit == nil {
+			continue
+		}
+		entries, err := nb.Audit(saved)
+		if err != nil {
+			return fmt.Errorf("promote %s %s: %w", saved.Repo, saved.Key, err)
+		}
+		for _, a := range entries {
+			if err := insertAudit(ctx, s, tx, a, now); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// judgementTx writes what a judgement's step carries beside the row: its
+// first baselines, its trend points and the base commit's job, whose ID
+// goes into verdict (returned).
+func (s *sqlStore) judgementTx(ctx context.Context, tx *sql.Tx, cur CheckRun, ch CheckChange, verdict json.RawMessage, now int64) (json.RawMessage, error) {
+	if err := s.promoteTx(ctx, tx, ch.Baselines, now); err != nil {
+		return nil, err
+	}
+	for _, p := range ch.Trends {
+		if err := s.putTrend(ctx, tx, p); err != nil {
+			return nil, err
+		}
+	}
+	if ch.BaseJob == nil {
+		return verdict, nil
+	}
+	spec := *ch.BaseJob
+	spec.CheckRunID = cur.ID
+	j, err := s.enqueueTx(ctx, tx, spec, now)
+	if err != nil {
+		return nil, fmt.Errorf("base commit's job: %w", err)
+	}
+	return withBaselineJob(verdict, j.ID)
+}
+
+// withBaselineJob is a verdict document with "baseline_job" set to id.
+func withBaselineJob(verdict json.RawMessage, id int64) (json.RawMessage, error) {
+	doc := map[string]json.RawMessage{}
+	if len(verdict) > 0 && string(verdict) != "null" {
+		if err := json.Unmarshal(verdict, &doc); err != nil {
+			return nil, fmt.Errorf("verdict: %w", err)
+		}
+	}
+	doc["baseline_job"] = json.RawMessage(strconv.FormatInt(id, 10))
+	return json.Marshal(doc)
 }
 
 func (s *sqlStore) applyCheck(ctx context.Context, tx *sql.Tx, cur CheckRun, ch CheckChange, now int64) (CheckRun, error) {
@@ -253,6 +327,10 @@ func (s *sqlStore) applyCheck(ctx context.Context, tx *sql.Tx, cur CheckRun, ch 
 	verdict := cur.Verdict
 	if ch.Verdict != nil {
 		verdict = ch.Verdict
+	}
+	verdict, err := s.judgementTx(ctx, tx, cur, ch, verdict, now)
+	if err != nil {
+		return CheckRun{}, err
 	}
 	vdoc, err := jsonDoc(verdict)
 	if err != nil {

@@ -562,6 +562,30 @@ type CheckChange struct {
 	Audit   []AuditEntry
 	// RequestKey, when set, is recorded (see CheckRun.RequestKey).
 	RequestKey string
+	// BaseJob, when set, is the base commit's job measured for the row
+	// because no baseline was stored: enqueued with the row's ID as its
+	// CheckRunID but not one of the row's jobs, and its ID written into
+	// the verdict document as "baseline_job" (what the dispatcher's
+	// document and reused_baseline read it as).
+	BaseJob *JobSpec
+	// Baselines are promoted with the step, under PutBaseline's rule with
+	// an explicit Version: a version already taken means another
+	// promotion landed since the caller read the history it checked the
+	// runs against, so nothing is written and applied is false (the
+	// caller re-reads and decides again).
+	Baselines []NewBaseline
+	// Trends are trend points stored with the step (PutTrend's rule: the
+	// same day's value is replaced).
+	Trends []TrendPoint
+}
+
+// NewBaseline is a baseline a check's step promotes (CheckChange.Baselines)
+// and the audit entries that record it.
+type NewBaseline struct {
+	Baseline Baseline
+	// Audit, when set, makes the entries from the row as stored (its ID
+	// and time); they are written in the same transaction.
+	Audit func(stored Baseline) ([]AuditEntry, error)
 }
 
 // CheckTransition is the new state TransitionCheckRun writes. A nil Verdict

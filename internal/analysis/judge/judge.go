@@ -162,7 +162,8 @@ type Decision struct {
 	// Key is the budget key whose verdict stands (Stands).
 	Key string
 	// Trends are the medians to record, Promotions the runs to promote as
-	// a first baseline; the caller stores both whatever the outcome.
+	// a first baseline; the caller stores both whatever the outcome, with
+	// the outcome's step.
 	Trends     []Trend
 	Promotions []Promotion
 }
@@ -176,8 +177,9 @@ type Trend struct {
 
 // Promotion is runs to promote as the first baseline of Key. At is the
 // index of the note in Decision.Notes (Publish) or Decision.Reasons
-// (Broken) that says how the promotion went — only the store knows — and
-// -1 when the outcome has no place for it.
+// (Broken) that says how the promotion went — the caller knows, once it
+// has checked the runs under the baseline rules — and -1 when the outcome
+// has no place for it.
 type Promotion struct {
 	Key   string
 	Label string // the matrix cell; "" for the base commit of a check

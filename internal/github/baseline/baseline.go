@@ -39,10 +39,16 @@ import (
 
 // Store is what this package needs from the database; store.Store has it.
 type Store interface {
+	Reader
 	PutBaseline(ctx context.Context, b store.Baseline) (store.Baseline, error)
+	AppendAudit(ctx context.Context, e store.AuditEntry) (store.AuditEntry, error)
+}
+
+// Reader is what reading baselines needs (Latest, At, Find, History,
+// Options): no writes.
+type Reader interface {
 	LatestBaseline(ctx context.Context, repo, key string) (store.Baseline, error)
 	BaselineHistory(ctx context.Context, repo, key string) ([]store.Baseline, error)
-	AppendAudit(ctx context.Context, e store.AuditEntry) (store.AuditEntry, error)
 }
 
 // Audit actions Promote writes.
@@ -203,7 +209,7 @@ func Label(b store.Baseline) string {
 
 // Latest is the current baseline of (repo, key); store.ErrNotFound when
 // none was promoted.
-func Latest(ctx context.Context, st Store, repo, key string) (Snapshot, error) {
+func Latest(ctx context.Context, st Reader, repo, key string) (Snapshot, error) {
 	b, err := st.LatestBaseline(ctx, repo, key)
 	if err != nil {
 		return Snapshot{}, err
@@ -212,7 +218,7 @@ func Latest(ctx context.Context, st Store, repo, key string) (Snapshot, error) {
 }
 
 // At is version n of (repo, key), or the latest when n is 0.
-func At(ctx context.Context, st Store, repo, key string, n int) (Snapshot, error) {
+func At(ctx context.Context, st Reader, repo, key string, n int) (Snapshot, error) {
 	if n == 0 {
 		return Latest(ctx, st, repo, key)
 	}
@@ -230,7 +236,7 @@ func At(ctx context.Context, st Store, repo, key string, n int) (Snapshot, error
 
 // Find is the baseline a user names: "" for the latest, a sequence
 // number ("3" or "#3"), or a release version ("v0.26.0").
-func Find(ctx context.Context, st Store, repo, key, ref string) (Snapshot, error) {
+func Find(ctx context.Context, st Reader, repo, key, ref string) (Snapshot, error) {
 	ref = strings.TrimSpace(ref)
 	if ref == "" {
 		return Latest(ctx, st, repo, key)
@@ -255,77 +261,123 @@ func Find(ctx context.Context, st Store, repo, key, ref string) (Snapshot, error
 // previous baseline (nil for the first); it comes back with a refusal too,
 // so the caller can show it. A refusal is a *RefusedError.
 func Promote(ctx context.Context, st Store, runs []*result.Result, meta Meta, tier config.Tier) (store.Baseline, *gate.Report, error) {
-	if err := meta.validate(); err != nil {
+	prov, err := traceable(runs, meta, tier)
+	if err != nil {
 		return store.Baseline{}, nil, err
 	}
-	prov, problems, err := promotion.Check(runs, meta.Commit, tier)
-	if err != nil {
-		return store.Baseline{}, nil, fmt.Errorf("promote %s %s: %w", meta.Repo, meta.Key, err)
-	}
-	if len(problems) > 0 {
-		return store.Baseline{}, nil, &RefusedError{Rule: RuleTraceable, Problems: problems}
-	}
-
 	hist, err := st.BaselineHistory(ctx, meta.Repo, meta.Key)
 	if err != nil {
 		return store.Baseline{}, nil, fmt.Errorf("promote %s %s: %w", meta.Repo, meta.Key, err)
 	}
+	p, err := plan(runs, meta, tier, prov, hist)
+	if err != nil {
+		return store.Baseline{}, p.Report, err
+	}
+	saved, err := st.PutBaseline(ctx, p.Row)
+	if errors.Is(err, store.ErrConflict) {
+		return store.Baseline{}, p.Report, fmt.Errorf("promote %s %s: another baseline was promoted meanwhile; promote again to compare with it: %w", meta.Repo, meta.Key, err)
+	}
+	if err != nil {
+		return store.Baseline{}, p.Report, fmt.Errorf("promote %s %s: %w", meta.Repo, meta.Key, err)
+	}
+	entries, err := p.Audit(saved)
+	if err == nil {
+		for _, e := range entries {
+			if _, err = st.AppendAudit(ctx, e); err != nil {
+				err = fmt.Errorf("audit: %w", err)
+				break
+			}
+		}
+	}
+	if err != nil {
+		return saved, p.Report, fmt.Errorf("promote %s %s: baseline #%d stored but %w", meta.Repo, meta.Key, saved.Version, err)
+	}
+	return saved, p.Report, nil
+}
+
+// Plan is a promotion both rules allowed, not yet stored: the row to
+// store, numbered next after the history it was checked against (so a
+// promotion that landed since is a conflict, not a silent new latest),
+// and the comparison with the previous baseline (nil for the first).
+type Plan struct {
+	Row    store.Baseline
+	Report *gate.Report
+	meta   Meta
+	prev   store.Baseline
+	worse  []Worse
+}
+
+// Prepare is Promote without the store: it checks runs against both rules
+// given hist, the stored baselines of (meta.Repo, meta.Key) newest first,
+// and returns the row to store and, through Plan.Audit, the audit entries
+// that record it. The caller stores both (PutBaseline and AppendAudit, or
+// one transaction). A refusal is a *RefusedError, with the report.
+func Prepare(runs []*result.Result, meta Meta, tier config.Tier, hist []store.Baseline) (Plan, error) {
+	prov, err := traceable(runs, meta, tier)
+	if err != nil {
+		return Plan{}, err
+	}
+	return plan(runs, meta, tier, prov, hist)
+}
+
+// traceable checks meta and the rule that every baseline is traceable.
+func traceable(runs []*result.Result, meta Meta, tier config.Tier) (promotion.Provenance, error) {
+	if err := meta.validate(); err != nil {
+		return promotion.Provenance{}, err
+	}
+	prov, problems, err := promotion.Check(runs, meta.Commit, tier)
+	if err != nil {
+		return promotion.Provenance{}, fmt.Errorf("promote %s %s: %w", meta.Repo, meta.Key, err)
+	}
+	if len(problems) > 0 {
+		return promotion.Provenance{}, &RefusedError{Rule: RuleTraceable, Problems: problems}
+	}
+	return prov, nil
+}
+
+// plan checks the traceable runs against the rule that a baseline only
+// moves up, given the stored history, and builds the row.
+func plan(runs []*result.Result, meta Meta, tier config.Tier, prov promotion.Provenance, hist []store.Baseline) (Plan, error) {
 	for _, b := range hist {
 		if Label(b) == meta.Version {
-			return store.Baseline{}, nil, fmt.Errorf("%w: version %s of %s %s is already baseline #%d; promote under a new version", ErrInvalidMeta, meta.Version, meta.Repo, meta.Key, b.Version)
+			return Plan{}, fmt.Errorf("%w: version %s of %s %s is already baseline #%d; promote under a new version", ErrInvalidMeta, meta.Version, meta.Repo, meta.Key, b.Version)
 		}
 	}
-
-	var (
-		rep   *gate.Report
-		worse []Worse
-		prev  store.Baseline
-	)
+	p := Plan{meta: meta}
 	if len(hist) > 0 {
-		prev = hist[0]
+		p.prev = hist[0]
 		sessions, ref, err := recentSessions(hist, prov)
 		if err != nil {
-			return store.Baseline{}, nil, fmt.Errorf("promote %s %s: %w", meta.Repo, meta.Key, err)
+			return Plan{}, fmt.Errorf("promote %s %s: %w", meta.Repo, meta.Key, err)
 		}
-		rep, err = gate.CompareRecent(runs, tier, gate.Options{Looks: gate.SingleLook(), History: gate.History{Sessions: sessions}})
+		p.Report, err = gate.CompareRecent(runs, tier, gate.Options{Looks: gate.SingleLook(), History: gate.History{Sessions: sessions}})
 		if err != nil {
-			return store.Baseline{}, nil, fmt.Errorf("promote %s %s: compare with %s: %w", meta.Repo, meta.Key, ref, err)
+			return Plan{}, fmt.Errorf("promote %s %s: compare with %s: %w", meta.Repo, meta.Key, ref, err)
 		}
-		worse = promotion.WorseMetrics(rep)
-		if len(worse) > 0 && (!meta.AllowLower || strings.TrimSpace(meta.Reason) == "") {
-			return store.Baseline{}, rep, &RefusedError{Rule: RuleMovesUp, Worse: worse, Against: prev, Reference: ref, NeedReason: meta.AllowLower}
+		p.worse = promotion.WorseMetrics(p.Report)
+		if len(p.worse) > 0 && (!meta.AllowLower || strings.TrimSpace(meta.Reason) == "") {
+			return Plan{Report: p.Report}, &RefusedError{Rule: RuleMovesUp, Worse: p.worse, Against: p.prev, Reference: ref, NeedReason: meta.AllowLower}
 		}
 	}
-
 	lp, err := json.Marshal(loadParams{Load: prov.Load, DatasetHash: prov.DatasetHash, Warmup: prov.Warmup, Label: meta.Version})
 	if err != nil {
-		return store.Baseline{}, rep, fmt.Errorf("promote %s %s: encode load: %w", meta.Repo, meta.Key, err)
+		return Plan{Report: p.Report}, fmt.Errorf("promote %s %s: encode load: %w", meta.Repo, meta.Key, err)
 	}
 	rs, err := json.Marshal(runs)
 	if err != nil {
-		return store.Baseline{}, rep, fmt.Errorf("promote %s %s: encode runs: %w", meta.Repo, meta.Key, err)
+		return Plan{Report: p.Report}, fmt.Errorf("promote %s %s: encode runs: %w", meta.Repo, meta.Key, err)
 	}
-	row := store.Baseline{
+	p.Row = store.Baseline{
 		Repo: meta.Repo, Key: meta.Key,
 		// The next number explicitly, not 0: if another promotion landed
 		// since the comparison above, the store's conflict stops this one
 		// from becoming latest without being compared with it.
-		Version: prev.Version + 1,
+		Version: p.prev.Version + 1,
 		Commit:  prov.Commit, ImageDigest: prov.Image, GPU: prov.GPU, GPUUUID: prov.GPUUUID, Driver: prov.Driver,
 		LoadParams: lp, Runs: rs,
-		PromotedBy: meta.By, Reason: meta.Reason, AllowLower: len(worse) > 0,
+		PromotedBy: meta.By, Reason: meta.Reason, AllowLower: len(p.worse) > 0,
 	}
-	saved, err := st.PutBaseline(ctx, row)
-	if errors.Is(err, store.ErrConflict) {
-		return store.Baseline{}, rep, fmt.Errorf("promote %s %s: another baseline was promoted meanwhile; promote again to compare with it: %w", meta.Repo, meta.Key, err)
-	}
-	if err != nil {
-		return store.Baseline{}, rep, fmt.Errorf("promote %s %s: %w", meta.Repo, meta.Key, err)
-	}
-	if err := audit(ctx, st, saved, meta, prev, worse); err != nil {
-		return saved, rep, fmt.Errorf("promote %s %s: baseline #%d stored but %w", meta.Repo, meta.Key, saved.Version, err)
-	}
-	return saved, rep, nil
+	return p, nil
 }
 
 // recentSessions is the stored baselines (newest first) measured like the
@@ -375,7 +427,7 @@ func sessionLabel(b store.Baseline) string {
 // only those measured like the latest (same GPU model and offered load),
 // at most HistorySessions, leaving out version except (the baseline being
 // compared against; 0 for none). No baseline is an empty history.
-func History(ctx context.Context, st Store, repo, key string, except int) (gate.History, error) {
+func History(ctx context.Context, st Reader, repo, key string, except int) (gate.History, error) {
 	hist, err := st.BaselineHistory(ctx, repo, key)
 	if err != nil {
 		return gate.History{}, fmt.Errorf("noise history of %s %s: %w", repo, key, err)
@@ -396,7 +448,7 @@ func History(ctx context.Context, st Store, repo, key string, except int) (gate.
 // the check's look budget as the check row stored it (zero for the first
 // look). Pass the result to gate.Compare or gate.ComparePaired and store
 // the returned report's Looks back on the check row.
-func Options(ctx context.Context, st Store, repo, key string, against int, looks gate.Looks) (gate.Options, error) {
+func Options(ctx context.Context, st Reader, repo, key string, against int, looks gate.Looks) (gate.Options, error) {
 	h, err := History(ctx, st, repo, key, against)
 	if err != nil {
 		return gate.Options{}, err
@@ -404,7 +456,10 @@ func Options(ctx context.Context, st Store, repo, key string, against int, looks
 	return gate.Options{History: h, Looks: looks}, nil
 }
 
-func audit(ctx context.Context, st Store, b store.Baseline, meta Meta, prev store.Baseline, worse []Worse) error {
+// Audit is the audit entries that record the plan's row as stored (saved,
+// with its ID and time): the promotion, and a lowering with who and why.
+func (p Plan) Audit(saved store.Baseline) ([]store.AuditEntry, error) {
+	b, meta, prev, worse := saved, p.meta, p.prev, p.worse
 	detail, err := json.Marshal(map[string]any{
 		"key": b.Key, "version": b.Version, "label": meta.Version, "commit": b.Commit,
 		"image_digest": b.ImageDigest, "gpu": b.GPU, "gpu_uuid": b.GPUUUID, "driver": b.Driver,
@@ -412,23 +467,18 @@ func audit(ctx context.Context, st Store, b store.Baseline, meta Meta, prev stor
 		"baseline_id": b.ID, "created_at": b.CreatedAt.Format(time.RFC3339Nano),
 	})
 	if err != nil {
-		return fmt.Errorf("audit: encode promotion: %w", err)
+		return nil, fmt.Errorf("audit: encode promotion: %w", err)
 	}
-	if _, err := st.AppendAudit(ctx, store.AuditEntry{Actor: meta.By, Action: ActionPromoted, Repo: b.Repo, Detail: detail}); err != nil {
-		return fmt.Errorf("audit: %w", err)
-	}
+	out := []store.AuditEntry{{Actor: meta.By, Action: ActionPromoted, Repo: b.Repo, Detail: detail}}
 	if len(worse) == 0 {
-		return nil
+		return out, nil
 	}
 	detail, err = json.Marshal(map[string]any{
 		"key": b.Key, "version": b.Version, "label": meta.Version, "previous_version": prev.Version,
 		"previous_commit": prev.Commit, "reason": meta.Reason, "worse": worse,
 	})
 	if err != nil {
-		return fmt.Errorf("audit: encode lowering: %w", err)
+		return nil, fmt.Errorf("audit: encode lowering: %w", err)
 	}
-	if _, err := st.AppendAudit(ctx, store.AuditEntry{Actor: meta.By, Action: ActionLowered, Repo: b.Repo, Detail: detail}); err != nil {
-		return fmt.Errorf("audit: %w", err)
-	}
-	return nil
+	return append(out, store.AuditEntry{Actor: meta.By, Action: ActionLowered, Repo: b.Repo, Detail: detail}), nil
 }

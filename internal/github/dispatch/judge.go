@@ -24,13 +24,13 @@ import (
 	"github.com/perfgate/perfgate/internal/vocab/rev"
 )
 
-// judgeStore is what the judge room (judge.go, matrix.go, paired.go,
-// trend.go) uses: a check's jobs and their results, the baselines it
-// compares against, and the jobs it adds.
+// judgeStore is what the judge room (judge.go, load.go, matrix.go,
+// paired.go, trend.go) reads: a check's jobs and their results, and the
+// baselines it compares against. It writes only through its one step
+// (lifecycleStore.ApplyCheck), which carries the jobs it adds, the trend
+// points and the first baselines.
 type judgeStore interface {
-	baseline.Store
-	CancelJob(ctx context.Context, jobID int64, reason string) (store.Job, error)
-	Enqueue(ctx context.Context, spec store.JobSpec) (store.Job, error)
+	baseline.Reader
 	GetCheckRun(ctx context.Context, repo, headSHA, tier string) (store.CheckRun, error)
 	GetCheckRunByID(ctx context.Context, id int64) (store.CheckRun, error)
 	GetJob(ctx context.Context, jobID int64) (store.Job, error)
@@ -144,14 +144,21 @@ func (s *Service) jobDone(ctx context.Context, job store.Job) error {
 // settle applies a judging step: a lost race is errMoved, an event that no
 // longer applies is done.
 func (s *Service) settle(ctx context.Context, cr store.CheckRun, st step) error {
-	_, applied, err := s.apply(ctx, cr, st)
+	_, err := s.settleRow(ctx, cr, st)
+	return err
+}
+
+// settleRow is settle that returns the row as the step left it (zero
+// when the event no longer applied).
+func (s *Service) settleRow(ctx context.Context, cr store.CheckRun, st step) (store.CheckRun, error) {
+	row, applied, err := s.apply(ctx, cr, st)
 	if errors.Is(err, errIgnored) {
-		return nil
+		return store.CheckRun{}, nil
 	}
 	if err == nil && !applied {
-		return errMoved
+		return store.CheckRun{}, errMoved
 	}
-	return err
+	return row, err
 }
 
 func (s *Service) jobDoneOnce(ctx context.Context, job store.Job) error {
@@ -179,13 +186,14 @@ func (s *Service) jobDoneOnce(ctx context.Context, job store.Job) error {
 // judgeRow judges a check run whose jobs have all ended; job is the one
 // whose end triggered it (for a base commit measured for the check, that
 // job). A finished job's path is one load from the store, one pure
-// judgement, one store step: nothing in between reads or writes.
+// judgement, one store step (ApplyCheck, carrying every write the
+// decision makes): nothing in between reads or writes.
 func (s *Service) judgeRow(ctx context.Context, cr store.CheckRun, job store.Job) error {
-	in, err := s.load(ctx, cr, job)
+	l, err := s.load(ctx, cr, job)
 	if err != nil {
 		return err
 	}
-	return s.record(ctx, cr, job, in, s.decide(in))
+	return s.record(ctx, cr, job, l, s.decide(l.in))
 }
 
 // checkOf finds the check run row a job reports to, and whether the job
@@ -226,59 +234,52 @@ func (s *Service) pending(ctx context.Context, ids []int64) (bool, error) {
 	return false, nil
 }
 
-// measureBaseline queues a measurement of the base commit with the same
-// plan, so the first PR of a repository compares against its own base on
-// the same kind of runner instead of against nothing.
-func (s *Service) measureBaseline(ctx context.Context, cr store.CheckRun, job store.Job) error {
+// measureBaseStep queues a measurement of the base commit with the same
+// plan, on the card the check's runs used, so the first PR of a
+// repository compares against its own base on the same kind of runner
+// instead of against nothing. The job is queued by the step itself
+// (step.baseJob), which records its ID on the row. ok is false when the
+// base commit is already being measured (a retried judgement).
+func (s *Service) measureBaseStep(cr store.CheckRun, job store.Job, card string) (step, bool, error) {
 	doc := s.docOf(cr)
 	if doc.BaselineJob != 0 {
-		return nil // already measuring it (a retried judgement)
+		return step{}, false, nil // already measuring it (a retried judgement)
 	}
 	if job.BaseSHA == "" {
-		return s.settle(ctx, cr, step{ev: checkstate.Event{Kind: checkstate.GateUndecided}, out: check.Output{
+		return step{ev: checkstate.Event{Kind: checkstate.GateUndecided}, out: check.Output{
 			Title:   "No baseline",
 			Summary: fmt.Sprintf("There is no `%s` baseline for this repository yet and this run has no base commit to measure. Promote one with `perfgate baseline promote`.", cr.Tier),
-		}})
+		}}, true, nil
 	}
 	snap, err := snapshotOf(job)
 	if err != nil {
-		return err
+		return step{}, false, err
 	}
 	snap.HeadSHA = job.BaseSHA
 	snapshot, err := snap.encode()
 	if err != nil {
-		return err
+		return step{}, false, err
 	}
-	bj, err := s.judging().Enqueue(ctx, store.JobSpec{
-		Tier: job.Tier, Kind: kindBaseline, Repo: job.Repo, InstallationID: job.InstallationID, PRNumber: job.PRNumber,
-		HeadSHA: job.BaseSHA, BaseSHA: job.BaseSHA, Config: snapshot, Labels: job.Labels, GPUUUID: s.cardOf(ctx, cr.JobIDs),
-		CheckRunID: cr.ID,
-	})
-	if err != nil {
-		return fmt.Errorf("enqueue baseline job: %w", err)
-	}
-	zerolog.Ctx(ctx).Info().Int64("baseline_job", bj.ID).Str("base_sha", job.BaseSHA).Msg("no baseline: measuring the base commit")
-	doc.BaselineJob = bj.ID
-	err = s.settle(ctx, cr, step{ev: checkstate.Event{Kind: checkstate.Progressed}, doc: &doc, out: check.Output{
-		Title:   "Measuring the baseline",
-		Summary: fmt.Sprintf("There is no `%s` baseline yet, so perfgate is measuring the base commit `%s` on the same runner class; the comparison follows.", cr.Tier, rev.Short(job.BaseSHA)),
-	}})
-	if errors.Is(err, errMoved) {
-		// Not recorded on the row: this measurement is nobody's.
-		if _, cerr := s.judging().CancelJob(ctx, bj.ID, "the check it measured for changed"); cerr != nil {
-			return errors.Join(err, cerr)
-		}
-	}
-	return err
+	return step{ev: checkstate.Event{Kind: checkstate.Progressed}, doc: &doc,
+		baseJob: &store.JobSpec{
+			Tier: job.Tier, Kind: kindBaseline, Repo: job.Repo, InstallationID: job.InstallationID, PRNumber: job.PRNumber,
+			HeadSHA: job.BaseSHA, BaseSHA: job.BaseSHA, Config: snapshot, Labels: job.Labels, GPUUUID: card,
+			CheckRunID: cr.ID,
+		},
+		out: check.Output{
+			Title:   "Measuring the baseline",
+			Summary: fmt.Sprintf("There is no `%s` baseline yet, so perfgate is measuring the base commit `%s` on the same runner class; the comparison follows.", cr.Tier, rev.Short(job.BaseSHA)),
+		}}, true, nil
 }
 
-// publish records the gate's verdict as a lifecycle step: the check's new
+// publishStep is the gate's verdict as a lifecycle step: the check's new
 // phase, its rendered table, and for a fresh regression the one warning
 // comment with its deadline — all in one transaction, sent by the outbox.
 //
 // looks are the budgets this judgement spent, stored over the check's so
-// the next look at the commit (a retest, an appeal) continues from them.
-func (s *Service) publish(ctx context.Context, cr store.CheckRun, job store.Job, rep *gate.Report, env *result.Environment, notes []string, looks map[string]gate.Looks, settings *result.SettingsDiff) error {
+// the next look at the commit (a retest, an appeal) continues from them;
+// accepted are the commit's accepted appeals the load read.
+func (s *Service) publishStep(ctx context.Context, cr store.CheckRun, job store.Job, accepted []string, rep *gate.Report, env *result.Environment, notes []string, looks map[string]gate.Looks, settings *result.SettingsDiff) (step, error) {
 	prior := s.docOf(cr)
 	doc := verdictDoc{Report: rep, Env: env, Notes: notes, After: escalateAfter(job), Author: prior.Author, Looks: prior.Looks, Settings: settings}.withLooks(looks)
 	if doc.Author == "" {
@@ -294,7 +295,7 @@ func (s *Service) publish(ctx context.Context, cr store.CheckRun, job store.Job,
 		// An appeal accepted while its retest was still running holds too.
 		var acceptedBy []string
 		if prior.Held == "" {
-			acceptedBy = s.acceptedAppeals(ctx, cr)
+			acceptedBy = accepted
 			ev.AcceptedOnAppeal = len(acceptedBy) > 0
 		}
 		if prior.Held == string(check.Accepted) || ev.AcceptedOnAppeal {
@@ -308,7 +309,7 @@ func (s *Service) publish(ctx context.Context, cr store.CheckRun, job store.Job,
 	// replica judged it) is judged again as it now is.
 	// A new or changed settings diff is annotated on the PR's lines once.
 	annotate := settings != nil && !reflect.DeepEqual(settings, prior.Settings)
-	return s.settle(ctx, cr, step{ev: ev, doc: &doc, annotate: annotate, detail: costDetail(map[string]any{"runs": rep.CandidateRuns}, doc.Cost)})
+	return step{ev: ev, doc: &doc, annotate: annotate, detail: costDetail(map[string]any{"runs": rep.CandidateRuns}, doc.Cost)}, nil
 }
 
 // authorOf asks GitHub for the PR's author, for the warning's mention. It
@@ -330,23 +331,24 @@ func (s *Service) authorOf(ctx context.Context, cr store.CheckRun) string {
 	return pr.GetUser().GetLogin()
 }
 
-// standing answers a look the pull request's plan has no room for and no
+// standingStep answers a look the pull request's plan has no room for and no
 // new evidence to start another: the verdict its last look gave stands.
-func (s *Service) standing(ctx context.Context, cr store.CheckRun, job store.Job, key string) error {
+func (s *Service) standingStep(ctx context.Context, cr store.CheckRun, job store.Job, accepted []string, key string) (step, error) {
 	prior := s.docOf(cr)
 	if prior.Report == nil {
-		return s.broken(ctx, cr, true, []string{fmt.Sprintf("the looks of this pull request's plan for %s are spent and no verdict is stored", key)})
+		return brokenStep(cr, true, []string{fmt.Sprintf("the looks of this pull request's plan for %s are spent and no verdict is stored", key)})
 	}
 	notes := append(append([]string{}, prior.Notes...), "all looks of this pull request's plan are spent and nothing new was measured: the last verdict stands (`/perf retest` measures again under a new plan; `/perf ack` accepts an inconclusive one)")
-	return s.publish(ctx, cr, job, prior.Report, prior.Env, notes, nil, prior.Settings)
+	return s.publishStep(ctx, cr, job, accepted, prior.Report, prior.Env, notes, nil, prior.Settings)
 }
 
-// extend adds runs to an inconclusive comparison, on the same card. The
-// look just taken is recorded: the decision on all the runs is the next.
-func (s *Service) extend(ctx context.Context, cr store.CheckRun, job store.Job, more int, looks map[string]gate.Looks) error {
+// extendStep adds runs to an inconclusive comparison, on the same card
+// (card, the one the check's runs used). The look just taken is
+// recorded: the decision on all the runs is the next.
+func extendStep(cr store.CheckRun, job store.Job, card string, more int, looks map[string]gate.Looks) (step, error) {
 	snap, err := snapshotOf(job)
 	if err != nil {
-		return err
+		return step{}, err
 	}
 	snap.Repeats = more
 	what := fmt.Sprintf("%d more runs", more)
@@ -356,12 +358,12 @@ func (s *Service) extend(ctx context.Context, cr store.CheckRun, job store.Job, 
 		snap.Interleave = &il
 		what = fmt.Sprintf("%d more base/head pairs", il.Pairs)
 	}
-	snap.GPUUUID = s.cardOf(ctx, cr.JobIDs)
+	snap.GPUUUID = card
 	snapshot, err := snap.encode()
 	if err != nil {
-		return err
+		return step{}, err
 	}
-	return s.settle(ctx, cr, step{
+	return step{
 		ev:     checkstate.Event{Kind: checkstate.Progressed},
 		docFor: func(doc verdictDoc) verdictDoc { return doc.withLooks(looks) },
 		jobs: []store.JobSpec{{
@@ -372,20 +374,29 @@ func (s *Service) extend(ctx context.Context, cr store.CheckRun, job store.Job, 
 			Title:   "Adding runs",
 			Summary: fmt.Sprintf("The runs so far could not settle the comparison; perfgate is adding %s on the same card (within the tier's settle_gpu_minutes) and will decide on all of them.", what),
 		},
-	})
+	}, nil
 }
 
 // broken concludes a check that has no comparison to show, quoting why.
 func (s *Service) broken(ctx context.Context, cr store.CheckRun, runnerFault bool, reasons []string) error {
-	c, err := report.RenderCheck(report.View{Tier: cr.Tier, Verdict: report.Broken, SHA: cr.HeadSHA, Problems: reasons})
+	st, err := brokenStep(cr, runnerFault, reasons)
 	if err != nil {
 		return err
 	}
-	return s.settle(ctx, cr, step{
+	return s.settle(ctx, cr, st)
+}
+
+// brokenStep is the step that concludes a check with no comparison.
+func brokenStep(cr store.CheckRun, runnerFault bool, reasons []string) (step, error) {
+	c, err := report.RenderCheck(report.View{Tier: cr.Tier, Verdict: report.Broken, SHA: cr.HeadSHA, Problems: reasons})
+	if err != nil {
+		return step{}, err
+	}
+	return step{
 		ev:     checkstate.Event{Kind: checkstate.Broken, RunnerFault: runnerFault},
 		out:    check.Output{Title: "The benchmark failed", Summary: c.Summary, Text: c.Text},
 		detail: map[string]any{"reasons": reasons},
-	})
+	}, nil
 }
 
 // acceptedNotes are the notes an accepted appeal added to a verdict.

@@ -15,13 +15,54 @@ import (
 	"github.com/perfgate/perfgate/internal/vocab/result"
 )
 
+// loaded is what the load read for one judgement: the judgement's Input,
+// and what storing its decision needs beside it, read here so that after
+// the judgement comes one store step and nothing else.
+type loaded struct {
+	in judge.Input
+	// card is the GPU the check's runs ran on (cardOf): runs added, or
+	// the base commit measured, are pinned to it. Read for a plain or
+	// interleaved check that measured something.
+	card string
+	// baseHistory is the stored baselines (newest first) of the key the
+	// base commit measured for the check is promoted under: the rules
+	// check the promotion against them. A nightly matrix's new cell had
+	// none (the load found no baseline for it).
+	baseHistory []store.Baseline
+	// accepted are the notes of the appeals maintainers accepted against
+	// the commit while nothing was held (acceptedAppeals): a regression
+	// verdict holds on them.
+	accepted []string
+}
+
 // load reads from the store everything the judgement of a check run whose
-// jobs have all ended goes on, as one judge.Input: the tier, the
-// candidate's evidence (plain runs, interleaved runs, or a nightly
-// matrix's cells), the baseline and noise history it may use, the look
-// and settle budgets spent so far. It writes nothing; job is the job
-// whose end triggered the judgement.
-func (s *Service) load(ctx context.Context, cr store.CheckRun, job store.Job) (judge.Input, error) {
+// jobs have all ended goes on, and what storing its decision needs. It
+// writes nothing; job is the job whose end triggered the judgement.
+func (s *Service) load(ctx context.Context, cr store.CheckRun, job store.Job) (loaded, error) {
+	in, err := s.loadInput(ctx, cr, job)
+	if err != nil {
+		return loaded{}, err
+	}
+	l := loaded{in: in}
+	if s.docOf(cr).Held == "" {
+		l.accepted = s.acceptedAppeals(ctx, cr)
+	}
+	if len(in.Cells) == 0 && (len(in.Runs.Runs) > 0 || in.Interleaved != nil) {
+		l.card = s.cardOf(ctx, cr.JobIDs)
+	}
+	if in.MeasuredBase != nil && len(in.MeasuredBase.Runs) > 0 {
+		if l.baseHistory, err = s.judging().BaselineHistory(ctx, job.Repo, job.Tier); err != nil {
+			return loaded{}, fmt.Errorf("load the baselines of %s %s: %w", job.Repo, job.Tier, err)
+		}
+	}
+	return l, nil
+}
+
+// loadInput reads everything the judgement goes on, as one judge.Input:
+// the tier, the candidate's evidence (plain runs, interleaved runs, or a
+// nightly matrix's cells), the baseline and noise history it may use, the
+// look and settle budgets spent so far.
+func (s *Service) loadInput(ctx context.Context, cr store.CheckRun, job store.Job) (judge.Input, error) {
 	if job.Kind == kindBaseline {
 		return s.loadMeasuredBase(ctx, cr, job)
 	}

@@ -176,19 +176,20 @@ func (s *Service) nightlyLongRuns(ctx context.Context, installationID int64, own
 	return errors.Join(errs...)
 }
 
-// recordTrend stores the nightly medians of the tier's gated metrics under
-// key (the tier, or the tier and matrix cell).
-func (s *Service) recordTrend(ctx context.Context, cr store.CheckRun, key string, jobID int64, runs []*result.Result, tier config.Tier) {
+// trendPoints are the nightly medians of the tier's gated and secondary
+// metrics under key (the tier, or the tier and matrix cell), dated today:
+// the trend points a judgement's step stores.
+func (s *Service) trendPoints(cr store.CheckRun, key string, jobID int64, runs []*result.Result, tier config.Tier) []store.TrendPoint {
 	day := s.now().UTC().Truncate(24 * time.Hour)
+	var out []store.TrendPoint
 	for _, name := range append(tier.GatedMetrics(), tier.SecondaryMetrics()...) {
 		v, ok := gate.MedianOf(runs, name)
 		if !ok {
 			continue
 		}
-		if err := s.timing().PutTrend(ctx, store.TrendPoint{Repo: cr.Repo, Key: key, Metric: name, Date: day, Value: v, JobID: jobID}); err != nil {
-			s.log.Error().Err(err).Str("metric", name).Msg("store trend point")
-		}
+		out = append(out, store.TrendPoint{Repo: cr.Repo, Key: key, Metric: name, Date: day, Value: v, JobID: jobID})
 	}
+	return out
 }
 
 // ReleasePublished implements app.Releases: a release may promote the

@@ -2,9 +2,13 @@ package dispatch
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/perfgate/perfgate/internal/analysis/judge"
 	"github.com/perfgate/perfgate/internal/github/githubtest"
@@ -24,13 +28,14 @@ type callLog struct {
 	mu      sync.Mutex
 	calls   []string
 	judging bool
+	steps   []store.CheckChange // what each ApplyCheck carried
 }
 
 // judged is the mark the wrapped judgement leaves in the log.
 const judged = "<judge>"
 
 // writes are the store's methods the judge path may write with.
-var writes = []string{"PutBaseline", "AppendAudit", "CancelJob", "Enqueue", "ApplyCheck", "PutEffect", "PutTrend"}
+var writes = []string{"PutBaseline", "AppendAudit", "Enqueue", "ApplyCheck", "PutEffect", "PutTrend"}
 
 func (c *callLog) add(name string) {
 	c.mu.Lock()
@@ -108,11 +113,6 @@ func (c *callLog) AppendAudit(ctx context.Context, e store.AuditEntry) (store.Au
 	return c.Store.AppendAudit(ctx, e)
 }
 
-func (c *callLog) CancelJob(ctx context.Context, id int64, reason string) (store.Job, error) {
-	c.add("CancelJob")
-	return c.Store.CancelJob(ctx, id, reason)
-}
-
 func (c *callLog) Enqueue(ctx context.Context, spec store.JobSpec) (store.Job, error) {
 	c.add("Enqueue")
 	return c.Store.Enqueue(ctx, spec)
@@ -120,6 +120,9 @@ func (c *callLog) Enqueue(ctx context.Context, spec store.JobSpec) (store.Job, e
 
 func (c *callLog) ApplyCheck(ctx context.Context, ch store.CheckChange) (store.CheckRun, bool, error) {
 	c.add("ApplyCheck")
+	c.mu.Lock()
+	c.steps = append(c.steps, ch)
+	c.mu.Unlock()
 	return c.Store.ApplyCheck(ctx, ch)
 }
 
@@ -134,41 +137,75 @@ func (c *callLog) PutTrend(ctx context.Context, p store.TrendPoint) error {
 }
 
 // A finished job's path through the judge is one load (reads only), one
-// pure judgement (no store call while it runs), and one store step: for a
-// verdict, runs to add or a failure, that step is the one ApplyCheck that
-// changes the check with its effects and jobs in one transaction. The log
-// would show a write moved into the load, a second judgement, a read
-// after the judgement that fed it, or a write of its own beside the step.
+// pure judgement (no store call while it runs), and one store step: the
+// one ApplyCheck that changes the check with everything the decision
+// writes in one transaction — its effects, the jobs it adds (runs added,
+// the base commit measured), a nightly's trend points and the first
+// baselines it promotes. The log would show a write moved into the load,
+// a second judgement, a read after the judgement that fed it, or a write
+// of its own beside the step; carries checks the step holds what the
+// outcome writes.
 func TestFinishedJobPath(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		run  func(l *lifecycle) store.Job // finishes a job, unjudged
-		// after is every call the log records after the judgement.
-		after []string
+		// carries says what the step lacks ("" when it holds what the
+		// outcome writes).
+		carries func(ch store.CheckChange) string
 	}{
 		{"verdict", func(l *lifecycle) store.Job {
 			l.baseline(1)
 			l.request(headSHA, false)
 			return l.end(l.claim(), jobstate.Succeeded, "", quickRuns(5))
-		}, []string{"ApplyCheck"}},
+		}, func(ch store.CheckChange) string {
+			return none(ch.State == store.CheckPassed && len(ch.AddJobs) == 0 && ch.BaseJob == nil, "a passed check and nothing else")
+		}},
+		// A regression (findings off: a profile queued on regression and
+		// the knowledge base's match still read and write beside the
+		// step) holds on the accepted appeals the load read.
+		{"regression", func(l *lifecycle) store.Job {
+			l.baseline(1.3)
+			l.request(headSHA, false)
+			return l.end(l.claim(), jobstate.Succeeded, "", quickRuns(5))
+		}, func(ch store.CheckChange) string {
+			return none(ch.State == store.CheckWarned && len(ch.Effects) == 1, "a warned check and its warning comment")
+		}},
 		{"runs added", func(l *lifecycle) store.Job {
 			l.baseline(1)
 			l.request(headSHA, false)
 			return l.end(l.claim(), jobstate.Succeeded, "", scaled(1, 1.2, 0.8))
-		}, []string{"ListResults", "ApplyCheck"}}, // the card the runs ran on (cardOf), then the step
+		}, func(ch store.CheckChange) string {
+			return none(len(ch.AddJobs) == 1 && ch.AddJobs[0].Kind == kindExtend && ch.AddJobs[0].GPUUUID == testCard,
+				"one extension job pinned to the card the runs ran on")
+		}},
 		{"engine failed", func(l *lifecycle) store.Job {
 			l.baseline(1)
 			l.request(headSHA, false)
 			return l.end(l.claim(), jobstate.Failed, "engine never became ready: /health timed out", nil)
-		}, []string{"ApplyCheck"}},
+		}, func(ch store.CheckChange) string {
+			return none(ch.State == store.CheckErrored && len(ch.AddJobs) == 0, "an errored check and no job")
+		}},
 		{"no baseline", func(l *lifecycle) store.Job {
 			l.request(newSHA, false)
 			return l.end(l.claim(), jobstate.Succeeded, "", quickRuns(3))
-		}, []string{"ListResults", "Enqueue", "ApplyCheck"}}, // the card, the base commit's job on it, then the step
-		// A nightly matrix also stores each cell's trend and promotes a
-		// new cell's first runs (reading the key's history to do so)
-		// before its one step: after is nil, and the test asks only that
-		// those writes come after the judgement and the step comes last.
+		}, func(ch store.CheckChange) string {
+			return none(ch.BaseJob != nil && ch.BaseJob.Kind == kindBaseline && ch.BaseJob.HeadSHA == headSHA && ch.BaseJob.GPUUUID == testCard && len(ch.AddJobs) == 0,
+				"the base commit's job, pinned to the card, beside the check's jobs")
+		}},
+		{"base measured", func(l *lifecycle) store.Job {
+			l.request(newSHA, false)
+			l.end(l.claim(), jobstate.Succeeded, "", quickRuns(3))
+			l.judge()
+			base, err := l.st.Claim(l.ctx, store.ClaimRequest{AgentID: l.agent.ID, Labels: l.agent.Labels, GPUUUIDs: []string{testCard}, Lease: time.Minute})
+			if err != nil || base.Kind != kindBaseline {
+				l.t.Fatalf("claim the base commit's job: %+v, %v", base, err)
+			}
+			return l.end(base, jobstate.Succeeded, "", quickRuns(5))
+		}, func(ch store.CheckChange) string {
+			return none(len(ch.Baselines) == 1 && ch.Baselines[0].Baseline.Key == "quick" && ch.Baselines[0].Baseline.Version == 1 && ch.Baselines[0].Audit != nil &&
+				strings.Contains(string(ch.Verdict), "promoted as the first `quick` baseline"),
+				"the base commit's runs promoted as the first baseline, with its audit and the verdict's note")
+		}},
 		{"nightly matrix", func(l *lifecycle) store.Job {
 			if err := l.svc.RequestRun(l.ctx, request.Run{InstallationID: githubtest.InstallationID, Owner: "acme", Repo: "inference",
 				HeadSHA: headSHA, BaseSHA: headSHA, BaseRef: "main", Tier: check.TierNightly, Trigger: "nightly", DeliveryID: "nightly-1"}); err != nil {
@@ -179,7 +216,11 @@ func TestFinishedJobPath(t *testing.T) {
 				last = l.end(l.claim(), jobstate.Succeeded, "", verifiedRuns(5))
 			}
 			return last
-		}, nil},
+		}, func(ch store.CheckChange) string {
+			cells := len(ch.Baselines)
+			return none(cells > 1 && len(ch.Trends) >= cells && strings.Count(string(ch.Verdict), "first nightly, promoted as the cell's baseline") == cells,
+				"every new cell's trend points and first baseline, and a note for each")
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			l := newLifecycle(t)
@@ -198,15 +239,68 @@ func TestFinishedJobPath(t *testing.T) {
 					t.Errorf("the load wrote (%s) before the judgement: %v", c, log.calls)
 				}
 			}
-			got := log.calls[at+1:]
-			switch {
-			case tc.after != nil && !slices.Equal(got, tc.after):
-				t.Errorf("after the judgement the store saw %v, want %v (all: %v)", got, tc.after, log.calls)
-			case tc.after == nil && (len(got) == 0 || got[len(got)-1] != "ApplyCheck" || !slices.Contains(got, "PutTrend") || !slices.Contains(got, "PutBaseline")):
-				t.Errorf("after the judgement the store saw %v, want the trends, the first baselines and the step last", got)
+			if got := log.calls[at+1:]; !slices.Equal(got, []string{"ApplyCheck"}) {
+				t.Fatalf("after the judgement the store saw %v, want only the one step [ApplyCheck] (all: %v)", got, log.calls)
+			}
+			if lacks := tc.carries(log.steps[0]); lacks != "" {
+				t.Errorf("the step does not carry %s: %+v", lacks, log.steps[0])
+			}
+			if lost := l.lost(log.steps[0]); lost != "" {
+				t.Error(lost)
 			}
 		})
 	}
+}
+
+// lost says what of the step ch the store does not hold: its row's state,
+// the base commit's job recorded on the row (not among its jobs), each
+// baseline with its audit entry, each trend point.
+func (l *lifecycle) lost(ch store.CheckChange) string {
+	l.t.Helper()
+	row, err := l.st.GetCheckRunByID(l.ctx, ch.ID)
+	if err != nil || row.State != ch.State {
+		return fmt.Sprintf("the row is %+v (%v), want state %s", row, err, ch.State)
+	}
+	if ch.BaseJob != nil {
+		id := l.svc.docOf(row).BaselineJob
+		j, err := l.st.GetJob(l.ctx, id)
+		if err != nil || j.Kind != kindBaseline || j.CheckRunID != row.ID || j.Status != jobstate.Queued || slices.Contains(row.JobIDs, id) {
+			return fmt.Sprintf("the base commit's job recorded on the row is %d: %+v (%v)", id, j, err)
+		}
+	}
+	audit, err := l.st.ListAudit(l.ctx, testRepo, 0)
+	if err != nil {
+		return err.Error()
+	}
+	for _, nb := range ch.Baselines {
+		b, err := l.st.LatestBaseline(l.ctx, testRepo, nb.Baseline.Key)
+		if err != nil || b.Version != nb.Baseline.Version || b.PromotedBy != "perfgate" {
+			return fmt.Sprintf("baseline %s is %+v (%v), want version %d", nb.Baseline.Key, b, err, nb.Baseline.Version)
+		}
+		if !slices.ContainsFunc(audit, func(e store.AuditEntry) bool {
+			var d struct {
+				ID int64 `json:"baseline_id"`
+			}
+			return e.Action == "baseline.promoted" && json.Unmarshal(e.Detail, &d) == nil && d.ID == b.ID
+		}) {
+			return fmt.Sprintf("no audit entry names baseline %s #%d (id %d)", b.Key, b.Version, b.ID)
+		}
+	}
+	for _, p := range ch.Trends {
+		pts, err := l.st.ListTrend(l.ctx, testRepo, p.Key, p.Metric, p.Date)
+		if err != nil || len(pts) != 1 || pts[0].Value != p.Value {
+			return fmt.Sprintf("trend %s %s is %+v (%v), want %v", p.Key, p.Metric, pts, err, p.Value)
+		}
+	}
+	return ""
+}
+
+// none is "" when ok, else what is missing.
+func none(ok bool, what string) string {
+	if ok {
+		return ""
+	}
+	return what
 }
 
 func count(calls []string, name string) int {
@@ -219,11 +313,16 @@ func count(calls []string, name string) int {
 	return n
 }
 
-// end uploads runs for a claimed job and ends it, without judging.
+// end uploads runs for a claimed job, measured on testCard, and ends it,
+// without judging.
 func (l *lifecycle) end(j store.Job, status jobstate.Status, reason string, runs []*result.Result) store.Job {
 	l.t.Helper()
 	for i, r := range runs {
-		upload(l.t, l.st, j, i, r)
+		full, _ := json.Marshal(r)
+		if _, _, err := l.st.PutResult(l.ctx, store.ResultUpload{JobID: j.ID, LeaseID: j.LeaseID, IdempotencyKey: fmt.Sprintf("m%d", i),
+			RunIndex: i, Kind: jobstate.KindMeasured, GPUUUID: testCard, Summary: full, Samples: full}); err != nil {
+			l.t.Fatal(err)
+		}
 	}
 	done, err := l.st.Finish(l.ctx, j.ID, j.LeaseID, status, reason)
 	if err != nil {

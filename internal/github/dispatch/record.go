@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/rs/zerolog"
+
 	"github.com/perfgate/perfgate/internal/analysis/judge"
 	"github.com/perfgate/perfgate/internal/github/baseline"
 	"github.com/perfgate/perfgate/internal/store"
@@ -14,16 +16,29 @@ import (
 // judge.MinutesOf).
 var minutesOf = judge.MinutesOf
 
-// record stores a judgement: the trend points and first baselines it
-// asks for, then the one lifecycle step its outcome is — the verdict
-// published, runs added, the last verdict standing, the check concluded
-// as broken, or the base commit queued for measuring.
-func (s *Service) record(ctx context.Context, cr store.CheckRun, job store.Job, in judge.Input, d judge.Decision) error {
+// record stores a judgement as the one lifecycle step its outcome is —
+// the verdict published, runs added, the last verdict standing, the check
+// concluded as broken, or the base commit queued for measuring — with the
+// trend points and first baselines the decision asks for written in the
+// same transaction (one ApplyCheck). It reads nothing: what the step
+// needs beside the decision (the card, the accepted appeals, the
+// baselines a promotion is checked against) was read by the load. The
+// exception is a regression with findings on, whose profile and
+// knowledge-base match are looked up and queued beside the step
+// (regressionNotes).
+func (s *Service) record(ctx context.Context, cr store.CheckRun, job store.Job, l loaded, d judge.Decision) error {
+	var (
+		trends    []store.TrendPoint
+		baselines []store.NewBaseline
+	)
 	for _, t := range d.Trends {
-		s.recordTrend(ctx, cr, t.Key, t.Job, t.Runs, in.Tier)
+		trends = append(trends, s.trendPoints(cr, t.Key, t.Job, t.Runs, l.in.Tier)...)
 	}
 	for _, p := range d.Promotions {
-		note := s.promote(ctx, cr, job, in, p)
+		nb, note := promotionOf(cr, job, l, p)
+		if nb != nil {
+			baselines = append(baselines, *nb)
+		}
 		switch {
 		case p.At < 0:
 		case d.Outcome == judge.Publish && p.At < len(d.Notes):
@@ -32,36 +47,63 @@ func (s *Service) record(ctx context.Context, cr store.CheckRun, job store.Job, 
 			d.Reasons[p.At] = note
 		}
 	}
-	switch d.Outcome {
-	case judge.Publish:
-		return s.publish(ctx, cr, job, d.Report, d.Env, d.Notes, d.Looks, d.Settings)
-	case judge.Extend:
-		return s.extend(ctx, cr, job, d.More, d.Looks)
-	case judge.Stands:
-		return s.standing(ctx, cr, job, d.Key)
-	case judge.MeasureBase:
-		return s.measureBaseline(ctx, cr, job)
-	case judge.Broken:
-		return s.broken(ctx, cr, d.RunnerFault, d.Reasons)
+	st, ok, err := s.stepOf(ctx, cr, job, l, d)
+	if err != nil || !ok {
+		return err
 	}
-	return fmt.Errorf("judge check run %d: unknown outcome %q", cr.ID, d.Outcome)
+	st.trends, st.baselines = trends, baselines
+	row, err := s.settleRow(ctx, cr, st)
+	if err == nil && st.baseJob != nil && row.ID != 0 {
+		zerolog.Ctx(ctx).Info().Int64("baseline_job", s.docOf(row).BaselineJob).Str("base_sha", job.BaseSHA).Msg("no baseline: measuring the base commit")
+	}
+	return err
 }
 
-// promote stores runs the judgement found to be a first baseline — a
+// stepOf is the lifecycle step a decision's outcome is; ok is false when
+// there is none to make (the base commit is already being measured).
+func (s *Service) stepOf(ctx context.Context, cr store.CheckRun, job store.Job, l loaded, d judge.Decision) (step, bool, error) {
+	var (
+		st  step
+		err error
+	)
+	switch d.Outcome {
+	case judge.Publish:
+		st, err = s.publishStep(ctx, cr, job, l.accepted, d.Report, d.Env, d.Notes, d.Looks, d.Settings)
+	case judge.Extend:
+		st, err = extendStep(cr, job, l.card, d.More, d.Looks)
+	case judge.Stands:
+		st, err = s.standingStep(ctx, cr, job, l.accepted, d.Key)
+	case judge.MeasureBase:
+		return s.measureBaseStep(cr, job, l.card)
+	case judge.Broken:
+		st, err = brokenStep(cr, d.RunnerFault, d.Reasons)
+	default:
+		err = fmt.Errorf("judge check run %d: unknown outcome %q", cr.ID, d.Outcome)
+	}
+	return st, err == nil, err
+}
+
+// promotionOf is the baseline a promotion stores with the step — a
 // nightly matrix cell's first runs, or the base commit measured for a
-// check — under the baseline rules, and says how it went.
-func (s *Service) promote(ctx context.Context, cr store.CheckRun, job store.Job, in judge.Input, p judge.Promotion) string {
+// check — checked under the baseline rules against the history the load
+// read, and the note that says how it went. nil: the rules refused it
+// (the note says why).
+func promotionOf(cr store.CheckRun, job store.Job, l loaded, p judge.Promotion) (*store.NewBaseline, string) {
 	if p.Label != "" {
+		// A new cell: the load found no baseline of its key.
 		meta := baseline.Meta{Repo: cr.Repo, Key: p.Key, Version: "nightly-" + rev.Short(cr.HeadSHA), Commit: cr.HeadSHA, By: "perfgate", Reason: "first nightly of this matrix cell"}
-		if _, _, err := baseline.Promote(ctx, s.judging(), p.Runs, meta, in.Tier); err != nil {
-			return fmt.Sprintf("%s: first runs not stored as a baseline: %v", p.Label, err)
+		plan, err := baseline.Prepare(p.Runs, meta, l.in.Tier, nil)
+		if err != nil {
+			return nil, fmt.Sprintf("%s: first runs not stored as a baseline: %v", p.Label, err)
 		}
-		return fmt.Sprintf("%s: first nightly, promoted as the cell's baseline", p.Label)
+		return &store.NewBaseline{Baseline: plan.Row, Audit: plan.Audit}, fmt.Sprintf("%s: first nightly, promoted as the cell's baseline", p.Label)
 	}
 	meta := baseline.Meta{Repo: job.Repo, Key: job.Tier, Version: "base-" + rev.Short(job.HeadSHA), Commit: job.HeadSHA, By: "perfgate",
 		Reason: fmt.Sprintf("first baseline, measured for PR #%d", job.PRNumber)}
-	if _, _, err := baseline.Promote(ctx, s.judging(), p.Runs, meta, in.Tier); err != nil {
-		return "the base commit's runs were compared but not stored as the baseline: " + err.Error()
+	plan, err := baseline.Prepare(p.Runs, meta, l.in.Tier, l.baseHistory)
+	if err != nil {
+		return nil, "the base commit's runs were compared but not stored as the baseline: " + err.Error()
 	}
-	return fmt.Sprintf("baseline: the base commit %s, measured for this PR and promoted as the first `%s` baseline", rev.Short(job.HeadSHA), job.Tier)
+	return &store.NewBaseline{Baseline: plan.Row, Audit: plan.Audit},
+		fmt.Sprintf("baseline: the base commit %s, measured for this PR and promoted as the first `%s` baseline", rev.Short(job.HeadSHA), job.Tier)
 }

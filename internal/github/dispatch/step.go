@@ -53,6 +53,13 @@ type step struct {
 	// rendered output: set by a fresh verdict, since GitHub appends the
 	// annotations of every update.
 	annotate bool
+	// baseJob is the base commit's job to queue for the row (not one of
+	// its jobs; the store records its ID as the document's baseline_job).
+	baseJob *store.JobSpec
+	// trends and baselines are a judgement's trend points and first
+	// baselines, stored with the step.
+	trends    []store.TrendPoint
+	baselines []store.NewBaseline
 }
 
 // errIgnored: the event does not apply to the row as it now is.
@@ -95,6 +102,7 @@ func (s *Service) apply(ctx context.Context, cr store.CheckRun, st step) (store.
 		ID: cr.ID, Repo: cr.Repo, HeadSHA: cr.HeadSHA, Tier: cr.Tier, PRNumber: cr.PRNumber, InstallationID: cr.InstallationID,
 		From: cr.State, FromGeneration: cr.Generation, State: string(next.Phase), Deadline: next.Deadline, Verdict: raw,
 		JobIDs: st.jobIDs, AddJobs: st.jobs, RequestKey: st.key, CancelReason: st.cancelReason,
+		BaseJob: st.baseJob, Trends: st.trends, Baselines: st.baselines,
 	}
 	after := cr
 	after.State, after.Deadline = string(next.Phase), next.Deadline

@@ -77,8 +77,8 @@ func (s *instrumentedStore) CancelPRJobs(ctx context.Context, repo string, pr in
 	return sup, err
 }
 
-// ApplyCheck counts the jobs a check run's step queues and the queued ones
-// it cancels.
+// ApplyCheck counts the jobs a check run's step queues (its added jobs and
+// the base commit's) and the queued ones it cancels.
 func (s *instrumentedStore) ApplyCheck(ctx context.Context, ch store.CheckChange) (store.CheckRun, bool, error) {
 	var queued []store.Job
 	for _, id := range ch.CancelJobs {
@@ -92,6 +92,9 @@ func (s *instrumentedStore) ApplyCheck(ctx context.Context, ch store.CheckChange
 	}
 	for _, spec := range ch.AddJobs {
 		s.m.moveJob(store.Job{JobSpec: spec}, "", jobstate.Queued)
+	}
+	if ch.BaseJob != nil {
+		s.m.moveJob(store.Job{JobSpec: *ch.BaseJob}, "", jobstate.Queued)
 	}
 	for _, j := range queued {
 		if now, err := s.Store.GetJob(ctx, j.ID); err == nil && now.Status == jobstate.Cancelled {

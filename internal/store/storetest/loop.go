@@ -351,6 +351,93 @@ func testApplyCheck(t *testing.T, newDSN func(t testing.TB) string) {
 	}
 }
 
+// A judgement's step carries everything the judgement writes: the base
+// commit's job (recorded on the row as baseline_job, not one of its jobs),
+// first baselines with their audit entries, and trend points — all or
+// nothing. A baseline version another promotion took meanwhile rolls the
+// whole step back as a lost race.
+func testApplyCheckCarries(t *testing.T, newDSN func(t testing.TB) string) {
+	e := newEnv(t, newDSN)
+	sha := sha40("c")
+	cr, ok, err := e.st.ApplyCheck(e.ctx, store.CheckChange{Repo: "acme/llm", HeadSHA: sha, Tier: "quick", PRNumber: 7, InstallationID: 42,
+		State: store.CheckInProgress, AddJobs: []store.JobSpec{{Repo: "acme/llm", Tier: "quick", HeadSHA: sha}}})
+	if err != nil || !ok {
+		t.Fatalf("create = %v, %v", ok, err)
+	}
+	day := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	first := func(key string, version int) store.NewBaseline {
+		return store.NewBaseline{
+			Baseline: store.Baseline{Repo: "acme/llm", Key: key, Version: version, Commit: sha, GPU: "NVIDIA H100 80GB HBM3",
+				LoadParams: json.RawMessage(`{"request_rate": 8}`), Runs: json.RawMessage(`[{"output_throughput": 1000}]`), PromotedBy: "perfgate"},
+			Audit: func(b store.Baseline) ([]store.AuditEntry, error) {
+				d, err := json.Marshal(map[string]any{"baseline_id": b.ID, "key": b.Key, "version": b.Version})
+				return []store.AuditEntry{{Actor: "perfgate", Action: "baseline.promoted", Repo: b.Repo, Detail: d}}, err
+			},
+		}
+	}
+	step := func(from string, bs ...store.NewBaseline) (store.CheckRun, bool, error) {
+		return e.st.ApplyCheck(e.ctx, store.CheckChange{ID: cr.ID, From: from, State: store.CheckInProgress,
+			Verdict:   json.RawMessage(`{"notes":["measuring the base"],"baseline_job":0}`),
+			BaseJob:   &store.JobSpec{Repo: "acme/llm", Tier: "quick", Kind: "baseline", HeadSHA: sha40("d"), GPUUUID: "GPU-a"},
+			Baselines: bs,
+			Trends:    []store.TrendPoint{{Repo: "acme/llm", Key: "nightly/c=1", Metric: "output_throughput", Date: day, Value: 1000, JobID: cr.JobIDs[0]}},
+		})
+	}
+	// Another promotion took version 1 of "nightly/c=16" since the
+	// history was read: nothing of the step is written.
+	if _, err := e.st.PutBaseline(e.ctx, first("nightly/c=16", 1).Baseline); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, err := step(store.CheckInProgress, first("nightly/c=1", 1), first("nightly/c=16", 1)); err != nil || ok {
+		t.Fatalf("a step with a taken baseline version = %v, %v; want not applied", ok, err)
+	}
+	jobs, _ := e.st.ListJobs(e.ctx, store.JobFilter{Repo: "acme/llm"})
+	pts, _ := e.st.ListTrend(e.ctx, "acme/llm", "nightly/c=1", "output_throughput", day)
+	audit, _ := e.st.ListAudit(e.ctx, "acme/llm", 0)
+	if _, err := e.st.LatestBaseline(e.ctx, "acme/llm", "nightly/c=1"); !errors.Is(err, store.ErrNotFound) || len(jobs) != 1 || len(pts) != 0 || len(audit) != 0 {
+		t.Errorf("after the lost step: baseline c=1 %v, %d jobs, %d trend points, %d audit entries; want none written", err, len(jobs), len(pts), len(audit))
+	}
+	// A baseline without its version is refused: the step's version is
+	// what makes a concurrent promotion a conflict.
+	if _, _, err := step(store.CheckInProgress, first("nightly/c=1", 0)); err == nil {
+		t.Error("a step's baseline without a version was accepted")
+	}
+
+	row, ok, err := step(store.CheckInProgress, first("nightly/c=1", 1), first("nightly/c=16", 2))
+	if err != nil || !ok {
+		t.Fatalf("step = %v, %v", ok, err)
+	}
+	var doc struct {
+		Notes       []string `json:"notes"`
+		BaselineJob int64    `json:"baseline_job"`
+	}
+	if err := json.Unmarshal(row.Verdict, &doc); err != nil || doc.BaselineJob == 0 || len(doc.Notes) != 1 {
+		t.Fatalf("verdict = %s (%v); want the document with the base commit's job", row.Verdict, err)
+	}
+	base, err := e.st.GetJob(e.ctx, doc.BaselineJob)
+	if err != nil || base.Kind != "baseline" || base.CheckRunID != cr.ID || base.GPUUUID != "GPU-a" || base.Status != jobstate.Queued ||
+		slices.Contains(row.JobIDs, base.ID) || len(row.JobIDs) != 1 {
+		t.Errorf("base commit's job = %+v (%v), row's jobs %v; want it queued for the row, not one of its jobs", base, err, row.JobIDs)
+	}
+	audit, _ = e.st.ListAudit(e.ctx, "acme/llm", 0)
+	for i, key := range []string{"nightly/c=1", "nightly/c=16"} {
+		b, err := e.st.LatestBaseline(e.ctx, "acme/llm", key)
+		if err != nil || b.Version != i+1 {
+			t.Errorf("baseline %s = %+v, %v", key, b, err)
+			continue
+		}
+		var d struct {
+			ID int64 `json:"baseline_id"`
+		}
+		if i >= len(audit) || json.Unmarshal(audit[i].Detail, &d) != nil || d.ID != b.ID || audit[i].Action != "baseline.promoted" {
+			t.Errorf("audit = %+v; want entry %d to name baseline %d", audit, i, b.ID)
+		}
+	}
+	if pts, err := e.st.ListTrend(e.ctx, "acme/llm", "nightly/c=1", "output_throughput", day); err != nil || len(pts) != 1 || pts[0].Value != 1000 {
+		t.Errorf("trend = %+v, %v", pts, err)
+	}
+}
+
 // A new generation reports to a new GitHub check run: the old one, open on
 // GitHub, is queued for cancelling; a creation that was attempted but never
 // recorded is looked up; a check run created for a generation that moved on

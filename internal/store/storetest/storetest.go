@@ -74,6 +74,7 @@ func Run(t *testing.T, newDSN func(t testing.TB) string) {
 		{"ApplyCheck", testApplyCheck},
 		{"ApplyCheckReplaced", testApplyCheckReplaced},
 		{"ApplyCheckReplacedJobs", testApplyCheckReplacedJobs},
+		{"ApplyCheckCarriesJudgement", testApplyCheckCarries},
 		{"JudgeFinishedJobs", testJudge},
 		{"CancelPRJobs", testCancelPRJobs},
 		{"CheckRunDeadlines", testCheckRuns},
