@@ -150,6 +150,26 @@ func DecideStep(cfg Config, commit Reading, ends *Reading, dir float64) StepDeci
 		d.Reason = fmt.Sprintf("differs from both ends: %d more pairs before believing it", d.More)
 		return d
 	}
+	// git bisect takes "bad" as final: no comparison with the commit's
+	// parent follows it, as the server's bisect confirms its culprit. So
+	// with ends a commit is bad only when it is also nearer the bad end
+	// than the good one with 95% confidence — its one-sided bound past
+	// half the ends' change, the mirror of "good" above.
+	// "Moved significantly" alone let a busy machine's bursts call a good
+	// commit bad on its first 8 pairs (+10.4% ± 9.8% at load 17, the ends
+	// reading +15.2%), and git bisect named the wrong commit.
+	if ends != nil && d.Verdict == Bad && d.D*dir-stats.TQuantile(1-cfg.Rule.SameAlpha, n.DF)*m.SE < d.Margin {
+		d.Verdict = Undecided
+		if m.Pairs >= cfg.MaxPairs {
+			d.Reason = fmt.Sprintf("moved %s, not past half the ends' change (%s) with 95%% confidence at %d pairs, the budget",
+				pct(d.Change()), abspct(math.Expm1(d.Margin)), m.Pairs)
+			return d
+		}
+		d.More = min(max(s.size(n, effect, m.Pairs), StepMinPairs-m.Pairs, cfg.MinJobPairs), cfg.MaxPairs-m.Pairs)
+		d.Reason = fmt.Sprintf("moved %s, not yet past half the ends' change (%s) with 95%% confidence: %d more pairs",
+			pct(d.Change()), abspct(math.Expm1(d.Margin)), d.More)
+		return d
+	}
 	// No verdict on one short round: a single step has no adjacent
 	// confirmation behind it, and a few pairs underestimate their spread.
 	if d.Verdict != Undecided && m.Pairs < StepMinPairs {

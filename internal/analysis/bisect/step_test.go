@@ -60,7 +60,7 @@ func TestDecideStep(t *testing.T) {
 			r.Values, r.RefValues = append(r.Values, more.Values...), append(r.RefValues, more.RefValues...)
 		}
 	}
-	wrong, undecided := 0, 0
+	wrong, undecided, endsWrong := 0, 0, 0
 	for range 500 {
 		for _, c := range []struct {
 			change float64
@@ -68,7 +68,11 @@ func TestDecideStep(t *testing.T) {
 		}{{0, Good}, {0.08, Bad}} {
 			e, ed := measureEnds(0.08, 0.04)
 			if ed.Verdict != Bad {
-				t.Fatalf("ends +8%%: %s (%s)", ed.Verdict, ed.Reason)
+				// The bisect stops there (exit 128, the reason printed):
+				// no commit is named, so it is no wrong name; counted.
+				endsWrong++
+				t.Logf("ends +8%%: %s after %d pairs (%s)", ed.Verdict, ed.Pairs, ed.Reason)
+				continue
 			}
 			d := walk(c.change, &e, 0)
 			switch {
@@ -83,8 +87,9 @@ func TestDecideStep(t *testing.T) {
 			}
 		}
 	}
-	if wrong > 5 || undecided > 10 {
-		t.Errorf("of 1000 commits at 4%% run noise (each with its own ends): %d judged wrong, %d undecided at the budget; want ≤5 and ≤10", wrong, undecided)
+	t.Logf("1000 commits: %d judged wrong, %d undecided at the budget, %d ends not called different", wrong, undecided, endsWrong)
+	if wrong > 5 || undecided > 10 || endsWrong > 2 {
+		t.Errorf("of 1000 commits at 4%% run noise (each with its own ends): %d judged wrong, %d undecided at the budget, %d ends +8%% not called different; want ≤5, ≤10 and ≤2", wrong, undecided, endsWrong)
 	}
 
 	// With ends, a commit that moved the other way does not have the
@@ -103,5 +108,41 @@ func TestDecideStep(t *testing.T) {
 	}
 	if d := DecideStep(cfg, pairsAt(rng, 16, 0.08, 0.01), nil, 1); d.Verdict != Bad {
 		t.Errorf("+8%% over 16 quiet pairs, no ends: %s (%s), want bad", d.Verdict, d.Reason)
+	}
+}
+
+// readingOf is n pairs whose log-ratios have exactly mean d and sample
+// standard deviation sd (the reference at 40).
+func readingOf(n int, d, sd float64) Reading {
+	z := make([]float64, n)
+	var ss float64
+	for i := range z {
+		z[i] = float64(i) - float64(n-1)/2
+		ss += z[i] * z[i]
+	}
+	scale := sd / math.Sqrt(ss/float64(n-1))
+	var r Reading
+	for i := range z {
+		r.RefValues = append(r.RefValues, 40)
+		r.Values = append(r.Values, 40*math.Exp(d+scale*z[i]))
+	}
+	return r
+}
+
+// The step that named a wrong commit under git bisect on a loaded machine
+// (load 17, go test -p 4): a good commit read +10.4% over its first 8
+// pairs at a pair spread of 7.4%, significant against zero (±9.8%), with
+// the ends at +15.2%. git bisect takes "bad" as final, so the step asks
+// for more pairs: +10.4% is not past half the ends' change with 95%
+// confidence. The same commit with the bad end's level is bad.
+func TestDecideStepBadNeedsTheBadEndsSide(t *testing.T) {
+	t.Parallel()
+	ends := readingOf(10, math.Log1p(0.152), 0.046)
+	d := DecideStep(Config{}, readingOf(8, math.Log1p(0.104), 0.074), &ends, 0)
+	if d.Verdict != Undecided || d.More == 0 {
+		t.Errorf("+10.4%% ± spread 7.4%% over 8 pairs, ends +15.2%%: %s, %d more (%s); want more pairs", d.Verdict, d.More, d.Reason)
+	}
+	if d := DecideStep(Config{}, readingOf(16, math.Log1p(0.15), 0.03), &ends, 0); d.Verdict != Bad {
+		t.Errorf("+15%% over 16 pairs, ends +15.2%%: %s (%s); want bad", d.Verdict, d.Reason)
 	}
 }
