@@ -318,3 +318,39 @@ func TestLibrariesListed(t *testing.T) {
 		t.Error("found no direct dependency in go.mod; the parser is out of date")
 	}
 }
+
+// TestCIRunsTheReadmeCommands: the README's quick start is two commands,
+// the demo and the test suite, and .ci/run runs exactly that test command
+// (the brief's "two commands on a fresh machine").
+func TestCIRunsTheReadmeCommands(t *testing.T) {
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(readme), "## Quick start")
+	if !ok {
+		t.Fatal("README.md has no Quick start section")
+	}
+	_, block, ok := strings.Cut(rest, "```sh\n")
+	if !ok {
+		t.Fatal("README.md's Quick start has no sh block")
+	}
+	block, _, _ = strings.Cut(block, "```")
+	cmds := strings.Split(strings.TrimSpace(block), "\n")
+	if len(cmds) != 2 || cmds[0] != "go run ./cmd/perfgate demo" || !strings.HasPrefix(cmds[1], "go test ") {
+		t.Fatalf("README.md's quick start is %q, want the demo and the test command", cmds)
+	}
+	ci, err := os.ReadFile("../.ci/run")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ran []string
+	for _, line := range strings.Split(string(ci), "\n") {
+		if strings.HasPrefix(strings.TrimSpace(line), "go test ") {
+			ran = append(ran, strings.TrimSpace(line))
+		}
+	}
+	if len(ran) != 1 || !strings.HasPrefix(ran[0], cmds[1]+" ||") {
+		t.Errorf(".ci/run runs %q, want exactly the README's %q", ran, cmds[1])
+	}
+}
