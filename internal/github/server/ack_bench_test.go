@@ -33,6 +33,12 @@ import (
 //	PERFGATE_BENCH_BACKLOG     deliveries stored before the first one, for
 //	                           the workers to chew on meanwhile (default 0)
 //	PERFGATE_BENCH_HOGS        spinning processes beside it (`yes`; default 0)
+//	PERFGATE_BENCH_GITHUB_LATENCY  how long the fake GitHub's API takes
+//	                           to answer each of the server's calls, e.g.
+//	                           50ms (default 0: at once, which makes the
+//	                           backlog's work all CPU)
+//	PERFGATE_BENCH_SERVER_NICE the server process's nice value (e.g. -10,
+//	                           which needs root; default: this process's)
 //
 // The server runs as in production: a process of its own (this test
 // binary re-run as perfgate serve's start, ackServe), with the production

@@ -6,8 +6,12 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log"
 	"net"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -57,7 +61,7 @@ func TestMain(m *testing.M) {
 func ackServe() int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	log, err := logging.New(os.Stderr, "info")
+	logger, err := logging.New(os.Stderr, "info")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -86,7 +90,7 @@ func ackServe() int {
 	}
 	defer st.Close()
 	fmt.Println(ackListening + ln.Addr().String())
-	if err := Launch(ctx, cfg, prep, st, ln, log); err != nil {
+	if err := Launch(ctx, cfg, prep, st, ln, logger); err != nil {
 		fmt.Fprintf(os.Stderr, "ack server: %v\n", err)
 		return 1
 	}
@@ -98,7 +102,7 @@ func ackServe() int {
 // URL and a stop (SIGTERM, then a kill after 30 s). The server logs at
 // info level to a file in the benchmark's temporary directory, as
 // perfgate serve logs to its journal; a failed start shows the log's end.
-func startAckServer(b *testing.B, gh *githubtest.Server, dsn string) (url string, stop func()) {
+func startAckServer(b *testing.B, gh *githubtest.Server, dsn string) (base string, stop func()) {
 	b.Helper()
 	dir := b.TempDir()
 	logPath := filepath.Join(dir, "server.log")
@@ -107,7 +111,20 @@ func startAckServer(b *testing.B, gh *githubtest.Server, dsn string) (url string
 		b.Fatal(err)
 	}
 	gc := gh.AppConfig()
+	if d := os.Getenv("PERFGATE_BENCH_GITHUB_LATENCY"); d != "" {
+		lat, err := time.ParseDuration(d)
+		if err != nil {
+			b.Fatalf("PERFGATE_BENCH_GITHUB_LATENCY %q: %v", d, err)
+		}
+		u := distantGitHub(b, gc.WebURL, lat)
+		gc.WebURL, gc.V3APIURL, gc.V4APIURL = u, u+"/", u+"/graphql"
+	}
 	cmd := exec.Command(os.Args[0])
+	if n := os.Getenv("PERFGATE_BENCH_SERVER_NICE"); n != "" {
+		// The server at another CPU priority (negative: more CPU than
+		// the hogs; needs root), as a CPU weight would give it.
+		cmd = exec.Command("nice", "-n", n, os.Args[0])
+	}
 	cmd.Env = append(os.Environ(),
 		ackServeEnv+"=1",
 		"PERFGATE_ADDR=127.0.0.1:0",
@@ -167,7 +184,7 @@ func startAckServer(b *testing.B, gh *githubtest.Server, dsn string) (url string
 	ctx := poll.Context(b)
 	select {
 	case a := <-addr:
-		url = "http://" + a
+		base = "http://" + a
 	case <-exited:
 		fail("exited before listening (%v)", cmd.ProcessState)
 	case <-ctx.Done():
@@ -179,7 +196,7 @@ func startAckServer(b *testing.B, gh *githubtest.Server, dsn string) (url string
 			return true
 		default:
 		}
-		resp, err := http.Get(url + "/readyz")
+		resp, err := http.Get(base + "/readyz")
 		if err != nil {
 			return false
 		}
@@ -193,7 +210,7 @@ func startAckServer(b *testing.B, gh *githubtest.Server, dsn string) (url string
 		fail("exited before it was ready (%v)", cmd.ProcessState)
 	default:
 	}
-	return url, stop
+	return base, stop
 }
 
 // ackSend posts the signed pull_request deliveries of the file
@@ -286,4 +303,28 @@ func sendFromProcess(b *testing.B, url string, bodies [][]byte, rate int) ([]tim
 		lats[i], codes[i] = time.Duration(ns), code
 	}
 	return lats, codes
+}
+
+// distantGitHub fronts the fake GitHub at target with a proxy that passes
+// each API call on after lat, as GitHub's API answers from across the
+// network (the fake answers at once), and returns the proxy's URL.
+func distantGitHub(b *testing.B, target string, lat time.Duration) string {
+	b.Helper()
+	u, err := url.Parse(target)
+	if err != nil {
+		b.Fatal(err)
+	}
+	proxy := httputil.NewSingleHostReverseProxy(u)
+	// Calls cut short by the server's stop are no news.
+	proxy.ErrorLog = log.New(io.Discard, "", 0)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-time.After(lat):
+		case <-r.Context().Done():
+			return
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	b.Cleanup(srv.Close)
+	return srv.URL
 }
