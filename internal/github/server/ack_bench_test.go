@@ -33,9 +33,26 @@ import (
 //	PERFGATE_BENCH_BACKLOG     deliveries stored before the first one, for
 //	                           the workers to chew on meanwhile (default 0)
 //	PERFGATE_BENCH_HOGS        spinning processes beside it (`yes`; default 0)
+//	PERFGATE_BENCH_GITHUB_LATENCY  how long the fake GitHub's API takes
+//	                           to answer each of the server's calls, e.g.
+//	                           50ms (default 0: at once, which makes the
+//	                           backlog's work all CPU)
+//	PERFGATE_BENCH_SERVER_NICE the server process's nice value (e.g. -10,
+//	                           which needs root; default: this process's)
 //
-// The collector runs at perfgate serve's target (TuneGC; GOGC=100 for
-// Go's default).
+// The server runs as in production: a process of its own (this test
+// binary re-run as perfgate serve's start, ackServe), with the production
+// loop timing and collector target (TuneGC; GOGC=100 for Go's default),
+// logging at info level to a file. GitHub — the fake one answering the
+// server's API calls, and the deliveries' sender — is this process, as
+// GitHub is off perfgate's host.
+//
+//	PERFGATE_BENCH_SERVER=inprocess  the server in this process instead,
+//	                                 beside the fake GitHub and the load,
+//	                                 at the tests' loop timing (the
+//	                                 benchmark before issue 37's last
+//	                                 step; its tail is this process's
+//	                                 run queue)
 //
 //	go test -run XXX -bench Ack -benchtime 1x ./internal/github/server
 func BenchmarkAck(b *testing.B) {
@@ -76,11 +93,20 @@ func ackRun(b *testing.B, dsn string, n, backlog int) {
 		}
 		st.Close()
 	}
-	// As perfgate serve runs (GOGC overrides it).
-	defer debug.SetGCPercent(debug.SetGCPercent(100))
-	TuneGC()
-	l.start()
-	defer l.kill()
+	inProcess := os.Getenv("PERFGATE_BENCH_SERVER") == "inprocess"
+	if inProcess {
+		// The server in this process, beside the fake GitHub and the
+		// load, at the tests' loop timing; the collector as perfgate
+		// serve runs it (GOGC overrides it).
+		defer debug.SetGCPercent(debug.SetGCPercent(100))
+		TuneGC()
+		l.start()
+		defer l.kill()
+	} else {
+		url, stop := startAckServer(b, l.gh, dsn)
+		defer stop()
+		l.url = url
+	}
 	// The hog is other processes, as on a shared host.
 	var hogProcs []*exec.Cmd
 	for range envInt("PERFGATE_BENCH_HOGS", 0) {
@@ -96,33 +122,23 @@ func ackRun(b *testing.B, dsn string, n, backlog int) {
 			_ = c.Wait()
 		}
 	}()
-	var (
-		mu    sync.Mutex
-		lats  []time.Duration
-		other int
-		wg    sync.WaitGroup
-	)
 	loadStart := loadAverage(b)
-	tick := time.NewTicker(time.Second / rate)
-	for i, body := range bodies[backlog:] {
-		<-tick.C
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			t0 := time.Now()
-			code := l.deliver("pull_request", fmt.Sprintf("ack-%d", i), body)
-			d := time.Since(t0)
-			mu.Lock()
-			defer mu.Unlock()
-			lats = append(lats, d)
-			if code != http.StatusAccepted {
-				other++
-			}
-		}()
+	var (
+		lats  []time.Duration
+		codes []int
+	)
+	if inProcess {
+		lats, codes = sendInProcess(l, bodies[backlog:], rate)
+	} else {
+		lats, codes = sendFromProcess(b, l.url, bodies[backlog:], rate)
 	}
-	tick.Stop()
-	wg.Wait()
 	loadEnd := loadAverage(b)
+	other := 0
+	for _, c := range codes {
+		if c != http.StatusAccepted {
+			other++
+		}
+	}
 	sort.Slice(lats, func(i, j int) bool { return lats[i] < lats[j] })
 	late := 0
 	for _, d := range lats {
@@ -136,8 +152,32 @@ func ackRun(b *testing.B, dsn string, n, backlog int) {
 	b.ReportMetric(ms(lats[len(lats)-1]), "max-ms")
 	b.ReportMetric(float64(late), "after-10s")
 	b.ReportMetric(float64(other), "not-202")
+	// What the server's workers did meanwhile: GitHub API calls served.
+	b.ReportMetric(float64(len(l.gh.Requests())), "github-calls")
 	b.ReportMetric(loadStart, "load-start")
 	b.ReportMetric(loadEnd, "load-end")
+}
+
+// sendInProcess posts the deliveries from this process, rate a second,
+// each from its own goroutine, and returns each one's time to its answer
+// and status.
+func sendInProcess(l *loop, bodies [][]byte, rate int) ([]time.Duration, []int) {
+	lats, codes := make([]time.Duration, len(bodies)), make([]int, len(bodies))
+	var wg sync.WaitGroup
+	tick := time.NewTicker(time.Second / time.Duration(rate))
+	for i, body := range bodies {
+		<-tick.C
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			t0 := time.Now()
+			codes[i] = l.deliver("pull_request", fmt.Sprintf("ack-%d", i), body)
+			lats[i] = time.Since(t0)
+		}()
+	}
+	tick.Stop()
+	wg.Wait()
+	return lats, codes
 }
 
 // loadAverage is the host's 1-minute load average (/proc/loadavg), -1
