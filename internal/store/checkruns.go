@@ -230,7 +230,7 @@ func (s *sqlStore) ApplyCheck(ctx context.Context, ch CheckChange) (CheckRun, bo
 	if err != nil {
 		return CheckRun{}, false, fmt.Errorf("apply check change %s→%s: %w", ch.From, ch.State, err)
 	}
-	if applied && (len(ch.AddJobs) > 0 || ch.BaseJob != nil) {
+	if applied && (len(ch.AddJobs) > 0 || ch.BaseJob != nil || ch.ProfileJob != nil) {
 		s.wake.broadcast()
 	}
 	return out, applied, nil
@@ -271,8 +271,8 @@ func (s *sqlStore) promoteTx(ctx context.Context, tx *sql.Tx, bs []NewBaseline, 
 }
 
 // judgementTx writes what a judgement's step carries beside the row: its
-// first baselines, its trend points and the base commit's job, whose ID
-// goes into verdict (returned).
+// first baselines, its trend points, the profiling pass a regression
+// queues and the base commit's job, whose ID goes into verdict (returned).
 func (s *sqlStore) judgementTx(ctx context.Context, tx *sql.Tx, cur CheckRun, ch CheckChange, verdict json.RawMessage, now int64) (json.RawMessage, error) {
 	if err := s.promoteTx(ctx, tx, ch.Baselines, now); err != nil {
 		return nil, err
@@ -280,6 +280,11 @@ func (s *sqlStore) judgementTx(ctx context.Context, tx *sql.Tx, cur CheckRun, ch
 	for _, p := range ch.Trends {
 		if err := s.putTrend(ctx, tx, p); err != nil {
 			return nil, err
+		}
+	}
+	if ch.ProfileJob != nil {
+		if _, err := s.enqueueTx(ctx, tx, *ch.ProfileJob, now); err != nil {
+			return nil, fmt.Errorf("profiling pass: %w", err)
 		}
 	}
 	if ch.BaseJob == nil {

@@ -568,6 +568,11 @@ type CheckChange struct {
 	// the verdict document as "baseline_job" (what the dispatcher's
 	// document and reused_baseline read it as).
 	BaseJob *JobSpec
+	// ProfileJob, when set, is a profiling pass a regression verdict
+	// queues (profile.on_regression): enqueued as given, in the same
+	// transaction, and not one of the row's jobs (the row does not wait
+	// for it; its end goes to the findings).
+	ProfileJob *JobSpec
 	// Baselines are promoted with the step, under PutBaseline's rule with
 	// an explicit Version: a version already taken means another
 	// promotion landed since the caller read the history it checked the

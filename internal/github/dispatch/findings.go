@@ -97,8 +97,7 @@ type profileTarget struct {
 }
 
 // queueProfile queues a profiling pass unless one of the same commits is
-// queued or running — or, with anyEarlier, has ever run (a regression
-// re-judged after a retest is profiled once).
+// queued or running — or, with anyEarlier, has ever run.
 func (s *Service) queueProfile(ctx context.Context, cfg *config.Config, t profileTarget, meta profileMeta, anyEarlier bool) (request.ProfileQueued, error) {
 	p := cfg.Profile
 	if earlier, ok, err := s.profileJob(ctx, t.repo, t.head, t.base, anyEarlier); err != nil {
@@ -106,30 +105,41 @@ func (s *Service) queueProfile(ctx context.Context, cfg *config.Config, t profil
 	} else if ok {
 		return request.ProfileQueued{JobID: earlier.ID, Already: true, Requests: p.Requests}, nil
 	}
-	plan, err := agentapi.PlanAt(cfg, t.tier, agentapi.Commits{Repo: t.repo, Head: t.head})
-	if err != nil {
-		return request.ProfileQueued{}, backoff.Permanent(fmt.Errorf("plan profile: %w", err))
-	}
-	plan.BaseSHA = t.base
-	plan.Profile = &agentapi.ProfilePlan{Requests: p.Requests, Command: append([]string(nil), p.Command...),
-		Timeout: agentapi.Duration(p.Timeout.D()), MaxBytes: int64(p.MaxBytes)}
-	if err := plan.Validate(); err != nil {
-		return request.ProfileQueued{}, backoff.Permanent(fmt.Errorf("plan profile: %w", err))
-	}
-	meta.Tier = t.tier
-	snap, err := jsonOf(profileSnapshot{Plan: plan, ProfileOf: &meta})
+	spec, err := profileSpec(cfg, t, meta)
 	if err != nil {
 		return request.ProfileQueued{}, err
 	}
-	job, err := s.finding().Enqueue(ctx, store.JobSpec{Tier: agentapi.KindProfile, Kind: agentapi.KindProfile, Repo: t.repo,
-		InstallationID: t.installationID, PRNumber: t.pr, HeadSHA: t.head, BaseSHA: t.base, Config: snap,
-		Labels: cfg.Runner.Labels, GPUUUID: plan.GPUUUID})
+	job, err := s.finding().Enqueue(ctx, spec)
 	if err != nil {
 		return request.ProfileQueued{}, fmt.Errorf("queue profile of %s: %w", rev.Short(t.head), err)
 	}
 	zerolog.Ctx(ctx).Info().Int64("job_id", job.ID).Str("head", t.head).Str("base", t.base).Str("trigger", meta.Trigger).
 		Msg("profiling pass queued")
 	return request.ProfileQueued{JobID: job.ID, Requests: p.Requests}, nil
+}
+
+// profileSpec is the job that profiles t's base and head under cfg: the
+// agent's plan, with why it runs.
+func profileSpec(cfg *config.Config, t profileTarget, meta profileMeta) (store.JobSpec, error) {
+	p := cfg.Profile
+	plan, err := agentapi.PlanAt(cfg, t.tier, agentapi.Commits{Repo: t.repo, Head: t.head})
+	if err != nil {
+		return store.JobSpec{}, backoff.Permanent(fmt.Errorf("plan profile: %w", err))
+	}
+	plan.BaseSHA = t.base
+	plan.Profile = &agentapi.ProfilePlan{Requests: p.Requests, Command: append([]string(nil), p.Command...),
+		Timeout: agentapi.Duration(p.Timeout.D()), MaxBytes: int64(p.MaxBytes)}
+	if err := plan.Validate(); err != nil {
+		return store.JobSpec{}, backoff.Permanent(fmt.Errorf("plan profile: %w", err))
+	}
+	meta.Tier = t.tier
+	snap, err := jsonOf(profileSnapshot{Plan: plan, ProfileOf: &meta})
+	if err != nil {
+		return store.JobSpec{}, err
+	}
+	return store.JobSpec{Tier: agentapi.KindProfile, Kind: agentapi.KindProfile, Repo: t.repo,
+		InstallationID: t.installationID, PRNumber: t.pr, HeadSHA: t.head, BaseSHA: t.base, Config: snap,
+		Labels: cfg.Runner.Labels, GPUUUID: plan.GPUUUID}, nil
 }
 
 // profileJob finds a profiling pass of head against base that is queued or
@@ -155,17 +165,27 @@ func (s *Service) profileJob(ctx context.Context, repo, head, base string, finis
 	return store.Job{}, false, nil
 }
 
-// profileOnRegression queues a pass for a check that just concluded
-// regression, when its tier's config asks (profile.on_regression), and
-// returns the note for its summary ("" for none).
-func (s *Service) profileOnRegression(ctx context.Context, cr store.CheckRun, job store.Job) string {
+// profileOnRegression is the pass to queue for a check that just
+// concluded regression, when its tier's config asks
+// (profile.on_regression) and the load found none of the same commits
+// (f: a regression re-judged after a retest is profiled once), and the
+// note for its summary ("" for none). It reads nothing: the step queues
+// the pass (step.profileJob).
+func (s *Service) profileOnRegression(ctx context.Context, cr store.CheckRun, job store.Job, f *regressionFacts) (*store.JobSpec, string) {
 	// A merge group's check has no PR to post the diff on.
-	if s.findings == nil || cr.PRNumber <= 0 || job.BaseSHA == "" || job.BaseSHA == cr.HeadSHA {
-		return ""
+	if f == nil || cr.PRNumber <= 0 || job.BaseSHA == "" || job.BaseSHA == cr.HeadSHA {
+		return nil, ""
 	}
 	snap, err := snapshotOf(job)
 	if err != nil || snap.Rules == nil || !snap.Rules.onRegression(cr.Tier) {
-		return ""
+		return nil, ""
+	}
+	const posted = "where the time went will be posted on the pull request, the traces listed on this check's Details page."
+	switch {
+	case f.profileUnread:
+		return nil, "" // the load could not tell whether one is queued (it logged why)
+	case f.profile != nil:
+		return nil, fmt.Sprintf("Profiling base `%s` and head `%s` (job %d): %s", rev.Short(job.BaseSHA), rev.Short(cr.HeadSHA), f.profile.ID, posted)
 	}
 	cfg := config.Default()
 	cfg.Server, cfg.Workload, cfg.Runner = snap.Rules.Server, snap.Rules.Workload, snap.Rules.Runner
@@ -173,14 +193,13 @@ func (s *Service) profileOnRegression(ctx context.Context, cr store.CheckRun, jo
 	if snap.Gate != nil {
 		cfg.Tiers[cr.Tier] = snap.Gate.Tier
 	}
-	q, err := s.queueProfile(ctx, cfg, profileTarget{repo: cr.Repo, installationID: cr.InstallationID, pr: cr.PRNumber,
-		head: cr.HeadSHA, base: job.BaseSHA, tier: cr.Tier}, profileMeta{Trigger: "regression"}, true)
+	spec, err := profileSpec(cfg, profileTarget{repo: cr.Repo, installationID: cr.InstallationID, pr: cr.PRNumber,
+		head: cr.HeadSHA, base: job.BaseSHA, tier: cr.Tier}, profileMeta{Trigger: "regression"})
 	if err != nil {
 		zerolog.Ctx(ctx).Warn().Err(err).Msg("queue profile on regression")
-		return ""
+		return nil, ""
 	}
-	return fmt.Sprintf("Profiling base `%s` and head `%s` (job %d): where the time went will be posted on the pull request, the traces listed on this check's Details page.",
-		rev.Short(job.BaseSHA), rev.Short(cr.HeadSHA), q.JobID)
+	return &spec, fmt.Sprintf("Profiling base `%s` and head `%s` (a pass queued with this verdict): %s", rev.Short(job.BaseSHA), rev.Short(cr.HeadSHA), posted)
 }
 
 // profileRules are what a measurement job's snapshot keeps of the config

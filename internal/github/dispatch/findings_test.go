@@ -237,7 +237,7 @@ func TestProfilePassPostsWhereTheTimeWent(t *testing.T) {
 
 // A regression on a tier profile.on_regression lists queues one profiling
 // pass of the PR's base and head, says so in the check run, and a retest
-// that regresses again does not queue another.
+// that regresses again does not queue another but names the one queued.
 func TestRegressionQueuesProfile(t *testing.T) {
 	l := newLifecycle(t)
 	l.gh.SetContent(testRepo, "main", config.DefaultPath, []byte("profile:\n  on_regression: [quick]\n  requests: 32\n"))
@@ -265,8 +265,14 @@ func TestRegressionQueuesProfile(t *testing.T) {
 			}
 			l.succeed(j, quickRuns(3))
 		}
-		if doc := l.doc(newSHA); doc.Report == nil || doc.Report.Verdict != "regression" {
+		doc := l.doc(newSHA)
+		if doc.Report == nil || doc.Report.Verdict != "regression" {
 			t.Fatalf("judgement %d: %+v, want a regression", i, doc.Report)
+		}
+		// The first verdict's step queued the pass (its ID is not known
+		// when the check's text is written); the retest names it.
+		if i == 0 && !strings.Contains(strings.Join(doc.Notes, "\n"), fmt.Sprintf("Profiling base `%s` and head `%s` (a pass queued with this verdict)", rev.Short(headSHA), rev.Short(newSHA))) {
+			t.Errorf("the first regression's check run does not say a profile was queued:\n%s", strings.Join(doc.Notes, "\n"))
 		}
 	}
 	jobs := profiles()

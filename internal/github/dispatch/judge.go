@@ -278,8 +278,9 @@ func (s *Service) measureBaseStep(cr store.CheckRun, job store.Job, card string)
 //
 // looks are the budgets this judgement spent, stored over the check's so
 // the next look at the commit (a retest, an appeal) continues from them;
-// accepted are the commit's accepted appeals the load read.
-func (s *Service) publishStep(ctx context.Context, cr store.CheckRun, job store.Job, accepted []string, rep *gate.Report, env *result.Environment, notes []string, looks map[string]gate.Looks, settings *result.SettingsDiff) (step, error) {
+// accepted are the commit's accepted appeals the load read; facts, what
+// it read for a regression's notes and profiling pass (loadFindings).
+func (s *Service) publishStep(ctx context.Context, cr store.CheckRun, job store.Job, accepted []string, facts *regressionFacts, rep *gate.Report, env *result.Environment, notes []string, looks map[string]gate.Looks, settings *result.SettingsDiff) (step, error) {
 	prior := s.docOf(cr)
 	doc := verdictDoc{Report: rep, Env: env, Notes: notes, After: escalateAfter(job), Author: prior.Author, Looks: prior.Looks, Settings: settings}.withLooks(looks)
 	if doc.Author == "" {
@@ -287,6 +288,7 @@ func (s *Service) publishStep(ctx context.Context, cr store.CheckRun, job store.
 	}
 	// Inconclusive on a needs_ack tier holds the check (action required).
 	ev := checkstate.Event{Kind: checkstate.GateUndecided, NeedsAck: rep.NeedsAck()}
+	var profileJob *store.JobSpec
 	switch rep.Verdict {
 	case gate.Pass:
 		ev.Kind = checkstate.GatePass
@@ -302,14 +304,16 @@ func (s *Service) publishStep(ctx context.Context, cr store.CheckRun, job store.
 			doc.Notes = append(doc.Notes, acceptedNotes(prior.Notes)...)
 			doc.Notes = append(doc.Notes, acceptedBy...)
 		}
-		doc.Notes = append(doc.Notes, s.regressionNotes(ctx, cr, job, rep)...)
+		var extra []string
+		extra, profileJob = s.regressionNotes(ctx, cr, job, rep, facts)
+		doc.Notes = append(doc.Notes, extra...)
 		doc.Cost = costOf(job, rep)
 	}
 	// A row that changed meanwhile (a retest replaced its jobs, another
 	// replica judged it) is judged again as it now is.
 	// A new or changed settings diff is annotated on the PR's lines once.
 	annotate := settings != nil && !reflect.DeepEqual(settings, prior.Settings)
-	return step{ev: ev, doc: &doc, annotate: annotate, detail: costDetail(map[string]any{"runs": rep.CandidateRuns}, doc.Cost)}, nil
+	return step{ev: ev, doc: &doc, annotate: annotate, profileJob: profileJob, detail: costDetail(map[string]any{"runs": rep.CandidateRuns}, doc.Cost)}, nil
 }
 
 // authorOf asks GitHub for the PR's author, for the warning's mention. It
@@ -333,13 +337,13 @@ func (s *Service) authorOf(ctx context.Context, cr store.CheckRun) string {
 
 // standingStep answers a look the pull request's plan has no room for and no
 // new evidence to start another: the verdict its last look gave stands.
-func (s *Service) standingStep(ctx context.Context, cr store.CheckRun, job store.Job, accepted []string, key string) (step, error) {
+func (s *Service) standingStep(ctx context.Context, cr store.CheckRun, job store.Job, accepted []string, facts *regressionFacts, key string) (step, error) {
 	prior := s.docOf(cr)
 	if prior.Report == nil {
 		return brokenStep(cr, true, []string{fmt.Sprintf("the looks of this pull request's plan for %s are spent and no verdict is stored", key)})
 	}
 	notes := append(append([]string{}, prior.Notes...), "all looks of this pull request's plan are spent and nothing new was measured: the last verdict stands (`/perf retest` measures again under a new plan; `/perf ack` accepts an inconclusive one)")
-	return s.publishStep(ctx, cr, job, accepted, prior.Report, prior.Env, notes, nil, prior.Settings)
+	return s.publishStep(ctx, cr, job, accepted, facts, prior.Report, prior.Env, notes, nil, prior.Settings)
 }
 
 // extendStep adds runs to an inconclusive comparison, on the same card

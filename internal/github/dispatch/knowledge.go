@@ -101,32 +101,62 @@ func signatureOf(rep *gate.Report) kb.Signature {
 	return sig
 }
 
-// kbMatch is the check run's line on the knowledge base for a regression,
-// "" when nothing recorded resembles it. Records made on the same PR are
-// left out: a retest of the PR that found a cause is not news. The
-// regression's profile is used when one finished; while one is queued, a
-// cause recorded with a profile is not named as a match but as what the
-// profile will decide (profileVerdict answers then).
-func (s *Service) kbMatch(ctx context.Context, cr store.CheckRun, job store.Job, rep *gate.Report) string {
-	records := s.kbRecords(ctx, cr)
-	if len(records) == 0 {
-		return ""
+// regressionFacts are what a regression's notes and profiling pass go on,
+// read by the load when findings are on: the knowledge base's records and
+// any profiling pass of the check's head against the job's base, with its
+// diff when it finished.
+type regressionFacts struct {
+	records []kb.Record
+	// profile is the newest pass of the commits queued, running or
+	// succeeded (nil: none); diff, its diff when it succeeded and its
+	// traces could be read.
+	profile *store.Job
+	diff    *profile.Diff
+	// profileUnread: the passes could not be listed (logged).
+	profileUnread bool
+}
+
+// loadFindings reads what a regression verdict's notes and profiling pass
+// go on (see regressionFacts). Nothing read here fails the judgement: an
+// unreadable knowledge base is none, unreadable traces no diff.
+func (s *Service) loadFindings(ctx context.Context, cr store.CheckRun, job store.Job) *regressionFacts {
+	f := &regressionFacts{records: s.kbRecords(ctx, cr)}
+	if job.BaseSHA == "" {
+		return f
 	}
-	sig := signatureOf(rep)
-	queued := false
-	if s.findings != nil && job.BaseSHA != "" {
-		if pj, ok, err := s.profileJob(ctx, cr.Repo, cr.HeadSHA, job.BaseSHA, true); err == nil && ok {
-			if pj.Status == jobstate.Succeeded {
-				if d, _, err := s.profileDiff(ctx, pj); err == nil {
-					fp := d.Fingerprint()
-					sig.Profile = &fp
-				}
-			} else {
-				queued = true
+	pj, ok, err := s.profileJob(ctx, cr.Repo, cr.HeadSHA, job.BaseSHA, true)
+	switch {
+	case err != nil:
+		zerolog.Ctx(ctx).Warn().Err(err).Msg("look up the regression's profiling pass")
+		f.profileUnread = true
+	case ok:
+		f.profile = &pj
+		if pj.Status == jobstate.Succeeded {
+			if d, _, err := s.profileDiff(ctx, pj); err == nil {
+				f.diff = d
 			}
 		}
 	}
-	v := kb.Judge(records, sig)
+	return f
+}
+
+// kbMatch is the check run's line on the knowledge base for a regression,
+// "" when nothing recorded resembles it. Records made on the same PR are
+// left out: a retest of the PR that found a cause is not news. The
+// regression's profile is used when one finished; while one is queued
+// (queued: by this verdict's step, or before it), a cause recorded with a
+// profile is not named as a match but as what the profile will decide
+// (profileVerdict answers then).
+func kbMatch(f *regressionFacts, rep *gate.Report, queued bool) string {
+	if len(f.records) == 0 {
+		return ""
+	}
+	sig := signatureOf(rep)
+	if f.diff != nil {
+		fp := f.diff.Fingerprint()
+		sig.Profile = &fp
+	}
+	v := kb.Judge(f.records, sig)
 	switch {
 	case v.OK:
 		return "🔎 This " + kb.MatchLine(v.Match)
@@ -232,18 +262,24 @@ func profileWords(d profile.Diff) string {
 }
 
 // regressionNotes are what a regression verdict's summary says beyond the
-// gate: the knowledge base's match, and the profile queued for it.
-func (s *Service) regressionNotes(ctx context.Context, cr store.CheckRun, job store.Job, rep *gate.Report) []string {
-	// The profile is queued first: the knowledge base waits for it.
-	profiling := s.profileOnRegression(ctx, cr, job)
+// gate — the knowledge base's match, and the profile queued for it — and
+// the profiling pass the verdict's step queues (nil for none). f is what
+// the load read for them (nil: findings are off, and there are none).
+func (s *Service) regressionNotes(ctx context.Context, cr store.CheckRun, job store.Job, rep *gate.Report, f *regressionFacts) ([]string, *store.JobSpec) {
+	if f == nil {
+		return nil, nil
+	}
+	// The profile is decided first: the knowledge base waits for it.
+	spec, profiling := s.profileOnRegression(ctx, cr, job, f)
+	queued := spec != nil || (f.profile != nil && f.profile.Status != jobstate.Succeeded)
 	var notes []string
-	if line := s.kbMatch(ctx, cr, job, rep); line != "" {
+	if line := kbMatch(f, rep, queued); line != "" {
 		notes = append(notes, line)
 	}
 	if profiling != "" {
 		notes = append(notes, profiling)
 	}
-	return notes
+	return notes, spec
 }
 
 // phenomenonOf words a regression's moved metrics, the ones that got

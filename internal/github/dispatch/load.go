@@ -33,6 +33,9 @@ type loaded struct {
 	// the commit while nothing was held (acceptedAppeals): a regression
 	// verdict holds on them.
 	accepted []string
+	// findings are what a regression verdict's knowledge-base line and
+	// profiling pass go on (loadFindings); nil when findings are off.
+	findings *regressionFacts
 }
 
 // load reads from the store everything the judgement of a check run whose
@@ -49,6 +52,9 @@ func (s *Service) load(ctx context.Context, cr store.CheckRun, job store.Job) (l
 	}
 	if len(in.Cells) == 0 && (len(in.Runs.Runs) > 0 || in.Interleaved != nil) {
 		l.card = s.cardOf(ctx, cr.JobIDs)
+	}
+	if s.findings != nil {
+		l.findings = s.loadFindings(ctx, cr, job)
 	}
 	if in.MeasuredBase != nil && len(in.MeasuredBase.Runs) > 0 {
 		if l.baseHistory, err = s.judging().BaselineHistory(ctx, job.Repo, job.Tier); err != nil {

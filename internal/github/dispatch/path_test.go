@@ -13,7 +13,9 @@ import (
 	"github.com/perfgate/perfgate/internal/analysis/judge"
 	"github.com/perfgate/perfgate/internal/github/githubtest"
 	"github.com/perfgate/perfgate/internal/store"
+	"github.com/perfgate/perfgate/internal/vocab/agentapi"
 	"github.com/perfgate/perfgate/internal/vocab/check"
+	"github.com/perfgate/perfgate/internal/vocab/config"
 	"github.com/perfgate/perfgate/internal/vocab/jobstate"
 	"github.com/perfgate/perfgate/internal/vocab/request"
 	"github.com/perfgate/perfgate/internal/vocab/result"
@@ -131,6 +133,16 @@ func (c *callLog) PutEffect(ctx context.Context, e store.Effect) (bool, error) {
 	return c.Store.PutEffect(ctx, e)
 }
 
+func (c *callLog) ListRootCauses(ctx context.Context, repo string) ([]store.RootCause, error) {
+	c.add("ListRootCauses")
+	return c.Store.ListRootCauses(ctx, repo)
+}
+
+func (c *callLog) ListArtifacts(ctx context.Context, jobID int64) ([]store.Artifact, error) {
+	c.add("ListArtifacts")
+	return c.Store.ListArtifacts(ctx, jobID)
+}
+
 func (c *callLog) PutTrend(ctx context.Context, p store.TrendPoint) error {
 	c.add("PutTrend")
 	return c.Store.PutTrend(ctx, p)
@@ -140,11 +152,12 @@ func (c *callLog) PutTrend(ctx context.Context, p store.TrendPoint) error {
 // pure judgement (no store call while it runs), and one store step: the
 // one ApplyCheck that changes the check with everything the decision
 // writes in one transaction — its effects, the jobs it adds (runs added,
-// the base commit measured), a nightly's trend points and the first
-// baselines it promotes. The log would show a write moved into the load,
-// a second judgement, a read after the judgement that fed it, or a write
-// of its own beside the step; carries checks the step holds what the
-// outcome writes.
+// the base commit measured, a regression's profiling pass), a nightly's
+// trend points and the first baselines it promotes. The log would show a
+// write moved into the load, a second judgement, a read after the
+// judgement that fed it (the knowledge base and profiling pass a
+// regression's notes go on included), or a write of its own beside the
+// step; carries checks the step holds what the outcome writes.
 func TestFinishedJobPath(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -160,15 +173,28 @@ func TestFinishedJobPath(t *testing.T) {
 		}, func(ch store.CheckChange) string {
 			return none(ch.State == store.CheckPassed && len(ch.AddJobs) == 0 && ch.BaseJob == nil, "a passed check and nothing else")
 		}},
-		// A regression (findings off: a profile queued on regression and
-		// the knowledge base's match still read and write beside the
-		// step) holds on the accepted appeals the load read.
+		// A regression holds on the accepted appeals the load read.
 		{"regression", func(l *lifecycle) store.Job {
 			l.baseline(1.3)
 			l.request(headSHA, false)
 			return l.end(l.claim(), jobstate.Succeeded, "", quickRuns(5))
 		}, func(ch store.CheckChange) string {
 			return none(ch.State == store.CheckWarned && len(ch.Effects) == 1, "a warned check and its warning comment")
+		}},
+		// With findings on, the load reads the knowledge base and any
+		// profiling pass of the commits; the step queues the pass
+		// profile.on_regression asks for.
+		{"regression, findings on", func(l *lifecycle) store.Job {
+			l.gh.SetContent(testRepo, "main", config.DefaultPath, []byte("profile:\n  on_regression: [quick]\n  requests: 32\n"))
+			l.svc.EnableFindings(FindingsOptions{})
+			l.baseline(1.3)
+			l.request(newSHA, false)
+			return l.end(l.claim(), jobstate.Succeeded, "", quickRuns(5))
+		}, func(ch store.CheckChange) string {
+			return none(ch.State == store.CheckWarned && len(ch.AddJobs) == 0 && ch.ProfileJob != nil && ch.ProfileJob.Kind == agentapi.KindProfile &&
+				ch.ProfileJob.HeadSHA == newSHA && ch.ProfileJob.BaseSHA == headSHA && ch.ProfileJob.PRNumber == 17 &&
+				strings.Contains(string(ch.Verdict), "a pass queued with this verdict"),
+				"a warned check, the profiling pass of base and head beside its jobs, and the note that says so")
 		}},
 		{"runs added", func(l *lifecycle) store.Job {
 			l.baseline(1)
@@ -266,6 +292,13 @@ func (l *lifecycle) lost(ch store.CheckChange) string {
 		j, err := l.st.GetJob(l.ctx, id)
 		if err != nil || j.Kind != kindBaseline || j.CheckRunID != row.ID || j.Status != jobstate.Queued || slices.Contains(row.JobIDs, id) {
 			return fmt.Sprintf("the base commit's job recorded on the row is %d: %+v (%v)", id, j, err)
+		}
+	}
+	if ch.ProfileJob != nil {
+		jobs, err := l.st.ListJobs(l.ctx, store.JobFilter{Repo: testRepo, Tier: agentapi.KindProfile})
+		if err != nil || len(jobs) != 1 || jobs[0].Kind != agentapi.KindProfile || jobs[0].HeadSHA != ch.ProfileJob.HeadSHA ||
+			jobs[0].BaseSHA != ch.ProfileJob.BaseSHA || jobs[0].Status != jobstate.Queued || slices.Contains(row.JobIDs, jobs[0].ID) {
+			return fmt.Sprintf("the profiling passes are %+v (%v), want the one the step queued, not one of the row's jobs", jobs, err)
 		}
 	}
 	audit, err := l.st.ListAudit(l.ctx, testRepo, 0)

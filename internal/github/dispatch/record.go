@@ -19,13 +19,12 @@ var minutesOf = judge.MinutesOf
 // record stores a judgement as the one lifecycle step its outcome is —
 // the verdict published, runs added, the last verdict standing, the check
 // concluded as broken, or the base commit queued for measuring — with the
-// trend points and first baselines the decision asks for written in the
-// same transaction (one ApplyCheck). It reads nothing: what the step
-// needs beside the decision (the card, the accepted appeals, the
-// baselines a promotion is checked against) was read by the load. The
-// exception is a regression with findings on, whose profile and
-// knowledge-base match are looked up and queued beside the step
-// (regressionNotes).
+// trend points, first baselines and a regression's profiling pass the
+// decision asks for written in the same transaction (one ApplyCheck). It
+// reads nothing: what the step needs beside the decision (the card, the
+// accepted appeals, the baselines a promotion is checked against, the
+// knowledge base and profiling pass a regression's notes go on) was read
+// by the load.
 func (s *Service) record(ctx context.Context, cr store.CheckRun, job store.Job, l loaded, d judge.Decision) error {
 	var (
 		trends    []store.TrendPoint
@@ -56,6 +55,10 @@ func (s *Service) record(ctx context.Context, cr store.CheckRun, job store.Job, 
 	if err == nil && st.baseJob != nil && row.ID != 0 {
 		zerolog.Ctx(ctx).Info().Int64("baseline_job", s.docOf(row).BaselineJob).Str("base_sha", job.BaseSHA).Msg("no baseline: measuring the base commit")
 	}
+	if err == nil && st.profileJob != nil && row.ID != 0 {
+		zerolog.Ctx(ctx).Info().Str("head", st.profileJob.HeadSHA).Str("base", st.profileJob.BaseSHA).Str("trigger", "regression").
+			Msg("profiling pass queued")
+	}
 	return err
 }
 
@@ -68,11 +71,11 @@ func (s *Service) stepOf(ctx context.Context, cr store.CheckRun, job store.Job, 
 	)
 	switch d.Outcome {
 	case judge.Publish:
-		st, err = s.publishStep(ctx, cr, job, l.accepted, d.Report, d.Env, d.Notes, d.Looks, d.Settings)
+		st, err = s.publishStep(ctx, cr, job, l.accepted, l.findings, d.Report, d.Env, d.Notes, d.Looks, d.Settings)
 	case judge.Extend:
 		st, err = extendStep(cr, job, l.card, d.More, d.Looks)
 	case judge.Stands:
-		st, err = s.standingStep(ctx, cr, job, l.accepted, d.Key)
+		st, err = s.standingStep(ctx, cr, job, l.accepted, l.findings, d.Key)
 	case judge.MeasureBase:
 		return s.measureBaseStep(cr, job, l.card)
 	case judge.Broken:

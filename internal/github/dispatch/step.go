@@ -56,6 +56,10 @@ type step struct {
 	// baseJob is the base commit's job to queue for the row (not one of
 	// its jobs; the store records its ID as the document's baseline_job).
 	baseJob *store.JobSpec
+	// profileJob is the profiling pass a regression verdict queues
+	// (profile.on_regression), enqueued with the step, not one of the
+	// row's jobs.
+	profileJob *store.JobSpec
 	// trends and baselines are a judgement's trend points and first
 	// baselines, stored with the step.
 	trends    []store.TrendPoint
@@ -102,7 +106,7 @@ func (s *Service) apply(ctx context.Context, cr store.CheckRun, st step) (store.
 		ID: cr.ID, Repo: cr.Repo, HeadSHA: cr.HeadSHA, Tier: cr.Tier, PRNumber: cr.PRNumber, InstallationID: cr.InstallationID,
 		From: cr.State, FromGeneration: cr.Generation, State: string(next.Phase), Deadline: next.Deadline, Verdict: raw,
 		JobIDs: st.jobIDs, AddJobs: st.jobs, RequestKey: st.key, CancelReason: st.cancelReason,
-		BaseJob: st.baseJob, Trends: st.trends, Baselines: st.baselines,
+		BaseJob: st.baseJob, ProfileJob: st.profileJob, Trends: st.trends, Baselines: st.baselines,
 	}
 	after := cr
 	after.State, after.Deadline = string(next.Phase), next.Deadline

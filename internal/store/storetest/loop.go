@@ -353,6 +353,7 @@ func testApplyCheck(t *testing.T, newDSN func(t testing.TB) string) {
 
 // A judgement's step carries everything the judgement writes: the base
 // commit's job (recorded on the row as baseline_job, not one of its jobs),
+// a regression's profiling pass (not one of its jobs either),
 // first baselines with their audit entries, and trend points — all or
 // nothing. A baseline version another promotion took meanwhile rolls the
 // whole step back as a lost race.
@@ -377,10 +378,11 @@ func testApplyCheckCarries(t *testing.T, newDSN func(t testing.TB) string) {
 	}
 	step := func(from string, bs ...store.NewBaseline) (store.CheckRun, bool, error) {
 		return e.st.ApplyCheck(e.ctx, store.CheckChange{ID: cr.ID, From: from, State: store.CheckInProgress,
-			Verdict:   json.RawMessage(`{"notes":["measuring the base"],"baseline_job":0}`),
-			BaseJob:   &store.JobSpec{Repo: "acme/llm", Tier: "quick", Kind: "baseline", HeadSHA: sha40("d"), GPUUUID: "GPU-a"},
-			Baselines: bs,
-			Trends:    []store.TrendPoint{{Repo: "acme/llm", Key: "nightly/c=1", Metric: "output_throughput", Date: day, Value: 1000, JobID: cr.JobIDs[0]}},
+			Verdict:    json.RawMessage(`{"notes":["measuring the base"],"baseline_job":0}`),
+			BaseJob:    &store.JobSpec{Repo: "acme/llm", Tier: "quick", Kind: "baseline", HeadSHA: sha40("d"), GPUUUID: "GPU-a"},
+			ProfileJob: &store.JobSpec{Repo: "acme/llm", Tier: "profile", Kind: "profile", PRNumber: 7, HeadSHA: sha, BaseSHA: sha40("d")},
+			Baselines:  bs,
+			Trends:     []store.TrendPoint{{Repo: "acme/llm", Key: "nightly/c=1", Metric: "output_throughput", Date: day, Value: 1000, JobID: cr.JobIDs[0]}},
 		})
 	}
 	// Another promotion took version 1 of "nightly/c=16" since the
@@ -435,6 +437,11 @@ func testApplyCheckCarries(t *testing.T, newDSN func(t testing.TB) string) {
 	}
 	if pts, err := e.st.ListTrend(e.ctx, "acme/llm", "nightly/c=1", "output_throughput", day); err != nil || len(pts) != 1 || pts[0].Value != 1000 {
 		t.Errorf("trend = %+v, %v", pts, err)
+	}
+	profiles, err := e.st.ListJobs(e.ctx, store.JobFilter{Repo: "acme/llm", Tier: "profile"})
+	if err != nil || len(profiles) != 1 || profiles[0].Kind != "profile" || profiles[0].CheckRunID != 0 || profiles[0].Status != jobstate.Queued ||
+		profiles[0].BaseSHA != sha40("d") || slices.Contains(row.JobIDs, profiles[0].ID) {
+		t.Errorf("profiling passes = %+v (%v); want the one the step queued, not one of the row's jobs", profiles, err)
 	}
 }
 
