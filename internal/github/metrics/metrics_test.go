@@ -68,6 +68,11 @@ func TestMetricsFamiliesMoveWithEvents(t *testing.T) {
 		BaseJob: &store.JobSpec{Tier: "merge", Kind: "baseline", Repo: "acme/x", HeadSHA: "f", Labels: []string{"gpu"}}}); err != nil || !ok {
 		t.Fatalf("a step with the base commit's job = %v, %v", ok, err)
 	}
+	// A regression's step that queues its profiling pass.
+	if _, ok, err := st.ApplyCheck(ctx, store.CheckChange{Repo: "acme/x", HeadSHA: strings.Repeat("9", 40), Tier: "merge", State: store.CheckInProgress,
+		ProfileJob: &store.JobSpec{Tier: "profile", Kind: "profile", Repo: "acme/x", HeadSHA: "9", Labels: []string{"gpu"}}}); err != nil || !ok {
+		t.Fatalf("a step with a profiling job = %v, %v", ok, err)
+	}
 
 	// GitHub: a check run concluded through a client with the transport;
 	// the fake answers with rate-limit headers only on scripted failures.
@@ -116,6 +121,7 @@ func TestMetricsFamiliesMoveWithEvents(t *testing.T) {
 		{"perfgate_jobs", map[string]string{"state": "queued", "tier": "nightly", "labels": "a100,gpu"}, 1},
 		{"perfgate_jobs", map[string]string{"state": "queued", "tier": "quick", "labels": "gpu"}, 0},
 		{"perfgate_jobs", map[string]string{"state": "queued", "tier": "merge", "labels": "gpu"}, 1},
+		{"perfgate_jobs", map[string]string{"state": "queued", "tier": "profile", "labels": "gpu"}, 1},
 		{"perfgate_jobs", map[string]string{"state": "running", "tier": "quick", "labels": "gpu"}, 0},
 		{"perfgate_job_duration_seconds", map[string]string{"tier": "quick", "status": "succeeded"}, 1},
 		{"perfgate_agents_connected", nil, 1},

@@ -96,6 +96,9 @@ func (s *instrumentedStore) ApplyCheck(ctx context.Context, ch store.CheckChange
 	if ch.BaseJob != nil {
 		s.m.moveJob(store.Job{JobSpec: *ch.BaseJob}, "", jobstate.Queued)
 	}
+	if ch.ProfileJob != nil {
+		s.m.moveJob(store.Job{JobSpec: *ch.ProfileJob}, "", jobstate.Queued)
+	}
 	for _, j := range queued {
 		if now, err := s.Store.GetJob(ctx, j.ID); err == nil && now.Status == jobstate.Cancelled {
 			s.m.moveJob(j, jobstate.Queued, jobstate.Cancelled)
