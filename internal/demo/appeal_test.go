@@ -2,6 +2,8 @@ package demo
 
 import (
 	"context"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -65,8 +67,11 @@ func TestAppealFlow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if retest.Conclusion != "neutral" || !strings.Contains(retest.Summary, "6 candidate") {
-		t.Errorf("retest after appeal: %s, want neutral on all 6 runs:\n%s", retest.Conclusion, retest.Summary)
+	// The appeal's 3 runs join the first job's 3 (6 from 2 sessions); a
+	// noisy machine's look may add a settling job's runs to either.
+	m := evidenceRe.FindStringSubmatch(retest.Summary)
+	if retest.Conclusion != "neutral" || m == nil || atoi(m[1]) < 6 || atoi(m[2]) < 2 {
+		t.Errorf("retest after appeal: %s, want neutral on at least 6 runs from at least 2 sessions (%q):\n%s", retest.Conclusion, m, retest.Summary)
 	}
 
 	// A maintainer accepts.
@@ -97,6 +102,15 @@ func TestAppealFlow(t *testing.T) {
 	if hist, err := h.Store.BaselineHistory(ctx, repo, "quick"); err != nil || len(hist) != 1 {
 		t.Errorf("baseline history after accept: %d versions, %v; want 1", len(hist), err)
 	}
+}
+
+// evidenceRe reads the check's evidence line: its candidate runs and the
+// sessions (jobs) they came from.
+var evidenceRe = regexp.MustCompile(`vs (\d+) candidate run\(s\) from (\d+) sessions`)
+
+func atoi(s string) int {
+	n, _ := strconv.Atoi(s)
+	return n
 }
 
 func jobCount(ctx context.Context, t *testing.T, h *Harness) int {
