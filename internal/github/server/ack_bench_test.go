@@ -159,9 +159,17 @@ func ackRun(b *testing.B, dsn string, n, backlog int) {
 }
 
 // sendInProcess posts the deliveries from this process, rate a second,
-// each from its own goroutine, and returns each one's time to its answer
-// and status.
+// and returns each one's time to its answer and status.
 func sendInProcess(l *loop, bodies [][]byte, rate int) ([]time.Duration, []int) {
+	return paced(bodies, rate, func(i int, body []byte) int {
+		return l.deliver("pull_request", fmt.Sprintf("ack-%d", i), body)
+	})
+}
+
+// paced sends each body, rate a second, each from its own goroutine as
+// GitHub sends them, and returns each send's time to its answer and the
+// status send returned.
+func paced(bodies [][]byte, rate int, send func(i int, body []byte) int) ([]time.Duration, []int) {
 	lats, codes := make([]time.Duration, len(bodies)), make([]int, len(bodies))
 	var wg sync.WaitGroup
 	tick := time.NewTicker(time.Second / time.Duration(rate))
@@ -171,7 +179,7 @@ func sendInProcess(l *loop, bodies [][]byte, rate int) ([]time.Duration, []int) 
 		go func() {
 			defer wg.Done()
 			t0 := time.Now()
-			codes[i] = l.deliver("pull_request", fmt.Sprintf("ack-%d", i), body)
+			codes[i] = send(i, body)
 			lats[i] = time.Since(t0)
 		}()
 	}

@@ -18,7 +18,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -232,37 +231,25 @@ func ackSend() int {
 	}
 	target := os.Getenv("PERFGATE_ACK_SEND_URL") + app.WebhookPath
 	bodies := bytes.Split(bytes.TrimSuffix(raw, []byte("\n")), []byte("\n"))
-	type answer struct {
-		took time.Duration
-		code int
-	}
-	answers := make([]answer, len(bodies))
-	var wg sync.WaitGroup
-	tick := time.NewTicker(time.Second / time.Duration(rate))
+	// Signed before the clock starts, as before: the time is the answer's.
+	reqs := make([]*http.Request, len(bodies))
 	for i, body := range bodies {
-		<-tick.C
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			req, err := githubtest.NewDelivery(target, "pull_request", fmt.Sprintf("ack-%d", i), body, []byte(githubtest.WebhookSecret))
-			if err != nil {
-				panic(err)
-			}
-			t0 := time.Now()
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				answers[i] = answer{time.Since(t0), 0}
-				return
-			}
-			resp.Body.Close()
-			answers[i] = answer{time.Since(t0), resp.StatusCode}
-		}()
+		if reqs[i], err = githubtest.NewDelivery(target, "pull_request", fmt.Sprintf("ack-%d", i), body, []byte(githubtest.WebhookSecret)); err != nil {
+			fmt.Fprintf(os.Stderr, "ack sender: %v\n", err)
+			return 1
+		}
 	}
-	tick.Stop()
-	wg.Wait()
+	lats, codes := paced(bodies, rate, func(i int, _ []byte) int {
+		resp, err := http.DefaultClient.Do(reqs[i])
+		if err != nil {
+			return 0
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	})
 	w := bufio.NewWriter(os.Stdout)
-	for i, a := range answers {
-		fmt.Fprintf(w, "%d %d %d\n", i, a.took.Nanoseconds(), a.code)
+	for i := range bodies {
+		fmt.Fprintf(w, "%d %d %d\n", i, lats[i].Nanoseconds(), codes[i])
 	}
 	if err := w.Flush(); err != nil {
 		fmt.Fprintf(os.Stderr, "ack sender: %v\n", err)
