@@ -42,17 +42,11 @@ func TestNextSteps(t *testing.T) {
 // as the server would have stored it.
 func caseReport(t *testing.T, name string) *gate.Report {
 	t.Helper()
-	cases, err := gatetest.Cases()
+	c, err := gatetest.Named(name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, c := range cases {
-		if c.Name == name {
-			return c.Report
-		}
-	}
-	t.Fatalf("gatetest has no case %q", name)
-	return nil
+	return c.Report
 }
 
 // The inconclusive branch, from the verdict document of noisy runs: the

@@ -80,6 +80,20 @@ func Cases() ([]Case, error) {
 	return out, nil
 }
 
+// Named is the case called name (Cases' Name).
+func Named(name string) (Case, error) {
+	cs, err := Cases()
+	if err != nil {
+		return Case{}, err
+	}
+	for _, c := range cs {
+		if c.Name == name {
+			return c, nil
+		}
+	}
+	return Case{}, fmt.Errorf("gatetest has no case %q", name)
+}
+
 // lastLook finds, on a fixed grid, the runs whose second and last look
 // passes by the last-look rule: an estimate below the regression line
 // (half the threshold) whose equivalence bound is still past the
