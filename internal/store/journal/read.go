@@ -117,12 +117,8 @@ func (r *reader) segment(pos Pos, newest bool) (next Pos, full bool, err error) 
 		if newest {
 			return pos, true, nil
 		}
-		if r.skipped != nil {
-			end := fi.Size() // an older segment does not grow
-			if st, err := f.Stat(); err == nil {
-				end = st.Size()
-			}
-			r.skipped(Skipped{File: path, Offset: pos.Offset, Bytes: end - pos.Offset})
+		if r.skipped != nil { // an older segment does not grow: its size is its end
+			r.skipped(Skipped{File: path, Offset: pos.Offset, Bytes: fi.Size() - pos.Offset})
 		}
 		return pos, false, nil
 	}
