@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -26,7 +27,25 @@ type foldEnv struct {
 	dir   string
 	h     *handler
 	w     *Worker
-	log   *bytes.Buffer
+	log   *logBuffer
+}
+
+// logBuffer keeps what the worker's goroutines log.
+type logBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 // foldStore counts the fold's outcomes and fails a fold when told, after
@@ -57,7 +76,7 @@ func (f *foldStore) FoldJournal(ctx context.Context, recs []journal.Record, next
 func newFoldEnv(t *testing.T) *foldEnv {
 	t.Helper()
 	e := &foldEnv{ctx: context.Background(), clock: &clock{t: time.Date(2026, 12, 2, 9, 0, 0, 0, time.UTC)},
-		dir: filepath.Join(t.TempDir(), "acks"), h: &handler{calls: map[string]int{}, fails: map[string][]error{}}, log: &bytes.Buffer{}}
+		dir: filepath.Join(t.TempDir(), "acks"), h: &handler{calls: map[string]int{}, fails: map[string][]error{}}, log: &logBuffer{}}
 	st, err := store.Open(e.ctx, filepath.Join(t.TempDir(), "db"), store.WithClock(e.clock.now))
 	if err != nil {
 		t.Fatal(err)
