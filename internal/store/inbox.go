@@ -103,13 +103,20 @@ func scanDelivery(sc scanner) (Delivery, error) {
 // a pending one as soon as no worker holds it; one that succeeded is a
 // duplicate. order places it among its subject's deliveries.
 func (s *sqlStore) AcceptDelivery(ctx context.Context, id, event string, payload []byte, order DeliveryOrder) (Accepted, error) {
+	now := s.nowMicros()
+	return s.acceptDelivery(ctx, s.ackDB(), id, event, payload, order, now, now)
+}
+
+// acceptDelivery is AcceptDelivery's one statement, run by ex (the ack
+// connection, or FoldJournal's transaction), for a delivery that arrived
+// at received (microseconds) and is due at now.
+func (s *sqlStore) acceptDelivery(ctx context.Context, ex execer, id, event string, payload []byte, order DeliveryOrder, received, now int64) (Accepted, error) {
 	if id == "" {
 		return 0, fmt.Errorf("accept delivery: empty delivery ID")
 	}
-	now := s.nowMicros()
 	// order_at 0 marks a delivery not yet placed (Later): no placed one
 	// has it, since a zero At means the time it arrived.
-	orderAt := now
+	orderAt := received
 	switch {
 	case order.Later:
 		orderAt, order.Subject = 0, ""
@@ -119,7 +126,7 @@ func (s *sqlStore) AcceptDelivery(ctx context.Context, id, event string, payload
 	var redeliveries int
 	// A redelivery to be placed later keeps the place its first delivery
 	// got (the same payload gives the same place).
-	err := s.ackDB().QueryRowContext(ctx, s.q(`INSERT INTO webhook_inbox
+	err := ex.QueryRowContext(ctx, s.q(`INSERT INTO webhook_inbox
 			(delivery_id, event, payload, status, next_attempt_at, received_at, subject, order_at)
 		VALUES (?, ?, ?, 'pending', ?, ?, ?, ?)
 		ON CONFLICT (delivery_id) DO UPDATE SET
@@ -131,7 +138,7 @@ func (s *sqlStore) AcceptDelivery(ctx context.Context, id, event string, payload
 				THEN webhook_inbox.next_attempt_at ELSE excluded.next_attempt_at END,
 			redeliveries = webhook_inbox.redeliveries + 1
 		WHERE webhook_inbox.status <> 'done'
-		RETURNING redeliveries`), id, event, blob(payload), now, now, order.Subject, orderAt).Scan(&redeliveries)
+		RETURNING redeliveries`), id, event, blob(payload), now, received, order.Subject, orderAt).Scan(&redeliveries)
 	if errors.Is(err, sql.ErrNoRows) {
 		return AcceptedDuplicate, nil
 	}

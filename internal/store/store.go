@@ -30,6 +30,7 @@ import (
 	"time"
 
 	"github.com/perfgate/perfgate/internal/analysis/fleet"
+	"github.com/perfgate/perfgate/internal/store/journal"
 	"github.com/perfgate/perfgate/internal/vocab/check"
 	"github.com/perfgate/perfgate/internal/vocab/jobstate"
 )
@@ -132,6 +133,11 @@ type Store interface {
 	FailDelivery(ctx context.Context, id, leaseID, reason string) error
 	GetDelivery(ctx context.Context, id string) (Delivery, error)
 	CountDeliveries(ctx context.Context) (map[DeliveryStatus]int, error)
+	// FoldJournal stores the door's journal records (ackjournal.go) and
+	// this instance's journal position in one transaction; JournalPos
+	// reads the position back.
+	FoldJournal(ctx context.Context, recs []journal.Record, next journal.Pos) (FoldCounts, error)
+	JournalPos(ctx context.Context) (journal.Pos, error)
 
 	// Audit log, nightly trend.
 	AppendAudit(ctx context.Context, e AuditEntry) (AuditEntry, error)

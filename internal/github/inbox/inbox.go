@@ -40,6 +40,9 @@ type Handler interface {
 type Options struct {
 	Store   Store
 	Handler Handler
+	// Journal, when set, is folded into the store at the start of each
+	// pass: the deliveries the door answered without a database.
+	Journal *Journal
 	// Policy spaces the attempts of a failing delivery. The default gives
 	// up after 15 attempts (about an hour and a half with the 10-minute
 	// cap); a failed delivery is processed again on redelivery.
@@ -116,10 +119,14 @@ func (w *Worker) Run(ctx context.Context) {
 	}
 }
 
-// Pass places the deliveries stored since the last pass among their pull
-// requests' (Order, kept off the webhook's answer), claims a batch of due
-// ones, processes them and returns how many it handled.
+// Pass folds the door's journal into the store (Options.Journal), places
+// the deliveries stored since the last pass among their pull requests'
+// (Order, kept off the webhook's answer), claims a batch of due ones,
+// processes them and returns how many it handled.
 func (w *Worker) Pass(ctx context.Context) (int, error) {
+	if err := w.fold(ctx); err != nil {
+		return 0, err
+	}
 	if _, err := w.o.Store.PlaceDeliveries(ctx, placeBatch, Order); err != nil {
 		return 0, fmt.Errorf("place deliveries: %w", err)
 	}

@@ -68,6 +68,7 @@ func Run(t *testing.T, newDSN func(t testing.TB) string) {
 		{"InboxTwoReplicas", testInboxReplicas},
 		{"InboxPerSubjectOrder", testInboxOrder},
 		{"InboxPlaceLater", testInboxPlaceLater},
+		{"JournalFold", testJournalFold},
 		{"ReclaimLeasesAfterRestart", testReclaimLeases},
 		{"OutboxEffects", testOutbox},
 		{"OutboxCheckSyncRearm", testOutboxRearm},
