@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"strings"
 
 	"github.com/perfgate/perfgate/internal/github/server"
@@ -82,6 +83,11 @@ func runServe(ctx context.Context, env *cliEnv, args []string) int {
 	if err != nil {
 		fmt.Fprintf(env.stderr, "perfgate serve: listen on %s: %v (PERFGATE_ADDR)\n", cfg.Addr, err)
 		return 1
+	}
+	if exe, err := os.Executable(); err == nil {
+		// The door (perfgate door) answers the webhooks from a process
+		// of its own unless PERFGATE_WEBHOOK_DOOR=off.
+		cfg.Door = func() *exec.Cmd { return exec.Command(exe, "door") }
 	}
 	st, err := store.Open(ctx, cfg.DatabaseURL, store.WithFairShare(cfg.Fleet.Shares()), store.WithInstance(cfg.InstanceName()))
 	if err != nil {

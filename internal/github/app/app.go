@@ -19,7 +19,6 @@ import (
 
 	"github.com/palantir/go-githubapp/githubapp"
 	"github.com/rs/zerolog"
-	"golang.org/x/sync/semaphore"
 )
 
 // WebhookPath is where GitHub delivers events.
@@ -206,14 +205,7 @@ func New(cfg Config, deps Deps) (*App, error) {
 			a.handlers[ev] = h
 		}
 	}
-	rc := &receiver{
-		secret: []byte(cfg.GitHub.App.WebhookSecret), maxBody: cfg.MaxBodyBytes,
-		budget: semaphore.NewWeighted(cfg.MaxInFlightBytes), budgetWait: cfg.InFlightWait, readTimeout: cfg.BodyReadTimeout,
-		handles: func(ev string) bool { _, ok := a.handlers[ev]; return ok }, inbox: deps.Inbox, accepted: deps.Accepted,
-	}
-	mux := http.NewServeMux()
-	mux.Handle(WebhookPath, rc)
-	a.handler, a.webhooks = withRequestLog(cfg.Logger, mux), rc
+	a.handler, a.webhooks = newReceiver(a.ReceiverConfig(), deps.Inbox, deps.Accepted, cfg.Logger)
 	return a, nil
 }
 

@@ -10,6 +10,7 @@ package inbox
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -124,15 +125,16 @@ func (w *Worker) Run(ctx context.Context) {
 // (Order, kept off the webhook's answer), claims a batch of due ones,
 // processes them and returns how many it handled.
 func (w *Worker) Pass(ctx context.Context) (int, error) {
-	if err := w.fold(ctx); err != nil {
-		return 0, err
-	}
+	// A journal the fold cannot read holds up only what is in it: the
+	// deliveries already stored are processed, and the pass returns the
+	// fold's error after them.
+	ferr := w.fold(ctx)
 	if _, err := w.o.Store.PlaceDeliveries(ctx, placeBatch, Order); err != nil {
-		return 0, fmt.Errorf("place deliveries: %w", err)
+		return 0, errors.Join(ferr, fmt.Errorf("place deliveries: %w", err))
 	}
 	ds, err := w.o.Store.ClaimDeliveries(ctx, w.o.Workers*2, w.o.Lease)
 	if err != nil {
-		return 0, fmt.Errorf("claim deliveries: %w", err)
+		return 0, errors.Join(ferr, fmt.Errorf("claim deliveries: %w", err))
 	}
 	var (
 		wg  sync.WaitGroup
@@ -148,7 +150,7 @@ func (w *Worker) Pass(ctx context.Context) (int, error) {
 		}()
 	}
 	wg.Wait()
-	return len(ds), nil
+	return len(ds), ferr
 }
 
 func (w *Worker) process(ctx context.Context, d store.Delivery) {

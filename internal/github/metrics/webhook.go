@@ -10,8 +10,14 @@ func (m *Metrics) Webhook(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
 		next.ServeHTTP(rec, r)
-		m.deliveries.WithLabelValues(eventLabel(r.Header.Get("X-GitHub-Event")), deliveryOutcome(rec.status)).Inc()
+		m.DeliveryAnswered(r.Header.Get("X-GitHub-Event"), rec.status)
 	})
+}
+
+// DeliveryAnswered counts a webhook delivery answered with status: the
+// door process, which answers them away from this one, reports each.
+func (m *Metrics) DeliveryAnswered(event string, status int) {
+	m.deliveries.WithLabelValues(eventLabel(event), deliveryOutcome(status)).Inc()
 }
 
 func deliveryOutcome(status int) string {

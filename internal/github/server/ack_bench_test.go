@@ -39,11 +39,14 @@ import (
 //	                           backlog's work all CPU)
 //	PERFGATE_BENCH_SERVER_NICE the server process's nice value (e.g. -10,
 //	                           which needs root; default: this process's)
+//	PERFGATE_BENCH_SERVER_LOG  a file to keep the server process's log in
 //
 // The server runs as in production: a process of its own (this test
 // binary re-run as perfgate serve's start, ackServe), with the production
 // loop timing and collector target (TuneGC; GOGC=100 for Go's default),
-// logging at info level to a file. GitHub — the fake one answering the
+// logging at info level to a file, and its door (door.go: the process
+// that owns the port and answers the webhooks; PERFGATE_WEBHOOK_DOOR=off
+// has the server's process answer them, as before the door). GitHub — the fake one answering the
 // server's API calls, and the deliveries' sender — is this process, as
 // GitHub is off perfgate's host.
 //

@@ -46,6 +46,8 @@ const ackSendEnv = "PERFGATE_ACK_BENCH_SEND"
 
 func TestMain(m *testing.M) {
 	switch {
+	case os.Getenv(doorEnv) == "1": // before the server's: a server's door inherits its environment
+		os.Exit(testDoor())
 	case os.Getenv(ackServeEnv) == "1":
 		os.Exit(ackServe())
 	case os.Getenv(ackSendEnv) == "1":
@@ -76,6 +78,7 @@ func ackServe() int {
 		return 3
 	}
 	TuneGC()
+	cfg.Door = testDoorCommand // as perfgate serve runs perfgate door; PERFGATE_WEBHOOK_DOOR=off turns it off
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "ack server: %v\n", err)
@@ -157,6 +160,12 @@ func startAckServer(b *testing.B, gh *githubtest.Server, dsn string) (base strin
 		case <-time.After(30 * time.Second):
 			_ = cmd.Process.Kill()
 			<-exited
+		}
+		if keep := os.Getenv("PERFGATE_BENCH_SERVER_LOG"); keep != "" {
+			// The server's log, kept past the benchmark's directory.
+			if raw, err := os.ReadFile(logPath); err == nil {
+				_ = os.WriteFile(keep, raw, 0o600)
+			}
 		}
 	}
 	addr := make(chan string, 1)

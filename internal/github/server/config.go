@@ -42,6 +42,7 @@ var Settings = []Setting{
 	{Key: "public_url", Env: "PERFGATE_PUBLIC_URL", Help: "where GitHub, browsers and agents reach this server, e.g. https://perfgate.example.com (needed for setup; every check run links to it, and serve warns at start without it)", set: str(func(c *Config) *string { return &c.PublicURL })},
 	{Key: "data_dir", Env: "PERFGATE_DATA_DIR", Help: "directory for the SQLite database and the credentials the setup stores (default: the working directory)", set: str(func(c *Config) *string { return &c.DataDir })},
 	{Key: "database_url", Env: "PERFGATE_DATABASE_URL", Help: "SQLite file or postgres:// URL (default DATA_DIR/perfgate.db; PostgreSQL for several replicas)", set: str(func(c *Config) *string { return &c.DatabaseURL })},
+	{Key: "webhook_door", Env: "PERFGATE_WEBHOOK_DOOR", Help: "process (the default): a small process of its own owns the port, answers each webhook after one append to DATA_DIR/acks and passes every other request on, so GitHub's answer never waits for the server's work; off: the server process answers them", set: str(func(c *Config) *string { return &c.WebhookDoor })},
 	{Key: "instance", Env: "PERFGATE_INSTANCE", Help: "this server process's name in its leases; a restarted process reclaims its own at once (default: the host name; give replicas on one host distinct names)", set: str(func(c *Config) *string { return &c.Instance })},
 	{Key: "app_slug", Env: "PERFGATE_APP_SLUG", Help: "the app's URL name; its [bot] comments are ignored (default: the stored app's, else perfgate)", set: str(func(c *Config) *string { return &c.AppSlug })},
 	{Key: "agent_registration_token", Env: "PERFGATE_AGENT_REGISTRATION_TOKEN", Secret: true, Help: "shared secret runner agents exchange for their own tokens (default: DATA_DIR/agent-registration-token, made by the setup)", set: str(func(c *Config) *string { return &c.AgentRegistrationToken })},
@@ -325,6 +326,13 @@ func Prepare(cfg *Config) (Prepared, error) {
 		cfg.DataDir = "."
 	}
 	checkDataDir(cfg, bad)
+	switch cfg.WebhookDoor {
+	case "":
+		cfg.WebhookDoor = "process"
+	case "process", "off":
+	default:
+		bad("PERFGATE_WEBHOOK_DOOR", "%q is not process or off", cfg.WebhookDoor)
+	}
 	checkSchedules(cfg, bad)
 	checkGitHubURLs(cfg, bad)
 	appCredentials(cfg, &p, bad)

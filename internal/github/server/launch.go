@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -125,8 +127,31 @@ func Launch(ctx context.Context, cfg Config, prep Prepared, st store.Store, ln n
 	hs := httpServer(cfg, top)
 	log.Info().Str("addr", ln.Addr().String()).Str("db", store.Redact(cfg.DatabaseURL)).Str("public_url", store.Redact(cfg.PublicURL)).
 		Bool("setup_mode", prep.Setup).Msg("perfgate server listening")
-	errc := make(chan error, 1)
-	go func() { errc <- hs.Serve(limitListener(cfg, ln)) }()
+	errc := make(chan error, 2)
+	var door *doorProcess
+	if s := srv.Load(); s != nil && cfg.Door != nil && cfg.WebhookDoor != "off" {
+		// The door owns the port; this process serves it the rest on a
+		// socket of its own. Without a door, this process answers all.
+		answered := func(event string, status int) {
+			cfg.Metrics.DeliveryAnswered(event, status)
+			if status < 300 {
+				s.Inbox().Wake()
+			}
+		}
+		var (
+			inner net.Listener
+			derr  error
+		)
+		door, inner, derr = launchDoor(ctx, cfg, s, ln, answered, log)
+		if derr != nil {
+			log.Error().Err(derr).Msg("the door process did not start: this process answers the webhooks")
+		} else {
+			go func() { errc <- hs.Serve(inner) }()
+		}
+	}
+	if door == nil {
+		go func() { errc <- hs.Serve(limitListener(cfg, ln)) }()
+	}
 	select {
 	case err := <-errc:
 		if !errors.Is(err, http.ErrServerClosed) {
@@ -134,10 +159,60 @@ func Launch(ctx context.Context, cfg Config, prep Prepared, st store.Store, ln n
 		}
 	case <-ctx.Done():
 	}
+	if door != nil {
+		// The door stops first: it stops taking connections and
+		// finishes what it passed here, which this process still serves.
+		stopWorkers()
+		door.Wait()
+	}
 	// The workers stop with ctx (and the deferred stopWorkers), and Launch
 	// waits for them; deliveries, GitHub writes and judgements they did not
 	// finish stay in the store for the next start (or another replica).
 	shutdown, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	return hs.Shutdown(shutdown)
+}
+
+// launchDoor starts the door process on ln (doorproc.go) under ctx and
+// returns it with the Unix socket this process serves the door on.
+func launchDoor(ctx context.Context, cfg Config, s *Server, ln net.Listener, answered func(string, int), log zerolog.Logger) (*doorProcess, net.Listener, error) {
+	port, err := portFile(ln)
+	if err != nil {
+		return nil, nil, err
+	}
+	inner, err := innerSocket(cfg.DataDir)
+	if err != nil {
+		port.Close()
+		return nil, nil, fmt.Errorf("the server's socket for the door: %w", err)
+	}
+	ds := doorSettings{Receiver: s.App().ReceiverConfig(), JournalDir: JournalDir(cfg), Upstream: inner.Addr().String(),
+		HTTP: cfg.HTTP, LongPoll: cfg.LongPoll}
+	d, err := startDoor(ctx, cfg.Door, port, ds, answered, log)
+	if err != nil {
+		port.Close()
+		inner.Close()
+		return nil, nil, err
+	}
+	return d, inner, nil
+}
+
+// innerSocket listens on the Unix socket the door passes requests to:
+// server.sock in the data directory (a stale one from a crash is
+// replaced), or in a directory of its own under $TMPDIR where that path
+// is too long for a socket's address. Closing it removes the file.
+func innerSocket(dataDir string) (net.Listener, error) {
+	dir, err := filepath.Abs(dataDir)
+	if err != nil {
+		return nil, err
+	}
+	path := filepath.Join(dir, "server.sock")
+	if len(path) > 100 { // sun_path holds 108 bytes
+		if dir, err = os.MkdirTemp("", "perfgate-"); err != nil {
+			return nil, err
+		}
+		path = filepath.Join(dir, "server.sock")
+	} else if fi, err := os.Lstat(path); err == nil && fi.Mode()&os.ModeSocket != 0 {
+		_ = os.Remove(path)
+	}
+	return net.Listen("unix", path)
 }

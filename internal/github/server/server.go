@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"os/exec"
 	"strings"
 	"time"
 
@@ -90,6 +91,15 @@ type Config struct {
 
 	// Metrics receives the server's instrumentation; nil makes a new set.
 	Metrics *metrics.Metrics `yaml:"-"`
+
+	// WebhookDoor is "process" (perfgate serve's default: a process of
+	// its own owns the port and answers the webhooks, door.go) or "off"
+	// (this process answers them).
+	WebhookDoor string `yaml:"webhook_door"`
+	// Door makes the command that runs the door process (perfgate door,
+	// or a test binary); Launch runs it when WebhookDoor is not "off".
+	// nil: this process answers the webhooks.
+	Door func() *exec.Cmd `yaml:"-"`
 }
 
 // HTTPConfig bounds the HTTP server.
@@ -266,8 +276,14 @@ func New(cfg Config, st store.Store, log zerolog.Logger, now func() time.Time) (
 		return nil, err
 	}
 	s.app = a
+	// The door's journal is folded wherever there is a data directory:
+	// one left by a door before a restart with the door off included.
+	var fold *inbox.Journal
+	if cfg.DataDir != "" {
+		fold = &inbox.Journal{Dir: JournalDir(cfg), Store: st, Log: log}
+	}
 	s.inbox = inbox.New(inbox.Options{Store: st, Handler: a, Policy: cfg.Loop.InboxPolicy, Lease: cfg.Loop.InboxLease,
-		Poll: cfg.Loop.Poll, Now: now, Log: log})
+		Poll: cfg.Loop.Poll, Now: now, Log: log, Journal: fold})
 
 	mux := http.NewServeMux()
 	mux.Handle(app.WebhookPath, cfg.Metrics.Webhook(newWebhookIntake(a.Handler(), cfg.HTTP.WebhookInFlightBytes)))

@@ -503,3 +503,47 @@ func BenchmarkAppend(b *testing.B) {
 		}
 	}
 }
+
+// A writer past its segment's limit moves on to a new segment, so a
+// running door's folded segments can be trimmed: every record reads back
+// once, in order, and trimming to the reader's place leaves the newest.
+func TestWriterRollsAtTheLimit(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	w, err := Create(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	w.segLimit = int64(len(frame(t, rec(0)))) * 2 // two records a segment
+	var want []Record
+	for i := range 5 {
+		if err := w.Append(rec(i)); err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, rec(i))
+	}
+	segs, err := segments(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(segs) != "[1 2 3]" {
+		t.Fatalf("segments after 5 records at 2 a segment: %v; want [1 2 3]", segs)
+	}
+	if err := w.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	got, next := readAll(t, dir, Pos{}, 10)
+	checkRecords(t, got, want...)
+	if err := Trim(dir, next); err != nil {
+		t.Fatal(err)
+	}
+	if segs, _ := segments(dir); fmt.Sprint(segs) != "[3]" {
+		t.Fatalf("after trimming to %v: %v; want the writer's segment alone", next, segs)
+	}
+	if err := w.Append(rec(5)); err != nil {
+		t.Fatal(err)
+	}
+	got, _ = readAll(t, dir, next, 10)
+	checkRecords(t, got, rec(5))
+}

@@ -13,6 +13,9 @@ import (
 // knows an older segment's writer is gone.
 type Writer struct {
 	path string
+	num  int64 // the segment's number
+	// segLimit overrides SegmentLimit (tests).
+	segLimit int64
 
 	mu    sync.Mutex
 	f     *os.File
@@ -53,11 +56,15 @@ func Create(dir string) (*Writer, error) {
 		_ = f.Close()
 		return nil, err
 	}
-	return &Writer{path: path, f: f}, nil
+	return &Writer{path: path, num: n, f: f}, nil
 }
 
 // Path is the segment file this writer appends to.
-func (w *Writer) Path() string { return w.path }
+func (w *Writer) Path() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.path
+}
 
 // Append frames r and writes it with one write(2), so a reader sees either
 // none of it or a prefix that is plainly incomplete. It is durable after
@@ -92,7 +99,42 @@ func (w *Writer) Append(r Record) error {
 	}
 	w.size += int64(n)
 	w.dirty = true
+	if w.size >= w.limit() {
+		w.roll()
+	}
 	return nil
+}
+
+// SegmentLimit is the size past which a writer moves on to a new
+// segment, so the folded ones can be trimmed while the door runs.
+const SegmentLimit = 64 << 20
+
+func (w *Writer) limit() int64 {
+	if w.segLimit > 0 {
+		return w.segLimit
+	}
+	return SegmentLimit
+}
+
+// roll moves the writer to a new segment, numbered one past its own; the
+// old one, synced and closed, is whole, as a reader treats every segment
+// but the newest. It is called with w.mu held.
+func (w *Writer) roll() {
+	dir := filepath.Dir(w.path)
+	next := filepath.Join(dir, segName(w.num+1))
+	// A roll that fails leaves the writer where it was: the record is
+	// written, and the next append tries again.
+	f, err := os.OpenFile(next, os.O_WRONLY|os.O_APPEND|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return
+	}
+	if w.f.Sync() != nil || syncDir(dir) != nil {
+		_ = f.Close()
+		_ = os.Remove(next)
+		return
+	}
+	_ = w.f.Close()
+	w.f, w.path, w.num, w.size, w.dirty = f, next, w.num+1, 0, false
 }
 
 // Sync makes every record appended before it durable: an fsync when
@@ -101,17 +143,20 @@ func (w *Writer) Sync() error {
 	w.syncMu.Lock()
 	defer w.syncMu.Unlock()
 	w.mu.Lock()
-	f, dirty := w.f, w.dirty
+	f, path, dirty := w.f, w.path, w.dirty
 	w.dirty = false
 	w.mu.Unlock()
 	if !dirty || f == nil {
 		return nil
 	}
 	if err := f.Sync(); err != nil {
+		if errors.Is(err, os.ErrClosed) {
+			return nil // rolled meanwhile: the roll synced it
+		}
 		w.mu.Lock()
 		w.dirty = true
 		w.mu.Unlock()
-		return fmt.Errorf("journal: sync %s: %w", w.path, err)
+		return fmt.Errorf("journal: sync %s: %w", path, err)
 	}
 	return nil
 }

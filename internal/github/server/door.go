@@ -1,0 +1,213 @@
+package server
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/perfgate/perfgate/internal/github/app"
+	"github.com/perfgate/perfgate/internal/store/journal"
+)
+
+// The door is the process that owns the public port. It answers a
+// webhook delivery itself — the receiver's checks, the signature, one
+// append to the ack journal in the data directory — and passes every other
+// request to the server process over a Unix socket. It holds the webhook
+// secret and nothing else: no database, no app key, no GitHub token.
+//
+// Why a process of its own: on a host at load 20, the answer waited for
+// CPU behind the server's own work (the inbox, the judge, GitHub calls)
+// in one Go runtime, and for SQLite's write lock held by a thread off the
+// CPU. A process that mostly sleeps is woken at once by the kernel's
+// scheduler, and an append takes no lock another process holds. The
+// server's inbox folds the journal into the store (inbox.Journal),
+// exactly once, a few milliseconds later.
+
+// doorSettings is what the server hands its door, as JSON on the door's
+// standard input (the secret stays out of its arguments and environment).
+type doorSettings struct {
+	Receiver   app.ReceiverConfig `json:"receiver"`
+	JournalDir string             `json:"journal_dir"`
+	// Upstream is the server process's Unix socket.
+	Upstream string        `json:"upstream"`
+	HTTP     HTTPConfig    `json:"http"`
+	LongPoll time.Duration `json:"long_poll"`
+}
+
+// doorReady is the line the door writes on its standard output once it
+// serves.
+const doorReady = "perfgate-door ready"
+
+// journalSync is how often the door flushes the journal to the disk when
+// it appended since: a crash of the process loses nothing appended (the
+// kernel holds it); a crash of the host loses at most this much, as
+// SQLite's WAL at synchronous=NORMAL would.
+const journalSync = 200 * time.Millisecond
+
+// ServeDoor is the door process: it reads its settings from settings,
+// serves ln until ctx ends, writes doorReady on ready once it serves,
+// and tells the server each delivery's answer on notify, a line
+// "<status> <event>" (the server counts it and wakes its inbox). A broken
+// notify (the server is gone) ends the door.
+func ServeDoor(ctx context.Context, settings io.Reader, ln net.Listener, notify io.Writer, ready io.Writer, log zerolog.Logger) error {
+	var ds doorSettings
+	if err := json.NewDecoder(settings).Decode(&ds); err != nil {
+		return fmt.Errorf("door: read settings: %w", err)
+	}
+	if len(ds.Receiver.Secret) < app.MinSecretLength || ds.JournalDir == "" || ds.Upstream == "" {
+		return errors.New("door: settings lack the webhook secret, the journal directory or the server's socket")
+	}
+	w, err := journal.Create(ds.JournalDir)
+	if err != nil {
+		return fmt.Errorf("door: %w", err)
+	}
+	defer w.Close()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	tell := &teller{w: notify, gone: cancel}
+	inbox := journalInbox{w: w}
+	webhook := &answerReport{next: newWebhookIntake(app.NewReceiver(ds.Receiver, inbox, nil, log), ds.Receiver.MaxInFlightBytes), tell: tell}
+	mux := http.NewServeMux()
+	mux.Handle(app.WebhookPath, webhook)
+	mux.Handle("/", doorProxy(ds.Upstream, log))
+	cfg := Config{HTTP: ds.HTTP, LongPoll: ds.LongPoll}
+	hs := httpServer(cfg, mux)
+	go func() {
+		t := time.NewTicker(journalSync)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				if err := w.Sync(); err != nil {
+					log.Error().Err(err).Msg("door: sync the ack journal")
+				}
+			}
+		}
+	}()
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(limitListener(cfg, ln)) }()
+	if _, err := fmt.Fprintln(ready, doorReady); err != nil {
+		return fmt.Errorf("door: say ready: %w", err)
+	}
+	log.Info().Str("addr", ln.Addr().String()).Str("journal", ds.JournalDir).Msg("door serving: webhooks answered here, everything else passed to the server")
+	select {
+	case err := <-errc:
+		if !errors.Is(err, http.ErrServerClosed) {
+			return fmt.Errorf("door: %w", err)
+		}
+	case <-ctx.Done():
+	}
+	shutdown, stop := context.WithTimeout(context.Background(), 30*time.Second)
+	defer stop()
+	err = hs.Shutdown(shutdown)
+	return errors.Join(err, w.Sync())
+}
+
+// journalInbox is the door's inbox: a verified delivery is appended to
+// the journal, stamped with its arrival. It cannot tell a redelivery of a
+// delivery already processed (the store can, when it folds the journal),
+// so it never answers "duplicate".
+type journalInbox struct{ w *journal.Writer }
+
+func (j journalInbox) Accept(ctx context.Context, id, event string, payload []byte) (bool, error) {
+	at, ok := ctx.Value(arrivalKey{}).(time.Time)
+	if !ok {
+		at = time.Now()
+	}
+	if err := j.w.Append(journal.Record{ID: id, Event: event, Payload: payload, At: at}); err != nil {
+		return false, fmt.Errorf("journal delivery %s: %w", id, err)
+	}
+	return false, nil
+}
+
+// answerReport tells the server each webhook answer's status.
+type answerReport struct {
+	next http.Handler
+	tell *teller
+}
+
+func (a *answerReport) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
+	a.next.ServeHTTP(rec, r)
+	a.tell.answered(r.Header.Get("X-GitHub-Event"), rec.status)
+}
+
+// teller writes the answers' lines to the server; a write that fails
+// means the server is gone, and the door stops.
+type teller struct {
+	mu   sync.Mutex
+	w    io.Writer
+	gone func()
+}
+
+func (t *teller) answered(event string, status int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if _, err := fmt.Fprintf(t.w, "%d %s\n", status, event); err != nil {
+		t.gone()
+	}
+}
+
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (r *statusRecorder) WriteHeader(code int) {
+	r.status = code
+	r.ResponseWriter.WriteHeader(code)
+}
+
+// Unwrap lets http.ResponseController reach the connection (the
+// intake's read deadlines).
+func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
+
+// doorProxy passes a request to the server process on its Unix socket,
+// as it came: its Host and any X-Forwarded-Proto a TLS proxy in front
+// set are kept, and the client's address is added to X-Forwarded-For.
+func doorProxy(socket string, log zerolog.Logger) http.Handler {
+	var d net.Dialer
+	return &httputil.ReverseProxy{
+		Director: func(r *http.Request) {
+			r.URL.Scheme, r.URL.Host = "http", "perfgate-server"
+		},
+		Transport: &http.Transport{
+			DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+				return d.DialContext(ctx, "unix", socket)
+			},
+			MaxIdleConnsPerHost: 64,
+			IdleConnTimeout:     time.Minute,
+		},
+		// Answers stream as the server writes them (logs, long polls).
+		FlushInterval: -1,
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			if r.Context().Err() == nil {
+				log.Warn().Err(err).Str("path", r.URL.Path).Msg("door: the server process did not answer")
+			}
+			http.Error(w, "perfgate's server process did not answer; try again shortly", http.StatusBadGateway)
+		},
+	}
+}
+
+// doorAnswers reads the door's answer lines from r until it closes and
+// hands each to answered.
+func doorAnswers(r io.Reader, answered func(event string, status int)) {
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		if event, status, ok := doorLine(sc.Text()); ok {
+			answered(event, status)
+		}
+	}
+}
