@@ -94,7 +94,11 @@ func Launch(ctx context.Context, cfg Config, prep Prepared, st store.Store, ln n
 				if err := start(next); err != nil {
 					return err
 				}
-				log.Info().Int64("app_id", c.AppID).Str("slug", c.Slug).Msg("setup complete: serving webhooks")
+				msg := "setup complete: serving webhooks"
+				if cfg.Door != nil && cfg.WebhookDoor != "off" {
+					msg += " from this process; the next start hands them to the door process"
+				}
+				log.Info().Int64("app_id", c.AppID).Str("slug", c.Slug).Msg(msg)
 				return nil
 			},
 		})
