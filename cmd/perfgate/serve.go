@@ -11,7 +11,6 @@ import (
 	"strings"
 
 	"github.com/perfgate/perfgate/internal/github/server"
-	"github.com/perfgate/perfgate/internal/store"
 )
 
 func init() {
@@ -89,20 +88,13 @@ func runServe(ctx context.Context, env *cliEnv, args []string) int {
 		// of its own unless PERFGATE_WEBHOOK_DOOR=off.
 		cfg.Door = func() *exec.Cmd { return exec.Command(exe, "door") }
 	}
-	st, err := store.Open(ctx, cfg.DatabaseURL, store.WithFairShare(cfg.Fleet.Shares()), store.WithInstance(cfg.InstanceName()))
-	if err != nil {
-		ln.Close()
-		fmt.Fprintf(env.stderr, "perfgate serve: %v\n", err)
-		return 1
-	}
-	defer st.Close()
 	// A stop is logged when it is asked for (a slow drain shows why the
 	// server still runs) and when it is done.
 	announced := context.AfterFunc(ctx, func() {
 		env.log.Info().Msg("shutting down (SIGTERM or SIGINT): no new work is taken; requests in flight get up to 30s")
 	})
 	defer announced()
-	if err := server.Launch(ctx, cfg, prep, st, ln, env.log); err != nil {
+	if err := server.Serve(ctx, cfg, prep, ln, env.log); err != nil {
 		env.log.Error().Err(err).Msg("perfgate server stopped on an error")
 		fmt.Fprintf(env.stderr, "perfgate serve: %v\n", err)
 		return 1

@@ -26,7 +26,6 @@ import (
 	"github.com/perfgate/perfgate/internal/github/githubtest"
 	"github.com/perfgate/perfgate/internal/logging"
 	"github.com/perfgate/perfgate/internal/poll"
-	"github.com/perfgate/perfgate/internal/store"
 )
 
 // ackServeEnv, set to 1, makes this test binary a perfgate server
@@ -56,8 +55,8 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// ackServe is perfgate serve's start (cmd/perfgate/serve.go) with the
-// settings from the environment and a loopback port of the system's
+// ackServe is perfgate serve's start (cmd/perfgate/serve.go: LoadConfig,
+// Prepare, TuneGC, the door, Serve) with the settings from the environment and a loopback port of the system's
 // choosing, which it prints on stdout. It serves until SIGTERM or SIGINT.
 func ackServe() int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
@@ -84,15 +83,8 @@ func ackServe() int {
 		fmt.Fprintf(os.Stderr, "ack server: %v\n", err)
 		return 1
 	}
-	st, err := store.Open(ctx, cfg.DatabaseURL, store.WithFairShare(cfg.Fleet.Shares()), store.WithInstance(cfg.InstanceName()))
-	if err != nil {
-		ln.Close()
-		fmt.Fprintf(os.Stderr, "ack server: %v\n", err)
-		return 1
-	}
-	defer st.Close()
 	fmt.Println(ackListening + ln.Addr().String())
-	if err := Launch(ctx, cfg, prep, st, ln, logger); err != nil {
+	if err := Serve(ctx, cfg, prep, ln, logger); err != nil {
 		fmt.Fprintf(os.Stderr, "ack server: %v\n", err)
 		return 1
 	}

@@ -71,7 +71,11 @@ func ServeDoor(ctx context.Context, settings io.Reader, ln net.Listener, notify 
 	if err != nil {
 		return fmt.Errorf("door: %w", err)
 	}
-	defer w.Close()
+	defer func() {
+		if err := w.Close(); err != nil {
+			log.Error().Err(err).Msg("door: close the ack journal")
+		}
+	}()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	tell := &teller{w: notify, gone: cancel}
@@ -111,8 +115,7 @@ func ServeDoor(ctx context.Context, settings io.Reader, ln net.Listener, notify 
 	}
 	shutdown, stop := context.WithTimeout(context.Background(), 30*time.Second)
 	defer stop()
-	err = hs.Shutdown(shutdown)
-	return errors.Join(err, w.Sync())
+	return hs.Shutdown(shutdown) // the deferred Close syncs the journal
 }
 
 // journalInbox is the door's inbox: a verified delivery is appended to
@@ -175,13 +178,25 @@ func (r *statusRecorder) WriteHeader(code int) {
 func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
 
 // doorProxy passes a request to the server process on its Unix socket,
-// as it came: its Host and any X-Forwarded-Proto a TLS proxy in front
-// set are kept, and the client's address is added to X-Forwarded-For.
+// as it came: its Host and the X-Forwarded-* a TLS proxy in front set
+// are kept, and the client's address is added to X-Forwarded-For.
 func doorProxy(socket string, log zerolog.Logger) http.Handler {
 	var d net.Dialer
 	return &httputil.ReverseProxy{
-		Director: func(r *http.Request) {
-			r.URL.Scheme, r.URL.Host = "http", "perfgate-server"
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.Out.URL.Scheme, pr.Out.URL.Host = "http", "perfgate-server"
+			pr.Out.Host = pr.In.Host
+			// What a proxy in front said of the client (its scheme
+			// decides the session cookie's Secure) goes on as it came,
+			// with the client's address added.
+			for _, h := range []string{"X-Forwarded-Proto", "X-Forwarded-Host", "X-Forwarded-For"} {
+				if v := pr.In.Header.Values(h); len(v) > 0 {
+					pr.Out.Header[h] = v
+				}
+			}
+			if ip, _, err := net.SplitHostPort(pr.In.RemoteAddr); err == nil {
+				pr.Out.Header.Add("X-Forwarded-For", ip)
+			}
 		},
 		Transport: &http.Transport{
 			DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {

@@ -67,13 +67,15 @@ func launchWithDoor(t *testing.T, gh *githubtest.Server, dataDir string) (base s
 	gc := gh.AppConfig()
 	for k, v := range map[string]string{
 		"PERFGATE_DATA_DIR": dataDir, "PERFGATE_PUBLIC_URL": base, "PERFGATE_APP_SLUG": githubtest.AppSlug,
-		"PERFGATE_AGENT_REGISTRATION_TOKEN":  testToken,
-		"PERFGATE_GITHUB_WEB_URL":            gc.WebURL,
-		"PERFGATE_GITHUB_V3_API_URL":         gc.V3APIURL,
-		"PERFGATE_GITHUB_V4_API_URL":         gc.V4APIURL,
-		"PERFGATE_GITHUB_APP_INTEGRATION_ID": strconv.FormatInt(gc.App.IntegrationID, 10),
-		"PERFGATE_GITHUB_APP_WEBHOOK_SECRET": gc.App.WebhookSecret,
-		"PERFGATE_GITHUB_APP_PRIVATE_KEY":    gc.App.PrivateKey,
+		"PERFGATE_AGENT_REGISTRATION_TOKEN":   testToken,
+		"PERFGATE_GITHUB_WEB_URL":             gc.WebURL,
+		"PERFGATE_GITHUB_V3_API_URL":          gc.V3APIURL,
+		"PERFGATE_GITHUB_V4_API_URL":          gc.V4APIURL,
+		"PERFGATE_GITHUB_APP_INTEGRATION_ID":  strconv.FormatInt(gc.App.IntegrationID, 10),
+		"PERFGATE_GITHUB_APP_WEBHOOK_SECRET":  gc.App.WebhookSecret,
+		"PERFGATE_GITHUB_APP_PRIVATE_KEY":     gc.App.PrivateKey,
+		"PERFGATE_GITHUB_OAUTH_CLIENT_ID":     "Iv1.doortest",
+		"PERFGATE_GITHUB_OAUTH_CLIENT_SECRET": "door-test-client-secret",
 	} {
 		t.Setenv(k, v)
 	}
@@ -181,6 +183,31 @@ func TestDoorAnswersWebhooksAndPassesTheRest(t *testing.T) {
 		resp.Body.Close()
 		if resp.StatusCode != http.StatusOK {
 			t.Errorf("GET %s through the door: %d", path, resp.StatusCode)
+		}
+	}
+
+	// What a TLS proxy in front says of the client reaches the server:
+	// sign-in's cookie is Secure when it said https, and only then.
+	noFollow := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	for _, proto := range []string{"https", ""} {
+		req, err := http.NewRequest(http.MethodGet, base+"/login", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if proto != "" {
+			req.Header.Set("X-Forwarded-Proto", proto)
+		}
+		resp, err := noFollow.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		cookies := resp.Header.Values("Set-Cookie")
+		if resp.StatusCode != http.StatusFound || len(cookies) == 0 {
+			t.Fatalf("GET /login through the door (X-Forwarded-Proto %q): %d, cookies %q", proto, resp.StatusCode, cookies)
+		}
+		if secure := strings.Contains(strings.Join(cookies, "\n"), "; Secure"); secure != (proto == "https") {
+			t.Errorf("X-Forwarded-Proto %q through the door: sign-in's cookies %q", proto, cookies)
 		}
 	}
 

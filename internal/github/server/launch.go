@@ -220,3 +220,18 @@ func innerSocket(dataDir string) (net.Listener, error) {
 	}
 	return net.Listen("unix", path)
 }
+
+// Serve is perfgate serve once its settings are checked and its port is
+// open: the store opened as every server opens it (the fleet's fair
+// shares, this instance's name on its leases), Launch until ctx ends, the
+// store closed. perfgate serve and the ack benchmark's server both run
+// it, so the benchmark cannot start the server differently.
+func Serve(ctx context.Context, cfg Config, prep Prepared, ln net.Listener, log zerolog.Logger) error {
+	st, err := store.Open(ctx, cfg.DatabaseURL, store.WithFairShare(cfg.Fleet.Shares()), store.WithInstance(cfg.InstanceName()))
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	defer st.Close()
+	return Launch(ctx, cfg, prep, st, ln, log)
+}
