@@ -53,6 +53,8 @@ func ollamaCPUGatesConfig(string) string {
 // PERFGATE_E2E_OLLAMA_GATES=<gates per arm>, on PERFGATE_E2E_RUNNERS
 // runners (4 by default; one Ollama per runner, one thread each);
 // PERFGATE_E2E_OLLAMA_GATE_CPU=1 gates the engine's CPU per output token;
+// PERFGATE_E2E_OLLAMA_PLANT=ff plants a wider feed-forward (about +10%,
+// widerFFGGUF) instead of the fifth block;
 // PERFGATE_E2E_OLLAMA_TIER=quick opens each gate as a pull request judged
 // by the quick tier of the real-engine demo's own perfgate.yml (40
 // prompts, 8 interleaved pairs, engine CPU per output token at 15%: the
@@ -94,7 +96,10 @@ func TestOllamaGateRates(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer h.Close()
-	wider := fifthBlockGGUF()
+	plant, planted := fifthBlockGGUF(), "+1 block"
+	if os.Getenv("PERFGATE_E2E_OLLAMA_PLANT") == "ff" {
+		plant, planted = widerFFGGUF(), "+10% (FF 928)"
+	}
 	var gates []*rateGate
 	for i := range perArm {
 		aa, err := h.Repo.Branch(fmt.Sprintf("aa-%d", i), "docs only", map[string]string{
@@ -102,12 +107,12 @@ func TestOllamaGateRates(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		slow, err := h.Repo.Branch(fmt.Sprintf("slow-%d", i), "a fifth block", map[string]string{
-			"model/perfgate-tiny.gguf": wider, "model/README.md": fmt.Sprintf("# model\n\nvariant %d\n", i)})
+		slow, err := h.Repo.Branch(fmt.Sprintf("slow-%d", i), "model: "+planted, map[string]string{
+			"model/perfgate-tiny.gguf": plant, "model/README.md": fmt.Sprintf("# model\n\nvariant %d\n", i)})
 		if err != nil {
 			t.Fatal(err)
 		}
-		a, b := &rateGate{arm: "A/A", sha: aa}, &rateGate{arm: "+1 block", sha: slow}
+		a, b := &rateGate{arm: "A/A", sha: aa}, &rateGate{arm: planted, sha: slow}
 		if quick {
 			a.pr, b.pr = 100+2*i, 101+2*i
 		}
@@ -115,8 +120,22 @@ func TestOllamaGateRates(t *testing.T) {
 	}
 	wctx, wcancel := context.WithTimeout(ctx, budget)
 	defer wcancel()
-	gateRates(t, wctx, h, gates, []string{"A/A", "+1 block"},
+	gateRates(t, wctx, h, gates, []string{"A/A", planted},
 		fmt.Sprintf("real engine (%s, perfgate-tiny on the CPU), %s, %d runners", h.Engine, gated, runners))
+}
+
+// widerFFGGUF is main's model with every block's feed-forward 928 wide
+// instead of 768: 13.9% more multiply-adds per token (the fifth block's
+// 24.1% measured +19% of the engine's CPU per token, so about +11%), the
+// planted "+10%" of the merge tier's rates (PERFGATE_E2E_OLLAMA_PLANT=ff).
+func widerFFGGUF() string {
+	m := ollamaModelSpec()
+	m.FF = 928
+	b, err := ggufBytes(m)
+	if err != nil {
+		panic(err) // the spec is fixed: a failure is a bug in gguf
+	}
+	return string(b)
 }
 
 // TestOllamaNoise measures the real engine's noise: for each tier size
