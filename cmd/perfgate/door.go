@@ -2,9 +2,8 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"net"
-	"os"
 
 	"github.com/perfgate/perfgate/internal/github/server"
 )
@@ -13,9 +12,7 @@ func init() {
 	register("door", command{summary: "started by perfgate serve (not by hand): answers webhooks on the server's port, passes the rest on", run: runDoor})
 }
 
-// runDoor is the door process perfgate serve starts (server.ServeDoor):
-// the public port on fd 3, the answers' pipe to the server on fd 4, its
-// settings on stdin.
+// runDoor is the door process perfgate serve starts (server.DoorMain).
 func runDoor(ctx context.Context, env *cliEnv, args []string) int {
 	fs := env.flags("door", "")
 	fs.epilog = "perfgate serve starts this process with its port (fd 3), a pipe for its answers (fd 4) and its settings on stdin; set PERFGATE_WEBHOOK_DOOR=off to answer webhooks in the server's process instead.\n"
@@ -26,12 +23,11 @@ func runDoor(ctx context.Context, env *cliEnv, args []string) int {
 		fmt.Fprintf(env.stderr, "perfgate door: unexpected arguments %q\n", fs.Args())
 		return 3
 	}
-	ln, err := net.FileListener(os.NewFile(3, "port"))
-	if err != nil {
-		fmt.Fprintf(env.stderr, "perfgate door: the port on fd 3: %v (perfgate serve starts the door; it is not run by hand)\n", err)
-		return 3
-	}
-	if err := server.ServeDoor(ctx, os.Stdin, ln, os.NewFile(4, "answers"), env.stdout, env.log); err != nil {
+	if err := server.DoorMain(ctx, env.stdout, env.log); err != nil {
+		if errors.Is(err, server.ErrNoDoorPort) {
+			fmt.Fprintf(env.stderr, "perfgate door: %v\n", err)
+			return 3
+		}
 		env.log.Error().Err(err).Msg("door stopped on an error")
 		fmt.Fprintf(env.stderr, "perfgate door: %v\n", err)
 		return 1

@@ -131,11 +131,7 @@ func TestOllamaGateRates(t *testing.T) {
 func widerFFGGUF() string {
 	m := ollamaModelSpec()
 	m.FF = 928
-	b, err := ggufBytes(m)
-	if err != nil {
-		panic(err) // the spec is fixed: a failure is a bug in gguf
-	}
-	return string(b)
+	return fixedGGUF(m)
 }
 
 // TestOllamaNoise measures the real engine's noise: for each tier size

@@ -7,10 +7,17 @@ import (
 // Webhook counts deliveries to next (the webhook endpoint) by event and by
 // the outcome its status code means.
 func (m *Metrics) Webhook(next http.Handler) http.Handler {
+	return Answers(next, m.DeliveryAnswered)
+}
+
+// Answers hands answered each webhook answer's event and status after
+// next has written it (the door process tells them to the server this
+// way).
+func Answers(next http.Handler, answered func(event string, status int)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
 		next.ServeHTTP(rec, r)
-		m.DeliveryAnswered(r.Header.Get("X-GitHub-Event"), rec.status)
+		answered(r.Header.Get("X-GitHub-Event"), rec.status)
 	})
 }
 

@@ -50,10 +50,7 @@ func newStoreInbox(st store.Store) storeInbox {
 // Accept stores a verified delivery, to be placed and processed by the
 // inbox's worker.
 func (i storeInbox) Accept(ctx context.Context, id, event string, payload []byte) (bool, error) {
-	arrived, ok := ctx.Value(arrivalKey{}).(time.Time)
-	if !ok {
-		arrived = time.Now()
-	}
+	arrived := arrivedAt(ctx)
 	type result struct {
 		a   store.Accepted
 		err error
@@ -93,3 +90,12 @@ func (i storeInbox) Accept(ctx context.Context, id, event string, payload []byte
 // arrivalKey marks a webhook request's context with the time it arrived,
 // the start of its answer's budget.
 type arrivalKey struct{}
+
+// arrivedAt is when the webhook request of ctx arrived (the intake marks
+// it), or now.
+func arrivedAt(ctx context.Context) time.Time {
+	if at, ok := ctx.Value(arrivalKey{}).(time.Time); ok {
+		return at
+	}
+	return time.Now()
+}

@@ -10,12 +10,14 @@ import (
 	"net"
 	"net/http"
 	"net/http/httputil"
+	"os"
 	"sync"
 	"time"
 
 	"github.com/rs/zerolog"
 
 	"github.com/perfgate/perfgate/internal/github/app"
+	"github.com/perfgate/perfgate/internal/github/metrics"
 	"github.com/perfgate/perfgate/internal/store/journal"
 )
 
@@ -54,6 +56,21 @@ const doorReady = "perfgate-door ready"
 // SQLite's WAL at synchronous=NORMAL would.
 const journalSync = 200 * time.Millisecond
 
+// ErrNoDoorPort: the process was not given a port on fd 3, as a door run
+// by hand is not.
+var ErrNoDoorPort = errors.New("door: no port on fd 3")
+
+// DoorMain is the door process's start as startDoor launches it: the
+// port on fd 3, the answers' pipe to the server on fd 4, the settings on
+// stdin, the ready line on out (perfgate door; the tests' door).
+func DoorMain(ctx context.Context, out io.Writer, log zerolog.Logger) error {
+	ln, err := net.FileListener(os.NewFile(3, "port"))
+	if err != nil {
+		return fmt.Errorf("%w: %w (perfgate serve starts the door; it is not run by hand)", ErrNoDoorPort, err)
+	}
+	return ServeDoor(ctx, os.Stdin, ln, os.NewFile(4, "answers"), out, log)
+}
+
 // ServeDoor is the door process: it reads its settings from settings,
 // serves ln until ctx ends, writes doorReady on ready once it serves,
 // and tells the server each delivery's answer on notify, a line
@@ -80,7 +97,7 @@ func ServeDoor(ctx context.Context, settings io.Reader, ln net.Listener, notify 
 	defer cancel()
 	tell := &teller{w: notify, gone: cancel}
 	inbox := journalInbox{w: w}
-	webhook := &answerReport{next: newWebhookIntake(app.NewReceiver(ds.Receiver, inbox, nil, log), ds.Receiver.MaxInFlightBytes), tell: tell}
+	webhook := metrics.Answers(newWebhookIntake(app.NewReceiver(ds.Receiver, inbox, nil, log), ds.Receiver.MaxInFlightBytes), tell.answered)
 	mux := http.NewServeMux()
 	mux.Handle(app.WebhookPath, webhook)
 	mux.Handle("/", doorProxy(ds.Upstream, log))
@@ -125,26 +142,10 @@ func ServeDoor(ctx context.Context, settings io.Reader, ln net.Listener, notify 
 type journalInbox struct{ w *journal.Writer }
 
 func (j journalInbox) Accept(ctx context.Context, id, event string, payload []byte) (bool, error) {
-	at, ok := ctx.Value(arrivalKey{}).(time.Time)
-	if !ok {
-		at = time.Now()
-	}
-	if err := j.w.Append(journal.Record{ID: id, Event: event, Payload: payload, At: at}); err != nil {
+	if err := j.w.Append(journal.Record{ID: id, Event: event, Payload: payload, At: arrivedAt(ctx)}); err != nil {
 		return false, fmt.Errorf("journal delivery %s: %w", id, err)
 	}
 	return false, nil
-}
-
-// answerReport tells the server each webhook answer's status.
-type answerReport struct {
-	next http.Handler
-	tell *teller
-}
-
-func (a *answerReport) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
-	a.next.ServeHTTP(rec, r)
-	a.tell.answered(r.Header.Get("X-GitHub-Event"), rec.status)
 }
 
 // teller writes the answers' lines to the server; a write that fails
@@ -162,20 +163,6 @@ func (t *teller) answered(event string, status int) {
 		t.gone()
 	}
 }
-
-type statusRecorder struct {
-	http.ResponseWriter
-	status int
-}
-
-func (r *statusRecorder) WriteHeader(code int) {
-	r.status = code
-	r.ResponseWriter.WriteHeader(code)
-}
-
-// Unwrap lets http.ResponseController reach the connection (the
-// intake's read deadlines).
-func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
 
 // doorProxy passes a request to the server process on its Unix socket,
 // as it came: its Host and the X-Forwarded-* a TLS proxy in front set

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"net"
@@ -30,16 +29,11 @@ import (
 // it through Config.Door.
 const doorEnv = "PERFGATE_TEST_DOOR"
 
-// testDoor is cmd/perfgate's runDoor for this test binary.
+// testDoor is perfgate door (cmd/perfgate's runDoor) for this test binary.
 func testDoor() int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	ln, err := net.FileListener(os.NewFile(3, "port"))
-	if err != nil {
-		os.Stderr.WriteString("test door: " + err.Error() + "\n")
-		return 3
-	}
-	if err := ServeDoor(ctx, os.Stdin, ln, os.NewFile(4, "answers"), os.Stdout, zerolog.New(os.Stderr)); err != nil {
+	if err := DoorMain(ctx, os.Stdout, zerolog.New(os.Stderr)); err != nil {
 		os.Stderr.WriteString("test door: " + err.Error() + "\n")
 		return 1
 	}
@@ -53,20 +47,26 @@ func testDoorCommand() *exec.Cmd {
 	return cmd
 }
 
-// launchDoor serves the full server (the fake GitHub's app credentials,
-// SQLite in dataDir) with its door, as perfgate serve does; the server
-// stops when the test ends, and the test fails if a door outlives it.
+// launchWithDoor serves the full server (the fake GitHub's app
+// credentials, SQLite in dataDir) with its door, as perfgate serve does;
+// the server stops when the test ends, and the test fails if a door
+// outlives it.
 func launchWithDoor(t *testing.T, gh *githubtest.Server, dataDir string) (base string, st store.Store, logs *syncWriter) {
 	t.Helper()
-	clearEnv(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	base = "http://" + ln.Addr().String()
+	// Registered first, so it runs after the server has stopped.
+	t.Cleanup(func() {
+		if logs == nil {
+			return
+		}
+		for _, pid := range doorPIDs(logs.String()) {
+			if syscall.Kill(pid, 0) == nil {
+				t.Errorf("door process %d outlived its server", pid)
+			}
+		}
+	})
 	gc := gh.AppConfig()
-	for k, v := range map[string]string{
-		"PERFGATE_DATA_DIR": dataDir, "PERFGATE_PUBLIC_URL": base, "PERFGATE_APP_SLUG": githubtest.AppSlug,
+	base, _, st, logs = launchWith(t, gh, dataDir, map[string]string{
+		"PERFGATE_APP_SLUG":                   githubtest.AppSlug,
 		"PERFGATE_AGENT_REGISTRATION_TOKEN":   testToken,
 		"PERFGATE_GITHUB_WEB_URL":             gc.WebURL,
 		"PERFGATE_GITHUB_V3_API_URL":          gc.V3APIURL,
@@ -76,40 +76,9 @@ func launchWithDoor(t *testing.T, gh *githubtest.Server, dataDir string) (base s
 		"PERFGATE_GITHUB_APP_PRIVATE_KEY":     gc.App.PrivateKey,
 		"PERFGATE_GITHUB_OAUTH_CLIENT_ID":     "Iv1.doortest",
 		"PERFGATE_GITHUB_OAUTH_CLIENT_SECRET": "door-test-client-secret",
-	} {
-		t.Setenv(k, v)
-	}
-	cfg, err := LoadConfig("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	prep, err := Prepare(&cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Loop = fastLoop()
-	cfg.Door = testDoorCommand
-	if err := os.MkdirAll(dataDir, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if st, err = store.Open(context.Background(), cfg.DatabaseURL); err != nil {
-		t.Fatal(err)
-	}
-	logs = &syncWriter{w: &bytes.Buffer{}}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- Launch(ctx, cfg, prep, st, ln, zerolog.New(logs)) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Launch: %v", err)
-		}
-		st.Close()
-		for _, pid := range doorPIDs(logs.String()) {
-			if syscall.Kill(pid, 0) == nil {
-				t.Errorf("door process %d outlived its server", pid)
-			}
-		}
+	}, func(cfg *Config) {
+		cfg.Loop = fastLoop()
+		cfg.Door = testDoorCommand
 	})
 	if err := poll.UntilContext(poll.Context(t), func() bool { return len(doorPIDs(logs.String())) > 0 }); err != nil {
 		t.Fatalf("no door process started (%v); the server's log:\n%s", err, logs)

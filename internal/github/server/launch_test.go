@@ -27,6 +27,15 @@ import (
 // stops when the test ends.
 func launch(t *testing.T, gh *githubtest.Server, dataDir string) (base string, prep Prepared, logs *syncWriter) {
 	t.Helper()
+	base, prep, _, logs = launchWith(t, gh, dataDir, nil, nil)
+	return base, prep, logs
+}
+
+// launchWith is launch with more settings in env (they override the
+// fake GitHub's URLs) and tune, when set, changing the prepared config;
+// it also returns the server's store.
+func launchWith(t *testing.T, gh *githubtest.Server, dataDir string, env map[string]string, tune func(*Config)) (base string, prep Prepared, st store.Store, logs *syncWriter) {
+	t.Helper()
 	clearEnv(t)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -37,6 +46,9 @@ func launch(t *testing.T, gh *githubtest.Server, dataDir string) (base string, p
 	t.Setenv("PERFGATE_PUBLIC_URL", base)
 	t.Setenv("PERFGATE_GITHUB_WEB_URL", gh.URL)
 	t.Setenv("PERFGATE_GITHUB_V3_API_URL", gh.URL+"/")
+	for k, v := range env {
+		t.Setenv(k, v)
+	}
 	cfg, err := LoadConfig("")
 	if err != nil {
 		t.Fatal(err)
@@ -44,11 +56,13 @@ func launch(t *testing.T, gh *githubtest.Server, dataDir string) (base string, p
 	if prep, err = Prepare(&cfg); err != nil {
 		t.Fatal(err)
 	}
+	if tune != nil {
+		tune(&cfg)
+	}
 	if err := os.MkdirAll(dataDir, 0o700); err != nil {
 		t.Fatal(err)
 	}
-	st, err := store.Open(context.Background(), cfg.DatabaseURL)
-	if err != nil {
+	if st, err = store.Open(context.Background(), cfg.DatabaseURL); err != nil {
 		t.Fatal(err)
 	}
 	logs = &syncWriter{w: &bytes.Buffer{}}
@@ -62,7 +76,7 @@ func launch(t *testing.T, gh *githubtest.Server, dataDir string) (base string, p
 		}
 		st.Close()
 	})
-	return base, prep, logs
+	return base, prep, st, logs
 }
 
 // The manifest flow end to end: a server without credentials serves the
